@@ -1,0 +1,94 @@
+"""The compiled cluster configuration (CFG-1, CFG-2): what `xceadmin build` produces
+from the YAML files of a TopDir and what the daemon runs on.
+
+Units: memory in MB, time in seconds, slots as integers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Mode = Literal["production", "test"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ListenSettings(_Strict):
+    """TCP listener for peers (D-2). `port` 0 picks a free port and writes it to
+    `<TopDir>/run/xced.port`; None means no TCP listener."""
+
+    host: str = "127.0.0.1"
+    port: int | None = None
+
+
+class ClusterSettings(_Strict):
+    """Contents of `config/xce.yaml`."""
+
+    cluster_name: str = "xce"
+    mode: Mode = "production"
+    admins: list[str] = Field(default_factory=list)
+    default_application: str | None = None
+    default_project: str | None = None
+    default_queue: str | None = None
+    listen: ListenSettings = ListenSettings()
+    #: seconds between INT, TERM and KILL of `xcecli kill` (LSF JOB_TERMINATE_INTERVAL).
+    kill_interval_s: float = 10.0
+    #: seconds between SIGTERM and SIGKILL when a run limit is reached (JOB-2).
+    limit_grace_s: float = 10.0
+    #: coalescing delay of scheduler sessions, seconds (D-4; at most 0.010).
+    sched_delay_s: float = 0.005
+    presets_dir: str | None = None
+
+
+class QueueConfig(_Strict):
+    """One queue of `config/queues.yaml` (MERGE-2: priority and per-job ceilings)."""
+
+    name: str
+    priority: int = 30
+    description: str = ""
+    max_tasks: int | None = None
+    max_run_limit_s: int | None = None
+    max_memory_mb: int | None = None
+    host_limit: int | None = None
+    backfill: bool = False
+
+
+class HostConfig(_Strict):
+    """One host of `config/hosts.yaml` (RES-2)."""
+
+    name: str
+    slots: int
+    memory_mb: int
+    resources: dict[str, float] = Field(default_factory=dict)
+    attributes: dict[str, str] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+
+class ClusterConfig(_Strict):
+    """The whole compiled configuration. `queues` are in file order; the default
+    queue is `settings.default_queue`, else the first queue."""
+
+    settings: ClusterSettings
+    queues: list[QueueConfig]
+    hosts: list[HostConfig]
+
+    def content_hash(self) -> str:
+        """sha256 over canonical JSON of the whole config (CFG-2), hex, 64 chars."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def queue(self, name: str) -> QueueConfig | None:
+        for q in self.queues:
+            if q.name == name:
+                return q
+        return None
+
+    @property
+    def default_queue(self) -> str:
+        return self.settings.default_queue or self.queues[0].name
