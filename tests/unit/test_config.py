@@ -1,0 +1,336 @@
+"""The config compiler (CFG-1, CFG-2) and the unit parsers."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xced.config import (
+    BuildResult,
+    Diagnostic,
+    load_cluster_config,
+    write_personal_config,
+    write_skeleton,
+)
+from xced.model.units import (
+    format_duration,
+    format_memory,
+    parse_memory_mb,
+    parse_run_limit_s,
+    parse_seconds,
+)
+
+GOOD_SETTINGS = """\
+cluster_name: demo
+mode: production
+admins: [alice]
+default_queue: normal
+"""
+GOOD_QUEUES = """\
+queues:
+  - name: normal
+    priority: 30
+  - name: short
+    priority: 40
+    max_run_limit: "1:30"
+    max_memory: 4GB
+"""
+GOOD_HOSTS = """\
+hosts:
+  - name: node1
+    slots: 8
+    memory: 16GB
+    resources: {gpu: 2}
+    type: X86_64
+    attributes: {rack: r1}
+    tags: [fast]
+"""
+
+
+def make_topdir(tmp_path: Path, settings: str = GOOD_SETTINGS, queues: str = GOOD_QUEUES,
+                hosts: str = GOOD_HOSTS) -> Path:
+    config = tmp_path / "top" / "config"
+    config.mkdir(parents=True)
+    for name, text in (("xce.yaml", settings), ("queues.yaml", queues), ("hosts.yaml", hosts)):
+        if text is not None:
+            (config / name).write_text(textwrap.dedent(text))
+    return tmp_path / "top"
+
+
+def where(result: BuildResult) -> list[tuple[str, int | None, int | None]]:
+    return [(Path(d.file).name, d.line, d.col) for d in result.errors]
+
+
+# --------------------------------------------------------------------------- good configs
+
+
+def test_good_config_maps_onto_the_model(tmp_path: Path) -> None:
+    r = load_cluster_config(make_topdir(tmp_path))
+    assert r.errors == [] and r.warnings == [] and r.ok
+    cfg = r.config
+    assert cfg is not None and r.hash == cfg.content_hash() and len(r.hash) == 64
+    assert cfg.settings.cluster_name == "demo" and cfg.settings.admins == ["alice"]
+    assert cfg.default_queue == "normal"
+    short = cfg.queue("short")
+    assert short is not None and short.max_run_limit_s == 5400 and short.max_memory_mb == 4096
+    (host,) = cfg.hosts
+    assert host.memory_mb == 16384 and host.resources == {"gpu": 2.0}
+    assert host.attributes == {"rack": "r1", "type": "X86_64"} and host.tags == ["fast"]
+
+
+def test_personal_config_loads(tmp_path: Path) -> None:
+    write_personal_config(tmp_path)
+    r = load_cluster_config(tmp_path)
+    assert r.errors == [] and r.warnings == []
+    cfg = r.config
+    assert cfg is not None
+    assert cfg.settings.mode == "production" and cfg.settings.cluster_name == "personal"
+    assert len(cfg.settings.admins) == 1
+    assert [q.name for q in cfg.queues] == ["normal"]
+    (host,) = cfg.hosts
+    assert host.slots == len(os.sched_getaffinity(0)) and host.memory_mb > 0
+
+
+def test_personal_config_does_not_overwrite(tmp_path: Path) -> None:
+    write_personal_config(tmp_path)
+    with pytest.raises(FileExistsError):
+        write_personal_config(tmp_path)
+
+
+def test_skeleton_loads_and_is_commented(tmp_path: Path) -> None:
+    written = write_skeleton(tmp_path / "new" / "top")
+    assert {p.name for p in written} == {"xce.yaml", "queues.yaml", "hosts.yaml"}
+    r = load_cluster_config(tmp_path / "new" / "top")
+    assert r.errors == [] and r.warnings == []
+    assert r.config is not None and r.config.settings.mode == "production"
+    assert len(r.config.queues) >= 2 and len(r.config.hosts) == 1
+    text = (tmp_path / "new" / "top" / "config" / "xce.yaml").read_text()
+    for key in ("cluster_name", "mode", "admins", "default_queue", "listen", "kill_interval",
+                "limit_grace", "sched_delay", "presets_dir"):
+        assert f"\n{key}:" in text
+    assert text.count("#") > 10
+
+
+def test_later_files_are_ignored(tmp_path: Path) -> None:
+    top = make_topdir(tmp_path)
+    for name in ("applications.yaml", "projects.yaml", "rbac.yaml", "keys.yaml"):
+        (top / "config" / name).write_text("anything: [at all\n")
+    assert load_cluster_config(top).ok
+
+
+def test_hash_is_stable_and_follows_content(tmp_path: Path) -> None:
+    top = make_topdir(tmp_path)
+    h1, h2 = load_cluster_config(top).hash, load_cluster_config(top).hash
+    assert h1 is not None and h1 == h2
+    queues = top / "config" / "queues.yaml"
+    queues.write_text(queues.read_text() + "    # a comment changes nothing\n")
+    assert load_cluster_config(top).hash == h1
+    queues.write_text(queues.read_text().replace("priority: 40", "priority: 41"))
+    h3 = load_cluster_config(top).hash
+    assert h3 is not None and h3 != h1
+
+
+# --------------------------------------------------------------------------- errors
+
+BROKEN_SETTINGS = """\
+cluster_name: demo
+mode: prod
+admins: [alice]
+sched_delay: 0.5
+"""
+BROKEN_QUEUES = """\
+queues:
+  - name: normal
+    priority: high
+  - name: long
+    prio: 3
+  - name: other
+    priority: 1.5
+    max_memory: 4XB
+"""
+BROKEN_HOSTS = """\
+hosts:
+  - name: node1
+    slots: 4
+    memory: 8GB
+    colour: red
+  - name: node2
+    memory: 8GB
+"""
+
+
+def test_all_errors_of_all_files_at_once(tmp_path: Path) -> None:
+    r = load_cluster_config(make_topdir(tmp_path, BROKEN_SETTINGS, BROKEN_QUEUES, BROKEN_HOSTS))
+    assert r.config is None and r.hash is None and not r.ok
+    assert where(r) == [
+        ("xce.yaml", 2, 7),      # mode: prod
+        ("xce.yaml", 4, 14),     # sched_delay above 0.010 (D-4)
+        ("queues.yaml", 3, 15),  # priority: high
+        ("queues.yaml", 5, 5),   # unknown key prio
+        ("queues.yaml", 7, 15),  # priority: 1.5
+        ("queues.yaml", 8, 17),  # max_memory: 4XB
+        ("hosts.yaml", 5, 5),    # unknown key colour
+        ("hosts.yaml", 6, 5),    # node2 has no slots
+    ]
+    messages = [d.message for d in r.errors]
+    assert messages[0] == 'mode must be production or test, got "prod"'
+    assert "0.010" in messages[1] and "0.5" in messages[1]
+    assert messages[2] == 'queue "normal": priority must be an integer, got "high"'
+    assert messages[4] == 'queue "other": priority must be an integer, got 1.5'
+    assert "KB, MB, GB or TB" in messages[5]
+    assert messages[7] == 'host "node2": missing required key "slots"'
+    assert str(r.errors[2]).endswith(
+        'config/queues.yaml:3:15: error: queue "normal": priority must be an integer, got "high"'
+    )
+
+
+def test_unknown_key_lists_valid_keys(tmp_path: Path) -> None:
+    r = load_cluster_config(make_topdir(tmp_path, queues="queues:\n  - name: normal\n    prio: 3\n"))
+    (d,) = r.errors
+    assert (Path(d.file).name, d.line, d.col) == ("queues.yaml", 3, 5)
+    assert d.message.startswith(
+        'unknown key "prio" in queue "normal"; valid keys: name, priority, description, '
+        "max_tasks, max_run_limit, max_memory, host_limit, backfill"
+    )
+    assert 'did you mean "priority"' in d.message
+
+
+def test_duplicate_queue_points_at_the_second(tmp_path: Path) -> None:
+    queues = "queues:\n  - name: normal\n  - name: short\n  - name: normal\n"
+    r = load_cluster_config(make_topdir(tmp_path, queues=queues))
+    (d,) = r.errors
+    assert (d.line, d.col) == (4, 11)
+    assert 'duplicate queue name "normal"' in d.message and "line 2" in d.message
+
+
+def test_duplicate_host(tmp_path: Path) -> None:
+    hosts = "hosts:\n  - {name: a, slots: 1, memory: 100}\n  - {name: a, slots: 1, memory: 100}\n"
+    r = load_cluster_config(make_topdir(tmp_path, hosts=hosts))
+    assert [(d.line, d.message.split(" (")[0]) for d in r.errors] == [(3, 'duplicate host name "a"')]
+
+
+def test_default_queue_must_exist(tmp_path: Path) -> None:
+    settings = GOOD_SETTINGS.replace("default_queue: normal", "default_queue: nosuch")
+    r = load_cluster_config(make_topdir(tmp_path, settings=settings))
+    (d,) = r.errors
+    assert (Path(d.file).name, d.line, d.col) == ("xce.yaml", 4, 16)
+    assert '"nosuch"' in d.message and "normal, short" in d.message
+
+
+def test_yaml_syntax_error_is_one_error_with_position(tmp_path: Path) -> None:
+    queues = "queues:\n  - name: normal\n    priority: [1, 2\n"
+    r = load_cluster_config(make_topdir(tmp_path, queues=queues))
+    (d,) = r.errors
+    assert Path(d.file).name == "queues.yaml" and d.line == 4 and d.col is not None
+    assert d.message.startswith("invalid YAML:")
+
+
+def test_yaml_duplicate_key(tmp_path: Path) -> None:
+    r = load_cluster_config(make_topdir(tmp_path, settings=GOOD_SETTINGS + "mode: test\n"))
+    (d,) = r.errors
+    assert (d.line, d.col) == (5, 1) and "duplicate key" in d.message
+
+
+def test_missing_file_and_missing_topdir(tmp_path: Path) -> None:
+    top = make_topdir(tmp_path)
+    (top / "config" / "hosts.yaml").unlink()
+    (d,) = load_cluster_config(top).errors
+    assert d.file.endswith("config/hosts.yaml") and d.line is None
+    assert "xceadmin init DIR" in d.message
+    assert str(d) == f"{d.file}: error: {d.message}"
+
+    (d,) = load_cluster_config(tmp_path / "nope").errors
+    assert "does not exist" in d.message
+
+
+def test_empty_lists_and_wrong_shapes(tmp_path: Path) -> None:
+    r = load_cluster_config(make_topdir(tmp_path, queues="queues: []\n", hosts="- name: a\n"))
+    assert where(r) == [("queues.yaml", 1, 9), ("hosts.yaml", 1, 1)]
+    assert "at least one" in r.errors[0].message
+    assert 'key "hosts"' in r.errors[1].message
+
+
+def test_value_checks(tmp_path: Path) -> None:
+    settings = """\
+listen: {host: 0.0.0.0, port: 70000}
+kill_interval: 0
+limit_grace: 5s
+admins: []
+"""
+    hosts = """\
+hosts:
+  - name: n1
+    slots: 2
+    memory: 1GB
+    resources: {gpu: two}
+    tags: [a, 3]
+"""
+    r = load_cluster_config(make_topdir(tmp_path, settings=settings, hosts=hosts))
+    assert where(r) == [("xce.yaml", 1, 31), ("xce.yaml", 2, 16), ("hosts.yaml", 5, 22), ("hosts.yaml", 6, 15)]
+    assert "65535" in r.errors[0].message and "greater than 0" in r.errors[1].message
+    assert [w.message.split(":")[0] for w in r.warnings] == ["no admins named"]
+
+
+def test_warnings_are_separate(tmp_path: Path) -> None:
+    settings = GOOD_SETTINGS.replace("mode: production", "mode: test")
+    queues = "queues:\n  - name: normal\n    max_tasks: 100\n"
+    r = load_cluster_config(make_topdir(tmp_path, settings=settings, queues=queues))
+    assert r.ok and r.errors == []
+    assert [(Path(w.file).name, w.line) for w in r.warnings] == [("xce.yaml", 2), ("queues.yaml", 3)]
+    assert all(w.severity == "warning" for w in r.warnings)
+
+
+def test_diagnostic_format() -> None:
+    d = Diagnostic("error", "config/queues.yaml", 7, 5, "bad")
+    assert str(d) == "config/queues.yaml:7:5: error: bad"
+    assert d.to_dict() == {"severity": "error", "file": "config/queues.yaml", "line": 7, "col": 5,
+                           "message": "bad"}
+
+
+# --------------------------------------------------------------------------- units
+
+
+@pytest.mark.parametrize(
+    ("text", "mb"),
+    [("512", 512), (512, 512), ("4GB", 4096), ("4gb", 4096), ("4 G", 4096), ("1.5GB", 1536),
+     ("2048KB", 2), ("512KB", 1), ("1TB", 1048576), ("100MB", 100), ("1GiB", 1024)],
+)
+def test_parse_memory_mb(text: str | int, mb: int) -> None:
+    assert parse_memory_mb(text) == mb
+
+
+@pytest.mark.parametrize("text", ["", "0", "-5", "4XB", "GB", "1.5", "10B", "lots", 0, -1])
+def test_parse_memory_mb_rejects(text: str | int) -> None:
+    with pytest.raises(ValueError) as e:
+        parse_memory_mb(text)
+    assert "got" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("10", 600), (10, 600), ("1:30", 5400), ("0:45", 2700), ("90s", 90), ("30m", 1800),
+     ("2h", 7200), ("1d", 86400), ("1h30m", 5400), ("1.5h", 5400), (" 5 ", 300)],
+)
+def test_parse_run_limit_s(text: str | int, seconds: int) -> None:
+    assert parse_run_limit_s(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "-5", "0:00", "1:75", "abc", "1:2:3", "0s", "1.5", "5ms"])
+def test_parse_run_limit_s_rejects(text: str) -> None:
+    with pytest.raises(ValueError) as e:
+        parse_run_limit_s(text)
+    assert "got" in str(e.value)
+
+
+def test_parse_seconds_and_formatters() -> None:
+    assert parse_seconds("500ms") == 0.5 and parse_seconds("2m") == 120 and parse_seconds(0.005) == 0.005
+    with pytest.raises(ValueError):
+        parse_seconds("-1")
+    assert [format_duration(s) for s in (0, 45, 90, 5400, 90061, 0.25, 2.5)] == [
+        "0s", "45s", "1m30s", "1h30m", "1d1h1m1s", "250ms", "2.5s"]
+    for s in (45, 90, 5400, 90061):
+        assert parse_run_limit_s(format_duration(s)) == s
+    assert [format_memory(m) for m in (512, 4096, 1536)] == ["512MB", "4GB", "1.5GB"]

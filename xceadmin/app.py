@@ -1,0 +1,64 @@
+"""xceadmin: the admin's CLI (CLI-1, CLI-4). One module per command in
+`xceadmin/commands/`; this module only wires them to the root Typer app and
+holds the error funnel.
+
+Start-up stays light (DESIGN rule 7): nothing here, nor at the top of a
+command module, imports pydantic, ruamel or httpx; commands import them inside
+the function that runs.
+
+Exit codes (CLI-1): 0 ok, 1 refused or invalid (a config with errors, a
+TopDir that does not exist), 2 usage error, 3 the daemon could not be reached.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from xceadmin.commands import build as _build
+from xceadmin.commands import init as _init
+
+app = typer.Typer(
+    name="xceadmin",
+    help="XCE administration: make, check and compile the cluster config of a TopDir.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _root() -> None:
+    """XCE administration: make, check and compile the cluster config of a TopDir."""
+
+
+app.command("init", help=_init.HELP, no_args_is_help=True)(_init.init)
+app.command("build", help=_build.HELP)(_build.build)
+# More subcommands (keys, hosts, sim) register here the same way.
+
+
+def main() -> None:
+    """Console script entry point: the error funnel. Typed exits pass through;
+    anything unexpected is one line on stderr and exit 1, a traceback only with
+    XCE_DEBUG=1 (DESIGN rule 6)."""
+    from xced.constants import ENV_DEBUG
+
+    try:
+        app()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print("xceadmin: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # the funnel: never a traceback for the user
+        if os.environ.get(ENV_DEBUG, "") not in ("", "0"):
+            raise
+        text = str(exc) or type(exc).__name__
+        print(f"xceadmin: error: {text} (XCE_DEBUG=1 shows the traceback)", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,48 @@
+"""`xceadmin init DIR`: a TopDir skeleton with commented example config (CLI-4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+HELP = (
+    "Make a TopDir skeleton in DIR: commented config/xce.yaml, queues.yaml and hosts.yaml.\n\n"
+    "The files describe this machine (one host, the current user as admin). "
+    "Refuses if DIR already has a config."
+)
+
+
+def init(
+    directory: Annotated[
+        Path,
+        typer.Argument(metavar="DIR", help="TopDir to create (parents are made as needed).", show_default=False),
+    ],
+) -> None:
+    import shlex
+
+    from xced.config.loader import CONFIG_DIR, REQUIRED_FILES
+    from xced.config.personal import write_skeleton
+
+    def fail(message: str) -> typer.Exit:
+        typer.echo(f"xceadmin init: error: {message}", err=True)
+        return typer.Exit(1)
+
+    given = directory.expanduser()
+    topdir = given.absolute()
+    existing = [topdir / CONFIG_DIR / name for name in REQUIRED_FILES if (topdir / CONFIG_DIR / name).exists()]
+    if existing:
+        raise fail(f"{existing[0]} exists already; not overwriting it (edit it, or choose another DIR)")
+    if topdir.exists() and not topdir.is_dir():
+        raise fail(f"{topdir} exists and is not a directory")
+    try:
+        topdir.mkdir(parents=True, exist_ok=True)
+        written = write_skeleton(topdir)
+    except FileExistsError as e:
+        raise fail(str(e)) from None
+    except OSError as e:
+        raise fail(f"cannot write the config of {topdir}: {e.strerror or e}") from None
+    for path in written:
+        typer.echo(f"wrote {path}", err=True)
+    typer.echo(f"next: edit the files, then: xceadmin build --topdir {shlex.quote(str(given))}", err=True)

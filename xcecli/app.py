@@ -1,0 +1,57 @@
+"""`xcecli`: the user's command line (CLI-1 to CLI-3, CLI-6).
+
+Exit codes (CLI-1): 0 ok; 1 the request was refused (bad input, permission, unknown
+job); 2 usage error; 3 the daemon could not be reached. `submit -K` passes the job's
+own exit code through, as `bsub -K` does (126 when the job was killed while pending).
+
+Every error passes through one funnel (`main`) that prints one line on stderr and exits
+with the error's code; a traceback only with XCE_DEBUG=1 (DESIGN rule 6).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from xcecli.context import Ctx
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Submit and manage XCE jobs.")
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    topdir: str = typer.Option(None, "--topdir", help="TopDir of the cluster (default: XCE_TOPDIR, else the personal cluster)"),
+    as_user: str = typer.Option(None, "--as-user", help="act as this user (test mode only; env XCE_TEST_USER)"),
+) -> None:
+    ctx.obj = Ctx(topdir=topdir, as_user=as_user)
+
+
+from xcecli.commands import cluster, control, jobs, submit  # noqa: E402
+
+submit.register(app)
+jobs.register(app)
+control.register(app)
+cluster.register(app)
+
+
+def main() -> None:
+    """Entry point: run the app through the error funnel."""
+    from xced.api.errors import XceError
+
+    try:
+        app()
+    except XceError as e:
+        if os.environ.get("XCE_DEBUG") == "1":
+            raise
+        print(f"xcecli: error: {e.message}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        print("xcecli: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)

@@ -1,0 +1,34 @@
+"""`xcecli hosts`, `queues` (CLI-3; LSF bhosts, bqueues)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def hosts(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+        """List hosts (LSF bhosts): status, slots (MAX), jobs, memory."""
+        from xcecli.output import print_json, table
+
+        res = ctx.obj.client().hosts()
+        if as_json:
+            print_json(res)
+            return
+        table(["HOST_NAME", "STATUS", "MAX", "NJOBS", "RUN", "MEM_MB", "MEM_USED_MB", "ATTRIBUTES"],
+              [[h.name, h.status, h.slots, h.njobs, h.slots_used, h.memory_mb, h.memory_used_mb,
+                " ".join(f"{k}={v}" for k, v in {**h.attributes, **h.resources}.items()) or None] for h in res.hosts])
+
+    @app.command()
+    def queues(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+        """List queues (LSF bqueues): priority, ceilings and job counts."""
+        from xcecli.output import fmt_duration, print_json, table
+
+        res = ctx.obj.client().queues()
+        if as_json:
+            print_json(res)
+            return
+        table(["QUEUE_NAME", "PRIO", "MAX_TASKS", "RUNLIMIT", "NJOBS", "PEND", "RUN", "SUSP"],
+              [[q.name + (" (default)" if q.default else ""), q.priority, q.max_tasks,
+                fmt_duration(q.max_run_limit_s) if q.max_run_limit_s else None, q.njobs, q.pend, q.run, q.susp]
+               for q in res.queues])

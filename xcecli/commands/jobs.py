@@ -1,0 +1,208 @@
+"""`xcecli jobs`, `show`, `hist`, `peek`, `wait` (CLI-3)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+#: Fields of `xcecli jobs -o` (bjobs -o style), in default order.
+FIELDS = {
+    "id": "JOBID", "user": "USER", "state": "STAT", "queue": "QUEUE", "hosts": "EXEC_HOST",
+    "name": "JOB_NAME", "submit_time": "SUBMIT_TIME", "start_time": "START_TIME", "end_time": "END_TIME",
+    "exit_code": "EXIT_CODE", "ntasks": "NTASKS", "elements": "ELEMENTS", "run_as": "RUN_AS",
+    "reason": "PEND_REASON",
+}
+DEFAULT_FIELDS = ["id", "user", "state", "queue", "hosts", "name", "submit_time"]
+
+
+def _job_ref(text: str) -> tuple[int, int | None]:
+    from xced.model.jobs import parse_job_ref
+
+    try:
+        return parse_job_ref(text)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+def _field(job, f: str) -> object:
+    from xcecli.output import fmt_time
+
+    el = job.elements[0] if len(job.elements) == 1 and job.array_spec is None else None
+    if f == "id":
+        return job.job_id
+    if f == "user":
+        return job.user
+    if f == "state":
+        return job.state.value
+    if f == "queue":
+        return job.queue
+    if f == "hosts":
+        if el is None or not el.alloc:
+            return None
+        return ":".join(f"{a.slots}*{a.host}" if a.slots > 1 else a.host for a in el.alloc)
+    if f == "name":
+        return (job.name or "") + (job.array_spec[job.array_spec.index("["):] if job.array_spec else "") or None
+    if f == "submit_time":
+        return fmt_time(job.submit_time)
+    if f == "start_time":
+        return fmt_time(el.start_time) if el else None
+    if f == "end_time":
+        return fmt_time(el.end_time) if el else None
+    if f == "exit_code":
+        return el.exit_code if el else None
+    if f == "ntasks":
+        if el and el.alloc:
+            return sum(a.slots for a in el.alloc)
+        return job.ntasks_min if job.ntasks_min == job.ntasks_max else f"{job.ntasks_min},{job.ntasks_max}"
+    if f == "elements":
+        return ",".join(f"{n} {s}" for s, n in sorted(job.counts.items())) if job.array_spec else None
+    if f == "run_as":
+        return job.run_as
+    if f == "reason":
+        return el.pend_reason.main if el and el.pend_reason else None
+    raise KeyError(f)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def jobs(
+        ctx: typer.Context,
+        user: Optional[str] = typer.Option(None, "-u", "--user", help="whose jobs: a user name or 'all' (default: yours)"),
+        queue: Optional[str] = typer.Option(None, "-q", "--queue"),
+        state: List[str] = typer.Option([], "-s", "--state", help="PEND, PSUSP, RUN, USUSP, DONE or EXIT (repeatable)"),
+        all_: bool = typer.Option(False, "-a", "--all", help="include finished jobs of any age (default: the last hour)"),
+        fields: Optional[str] = typer.Option(None, "-o", help=f"fields, space or comma separated: {' '.join(FIELDS)}"),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """List jobs (LSF bjobs): your unfinished jobs and those that finished in the last hour."""
+        from xced.model.jobs import JobState
+        from xcecli.output import print_json, table
+
+        states = []
+        for s in state:
+            for part in s.replace(",", " ").split():
+                if part.upper() not in JobState.__members__:
+                    raise typer.BadParameter(f"-s {part!r}: valid states are {', '.join(JobState.__members__)}")
+                states.append(part.upper())
+        cols = DEFAULT_FIELDS
+        if fields:
+            cols = [f for f in fields.replace(",", " ").split()]
+            bad = [f for f in cols if f not in FIELDS]
+            if bad:
+                raise typer.BadParameter(f"-o: unknown field(s) {', '.join(bad)}; valid fields: {' '.join(FIELDS)}")
+        res = ctx.obj.client().jobs(user=user, queue=queue, states=states or None, all=all_)
+        if as_json:
+            print_json(res)
+            return
+        table([FIELDS[f] for f in cols], [[_field(j, f) for f in cols] for j in res.jobs])
+
+    @app.command()
+    def show(ctx: typer.Context, job: str = typer.Argument(..., help="job ID"), as_json: bool = typer.Option(False, "--json")) -> None:
+        """Show a job in full (LSF bjobs -l): its request, who it runs as, every element."""
+        from xcecli.output import fmt_duration, fmt_time, print_json, table
+
+        jid, idx = _job_ref(job)
+        j = ctx.obj.client().job(jid)
+        if idx is not None:
+            j.elements = [e for e in j.elements if e.index == idx]
+            if not j.elements:
+                raise typer.BadParameter(f"job {jid} has no element {idx}")
+        if as_json:
+            print_json(j)
+            return
+        lines = [
+            ("Job", f"{j.job_id}" + (f" ({j.name})" if j.name else "")),
+            ("User", j.user + (" (asserted in test mode)" if j.asserted_user else "")),
+            ("Runs as", j.run_as),
+            ("Queue", j.queue),
+            ("State", j.state.value),
+            ("Command", " ".join(j.argv)),
+            ("CWD", j.cwd),
+            ("Tasks", str(j.ntasks_min) if j.ntasks_min == j.ntasks_max else f"{j.ntasks_min},{j.ntasks_max}"),
+            ("Run limit", fmt_duration(j.run_limit_s) if j.run_limit_s else "none"),
+            ("Memory limit", f"{j.memory_limit_mb} MB" if j.memory_limit_mb else "none"),
+            ("Submitted", fmt_time(j.submit_time)),
+        ]
+        if j.array_spec:
+            lines.append(("Array", j.array_spec + ("" if j.array_limit is None else f" (at most {j.array_limit} running)")))
+            lines.append(("Elements", ", ".join(f"{n} {s}" for s, n in sorted(j.counts.items()))))
+        for k, v in lines:
+            print(f"{k + ':':<14}{v}")
+        rows = []
+        for e in j.elements:
+            why = e.exit_reason or (e.pend_reason.main if e.pend_reason else None)
+            hosts = " ".join(f"{a.host}:{a.slots}" for a in e.alloc) or None
+            rows.append([e.id, e.state.value, hosts, fmt_time(e.start_time), fmt_time(e.end_time),
+                         e.exit_code, e.exit_signal, why])
+        print()
+        table(["ID", "STAT", "HOSTS", "START", "END", "EXIT", "SIGNAL", "REASON"], rows)
+        for e in j.elements:
+            if e.pend_reason and e.pend_reason.hosts:
+                print(f"\n{e.id} pending: {e.pend_reason.main}")
+                for h in e.pend_reason.hosts:
+                    print(f"  {h.message}")
+
+    @app.command()
+    def hist(ctx: typer.Context, job: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
+        """A job's history (LSF bhist -l): every transition with time, actor and reason."""
+        from xcecli.output import fmt_time, print_json, table
+
+        jid, idx = _job_ref(job)
+        ev = ctx.obj.client().events(jid)
+        if idx is not None:
+            ev.events = [e for e in ev.events if e.id in (str(jid), f"{jid}[{idx}]")]
+        if as_json:
+            print_json(ev)
+            return
+        table(["TIME", "ID", "EVENT", "FROM", "TO", "ACTOR", "REASON"],
+              [[fmt_time(e.time), e.id, e.kind, e.from_state.value if e.from_state else None,
+                e.to_state.value if e.to_state else None, e.actor, e.reason] for e in ev.events])
+
+    @app.command()
+    def peek(ctx: typer.Context, job: str = typer.Argument(...),
+             stderr: bool = typer.Option(False, "-e", "--stderr", help="show stderr instead of stdout"),
+             max_bytes: int = typer.Option(65536, "--bytes", help="at most the last N bytes")) -> None:
+        """Output of a job so far (LSF bpeek)."""
+        import sys
+
+        jid, idx = _job_ref(job)
+        text = ctx.obj.client().output(jid, idx, "stderr" if stderr else "stdout", max_bytes)
+        sys.stdout.write(text)
+
+    @app.command()
+    def wait(ctx: typer.Context, jobs_: List[str] = typer.Argument(..., metavar="JOB..."),
+             timeout: Optional[float] = typer.Option(None, "--timeout", help="give up after this many seconds (exit 1)")) -> None:
+        """Wait until the jobs end. Exit 0 when all are DONE, 1 otherwise; a progress display on a terminal."""
+        import sys
+        import time
+
+        from xcecli.output import err
+
+        refs = [_job_ref(j)[0] for j in jobs_]
+        client = ctx.obj.client()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        results = {}
+        status = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+
+            status = Console(stderr=True).status(f"waiting for {len(refs)} job(s)")
+            status.start()
+        try:
+            for i, jid in enumerate(refs):
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if status:
+                    status.update(f"waiting for job {jid} ({i}/{len(refs)} ended)")
+                results[jid] = client.wait(jid, timeout=left)
+        finally:
+            if status:
+                status.stop()
+        bad = [j for j in results.values() if j.state.value != "DONE"]
+        for j in bad:
+            if j.state.value in ("DONE", "EXIT"):
+                codes = sorted({e.exit_code for e in j.elements if e.exit_code is not None})
+                err(f"job {j.job_id} ended {j.state.value}" + (f" (exit code {', '.join(map(str, codes))})" if codes else ""))
+            else:
+                err(f"job {j.job_id} is still {j.state.value} (timed out)")
+        raise typer.Exit(1 if bad else 0)

@@ -1,0 +1,121 @@
+"""`xcecli submit` (CLI-2): LSF spellings (`-n`, `-q`, `-J`, `-o`, `-e`, `-W`, `-M`, `-K`)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+
+def _usage(msg: str) -> None:
+    raise typer.BadParameter(msg)
+
+
+def parse_ntasks(text: str) -> tuple[int, int | None]:
+    """`-n MIN[,MAX]` -> (MIN, MAX or None). Raises typer.BadParameter."""
+    parts = text.split(",")
+    if len(parts) > 2 or not all(p.strip().lstrip("-").isdigit() for p in parts):
+        _usage(f"-n {text!r}: expected MIN or MIN,MAX with integers, e.g. -n 4 or -n 2,8")
+    nmin = int(parts[0])
+    nmax = int(parts[1]) if len(parts) == 2 else None
+    if nmin < 1:
+        _usage(f"-n {text}: the task count must be at least 1")
+    if nmax is not None and nmax < nmin:
+        _usage(f"-n {text}: MAX is below MIN; write -n MIN,MAX")
+    return nmin, nmax
+
+
+def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
+    """The command as the job will run it. A path to an existing script is made absolute
+    (and run with /bin/sh when it is not executable); a missing script or a program not
+    on PATH is refused here, before anything is submitted."""
+    import os
+    import shutil
+
+    prog = argv[0]
+    if "/" in prog:
+        path = prog if os.path.isabs(prog) else os.path.normpath(os.path.join(cwd, prog))
+        if not os.path.isfile(path):
+            _usage(f"script {prog!r} not found (looked for {path})")
+        if not os.access(path, os.X_OK):
+            return ["/bin/sh", path] + argv[1:]
+        return [path] + argv[1:]
+    if os.path.isfile(os.path.join(cwd, prog)) and shutil.which(prog, path=env.get("PATH", "")) is None:
+        path = os.path.join(cwd, prog)
+        return ([path] if os.access(path, os.X_OK) else ["/bin/sh", path]) + argv[1:]
+    if shutil.which(prog, path=env.get("PATH", os.defpath)) is None:
+        _usage(f"command {prog!r} not found on PATH and no file of that name in {cwd}")
+    return argv
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(context_settings={"allow_interspersed_args": False})
+    def submit(
+        ctx: typer.Context,
+        command: List[str] = typer.Argument(..., help="command and arguments, or a script path (put -- before a command with options)"),
+        ntasks: Optional[str] = typer.Option(None, "-n", help="tasks: N, or MIN,MAX to take as many as fit now"),
+        queue: Optional[str] = typer.Option(None, "-q", "--queue", help="queue (default: the cluster's default queue)"),
+        name: Optional[str] = typer.Option(None, "-J", "--name", help="job name; NAME[1-100:2]%10 makes an array"),
+        stdout: Optional[str] = typer.Option(None, "-o", help="stdout file; %J = job ID, %I = array index"),
+        stderr: Optional[str] = typer.Option(None, "-e", help="stderr file (default: with stdout)"),
+        run_limit: Optional[str] = typer.Option(None, "-W", help="run limit, [hours:]minutes"),
+        memory: Optional[str] = typer.Option(None, "-M", help="memory limit, e.g. 4GB (MB if no unit)"),
+        env: List[str] = typer.Option([], "--env", help="NAME=VALUE added to the job's environment (repeatable)"),
+        wait: bool = typer.Option(False, "-K", "--wait", help="wait for the job to end and exit with its exit code"),
+        parsable: bool = typer.Option(False, "--parsable", help="print only the job ID"),
+        as_json: bool = typer.Option(False, "--json", help="print the submit result as JSON"),
+    ) -> None:
+        """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...]"""
+        import os
+
+        from xced.api.models import SubmitRequest
+        from xced.model.jobs import ArraySpecError, parse_job_name
+        from xced.model.units import parse_memory_mb, parse_run_limit_s
+        from xcecli.output import err, print_json
+
+        cwd = os.getcwd()
+        job_env = dict(os.environ)
+        for item in env:
+            k, sep, v = item.partition("=")
+            if not sep or not k or not (k[0].isalpha() or k[0] == "_") or not all(c.isalnum() or c == "_" for c in k):
+                _usage(f"--env {item!r}: expected NAME=VALUE with NAME made of letters, digits and _")
+            job_env[k] = v
+        argv = resolve_command(list(command), job_env, cwd)
+        nmin, nmax = parse_ntasks(ntasks) if ntasks is not None else (1, None)
+        if name is not None:
+            try:
+                parse_job_name(name)
+            except ArraySpecError as e:
+                _usage(str(e))
+        rl = None
+        if run_limit is not None:
+            try:
+                rl = parse_run_limit_s(run_limit)
+            except ValueError as e:
+                _usage(f"-W {run_limit!r}: {e}")
+        mem = None
+        if memory is not None:
+            try:
+                mem = parse_memory_mb(memory)
+            except ValueError as e:
+                _usage(f"-M {memory!r}: {e}")
+        req = SubmitRequest(argv=argv, cwd=cwd, env=job_env, name=name, queue=queue, ntasks_min=nmin,
+                            ntasks_max=nmax, stdout=stdout, stderr=stderr, run_limit_s=rl, memory_limit_mb=mem)
+        client = ctx.obj.client()
+        res = client.submit(req)
+        if as_json:
+            print_json(res)
+        elif parsable:
+            print(res.job_id, flush=True)
+        else:
+            what = f"Job array <{res.job_id}> ({res.array_size} elements)" if res.array_size else f"Job <{res.job_id}>"
+            print(f"{what} is submitted to queue <{res.queue}>.", flush=True)
+        if wait:
+            err("<<Waiting for dispatch ...>>")
+            job = client.wait(res.job_id)
+            codes = [e.exit_code for e in job.elements if e.exit_code is not None]
+            killed_pending = any(e.start_time is None and e.state == "EXIT" for e in job.elements)
+            err(f"<<Job is finished>> {job.state}")
+            if killed_pending and not codes:
+                raise typer.Exit(126)
+            raise typer.Exit(max(codes) if codes else (0 if job.state == "DONE" else 1))

@@ -1,0 +1,209 @@
+"""Request and response bodies of the `/xce/v1/` API (D-2).
+
+Every body is strict (`extra="forbid"`): an unknown field is a 422 naming the field,
+never dropped (bug-1970). `--json` output of the CLIs is these models' JSON; their
+JSON Schemas are generated into docs/json/ (`python -m xced.api.schema docs/json`).
+
+Units: times are epoch seconds (float), durations seconds, memory MB, slots integers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from xced.model.jobs import JobState
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- requests
+
+
+class SubmitRequest(Body):
+    """POST /jobs. `name` may carry an array part (`sweep[1-100:2]%10`, JOB-4)."""
+
+    argv: list[str] = Field(min_length=1, description="command and arguments; argv[0] is the program or script")
+    cwd: str = Field(description="absolute working directory of the job")
+    env: dict[str, str] = Field(default_factory=dict, description="the job's environment (the submitter's, with --env applied)")
+    name: str | None = None
+    queue: str | None = None
+    ntasks_min: int = Field(1, description="-n MIN")
+    ntasks_max: int | None = Field(None, description="-n MIN,MAX; None means MIN")
+    stdout: str | None = Field(None, description="-o path, %J and %I substituted at dispatch")
+    stderr: str | None = Field(None, description="-e path; None means with stdout")
+    run_limit_s: int | None = Field(None, description="-W, seconds")
+    memory_limit_mb: int | None = Field(None, description="-M, MB")
+
+
+class JobAction(Body):
+    """POST /jobs/{id}/{kill|stop|resume|requeue}. `index` None means every element."""
+
+    index: int | None = None
+
+
+# ---------------------------------------------------------------- responses
+
+
+class SubmitResponse(Body):
+    job_id: int
+    name: str | None
+    queue: str
+    array_size: int = Field(0, description="number of elements, 0 for a plain job")
+
+
+class HostShortfallOut(Body):
+    host: str
+    resource: str
+    free: float
+    needed: float
+    message: str
+
+
+class PendReasonOut(Body):
+    """RES-6: a main reason plus per-host shortfalls."""
+
+    main: str
+    hosts: list[HostShortfallOut] = Field(default_factory=list)
+
+
+class AllocOut(Body):
+    host: str
+    slots: int
+
+
+class ElementOut(Body):
+    """One element of a job (index 0 for a plain job)."""
+
+    id: str = Field(description="display ID: 123 or 123[4]")
+    job_id: int
+    index: int
+    state: JobState
+    holds: list[Literal["user", "system"]] = Field(default_factory=list)
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int | None = None
+    exit_signal: str | None = None
+    exit_reason: str | None = None
+    alloc: list[AllocOut] = Field(default_factory=list)
+    pend_reason: PendReasonOut | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+
+
+class JobOut(Body):
+    """A job as `xcecli jobs --json` and `xcecli show --json` print it."""
+
+    job_id: int
+    name: str | None
+    user: str
+    run_as: str = Field(description="the user the job's processes run as (D-6)")
+    asserted_user: bool = Field(False, description="submitted by a user asserted in test mode")
+    queue: str
+    state: JobState = Field(description="the job's state; for an array the most active element state")
+    submit_time: float
+    argv: list[str]
+    cwd: str
+    ntasks_min: int
+    ntasks_max: int
+    run_limit_s: int | None
+    memory_limit_mb: int | None
+    array_spec: str | None = None
+    array_limit: int | None = None
+    counts: dict[str, int] = Field(default_factory=dict, description="elements per state")
+    elements: list[ElementOut] = Field(default_factory=list)
+
+
+class JobList(Body):
+    jobs: list[JobOut]
+
+
+class EventOut(Body):
+    """One transition or notable event of a job (D-5)."""
+
+    time: float
+    id: str
+    kind: str
+    from_state: JobState | None = None
+    to_state: JobState | None = None
+    actor: str
+    reason: str | None = None
+
+
+class EventList(Body):
+    events: list[EventOut]
+
+
+class HostOut(Body):
+    name: str
+    status: Literal["ok", "closed", "unavail"]
+    slots: int
+    slots_used: int
+    memory_mb: int
+    memory_used_mb: int
+    njobs: int
+    resources: dict[str, float] = Field(default_factory=dict)
+    attributes: dict[str, str] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+
+class HostList(Body):
+    hosts: list[HostOut]
+
+
+class QueueOut(Body):
+    name: str
+    priority: int
+    description: str
+    default: bool
+    max_tasks: int | None
+    max_run_limit_s: int | None
+    max_memory_mb: int | None
+    host_limit: int | None
+    backfill: bool
+    njobs: int
+    pend: int
+    run: int
+    susp: int
+
+
+class QueueList(Body):
+    queues: list[QueueOut]
+
+
+class ActionResult(Body):
+    """Result of kill/stop/resume/requeue: what was done to which elements."""
+
+    job_id: int
+    affected: list[str]
+    message: str
+
+
+class Info(Body):
+    """GET /info: who the daemon is and who it thinks you are."""
+
+    cluster_name: str
+    mode: Literal["production", "test"]
+    version: str
+    config_hash: str
+    user: str
+    asserted_user: bool
+    is_admin: bool
+    topdir: str
+    daemon_user: str
+
+
+#: Models whose JSON Schema is published in docs/json/ (CLI-1 "stable, documented fields").
+PUBLISHED = {
+    "submit": SubmitResponse,
+    "job": JobOut,
+    "jobs": JobList,
+    "events": EventList,
+    "hosts": HostList,
+    "queues": QueueList,
+    "action": ActionResult,
+    "info": Info,
+}

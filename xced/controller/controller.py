@@ -1,0 +1,654 @@
+"""The controller (D-1, D-3, D-5, DESIGN rule 2): owns all state and is its only writer.
+
+Every stimulus (a submit, a scheduler decision, a job end, a user action) becomes
+transitions from the one table in `transitions.py`, written with their events in one
+store transaction, and only then turned into effects (start a job, send a signal).
+
+In memory it keeps every job it knows (loaded from the store at start); the store is
+the durable truth. Scheduler sessions run on events (submit, job end, resume, release,
+host change) after a coalescing delay of at most 10 ms (D-4); there is no polling timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import pwd
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from xced.api.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from xced.controller.transitions import allowed, next_state
+from xced.model.config import ClusterConfig
+from xced.model.jobs import (
+    ACTIVE,
+    FINISHED,
+    ArraySpecError,
+    JobState,
+    PendReason,
+    format_job_ref,
+    parse_job_name,
+)
+from xced.policy.rbac import Caller, may_control_job
+from xced.scheduler.session import SessionResult, schedule
+from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, Snapshot
+from xced.store.sqlite import SqliteStore
+
+log = logging.getLogger("xced.controller")
+
+S = JobState
+
+
+@dataclass(slots=True)
+class Element:
+    """One element of a job (index 0 for a plain job) with its own state (JOB-4)."""
+
+    job: "Job"
+    index: int
+    state: JobState
+    holds: set[str] = field(default_factory=set)
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int | None = None
+    exit_signal: str | None = None
+    exit_reason: str | None = None
+    alloc: list[tuple[str, int]] = field(default_factory=list)
+    action: str | None = None  # "kill:ACTOR" or "requeue:ACTOR" while a running element is being ended
+    pend_reason: PendReason | None = None
+
+    @property
+    def ref(self) -> str:
+        return format_job_ref(self.job.id, self.index)
+
+
+@dataclass(slots=True)
+class Job:
+    """A submitted job: its own values (`spec`) and its elements by index."""
+
+    id: int
+    name: str | None
+    user: str
+    queue: str
+    submit_time: float
+    spec: dict
+    elements: dict[int, Element] = field(default_factory=dict)
+
+    @property
+    def array_limit(self) -> int | None:
+        return self.spec.get("array_limit")
+
+    @property
+    def is_array(self) -> bool:
+        return self.spec.get("array_spec") is not None
+
+    def finished(self) -> bool:
+        return all(e.state in FINISHED for e in self.elements.values())
+
+    def state(self) -> JobState:
+        """The job's summary state: the most active state among its elements."""
+        present = {e.state for e in self.elements.values()}
+        for s in (S.RUN, S.USUSP, S.PEND, S.PSUSP, S.EXIT, S.DONE):
+            if s in present:
+                return s
+        return S.DONE
+
+
+@dataclass(slots=True)
+class HostState:
+    """A host's declared supply and current use (RES-2); `status` ok when a worker serves it."""
+
+    name: str
+    slots: int
+    memory_mb: int
+    resources: dict[str, float]
+    attributes: dict[str, str]
+    tags: list[str]
+    slots_used: int = 0
+    mem_used_mb: int = 0
+    njobs: int = 0
+    status: str = "unavail"
+
+
+@dataclass(slots=True)
+class StartInfo:
+    """What a worker needs to start one element (JOB-1, JOB-3)."""
+
+    job_id: int
+    index: int
+    name: str | None
+    queue: str
+    user: str
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    stdout: str | None
+    stderr: str | None
+    run_limit_s: int | None
+    memory_limit_mb: int | None
+    alloc: list[tuple[str, int]]
+    run_as: str
+    run_uid: int | None
+    run_gid: int | None
+    kill_interval_s: float
+    grace_s: float
+
+
+@dataclass(slots=True)
+class EndStatus:
+    """How an element ended, as its supervisor recorded it (times epoch seconds)."""
+
+    exit_code: int
+    signal_name: str | None
+    start_time: float | None
+    end_time: float
+    reason: str | None
+
+
+class WorkerLink(Protocol):
+    """The controller's handle on one worker host (in-process now, remote in D-1 multi-host)."""
+
+    host: str
+
+    def start(self, info: StartInfo) -> None: ...
+    def kill(self, job_id: int, index: int) -> bool: ...
+    def signal(self, job_id: int, index: int, sig: int) -> bool: ...
+    def reattach(self, job_id: int, index: int) -> None: ...
+    def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None: ...
+
+
+def _daemon_user() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+class Controller:
+    """Owns jobs, hosts and the store. All methods run on the event loop thread.
+
+    Errors raised to the API: InvalidRequest (bad submit), NotFound (unknown job),
+    PermissionDenied (not the owner nor an admin), Conflict (wrong state).
+    """
+
+    def __init__(self, config: ClusterConfig, store: SqliteStore, topdir: Path,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.store = store
+        self.topdir = topdir
+        self.clock = clock
+        self.daemon_user = _daemon_user()
+        self.jobs: dict[int, Job] = {}
+        self.hosts: dict[str, HostState] = {
+            h.name: HostState(h.name, h.slots, h.memory_mb, dict(h.resources), dict(h.attributes), list(h.tags))
+            for h in config.hosts
+        }
+        self.workers: dict[str, WorkerLink] = {}
+        self._session_scheduled = False
+        self._waiters: dict[int, list[asyncio.Future]] = {}
+        self.sessions = 0
+        self.last_trace: list[str] = []
+        self._load()
+
+    # ------------------------------------------------------------------ loading
+
+    def _load(self) -> None:
+        for jid, name, user, queue, submit_time, spec in self.store.load_jobs():
+            self.jobs[jid] = Job(jid, name, user, queue, submit_time, json.loads(spec))
+        for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action) in self.store.load_elements():
+            job = self.jobs[jid]
+            e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
+                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action)
+            job.elements[idx] = e
+            if e.state in ACTIVE:
+                self._use(e, +1)
+
+    def _use(self, e: Element, sign: int) -> None:
+        mem = e.job.spec.get("memory_limit_mb") or 0
+        for host, n in e.alloc:
+            h = self.hosts.get(host)
+            if h is None:
+                continue
+            h.slots_used += sign * n
+            h.mem_used_mb += sign * mem
+            h.njobs += sign
+
+    def attach_worker(self, link: WorkerLink) -> None:
+        """A worker now serves `link.host`: mark it ok, re-attach its running elements, schedule."""
+        self.workers[link.host] = link
+        if link.host in self.hosts:
+            self.hosts[link.host].status = "ok"
+        for job in self.jobs.values():
+            for e in job.elements.values():
+                if e.state in ACTIVE and e.alloc and e.alloc[0][0] == link.host:
+                    link.reattach(job.id, e.index)
+        self.kick()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _transition(self, e: Element, stimulus: str, actor: str, reason: str | None, **fields) -> None:
+        """Apply one transition inside the caller's transaction: state, fields, event."""
+        new = next_state(stimulus, e.state)
+        old = e.state
+        e.state = new
+        for k, v in fields.items():
+            setattr(e, k, v)
+        upd = dict(fields)
+        upd["state"] = str(new)
+        if "holds" in upd:
+            upd["holds"] = ",".join(sorted(e.holds))
+        self.store.update_element(e.job.id, e.index, **upd)
+        self.store.add_event(self.clock(), e.job.id, e.index, stimulus.upper(), str(old), str(new), actor, reason)
+        if new in FINISHED:
+            e.pend_reason = None
+
+    def job(self, job_id: int) -> Job:
+        j = self.jobs.get(job_id)
+        if j is None:
+            raise NotFound(f"job {job_id} not found; `xcecli jobs -a -u all` lists the jobs the cluster knows")
+        return j
+
+    def _elements(self, job: Job, index: int | None) -> list[Element]:
+        if index is None:
+            return list(job.elements.values())
+        e = job.elements.get(index)
+        if e is None:
+            if not job.is_array:
+                raise NotFound(f"job {job.id} is not an array; refer to it as {job.id}")
+            raise NotFound(f"job {job.id} has no element {index}; its indices are {job.spec['array_spec']}")
+        return [e]
+
+    def _check_control(self, caller: Caller, job: Job) -> None:
+        if not may_control_job(caller, job.user):
+            raise PermissionDenied(f"job {job.id} belongs to {job.user}; only its owner or a cluster admin "
+                                   f"(admins in xce.yaml) may change it")
+
+    # ------------------------------------------------------------------ submit
+
+    def submit(self, req: dict, caller: Caller) -> Job:
+        """Validate and record a job (JOB-1, JOB-4, MERGE-2 ceilings); acknowledged after commit (D-3).
+
+        `req` holds SubmitRequest's fields. Raises InvalidRequest naming the field and
+        what would be valid.
+        """
+        cfg = self.config
+        qname = req.get("queue") or cfg.default_queue
+        queue = cfg.queue(qname)
+        if queue is None:
+            raise InvalidRequest(f"unknown queue {qname!r}; queues: {', '.join(q.name for q in cfg.queues)}",
+                                 field="queue")
+        nmin = req.get("ntasks_min") or 0
+        nmax = req.get("ntasks_max") or nmin
+        if nmin < 1:
+            raise InvalidRequest(f"-n {nmin}: the task count must be at least 1", field="ntasks_min")
+        if nmax < nmin:
+            raise InvalidRequest(f"-n {nmin},{nmax}: the maximum is below the minimum; write -n MIN,MAX with MIN <= MAX",
+                                 field="ntasks_max")
+        if queue.max_tasks is not None and nmin > queue.max_tasks:
+            raise InvalidRequest(f"-n {nmin}: queue {qname} allows at most {queue.max_tasks} tasks per job",
+                                 field="ntasks_min")
+        if queue.max_tasks is not None:
+            nmax = min(nmax, queue.max_tasks)
+        total_slots = sum(h.slots for h in self.hosts.values())
+        if nmin > total_slots:
+            raise InvalidRequest(f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all",
+                                 field="ntasks_min")
+        rl = req.get("run_limit_s")
+        if rl is not None and rl <= 0:
+            raise InvalidRequest(f"run limit {rl} s: must be positive; -W takes [hours:]minutes, e.g. -W 30 or -W 1:30",
+                                 field="run_limit_s")
+        if rl is not None and queue.max_run_limit_s is not None and rl > queue.max_run_limit_s:
+            raise InvalidRequest(f"run limit {rl} s is over queue {qname}'s ceiling of {queue.max_run_limit_s} s",
+                                 field="run_limit_s")
+        if rl is None and queue.max_run_limit_s is not None:
+            rl = queue.max_run_limit_s  # JOB-2: the queue's ceiling is the limit of a job without one
+        mem = req.get("memory_limit_mb")
+        if mem is not None and mem <= 0:
+            raise InvalidRequest(f"memory limit {mem} MB: must be positive, e.g. -M 4GB", field="memory_limit_mb")
+        if mem is not None and queue.max_memory_mb is not None and mem > queue.max_memory_mb:
+            raise InvalidRequest(f"memory limit {mem} MB is over queue {qname}'s ceiling of {queue.max_memory_mb} MB",
+                                 field="memory_limit_mb")
+        if mem is not None and not any(h.memory_mb >= mem for h in self.hosts.values()):
+            raise InvalidRequest(f"memory {mem} MB can never be satisfied: the largest host has "
+                                 f"{max(h.memory_mb for h in self.hosts.values())} MB", field="memory_limit_mb")
+        cwd = req.get("cwd") or ""
+        if not os.path.isabs(cwd):
+            raise InvalidRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
+        name = req.get("name")
+        array = None
+        if name is not None:
+            try:
+                name, array = parse_job_name(name)
+            except ArraySpecError as e:
+                raise InvalidRequest(str(e), field="name") from None
+        # D-6: run as the submitting user when the daemon is root and the user is real
+        if os.geteuid() == 0 and not caller.asserted and caller.uid is not None:
+            run_as, run_uid, run_gid = caller.user, caller.uid, caller.gid
+        else:
+            run_as, run_uid, run_gid = self.daemon_user, None, None
+        spec = {
+            "argv": list(req["argv"]), "cwd": cwd, "env": dict(req.get("env") or {}),
+            "stdout": req.get("stdout"), "stderr": req.get("stderr"),
+            "ntasks_min": nmin, "ntasks_max": nmax, "run_limit_s": rl, "memory_limit_mb": mem,
+            "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
+            "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
+        }
+        now = self.clock()
+        indices = array.indices if array else (0,)
+        with self.store.tx():
+            jid = self.store.next_job_id()
+            self.store.insert_job(jid, name, caller.user, qname, now, spec, indices, "PEND")
+            self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
+                                 f"{len(indices)} elements" if array else None)
+        job = Job(jid, name, caller.user, qname, now, spec)
+        job.elements = {i: Element(job, i, S.PEND) for i in indices}
+        self.jobs[jid] = job
+        self.kick()
+        return job
+
+    # ------------------------------------------------------------------ scheduling
+
+    def kick(self) -> None:
+        """Ask for a scheduler session after the coalescing delay (D-4); idempotent."""
+        if self._session_scheduled:
+            return
+        self._session_scheduled = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._session_scheduled = False
+            return
+        loop.call_later(self.config.settings.sched_delay_s, self._session)
+
+    def snapshot(self) -> Snapshot:
+        """The scheduler's view now (D-4): hosts with free supply, queues, pending elements."""
+        hosts = [HostSnap(h.name, h.slots, h.slots - h.slots_used, h.memory_mb, h.memory_mb - h.mem_used_mb,
+                          h.status) for h in self.hosts.values()]
+        queues = [QueueSnap(q.name, q.priority, i) for i, q in enumerate(self.config.queues)]
+        pending: list[JobSnap] = []
+        array_running: dict[int, int] = {}
+        for job in self.jobs.values():
+            sp = job.spec
+            limit = sp.get("array_limit")
+            nrun = 0
+            for e in job.elements.values():
+                st = e.state
+                if st is S.PEND or st is S.PSUSP:
+                    pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, sp["ntasks_min"],
+                                           sp["ntasks_max"], sp.get("memory_limit_mb"), limit, st is S.PSUSP))
+                elif st is S.RUN or st is S.USUSP:
+                    nrun += 1
+            if limit is not None:
+                array_running[job.id] = nrun
+        return Snapshot(hosts, queues, pending, array_running)
+
+    def _session(self) -> None:
+        self._session_scheduled = False
+        snap = self.snapshot()
+        if not snap.pending:
+            return
+        result = schedule(snap, self.clock())
+        self.sessions += 1
+        self.last_trace = result.trace
+        self.apply(result)
+
+    def apply(self, result: SessionResult) -> None:
+        """Apply a session's decisions (DESIGN rule 1): re-check each dispatch against the
+        current state, commit all accepted dispatches in one transaction, then start them."""
+        for (jid, idx), reason in result.pend_reasons.items():
+            job = self.jobs.get(jid)
+            if job is not None and idx in job.elements:
+                e = job.elements[idx]
+                if e.state in (S.PEND, S.PSUSP) and e.pend_reason != reason:  # SCHED-3: push only changes
+                    e.pend_reason = reason
+        accepted: list[Element] = []
+        now = self.clock()
+        with self.store.tx():
+            for d in result.dispatches:
+                job = self.jobs.get(d.job_id)
+                e = job.elements.get(d.index) if job else None
+                if e is None or e.state is not S.PEND:
+                    continue
+                mem = job.spec.get("memory_limit_mb") or 0
+                ok = all(
+                    (h := self.hosts.get(host)) is not None and h.status == "ok" and host in self.workers
+                    and h.slots - h.slots_used >= n and h.memory_mb - h.mem_used_mb >= mem
+                    for host, n in d.alloc
+                )
+                if not ok:
+                    continue
+                alloc = [(h, n) for h, n in d.alloc]
+                self._transition(e, "dispatch", "scheduler",
+                                 "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc),
+                                 alloc=alloc, start_time=now, end_time=None, exit_code=None,
+                                 exit_signal=None, exit_reason=None, action=None)
+                e.pend_reason = None
+                self._use(e, +1)
+                accepted.append(e)
+        for e in accepted:
+            self.workers[e.alloc[0][0]].start(self.start_info(e))
+
+    def start_info(self, e: Element) -> StartInfo:
+        job = e.job
+        sp = job.spec
+        st = self.config.settings
+        return StartInfo(job.id, e.index, job.name, job.queue, job.user, sp["argv"], sp["cwd"], sp["env"],
+                         sp.get("stdout"), sp.get("stderr"), sp.get("run_limit_s"), sp.get("memory_limit_mb"),
+                         list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
+                         st.kill_interval_s, st.limit_grace_s)
+
+    # ------------------------------------------------------------------ worker reports
+
+    def on_started(self, job_id: int, index: int, start_time: float) -> None:
+        """The worker saw the job's process start; record the real start time."""
+        job = self.jobs.get(job_id)
+        e = job.elements.get(index) if job else None
+        if e is None or e.state not in ACTIVE:
+            return
+        with self.store.tx():
+            e.start_time = start_time
+            self.store.update_element(job_id, index, start_time=start_time)
+
+    def on_start_failed(self, job_id: int, index: int, reason: str) -> None:
+        """The worker could not start the element at all: back to PEND (retryable)."""
+        job = self.jobs.get(job_id)
+        e = job.elements.get(index) if job else None
+        if e is None or e.state is not S.RUN:
+            return
+        with self.store.tx():
+            self._use(e, -1)
+            self._transition(e, "dispatch_failed", f"worker:{e.alloc[0][0] if e.alloc else '?'}", reason,
+                             alloc=[], start_time=None)
+        self.kick()
+
+    def on_finished(self, job_id: int, index: int, st: EndStatus) -> None:
+        """An element's processes ended (status from its supervisor's file, JOB-8)."""
+        job = self.jobs.get(job_id)
+        e = job.elements.get(index) if job else None
+        if e is None or e.state not in ACTIVE:
+            log.warning("end of %s ignored: not running here", format_job_ref(job_id, index))
+            return
+        host = e.alloc[0][0] if e.alloc else "?"
+        action = e.action or ""
+        with self.store.tx():
+            self._use(e, -1)
+            if action.startswith("requeue:"):
+                self._transition(e, "requeue", action.split(":", 1)[1], "requeued; the running job was killed",
+                                 alloc=[], start_time=None, end_time=None, exit_code=None, exit_signal=None,
+                                 exit_reason=None, action=None)
+            elif st.reason == "supervisor lost":
+                self._transition(e, "lost", f"worker:{host}", "the job's supervisor was lost",
+                                 end_time=st.end_time, exit_code=st.exit_code, exit_signal=st.signal_name,
+                                 exit_reason="supervisor lost", action=None)
+            else:
+                reason = st.reason
+                if action.startswith("kill:") and st.reason == "killed":
+                    reason = f"killed by {action.split(':', 1)[1]}"
+                elif reason is None and st.signal_name:
+                    reason = f"killed by signal {st.signal_name}"
+                elif reason is None and st.exit_code != 0:
+                    reason = f"exited with code {st.exit_code}"
+                stim = "done" if st.exit_code == 0 and not st.signal_name and not st.reason else "exit"
+                self._transition(e, stim, f"worker:{host}", reason,
+                                 start_time=st.start_time or e.start_time, end_time=st.end_time,
+                                 exit_code=st.exit_code, exit_signal=st.signal_name, exit_reason=reason, action=None)
+        self._job_changed(job)
+        self.kick()
+
+    def _job_changed(self, job: Job) -> None:
+        if job.finished():
+            for fut in self._waiters.pop(job.id, []):
+                if not fut.done():
+                    fut.set_result(None)
+
+    # ------------------------------------------------------------------ user actions
+
+    def kill(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli kill` (LSF bkill): pending elements end EXIT at once; running ones get
+        INT, TERM, KILL spaced by kill_interval (the supervisor runs the sequence)."""
+        job = self.job(job_id)
+        self._check_control(caller, job)
+        els = self._elements(job, index)
+        actor = f"user:{caller.user}"
+        done: list[str] = []
+        to_signal: list[Element] = []
+        with self.store.tx():
+            for e in els:
+                if e.state in (S.PEND, S.PSUSP):
+                    self._transition(e, "kill", actor, f"killed by {caller.user} while pending",
+                                     end_time=self.clock(), exit_reason=f"killed by {caller.user} while pending",
+                                     holds=set())
+                    done.append(e.ref)
+                elif e.state in ACTIVE:
+                    e.action = f"kill:{caller.user}"
+                    self.store.update_element(job.id, e.index, action=e.action)
+                    self.store.add_event(self.clock(), job.id, e.index, "KILL_REQUEST", None, None, actor, None)
+                    to_signal.append(e)
+                    done.append(e.ref)
+        for e in to_signal:
+            w = self.workers.get(e.alloc[0][0])
+            if w is not None:
+                w.kill(job.id, e.index)
+        if not done:
+            raise Conflict(f"job {job_id} has already finished; nothing to kill")
+        self._job_changed(job)
+        return done
+
+    def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli stop` (LSF bstop): a running element is stopped (SIGSTOP, USUSP); a pending
+        one gets a `user` hold (PSUSP)."""
+        job = self.job(job_id)
+        self._check_control(caller, job)
+        actor = f"user:{caller.user}"
+        done, sig = [], []
+        with self.store.tx():
+            for e in self._elements(job, index):
+                if e.state is S.RUN:
+                    self._transition(e, "stop", actor, "The job was suspended by user")
+                    sig.append(e)
+                elif e.state in (S.PEND, S.PSUSP) and "user" not in e.holds:
+                    e.holds.add("user")
+                    self._transition(e, "hold", actor, "The job was suspended by user while pending",
+                                     holds=e.holds)
+                else:
+                    continue
+                done.append(e.ref)
+        for e in sig:
+            w = self.workers.get(e.alloc[0][0])
+            if w is not None:
+                w.signal(job.id, e.index, signal.SIGSTOP)
+        if not done:
+            raise Conflict(f"job {job_id}: nothing to stop (state {job.state()})")
+        return done
+
+    def resume(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli resume` (LSF bresume): USUSP -> RUN (SIGCONT); releases the `user` hold of a
+        PSUSP element, never a `system` hold (D-5)."""
+        job = self.job(job_id)
+        self._check_control(caller, job)
+        actor = f"user:{caller.user}"
+        done, sig = [], []
+        with self.store.tx():
+            for e in self._elements(job, index):
+                if e.state is S.USUSP:
+                    self._transition(e, "resume", actor, "resumed by user")
+                    sig.append(e)
+                elif e.state is S.PSUSP and "user" in e.holds:
+                    e.holds.discard("user")
+                    stim = "release" if not e.holds else "release_one"
+                    self._transition(e, stim, actor, "Waiting for re-scheduling after being resumed by user",
+                                     holds=e.holds)
+                else:
+                    continue
+                done.append(e.ref)
+        for e in sig:
+            w = self.workers.get(e.alloc[0][0])
+            if w is not None:
+                w.signal(job.id, e.index, signal.SIGCONT)
+        if not done:
+            raise Conflict(f"job {job_id}: nothing to resume (state {job.state()}); only stopped jobs resume")
+        self.kick()
+        return done
+
+    def requeue(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli requeue` (LSF brequeue): a running element is killed and returns to PEND
+        with the same ID and submit time; a finished one returns to PEND at once."""
+        job = self.job(job_id)
+        self._check_control(caller, job)
+        actor = f"user:{caller.user}"
+        done, kill = [], []
+        with self.store.tx():
+            for e in self._elements(job, index):
+                if e.state in ACTIVE:
+                    e.action = f"requeue:{caller.user}"
+                    self.store.update_element(job.id, e.index, action=e.action)
+                    self.store.add_event(self.clock(), job.id, e.index, "REQUEUE_REQUEST", None, None, actor, None)
+                    kill.append(e)
+                elif e.state in FINISHED:
+                    self._transition(e, "requeue", actor, f"requeued by {caller.user}", alloc=[],
+                                     start_time=None, end_time=None, exit_code=None, exit_signal=None,
+                                     exit_reason=None)
+                else:
+                    continue
+                done.append(e.ref)
+        for e in kill:
+            w = self.workers.get(e.alloc[0][0])
+            if w is not None:
+                w.kill(job.id, e.index)
+        if not done:
+            raise Conflict(f"job {job_id} is pending; only running or finished jobs can be requeued")
+        self.kick()
+        return done
+
+    async def wait(self, job_id: int, timeout: float) -> Job:
+        """Return the job once every element has finished, or after `timeout` seconds."""
+        job = self.job(job_id)
+        if job.finished():
+            return job
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(job_id, []).append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            lst = self._waiters.get(job_id)
+            if lst and fut in lst:
+                lst.remove(fut)
+        return job
+
+    def read_output(self, job_id: int, index: int | None, stream: str, max_bytes: int) -> tuple[Element, str | None]:
+        """Output of an element so far (`xcecli peek`), read by the worker of its first host."""
+        job = self.job(job_id)
+        els = self._elements(job, index if index is not None else (None if not job.is_array else None))
+        e = els[0] if index is not None or not job.is_array else next(
+            (x for x in job.elements.values() if x.state in ACTIVE), els[0])
+        host = e.alloc[0][0] if e.alloc else next(iter(self.workers), None)
+        w = self.workers.get(host) if host else None
+        if w is None:
+            return e, None
+        return e, w.read_output(job.id, e.index, stream, max_bytes)

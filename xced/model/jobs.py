@@ -1,0 +1,142 @@
+"""Job domain types (D-5, JOB-1, JOB-4): states, holds, array specs, job IDs.
+
+Pure: no I/O. Times are epoch seconds (float); memory MB; run limits seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    """Job states of D-5, spelled as LSF spells them."""
+
+    PEND = "PEND"
+    PSUSP = "PSUSP"
+    RUN = "RUN"
+    USUSP = "USUSP"
+    DONE = "DONE"
+    EXIT = "EXIT"
+
+
+FINISHED = frozenset({JobState.DONE, JobState.EXIT})
+PENDING = frozenset({JobState.PEND, JobState.PSUSP})
+ACTIVE = frozenset({JobState.RUN, JobState.USUSP})
+
+
+class HoldKind(StrEnum):
+    """A hold's kind (D-5): releasing one kind never releases the other."""
+
+    USER = "user"
+    SYSTEM = "system"
+
+
+#: Largest array LSF accepts by default is 1000 (MAX_JOB_ARRAY_SIZE); ours is larger.
+MAX_ARRAY_SIZE = 1_000_000
+
+_ARRAY_RE = re.compile(r"^(?P<name>[^\[\]%]*)\[(?P<spec>[^\]]*)\](?:%(?P<limit>\S*))?$")
+
+
+class ArraySpecError(ValueError):
+    """A job name's array part is malformed; the message says what would be valid."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySpec:
+    """`NAME[1-100:2,200]%10` (JOB-4, LSF bsub -J): indices ascending, unique; `limit`
+    caps elements running at once (None: no cap)."""
+
+    name: str
+    indices: tuple[int, ...]
+    limit: int | None
+    text: str
+
+
+def parse_job_name(text: str) -> tuple[str, ArraySpec | None]:
+    """Split a `-J` value into (name, array spec or None).
+
+    Grammar (LSF): `name[start[-end[:step]][,...]][%limit]`. Raises ArraySpecError
+    for `x[5-1]`, `x[]`, `x[0]`, a step < 1, a limit < 1, or more than MAX_ARRAY_SIZE
+    elements; a name with `[` but no valid array part is an error too.
+    """
+    if "[" not in text and "]" not in text:
+        if "%" in text:
+            raise ArraySpecError(f"job name {text!r}: '%limit' is only valid after an array part, as in 'name[1-10]%2'")
+        return text, None
+    m = _ARRAY_RE.match(text)
+    if not m:
+        raise ArraySpecError(f"job name {text!r} is not a valid array: expected NAME[START-END:STEP,...]%LIMIT, e.g. 'sweep[1-100:2]%10'")
+    spec = m.group("spec").strip()
+    if not spec:
+        raise ArraySpecError(f"job array {text!r}: empty index list; expected e.g. [1-100]")
+    indices: set[int] = set()
+    for part in spec.split(","):
+        part = part.strip()
+        pm = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
+        if not pm:
+            raise ArraySpecError(f"job array {text!r}: bad index range {part!r}; expected START, START-END or START-END:STEP with positive integers")
+        start = int(pm.group(1))
+        end = int(pm.group(2)) if pm.group(2) is not None else start
+        step = int(pm.group(3)) if pm.group(3) is not None else 1
+        if start < 1:
+            raise ArraySpecError(f"job array {text!r}: index {start} is invalid; indices start at 1")
+        if end < start:
+            raise ArraySpecError(f"job array {text!r}: range {part!r} ends before it starts; write it as {end}-{start}")
+        if step < 1:
+            raise ArraySpecError(f"job array {text!r}: step {step} is invalid; the step must be at least 1")
+        if (end - start) // step + 1 + len(indices) > MAX_ARRAY_SIZE:
+            raise ArraySpecError(f"job array {text!r}: more than {MAX_ARRAY_SIZE} elements")
+        indices.update(range(start, end + 1, step))
+    limit = None
+    if m.group("limit") is not None:
+        lim = m.group("limit")
+        if not lim.isdigit() or int(lim) < 1:
+            raise ArraySpecError(f"job array {text!r}: limit {lim!r} is invalid; expected %N with N >= 1")
+        limit = int(lim)
+    return m.group("name"), ArraySpec(m.group("name"), tuple(sorted(indices)), limit, text)
+
+
+_JOBREF_RE = re.compile(r"^(\d+)(?:\[(\d+)\])?$")
+
+
+def parse_job_ref(text: str) -> tuple[int, int | None]:
+    """`"123"` -> (123, None); `"123[4]"` -> (123, 4). Raises ValueError otherwise."""
+    m = _JOBREF_RE.match(text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not a job ID; expected a number like 123 or an array element like 123[4]")
+    return int(m.group(1)), (int(m.group(2)) if m.group(2) is not None else None)
+
+
+def format_job_ref(job_id: int, index: int) -> str:
+    """Display form: `123` for a plain job (index 0), `123[4]` for an array element."""
+    return str(job_id) if index == 0 else f"{job_id}[{index}]"
+
+
+@dataclass(slots=True)
+class HostShortfall:
+    """One host's reason for not taking a job (RES-6), e.g. host h1: slots 2 free, 4 needed."""
+
+    host: str
+    resource: str
+    free: float
+    needed: float
+    message: str
+
+
+@dataclass(slots=True)
+class PendReason:
+    """A structured pend reason (RES-6): a main reason plus per-host shortfalls."""
+
+    main: str
+    hosts: list[HostShortfall] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "main": self.main,
+            "hosts": [
+                {"host": h.host, "resource": h.resource, "free": h.free, "needed": h.needed, "message": h.message}
+                for h in self.hosts
+            ],
+        }

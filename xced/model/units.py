@@ -1,0 +1,171 @@
+"""Parsers and formatters for the units admins and users type (DESIGN "Conventions").
+
+Pure functions, no I/O; the config compiler and the CLIs share them. Internally
+memory is in MB (1 GB = 1024 MB) and time in seconds.
+
+Every parser raises ValueError whose message says what was given and what
+would be valid, ready to be shown to a human after a "NAME: " prefix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = [
+    "MEMORY_FORMS",
+    "RUN_LIMIT_FORMS",
+    "SECONDS_FORMS",
+    "format_duration",
+    "format_memory",
+    "parse_memory_mb",
+    "parse_run_limit_s",
+    "parse_seconds",
+]
+
+#: What `parse_memory_mb` accepts, for messages.
+MEMORY_FORMS = "an integer number of MB or a number with a unit KB, MB, GB or TB (e.g. 512, 4GB)"
+#: What `parse_run_limit_s` accepts, for messages.
+RUN_LIMIT_FORMS = '[hours:]minutes (e.g. 10, 1:30) or a number with a unit s, m, h or d (e.g. 90s, 2h)'
+#: What `parse_seconds` accepts, for messages.
+SECONDS_FORMS = "a number of seconds or a number with a unit ms, s, m or h (e.g. 10, 0.5, 500ms, 2m)"
+
+_MEM_FACTOR_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+
+_TIME_FACTOR_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_LSF_MINUTES_RE = re.compile(r"^\s*(\d+)\s*$")
+_LSF_HOURS_MINUTES_RE = re.compile(r"^\s*(\d+):(\d+)\s*$")
+_UNIT_ONE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
+_UNIT_COMPOUND_RE = re.compile(r"^\s*(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\s*$", re.IGNORECASE)
+_BARE_NUMBER_RE = re.compile(r"^\s*[+-]?(\d+(?:\.\d*)?|\.\d+)\s*$")
+
+
+def _shown(text: object) -> str:
+    if isinstance(text, str):
+        return f'"{text}"'
+    return repr(text)
+
+
+def _is_bool(value: object) -> bool:
+    # ruamel's ScalarBoolean is an int subclass, not a bool: compare by name too.
+    return isinstance(value, bool) or type(value).__name__ == "ScalarBoolean"
+
+
+def parse_memory_mb(text: str | int) -> int:
+    """Memory size to whole MB: a bare integer is MB; KB, MB, GB, TB suffixes
+    (case-insensitive; K/M/G/T and KiB-style spellings also accepted), with
+    1 GB = 1024 MB. Fractions of a MB round up ("512KB" -> 1). Must be > 0."""
+    if _is_bool(text) or not isinstance(text, (str, int)):
+        raise ValueError(f"expected {MEMORY_FORMS}, got {_shown(text)}")
+    if isinstance(text, int):
+        if text <= 0:
+            raise ValueError(f"memory must be greater than 0, got {int(text)}")
+        return int(text)
+    m = _MEM_RE.match(text)
+    if not m:
+        if text.strip().startswith("-"):
+            raise ValueError(f"memory must be greater than 0, got {_shown(text)}")
+        raise ValueError(f"expected {MEMORY_FORMS}, got {_shown(text)}")
+    number, unit = m.group(1), (m.group(2) or "").lower()
+    if not unit:
+        if "." in number:
+            raise ValueError(
+                f"a memory size without a unit is whole MB; got {_shown(text)}, "
+                f"expected {MEMORY_FORMS}"
+            )
+        factor: float = 1
+    elif unit == "b":
+        raise ValueError(f"memory in bytes is not accepted, got {_shown(text)}; expected {MEMORY_FORMS}")
+    else:
+        factor = _MEM_FACTOR_MB[unit[0]]
+    mb = math.ceil(float(number) * factor)
+    if mb <= 0:
+        raise ValueError(f"memory must be greater than 0, got {_shown(text)}")
+    return mb
+
+
+def parse_run_limit_s(text: str | int) -> int:
+    """Run limit to whole seconds, LSF `-W` style: `[hours:]minutes` ("10" ->
+    600, "1:30" -> 5400; a bare int is minutes), or with a unit: "90s", "30m",
+    "2h", "1d", "1h30m". Zero, negative or garbage raise ValueError."""
+    if _is_bool(text) or not isinstance(text, (str, int)):
+        raise ValueError(f"expected {RUN_LIMIT_FORMS}, got {_shown(text)}")
+    if isinstance(text, int):
+        text = str(int(text))
+    seconds: float
+    if m := _LSF_MINUTES_RE.match(text):
+        seconds = int(m.group(1)) * 60
+    elif m := _LSF_HOURS_MINUTES_RE.match(text):
+        hours, minutes = int(m.group(1)), int(m.group(2))
+        if minutes >= 60:
+            raise ValueError(
+                f"in hours:minutes the minutes must be 0..59, got {_shown(text)}; "
+                f"expected {RUN_LIMIT_FORMS}"
+            )
+        seconds = hours * 3600 + minutes * 60
+    elif (m := _UNIT_ONE_RE.match(text)) and m.group(2).lower() != "ms":
+        seconds = float(m.group(1)) * _TIME_FACTOR_S[m.group(2).lower()]
+    elif (m := _UNIT_COMPOUND_RE.match(text)) and any(m.groups()):
+        d, h, mi, s = (int(g or 0) for g in m.groups())
+        seconds = d * 86400 + h * 3600 + mi * 60 + s
+    else:
+        if text.strip().startswith("-"):
+            raise ValueError(f"a run limit must be greater than 0, got {_shown(text)}")
+        raise ValueError(f"expected {RUN_LIMIT_FORMS}, got {_shown(text)}")
+    if seconds != int(seconds):
+        raise ValueError(f"a run limit is whole seconds, got {_shown(text)}")
+    if seconds <= 0:
+        raise ValueError(f"a run limit must be greater than 0, got {_shown(text)}")
+    return int(seconds)
+
+
+def parse_seconds(text: str | int | float) -> float:
+    """A duration in seconds as a float: a bare number is seconds ("10", 0.5),
+    or a number with a unit ms, s, m, h ("500ms", "2m"). Negative values and
+    garbage raise ValueError; zero is returned (callers check their own range)."""
+    if _is_bool(text) or not isinstance(text, (str, int, float)):
+        raise ValueError(f"expected {SECONDS_FORMS}, got {_shown(text)}")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    elif _BARE_NUMBER_RE.match(text):
+        value = float(text)
+    elif m := _UNIT_ONE_RE.match(text):
+        value = float(m.group(1)) * _TIME_FACTOR_S[m.group(2).lower()]
+    else:
+        raise ValueError(f"expected {SECONDS_FORMS}, got {_shown(text)}")
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"expected {SECONDS_FORMS}, got {_shown(text)}")
+    if value < 0:
+        raise ValueError(f"a duration cannot be negative, got {_shown(text)}")
+    return value
+
+
+def format_duration(seconds: int | float) -> str:
+    """Seconds for humans, compact and parseable back: 0 -> "0s", 90 -> "1m30s",
+    5400 -> "1h30m", 90000 -> "1d1h", 0.25 -> "250ms", 2.5 -> "2.5s"."""
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds < 1 and seconds != 0:
+        return f"{round(seconds * 1000):d}ms"
+    if seconds < 60 and seconds != int(seconds):
+        return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+    total = int(round(seconds))
+    if total == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        n, total = divmod(total, size)
+        if n:
+            parts.append(f"{n}{unit}")
+    return "".join(parts)
+
+
+def format_memory(mb: int | float) -> str:
+    """MB for humans: 512 -> "512MB", 4096 -> "4GB", 1536 -> "1.5GB"."""
+    for unit, size in (("TB", 1024 * 1024), ("GB", 1024)):
+        if mb >= size:
+            value = mb / size
+            text = f"{value:.1f}".rstrip("0").rstrip(".")
+            return f"{text}{unit}"
+    return f"{int(mb) if mb == int(mb) else mb}MB"

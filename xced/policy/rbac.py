@@ -1,0 +1,28 @@
+"""Permission checks (RBAC-1, D-6), v1: the smallest rule set the job commands need.
+
+v1 rules: anyone who can reach the daemon may view the cluster and every job
+(`cluster:view`, `job:view`) and submit to any queue (`queue:submit`); a job's owner
+and the cluster admins named in xce.yaml may kill, stop, resume and requeue it
+(`job:kill`, `job:modify`, `job:requeue`). Root is not implicitly an admin (D-6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: a user name, the uid/gid from SO_PEERCRED (None over TCP), whether
+    the name was asserted in test mode (D-6), and whether that user is a cluster admin."""
+
+    user: str
+    uid: int | None
+    gid: int | None
+    asserted: bool
+    is_admin: bool
+
+
+def may_control_job(caller: Caller, job_user: str) -> bool:
+    """`job:kill` / `job:modify` / `job:requeue`: the owner or a cluster admin."""
+    return caller.is_admin or caller.user == job_user

@@ -1,0 +1,66 @@
+"""The API server (D-2): FastAPI under `/xce/v1/`, strict bodies, one error shape.
+
+`create_app(controller)` builds the app; there are no module globals.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from xced import __version__
+from xced.api.errors import InvalidRequest, ServerError, XceError
+from xced.constants import API_PREFIX
+
+log = logging.getLogger("xced.server")
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    """One line naming the offending field (D-2, bug-1970), plus the field name."""
+    errs = exc.errors()
+    parts = []
+    first_field = None
+    for err in errs[:5]:
+        loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
+        fld = ".".join(loc) or "body"
+        first_field = first_field or fld
+        typ = err.get("type", "")
+        if typ == "extra_forbidden":
+            parts.append(f"unknown field {fld!r} in the request; it is not part of the XCE API")
+        elif typ == "missing":
+            parts.append(f"field {fld!r} is required")
+        else:
+            parts.append(f"field {fld!r}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request", first_field
+
+
+def create_app(controller) -> FastAPI:
+    """The ASGI app serving `controller` under API_PREFIX, OpenAPI at `/xce/v1/openapi.json`."""
+    app = FastAPI(title="XCE", version=__version__, openapi_url=f"{API_PREFIX}/openapi.json",
+                  docs_url=f"{API_PREFIX}/docs", redoc_url=None)
+    app.state.controller = controller
+
+    @app.exception_handler(XceError)
+    async def _xce_error(_: Request, exc: XceError) -> JSONResponse:
+        return JSONResponse(exc.to_body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        msg, fld = _validation_message(exc)
+        err = InvalidRequest(msg, field=fld)
+        return JSONResponse(err.to_body(), status_code=err.status)
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error")
+        err = ServerError(f"internal error in xced ({type(exc).__name__}: {exc}); see the daemon's log")
+        return JSONResponse(err.to_body(), status_code=err.status)
+
+    from xced.server.routes import cluster, jobs
+
+    app.include_router(jobs.router, prefix=API_PREFIX)
+    app.include_router(cluster.router, prefix=API_PREFIX)
+    return app

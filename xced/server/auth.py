@@ -1,0 +1,72 @@
+"""Who is calling (D-6): the peer's uid from SO_PEERCRED on the Unix socket, never a
+claim in the request; in test mode a client may assert a user with the
+`X-XCE-As-User` header (`xcecli --as-user`, XCE_TEST_USER), which production refuses.
+"""
+
+from __future__ import annotations
+
+import pwd
+import socket
+import struct
+
+from fastapi import Request
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from xced.api.errors import PermissionDenied
+from xced.policy.rbac import Caller
+
+AS_USER_HEADER = "x-xce-as-user"
+PEER_KEY = "xce.peer"  # scope key: (pid, uid, gid) of a Unix-socket peer, or None
+
+
+def peer_credentials(sock: socket.socket | None) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) of the process at the other end of a Unix socket, or None (TCP)."""
+    if sock is None or sock.family != socket.AF_UNIX:
+        return None
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", raw)
+
+
+class PeerCredProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, plus the peer's credentials in every request scope."""
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        try:
+            self._xce_peer = peer_credentials(transport.get_extra_info("socket"))
+        except OSError:
+            self._xce_peer = None
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope[PEER_KEY] = self._xce_peer  # type: ignore[index]
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+async def caller_of(request: Request) -> Caller:
+    """FastAPI dependency: the Caller of this request. Raises PermissionDenied for an
+    asserted user in production mode or a TCP caller without one (user requests over
+    TCP come through an authenticated API server, KEY-3, later)."""
+    ctl = request.app.state.controller
+    settings = ctl.config.settings
+    peer = request.scope.get(PEER_KEY)
+    asserted = request.headers.get(AS_USER_HEADER)
+    if asserted is not None:
+        if settings.mode != "test":
+            raise PermissionDenied("--as-user (XCE_TEST_USER) is refused: the cluster runs in production mode; "
+                                   "it is allowed only with `mode: test` in xce.yaml")
+        name = asserted.strip()
+        if not name or any(c.isspace() or c in ":/" for c in name):
+            raise PermissionDenied(f"--as-user {asserted!r}: not a valid user name")
+        return Caller(name, None, None, True, name in settings.admins)
+    if peer is None:
+        raise PermissionDenied("requests over TCP must assert a user in test mode; production clients use the Unix socket")
+    _, uid, gid = peer
+    name = _user_name(uid)
+    return Caller(name, uid, gid, False, name in settings.admins)

@@ -1,0 +1,56 @@
+"""Cluster routes: info, hosts, queues (CLI-3)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+import xced
+from xced.api.models import HostList, HostOut, Info, QueueList, QueueOut
+from xced.model.jobs import JobState
+from xced.policy.rbac import Caller
+from xced.server.auth import caller_of
+
+router = APIRouter()
+
+
+@router.get("/info", response_model=Info)
+async def info(request: Request, caller: Caller = Depends(caller_of)) -> Info:
+    ctl = request.app.state.controller
+    s = ctl.config.settings
+    return Info(cluster_name=s.cluster_name, mode=s.mode, version=xced.__version__,
+                config_hash=ctl.config.content_hash(), user=caller.user, asserted_user=caller.asserted,
+                is_admin=caller.is_admin, topdir=str(ctl.topdir), daemon_user=ctl.daemon_user)
+
+
+@router.get("/hosts", response_model=HostList)
+async def hosts(request: Request, _: Caller = Depends(caller_of)) -> HostList:
+    ctl = request.app.state.controller
+    return HostList(hosts=[
+        HostOut(name=h.name, status=h.status, slots=h.slots, slots_used=h.slots_used, memory_mb=h.memory_mb,
+                memory_used_mb=h.mem_used_mb, njobs=h.njobs, resources=h.resources, attributes=h.attributes,
+                tags=h.tags)
+        for h in ctl.hosts.values()])
+
+
+@router.get("/queues", response_model=QueueList)
+async def queues(request: Request, _: Caller = Depends(caller_of)) -> QueueList:
+    ctl = request.app.state.controller
+    counts: dict[str, list[int]] = {q.name: [0, 0, 0] for q in ctl.config.queues}
+    for job in ctl.jobs.values():
+        c = counts.get(job.queue)
+        if c is None:
+            continue
+        for e in job.elements.values():
+            if e.state in (JobState.PEND, JobState.PSUSP):
+                c[0] += 1
+            elif e.state is JobState.RUN:
+                c[1] += 1
+            elif e.state is JobState.USUSP:
+                c[2] += 1
+    dq = ctl.config.default_queue
+    return QueueList(queues=[
+        QueueOut(name=q.name, priority=q.priority, description=q.description, default=q.name == dq,
+                 max_tasks=q.max_tasks, max_run_limit_s=q.max_run_limit_s, max_memory_mb=q.max_memory_mb,
+                 host_limit=q.host_limit, backfill=q.backfill, njobs=sum(counts[q.name]),
+                 pend=counts[q.name][0], run=counts[q.name][1], susp=counts[q.name][2])
+        for q in ctl.config.queues])

@@ -1,0 +1,102 @@
+"""Job routes: submit, list, show, events, output, wait, kill/stop/resume/requeue (CLI-2, CLI-3)."""
+
+from __future__ import annotations
+
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import PlainTextResponse
+
+from xced.api.errors import InvalidRequest
+from xced.api.models import ActionResult, EventList, JobAction, JobList, JobOut, SubmitRequest, SubmitResponse
+from xced.model.jobs import FINISHED, JobState
+from xced.policy.rbac import Caller
+from xced.server.auth import caller_of
+from xced.server.convert import event_out, job_out
+
+router = APIRouter()
+
+#: LSF CLEAN_PERIOD: finished jobs stay in the default listing this long (seconds).
+CLEAN_PERIOD_S = 3600.0
+
+
+def _ctl(request: Request):
+    return request.app.state.controller
+
+
+@router.post("/jobs", response_model=SubmitResponse)
+async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> SubmitResponse:
+    job = _ctl(request).submit(body.model_dump(), caller)
+    return SubmitResponse(job_id=job.id, name=job.name, queue=job.queue,
+                          array_size=len(job.elements) if job.is_array else 0)
+
+
+@router.get("/jobs", response_model=JobList)
+async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
+              user: str | None = Query(None, description="a user name or 'all'; default the caller"),
+              queue: str | None = None,
+              state: list[JobState] | None = Query(None),
+              all: bool = Query(False, description="include finished jobs of any age")) -> JobList:
+    ctl = _ctl(request)
+    want_user = caller.user if user is None else (None if user == "all" else user)
+    horizon = ctl.clock() - CLEAN_PERIOD_S
+    states = set(state) if state else None
+    out = []
+    for job in ctl.jobs.values():
+        if want_user is not None and job.user != want_user:
+            continue
+        if queue is not None and job.queue != queue:
+            continue
+        js = job.state()
+        if states is not None and js not in states and not any(e.state in states for e in job.elements.values()):
+            continue
+        if states is None and not all and js in FINISHED:
+            ends = [e.end_time or 0 for e in job.elements.values()]
+            if max(ends, default=0) < horizon:
+                continue
+        out.append(job_out(job, elements=job.is_array is False))
+    return JobList.model_construct(jobs=out)
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut)
+async def show_job(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> JobOut:
+    return job_out(_ctl(request).job(job_id))
+
+
+@router.get("/jobs/{job_id}/events", response_model=EventList)
+async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> EventList:
+    ctl = _ctl(request)
+    ctl.job(job_id)
+    return EventList.model_construct(events=[event_out(r) for r in ctl.store.events(job_id)])
+
+
+@router.get("/jobs/{job_id}/output", response_class=PlainTextResponse)
+async def job_output(job_id: int, request: Request, _: Caller = Depends(caller_of), index: int | None = None,
+               stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
+               max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
+    e, text = _ctl(request).read_output(job_id, index, stream, max_bytes)
+    if text is None:
+        raise InvalidRequest(f"job {e.ref} has no {stream} yet (state {e.state})")
+    return PlainTextResponse(text)
+
+
+@router.get("/jobs/{job_id}/wait", response_model=JobOut)
+async def wait_job(job_id: int, request: Request, _: Caller = Depends(caller_of),
+                   timeout: float = Query(30.0, ge=0, le=300)) -> JobOut:
+    job = await _ctl(request).wait(job_id, timeout)
+    return job_out(job)
+
+
+def _action(name: str):
+    async def route(job_id: int, request: Request, body: JobAction | None = None,
+              caller: Caller = Depends(caller_of)) -> ActionResult:
+        index = body.index if body else None
+        affected = getattr(_ctl(request), name)(job_id, index, caller)
+        verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued"}[name]
+        return ActionResult(job_id=job_id, affected=affected, message=f"{verb}: {', '.join(affected)}")
+    route.__name__ = f"{name}_job"
+    return route
+
+
+for _name in ("kill", "stop", "resume", "requeue"):
+    router.add_api_route(f"/jobs/{{job_id}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult)
+

@@ -1,0 +1,126 @@
+"""SQLite store (D-3): WAL mode, numbered migrations, one writer (the controller).
+
+The controller calls these methods from the event loop thread; each write method is
+one transaction (`BEGIN IMMEDIATE` ... `COMMIT`), so a submit is acknowledged only
+after its commit. `synchronous=FULL`: a committed transaction survives power loss too.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Iterator
+
+
+class StoreError(RuntimeError):
+    """The store could not be opened or migrated; the message says which file and why."""
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    out = []
+    for entry in resources.files("xced.store").joinpath("migrations").iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:4].isdigit():
+            out.append((int(name[:4]), name[:-4], entry.read_text()))
+    return sorted(out)
+
+
+class SqliteStore:
+    """The durable store of one TopDir: `<TopDir>/state/xce.db`."""
+
+    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute(f"PRAGMA synchronous={synchronous}")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open the store {path}: {e}") from e
+        self.path = path
+
+    def _migrate(self) -> None:
+        self.db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied REAL)")
+        done = {r[0] for r in self.db.execute("SELECT version FROM schema_migrations")}
+        for version, name, sql in _migrations():
+            if version in done:
+                continue
+            with self.tx():
+                for stmt in sql.split(";\n"):
+                    if stmt.strip():
+                        self.db.execute(stmt)
+                self.db.execute("INSERT INTO schema_migrations VALUES (?,?,?)", (version, name, time.time()))
+
+    def schema_version(self) -> int:
+        return self.db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; commits on success, rolls back on any exception."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -------------------------------------------------------------- writes (inside tx)
+
+    def next_job_id(self) -> int:
+        (v,) = self.db.execute("SELECT value FROM counters WHERE name='next_job_id'").fetchone()
+        self.db.execute("UPDATE counters SET value=value+1 WHERE name='next_job_id'")
+        return v
+
+    def insert_job(self, job_id: int, name: str | None, user: str, queue: str, submit_time: float, spec: dict,
+                   indices: Iterable[int], state: str) -> None:
+        self.db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?)",
+                        (job_id, name, user, queue, submit_time, json.dumps(spec, separators=(",", ":"))))
+        self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)",
+                            ((job_id, i, state) for i in indices))
+
+    def update_element(self, job_id: int, idx: int, **fields: object) -> None:
+        cols = []
+        vals = []
+        for k, v in fields.items():
+            if k == "alloc":
+                v = json.dumps(v) if v is not None else None
+            cols.append(f"{k}=?")
+            vals.append(v)
+        vals += [job_id, idx]
+        self.db.execute(f"UPDATE elements SET {', '.join(cols)} WHERE job_id=? AND idx=?", vals)
+
+    def add_event(self, t: float, job_id: int, idx: int | None, kind: str, from_state: str | None,
+                  to_state: str | None, actor: str, reason: str | None) -> None:
+        self.db.execute("INSERT INTO events (time, job_id, idx, kind, from_state, to_state, actor, reason) VALUES (?,?,?,?,?,?,?,?)",
+                        (t, job_id, idx, kind, from_state, to_state, actor, reason))
+
+    # -------------------------------------------------------------- reads
+
+    def load_jobs(self) -> Iterator[tuple]:
+        """Rows (id, name, user, queue, submit_time, spec_json) of every job, by ID."""
+        return self.db.execute("SELECT id, name, user, queue, submit_time, spec FROM jobs ORDER BY id")
+
+    def load_elements(self) -> Iterator[tuple]:
+        """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action)."""
+        return self.db.execute("SELECT job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, "
+                               "exit_reason, alloc, action FROM elements ORDER BY job_id, idx")
+
+    def events(self, job_id: int) -> list[tuple]:
+        return self.db.execute("SELECT time, job_id, idx, kind, from_state, to_state, actor, reason FROM events "
+                               "WHERE job_id=? ORDER BY seq", (job_id,)).fetchall()
+
+    def all_events(self, kinds: tuple[str, ...] | None = None) -> list[tuple]:
+        q = "SELECT time, job_id, idx, kind, from_state, to_state, actor, reason FROM events"
+        if kinds:
+            q += f" WHERE kind IN ({','.join('?' * len(kinds))})"
+            return self.db.execute(q + " ORDER BY seq", kinds).fetchall()
+        return self.db.execute(q + " ORDER BY seq").fetchall()

@@ -1,0 +1,140 @@
+"""The worker role in the daemon's own process (D-1): starts each element under its
+supervisor, watches it, and reports to the controller. It never touches the store
+(DESIGN rule 3): everything durable about a running job is in its job directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import pwd
+import time
+from pathlib import Path
+
+from xced.worker import procs
+from xced.worker.env import expand_output_path, hosts_per_slot, job_environment
+
+log = logging.getLogger("xced.worker")
+
+
+class LocalWorker:
+    """Serves host `host` for `controller`; job directories under `<TopDir>/jobs/ID/INDEX`."""
+
+    def __init__(self, host: str, topdir: Path, controller) -> None:
+        self.host = host
+        self.jobs_dir = topdir / "jobs"
+        self.controller = controller
+        self._tasks: set[asyncio.Task] = set()
+
+    def jobdir(self, job_id: int, index: int) -> Path:
+        return self.jobs_dir / str(job_id) / str(index)
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    # ---------------------------------------------------------------- start
+
+    def start(self, info) -> None:
+        """Start one element (a StartInfo from the controller): write its host file and
+        spec, launch its supervisor, and watch it. Failure to launch -> on_start_failed."""
+        jd = self.jobdir(info.job_id, info.index)
+        try:
+            jd.mkdir(parents=True, exist_ok=True)
+            hostfile = jd / "hostfile"
+            hostfile.write_text("".join(h + "\n" for h in hosts_per_slot(info.alloc)))
+            home = None
+            if info.run_uid is not None:
+                try:
+                    home = pwd.getpwuid(info.run_uid).pw_dir
+                except KeyError:
+                    home = None
+            env = job_environment(info.env, job_id=info.job_id, index=info.index, name=info.name,
+                                  queue=info.queue, project=None, alloc=info.alloc, hostfile=hostfile,
+                                  user=info.run_as if info.run_uid is not None else None, home=home)
+            out = expand_output_path(info.stdout, info.job_id, info.index, info.cwd) if info.stdout else str(jd / "stdout")
+            if info.stderr:
+                err = expand_output_path(info.stderr, info.job_id, info.index, info.cwd)
+            else:
+                err = out if info.stdout else str(jd / "stderr")
+            if info.run_uid is not None:
+                os.chown(jd, info.run_uid, info.run_gid if info.run_gid is not None else -1)
+                os.chown(hostfile, info.run_uid, info.run_gid if info.run_gid is not None else -1)
+            spec = {
+                "job_id": info.job_id, "index": info.index, "argv": list(info.argv), "cwd": info.cwd,
+                "env": env, "stdout": out, "stderr": err, "run_limit_s": info.run_limit_s,
+                "grace_s": info.grace_s, "kill_interval_s": info.kill_interval_s,
+                "uid": info.run_uid, "gid": info.run_gid,
+                "groups": os.getgrouplist(info.run_as, info.run_gid) if info.run_uid is not None and info.run_gid is not None else None,
+            }
+            (jd / "output.json").write_text(json.dumps({"stdout": out, "stderr": err}))
+            handle = procs.launch(jd, spec)
+        except OSError as e:
+            log.exception("cannot launch %s.%s", info.job_id, info.index)
+            self.controller.on_start_failed(info.job_id, info.index, f"cannot launch on {self.host}: {e}")
+            return
+        self._spawn(self._watch(info.job_id, info.index, handle, fresh=True))
+
+    async def _watch(self, job_id: int, index: int, handle, fresh: bool) -> None:
+        if fresh:
+            started = await handle.started(timeout=60.0)
+            if started is not None:
+                self.controller.on_started(job_id, index, started["start_time"])
+        st = await handle.wait()
+        self._report(job_id, index, st)
+
+    def _report(self, job_id: int, index: int, st) -> None:
+        from xced.controller.controller import EndStatus
+
+        self.controller.on_finished(job_id, index, EndStatus(
+            st.exit_code, st.signal_name, st.start_time, st.end_time if st.end_time else time.time(), st.reason))
+
+    # ---------------------------------------------------------------- after a restart
+
+    def reattach(self, job_id: int, index: int) -> None:
+        """JOB-8: find the element's supervisor after a daemon restart. A live one is watched
+        again; one that ended while the daemon was down is reported with its recorded status
+        and end time; one never launched goes back to PEND."""
+        jd = self.jobdir(job_id, index)
+        res = procs.attach(jd)
+        if res is None:
+            self.controller.on_start_failed(job_id, index, "not started before the daemon stopped")
+        elif isinstance(res, procs.JobStatus):
+            self._report(job_id, index, res)
+        else:
+            self._spawn(self._watch(job_id, index, res, fresh=False))
+
+    # ---------------------------------------------------------------- control
+
+    def kill(self, job_id: int, index: int) -> bool:
+        return procs.request_kill(self.jobdir(job_id, index))
+
+    def signal(self, job_id: int, index: int, sig: int) -> bool:
+        return procs.signal_job(self.jobdir(job_id, index), sig)
+
+    def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None:
+        """The last `max_bytes` of the element's stdout or stderr file, or None if none yet."""
+        jd = self.jobdir(job_id, index)
+        try:
+            paths = json.loads((jd / "output.json").read_text())
+        except (OSError, ValueError):
+            return None
+        path = paths.get(stream)
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - max_bytes))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return None
+
+    async def close(self) -> None:
+        """Stop watching (the jobs and their supervisors keep running, JOB-8)."""
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+

@@ -1,0 +1,526 @@
+"""The per-job supervisor process (JOB-1, JOB-2, JOB-8), like Slurm's slurmstepd.
+
+Run as ``python -m xced.worker.supervisor JOBDIR``. One supervisor runs each
+job, in its own session, so that ``xced`` can die (even by SIGKILL) and be
+restarted while jobs run: the supervisor starts the job, enforces its run
+limit, runs the kill sequence on request, and records the exit status durably
+in JOBDIR before it exits (DESIGN rule 3).
+
+This module is STDLIB ONLY and must start fast: the daemon imports its file
+names from here (``xced.worker.procs``), never the other way round.
+
+The job directory protocol (JOBDIR is created by the caller):
+
+``spec.json``  (written by ``procs.launch``) what to run::
+
+    {"job_id": int, "index": int, "argv": [str, ...], "cwd": str,
+     "env": {str: str}, "stdout": str, "stderr": str,
+     "run_limit_s": float | null, "grace_s": float, "kill_interval_s": float,
+     "uid": int | null, "gid": int | null, "groups": [int] | null}
+
+    Relative output paths are taken relative to ``cwd``. When ``stderr`` names
+    the same file as ``stdout`` the file is opened once and both streams share
+    it. Output files are opened O_APPEND|O_CREAT; missing parent directories
+    are created.
+
+``lock``  the supervisor holds ``flock(LOCK_EX)`` on it for its whole life;
+    a held lock means "a supervisor is alive here" without trusting PIDs.
+    If the lock is taken already the supervisor exits with status 75.
+
+``supervisor.pid``  the supervisor's pid, written after taking the lock and
+    after its signal handlers are in place.
+
+``job.json``  ``{"pid": int, "pgid": int, "start_time": float}`` written as
+    soon as the job has started (epoch seconds). The job leads its own session
+    and process group (pgid == pid).
+
+``status.json``  ``{"exit_code": int, "signal": int | null, "signal_name":
+    str | null, "start_time": float | null, "end_time": float, "reason": str |
+    null}`` written (tmp file, fsync, rename, fsync of the directory) before
+    the supervisor exits. ``exit_code`` is 128+N when the job died of signal N.
+    ``reason`` is ``"run limit"``, ``"killed"``, ``"cannot execute: <strerror>:
+    <argv0>"`` (exit code 127 or 126), ``"cannot open output: <strerror>:
+    <path>"``, ``"cannot change directory: <strerror>: <cwd>"``, ``"cannot
+    start job: ..."`` / ``"supervisor error: ..."`` (exit code 1), or null.
+
+``kill_requested``  an empty marker file written by ``procs.request_kill``
+    so that a kill request made before the supervisor could receive SIGUSR1
+    is not lost. A kill requested before the job started means the job is
+    never started (exit code 1, reason "killed").
+
+``supervisor.log``  the supervisor's own stdout and stderr.
+
+Signals: SIGUSR1 starts LSF's kill sequence (SIGINT, then SIGTERM after
+``kill_interval_s``, then SIGKILL after another ``kill_interval_s``, each sent
+to the job's process group followed by SIGCONT). SIGINT, SIGHUP, SIGTERM and
+SIGPIPE do not affect the supervisor. Stop and resume are done by the worker
+sending SIGSTOP/SIGCONT to the job's process group; the supervisor keeps
+working while the job is stopped.
+
+Exit status of the supervisor: 0 once status.json is written, 75 when another
+supervisor holds the lock, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+SPEC_FILE = "spec.json"
+LOCK_FILE = "lock"
+PID_FILE = "supervisor.pid"
+JOB_FILE = "job.json"
+STATUS_FILE = "status.json"
+KILL_FILE = "kill_requested"
+LOG_FILE = "supervisor.log"
+
+#: Files of the protocol; job output never goes to one of them.
+PROTOCOL_FILES = frozenset({SPEC_FILE, LOCK_FILE, PID_FILE, JOB_FILE, STATUS_FILE, KILL_FILE, LOG_FILE})
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_LOCKED = 75  # EX_TEMPFAIL: another supervisor holds JOBDIR/lock
+
+REASON_RUN_LIMIT = "run limit"
+REASON_KILLED = "killed"
+
+#: Signals the supervisor itself shrugs off (it lives in its own session).
+_SHRUGGED = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
+
+
+def log(msg: str) -> None:
+    """One line to the supervisor's stderr (JOBDIR/supervisor.log)."""
+    try:
+        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} supervisor[{os.getpid()}] {msg}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def write_json_atomic(path: str, obj: object) -> None:
+    """Write `obj` as JSON to `path` durably: tmp file, fsync, rename, fsync of the directory."""
+    directory = os.path.dirname(path) or "."
+    tmp = f"{path}.{os.getpid()}.tmp"
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def signal_name(sig: int) -> str:
+    """`SIGTERM` for 15; `SIG<n>` for a number Python has no name for."""
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"SIG{sig}"
+
+
+class _Setup(Exception):
+    """The job could not be started; carries the status to record."""
+
+    def __init__(self, exit_code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.exit_code = exit_code
+        self.reason = reason
+
+
+class _AsUser:
+    """Context manager: effective uid/gid/groups of the job while opening its files (root only)."""
+
+    def __init__(self, ident: tuple[int, int, list[int]] | None) -> None:
+        self.ident = ident
+
+    def __enter__(self) -> None:
+        if self.ident is None:
+            return
+        uid, gid, groups = self.ident
+        self.saved = (os.getegid(), os.getgroups())
+        os.setgroups(groups)
+        os.setegid(gid)
+        os.seteuid(uid)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.ident is None:
+            return
+        egid, groups = self.saved
+        os.seteuid(0)
+        os.setegid(egid)
+        os.setgroups(groups)
+
+
+def _open_append(path: str, *, nofollow: bool = False) -> int:
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    if nofollow:
+        flags |= os.O_NOFOLLOW
+    return os.open(path, flags, 0o666)
+
+
+def _is_inside(path: str, directory: str) -> bool:
+    parent = os.path.realpath(os.path.dirname(path))
+    top = os.path.realpath(directory)
+    return parent == top or parent.startswith(top + os.sep)
+
+
+class Supervisor:
+    """One job's supervisor: state and the wait loop. See the module docstring."""
+
+    def __init__(self, jobdir: str) -> None:
+        self.jobdir = os.path.abspath(jobdir)
+        self.spec: dict = {}
+        self.wake_r = -1
+        self.kill_flag = False
+        self.proc: subprocess.Popen | None = None
+        self.pid = 0
+        self.pgid = 0
+        self.pidfd = -1
+        self.start_time: float | None = None
+        self.reason: str | None = None
+        self.run_deadline: float | None = None
+        self.grace_deadline: float | None = None
+        self.kill_deadline: float | None = None
+        self.kill_step = 0
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.jobdir, name)
+
+    # ---- start-up ----------------------------------------------------------
+
+    def take_lock(self) -> int | None:
+        """Open JOBDIR/lock and flock it; the fd is never inherited. None if someone holds it."""
+        import fcntl
+
+        fd = os.open(self.path(LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd
+
+    def setup_signals(self) -> None:
+        """Wake-up pipe for select; SIGUSR1 = kill request; shrug off INT/HUP/TERM.
+
+        Shrugged signals get a no-op *handler*, not SIG_IGN, because handled
+        signals are reset to the default at exec while ignored ones would be
+        inherited by the job. Dispositions inherited from the daemon as
+        SIG_IGN (SIGCHLD above all, which would make the job unwaitable) are
+        reset, and the signal mask is cleared.
+        """
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        for sig in signal.valid_signals():
+            if sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python's; Popen restores them for the job
+                continue
+            try:
+                if signal.getsignal(sig) == signal.SIG_IGN:
+                    signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError, RuntimeError):
+                pass
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.wake_r = r
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+
+        def on_usr1(signum: int, frame: object) -> None:
+            self.kill_flag = True
+
+        def shrug(signum: int, frame: object) -> None:
+            pass
+
+        signal.signal(signal.SIGUSR1, on_usr1)
+        for sig in _SHRUGGED:
+            signal.signal(sig, shrug)
+
+    def identity(self) -> tuple[int, int, list[int]] | None:
+        """(uid, gid, groups) the job runs as, or None for the supervisor's own user."""
+        uid = self.spec.get("uid")
+        if uid is None or os.geteuid() != 0:
+            return None
+        uid = int(uid)
+        gid = self.spec.get("gid")
+        groups = self.spec.get("groups")
+        if gid is None or groups is None:
+            import pwd
+
+            try:
+                pw = pwd.getpwuid(uid)
+            except KeyError:
+                pw = None
+            if gid is None:
+                if pw is None:
+                    raise _Setup(1, f"cannot start job: uid {uid} has no passwd entry and no gid was given")
+                gid = pw.pw_gid
+            if groups is None:
+                groups = os.getgrouplist(pw.pw_name, int(gid)) if pw is not None else [int(gid)]
+        return uid, int(gid), [int(g) for g in groups]
+
+    def open_output(self, path: str, ident: tuple[int, int, list[int]] | None) -> int:
+        """Open one output file as the job's user; inside JOBDIR fall back to root plus fchown."""
+        try:
+            with _AsUser(ident):
+                return _open_append(path)
+        except PermissionError:
+            if ident is None or not _is_inside(path, self.jobdir) or os.path.basename(path) in PROTOCOL_FILES:
+                raise
+        # The default output files live in the root-owned job directory: create
+        # them as root, then hand them to the job's user.
+        fd = _open_append(path, nofollow=True)
+        try:
+            st = os.fstat(fd)
+            if st.st_uid == 0:
+                os.fchown(fd, ident[0], ident[1])
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+    def open_outputs(self, ident: tuple[int, int, list[int]] | None) -> tuple[int, int]:
+        cwd = self.spec["cwd"]
+        out_path = os.path.normpath(os.path.join(cwd, self.spec["stdout"]))
+        err_path = os.path.normpath(os.path.join(cwd, self.spec["stderr"]))
+        path = out_path
+        try:
+            out = self.open_output(out_path, ident)
+            if err_path == out_path:
+                return out, out
+            path = err_path
+            try:
+                err = self.open_output(err_path, ident)
+            except BaseException:
+                os.close(out)
+                raise
+            return out, err
+        except OSError as e:
+            raise _Setup(1, f"cannot open output: {e.strerror}: {path}") from None
+
+    def check_cwd(self, ident: tuple[int, int, list[int]] | None) -> None:
+        """Fail early, with the right reason, when the job's user cannot enter cwd."""
+        cwd = self.spec["cwd"]
+        here = os.getcwd()
+        try:
+            with _AsUser(ident):
+                os.chdir(cwd)
+        except OSError as e:
+            raise _Setup(1, f"cannot change directory: {e.strerror}: {cwd}") from None
+        finally:
+            os.chdir(here)
+
+    def start_job(self) -> None:
+        """Start the job in its own session; write job.json. Raises _Setup when it cannot start."""
+        spec = self.spec
+        argv = [str(a) for a in spec["argv"]]
+        if not argv:
+            raise _Setup(127, "cannot execute: empty command")
+        ident = self.identity()
+        self.check_cwd(ident)
+        out, err = self.open_outputs(ident)
+        kwargs: dict = {}
+        if ident is not None:
+            kwargs = {"user": ident[0], "group": ident[1], "extra_groups": ident[2]}
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=spec["cwd"],
+                env={str(k): str(v) for k, v in spec["env"].items()},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                close_fds=True,
+                start_new_session=True,
+                **kwargs,
+            )
+        except OSError as e:
+            if e.filename == spec["cwd"] and e.filename != argv[0]:
+                # _posixsubprocess failed before exec: chdir, setgroups or setuid.
+                raise _Setup(1, f"cannot start job: {e.strerror}") from None
+            code = 127 if isinstance(e, (FileNotFoundError, NotADirectoryError)) else 126
+            raise _Setup(code, f"cannot execute: {e.strerror}: {argv[0]}") from None
+        finally:
+            os.close(out)
+            if err != out:
+                os.close(err)
+        self.start_time = time.time()
+        start_mono = time.monotonic()
+        self.pid = self.pgid = self.proc.pid
+        self.pidfd = os.pidfd_open(self.pid)
+        limit = spec.get("run_limit_s")
+        if limit is not None:
+            self.run_deadline = start_mono + float(limit)
+        write_json_atomic(self.path(JOB_FILE), {"pid": self.pid, "pgid": self.pgid, "start_time": self.start_time})
+        log(f"job {spec.get('job_id')}[{spec.get('index')}] started: pid {self.pid}")
+
+    # ---- the wait loop -----------------------------------------------------
+
+    def signal_group(self, sig: int) -> None:
+        """`sig` to the job's process group, then SIGCONT so a stopped job can act on it."""
+        for s in (sig, signal.SIGCONT) if sig not in (signal.SIGKILL, signal.SIGCONT) else (sig,):
+            try:
+                os.killpg(self.pgid, s)
+            except ProcessLookupError:
+                return
+            except PermissionError as e:
+                log(f"cannot send {signal_name(s)} to process group {self.pgid}: {e.strerror}")
+                return
+
+    def kill_sequence_step(self, now: float) -> None:
+        """bkill: SIGINT, SIGTERM after kill_interval_s, SIGKILL after another one."""
+        interval = float(self.spec.get("kill_interval_s", 10.0))
+        sig = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)[self.kill_step]
+        log(f"kill sequence: {signal_name(sig)}")
+        self.signal_group(sig)
+        self.kill_step += 1
+        self.kill_deadline = now + interval if self.kill_step < 3 else None
+
+    def supervise(self) -> float:
+        """Wait for the job's main process to end, acting on deadlines and requests.
+
+        No polling: select() on the job's pidfd and the signal wake-up pipe with
+        a timeout of the time left to the next deadline. Returns the epoch time
+        the job's process was seen to end.
+        """
+        grace = float(self.spec.get("grace_s", 10.0))
+        while True:
+            now = time.monotonic()
+            if self.kill_flag and self.kill_step == 0:
+                log("kill requested")
+                if self.reason is None:
+                    self.reason = REASON_KILLED
+                self.kill_sequence_step(now)
+            if self.run_deadline is not None and now >= self.run_deadline:
+                self.run_deadline = None
+                if self.reason is None:
+                    self.reason = REASON_RUN_LIMIT
+                log("run limit reached: SIGTERM")
+                self.signal_group(signal.SIGTERM)
+                self.grace_deadline = now + grace
+            if self.grace_deadline is not None and now >= self.grace_deadline:
+                self.grace_deadline = None
+                log("run limit grace expired: SIGKILL")
+                self.signal_group(signal.SIGKILL)
+            if self.kill_deadline is not None and now >= self.kill_deadline:
+                self.kill_sequence_step(now)
+            deadlines = [d for d in (self.run_deadline, self.grace_deadline, self.kill_deadline) if d is not None]
+            timeout = max(0.0, min(deadlines) - now) if deadlines else None
+            ready, _, _ = select.select([self.pidfd, self.wake_r], [], [], timeout)
+            if self.wake_r in ready:
+                try:
+                    while os.read(self.wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+            if self.pidfd in ready:
+                return time.time()
+
+    def finish(self, end_time: float) -> dict:
+        """Collect the exit status (without reaping yet), SIGKILL the group, write status.json, reap."""
+        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        sig: int | None = None
+        if info.si_code == os.CLD_EXITED:
+            exit_code = info.si_status
+        else:  # CLD_KILLED, CLD_DUMPED
+            sig = info.si_status
+            exit_code = 128 + sig
+        # The leader is still an unreaped zombie, so the group id cannot have
+        # been reused: no stray process of the job survives it.
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        status = {
+            "exit_code": exit_code,
+            "signal": sig,
+            "signal_name": signal_name(sig) if sig is not None else None,
+            "start_time": self.start_time,
+            "end_time": end_time,
+            "reason": self.reason,
+        }
+        write_json_atomic(self.path(STATUS_FILE), status)
+        assert self.proc is not None
+        self.proc.wait()  # reap
+        os.close(self.pidfd)
+        log(f"job ended: exit code {exit_code}" + (f" ({signal_name(sig)})" if sig else ""))
+        return status
+
+    def write_failure(self, exit_code: int, reason: str) -> None:
+        """status.json for a job that never started."""
+        write_json_atomic(
+            self.path(STATUS_FILE),
+            {
+                "exit_code": exit_code,
+                "signal": None,
+                "signal_name": None,
+                "start_time": None,
+                "end_time": time.time(),
+                "reason": reason,
+            },
+        )
+        log(f"job not started: {reason}")
+
+    def run(self) -> int:
+        lock_fd = self.take_lock()
+        if lock_fd is None:
+            log(f"another supervisor holds {self.path(LOCK_FILE)}")
+            return EXIT_LOCKED
+        try:
+            self.setup_signals()
+            write_json_atomic(self.path(PID_FILE), os.getpid())
+            try:
+                with open(self.path(SPEC_FILE), "rb") as f:
+                    self.spec = json.load(f)
+                if self.kill_flag or os.path.exists(self.path(KILL_FILE)):
+                    raise _Setup(1, REASON_KILLED)
+                self.start_job()
+            except _Setup as e:
+                self.write_failure(e.exit_code, e.reason)
+                return EXIT_OK
+            except Exception as e:  # noqa: BLE001 - recorded, the worker must hear of it
+                import traceback
+
+                traceback.print_exc()
+                self.write_failure(1, f"supervisor error: {type(e).__name__}: {e}")
+                return EXIT_OK
+            try:
+                end_time = self.supervise()
+            except BaseException:
+                # Never leave a job running unsupervised: end it, then record.
+                import traceback
+
+                traceback.print_exc()
+                self.signal_group(signal.SIGKILL)
+                end_time = time.time()
+                if self.reason is None:
+                    self.reason = "supervisor error"
+            self.finish(end_time)
+            return EXIT_OK
+        finally:
+            os.close(lock_fd)  # exit releases it anyway; status.json is on disk by now
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m xced.worker.supervisor JOBDIR``; see the module docstring."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m xced.worker.supervisor JOBDIR\n")
+        return EXIT_USAGE
+    return Supervisor(args[0]).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
