@@ -12,8 +12,6 @@ TopDir that does not exist), 2 usage error, 3 the daemon could not be reached.
 
 from __future__ import annotations
 
-import os
-import sys
 
 import typer
 
@@ -40,24 +38,10 @@ app.command("build", help=_build.HELP)(_build.build)
 
 
 def main() -> None:
-    """Console script entry point: the error funnel. Typed exits pass through;
-    anything unexpected is one line on stderr and exit 1, a traceback only with
-    XCE_DEBUG=1 (DESIGN rule 6)."""
-    from xced.constants import ENV_DEBUG
+    """Console script entry point: the one error funnel (xced.api.funnel, DESIGN rule 6)."""
+    from xced.api.funnel import run_app
 
-    try:
-        app()
-    except SystemExit:
-        raise
-    except KeyboardInterrupt:
-        print("xceadmin: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # the funnel: never a traceback for the user
-        if os.environ.get(ENV_DEBUG, "") not in ("", "0"):
-            raise
-        text = str(exc) or type(exc).__name__
-        print(f"xceadmin: error: {text} (XCE_DEBUG=1 shows the traceback)", file=sys.stderr)
-        sys.exit(1)
+    run_app(app, "xceadmin")
 
 
 if __name__ == "__main__":  # pragma: no cover

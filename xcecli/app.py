@@ -10,9 +10,6 @@ with the error's code; a traceback only with XCE_DEBUG=1 (DESIGN rule 6).
 
 from __future__ import annotations
 
-import os
-import sys
-
 import typer
 
 from xcecli.context import Ctx
@@ -37,21 +34,11 @@ submit.register(app)
 jobs.register(app)
 control.register(app)
 cluster.register(app)
+cluster.register_api(app)
 
 
 def main() -> None:
-    """Entry point: run the app through the error funnel."""
-    from xced.api.errors import XceError
+    """Entry point: run the app through the one error funnel (xced.api.funnel)."""
+    from xced.api.funnel import run_app
 
-    try:
-        app()
-    except XceError as e:
-        if os.environ.get("XCE_DEBUG") == "1":
-            raise
-        print(f"xcecli: error: {e.message}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        print("xcecli: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)
+    run_app(app, "xcecli")

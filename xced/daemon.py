@@ -10,9 +10,11 @@ single-host cluster is made on first start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -136,6 +138,20 @@ async def serve(top: Path, config, host_name: str | None) -> None:
         (top / "run" / "xced.ready").write_text(str(sock))
 
     server.startup = startup  # type: ignore[method-assign]
+
+    @contextlib.contextmanager
+    def capture_signals():
+        # SIGTERM/SIGINT: stop serving and exit 0 (uvicorn's own handler re-raises the signal).
+        loop = asyncio.get_running_loop()
+        for s in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(s, lambda: setattr(server, "should_exit", True))
+        try:
+            yield
+        finally:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(s)
+
+    server.capture_signals = capture_signals  # type: ignore[method-assign]
     try:
         await server.serve()
     finally:

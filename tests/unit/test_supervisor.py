@@ -229,11 +229,12 @@ def test_run_limit_grace_then_sigkill(jobs):
 
 
 def test_kill_sequence_ends_with_sigkill(jobs):
-    _, h = jobs.sh('trap "" INT TERM; sleep 30', kill_interval_s=0.2)
+    d, h = jobs.sh('trap "" INT TERM; : > ready; sleep 30', kill_interval_s=0.2)
 
     async def go():
         assert await h.started(10)
-        await asyncio.sleep(0.05)  # let sh install its traps
+        while not (d / "ready").exists():  # sh has installed its traps
+            await asyncio.sleep(0.005)
         t0 = time.time()
         assert procs.request_kill(h.jobdir)
         return t0, await h.wait()
@@ -503,6 +504,12 @@ def test_bad_spec_names_the_field(tmp_path):
             tmp_path,
             {"job_id": 1, "index": 0, "argv": ["true"], "cwd": "/", "env": {}, "stdout": "o", "stderr": "e",
              "rerunable": True},
+        )
+    with pytest.raises(ValueError, match="'run_limit_s'"):
+        procs.launch(
+            tmp_path,
+            {"job_id": 1, "index": 0, "argv": ["true"], "cwd": "/", "env": {}, "stdout": "o", "stderr": "e",
+             "run_limit_s": "1h"},
         )
     assert not (tmp_path / "spec.json").exists()
 

@@ -32,3 +32,26 @@ def register(app: typer.Typer) -> None:
               [[q.name + (" (default)" if q.default else ""), q.priority, q.max_tasks,
                 fmt_duration(q.max_run_limit_s) if q.max_run_limit_s else None, q.njobs, q.pend, q.run, q.susp]
                for q in res.queues])
+
+
+def register_api(app: typer.Typer) -> None:
+    @app.command("api")
+    def api(ctx: typer.Context,
+            method: str = typer.Argument(..., help="GET or POST"),
+            path: str = typer.Argument(..., help="path under /xce/v1, e.g. /jobs/12"),
+            data: str = typer.Option(None, "--data", "-d", help="JSON request body")) -> None:
+        """Send one raw request to the daemon's API and print the JSON answer (for scripts and debugging)."""
+        import json
+        import sys
+
+        method = method.upper()
+        if method not in ("GET", "POST"):
+            raise typer.BadParameter(f"method {method!r}: use GET or POST")
+        body = None
+        if data is not None:
+            try:
+                body = json.loads(data)
+            except ValueError as e:
+                raise typer.BadParameter(f"--data is not valid JSON: {e}") from None
+        r = ctx.obj.client().request(method, "/" + path.lstrip("/"), json=body)
+        sys.stdout.write(r.text if r.text.endswith("\n") else r.text + "\n")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from xced.api.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from xced.controller.transitions import allowed, next_state
+from xced.controller.transitions import next_state
 from xced.model.config import ClusterConfig
 from xced.model.jobs import (
     ACTIVE,

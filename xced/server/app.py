@@ -19,22 +19,27 @@ log = logging.getLogger("xced.server")
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    """One line naming the offending field (D-2, bug-1970), plus the field name."""
-    errs = exc.errors()
-    parts = []
-    first_field = None
-    for err in errs[:5]:
+    """One line naming the offending field(s) (D-2, bug-1970), plus the first field name."""
+    unknown: list[str] = []
+    parts: list[str] = []
+    for err in exc.errors():
         loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
         fld = ".".join(loc) or "body"
-        first_field = first_field or fld
         typ = err.get("type", "")
         if typ == "extra_forbidden":
-            parts.append(f"unknown field {fld!r} in the request; it is not part of the XCE API")
+            unknown.append(fld)
         elif typ == "missing":
             parts.append(f"field {fld!r} is required")
         else:
             parts.append(f"field {fld!r}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request", first_field
+    if unknown:
+        names = ", ".join(repr(u) for u in unknown)
+        parts.insert(0, f"unknown field{'s' if len(unknown) > 1 else ''} {names} in the request: "
+                        f"not part of the XCE API, so refused rather than ignored")
+    first = unknown[0] if unknown else None
+    if first is None and exc.errors():
+        first = ".".join(str(x) for x in exc.errors()[0].get("loc", ()) if x not in ("body", "query", "path")) or None
+    return "; ".join(parts[:5]) or "invalid request", first
 
 
 def create_app(controller) -> FastAPI:

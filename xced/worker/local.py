@@ -60,9 +60,8 @@ class LocalWorker:
                 err = expand_output_path(info.stderr, info.job_id, info.index, info.cwd)
             else:
                 err = out if info.stdout else str(jd / "stderr")
-            if info.run_uid is not None:
-                os.chown(jd, info.run_uid, info.run_gid if info.run_gid is not None else -1)
-                os.chown(hostfile, info.run_uid, info.run_gid if info.run_gid is not None else -1)
+            # the job directory stays the daemon's: a job's user must not be able to forge
+            # job.json or status.json (the host file is world-readable)
             spec = {
                 "job_id": info.job_id, "index": info.index, "argv": list(info.argv), "cwd": info.cwd,
                 "env": env, "stdout": out, "stderr": err, "run_limit_s": info.run_limit_s,

@@ -24,6 +24,7 @@ Public API::
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import json
 import os
@@ -82,8 +83,8 @@ _SPEC_DEFAULTS: dict[str, Any] = {
 _STALE = (STATUS_FILE, JOB_FILE, PID_FILE, KILL_FILE)
 
 
-class JobDirBusy(RuntimeError):
-    """launch() was asked to use a job directory whose supervisor is still alive."""
+class JobDirBusy(OSError):
+    """launch() was asked to use a job directory whose supervisor is still alive (errno EBUSY)."""
 
 
 @dataclass
@@ -258,12 +259,16 @@ class SupervisorHandle:
         return None
 
     def close(self) -> None:
-        """Release the pidfd (wait() does this itself). Safe to call twice."""
+        """Release the pidfd (wait() does this itself). Safe to call twice.
+
+        A wait() still pending on this handle is cancelled.
+        """
         if self._exit is not None and not self._exit.done() and self._pidfd is not None:
             try:
-                asyncio.get_running_loop().remove_reader(self._pidfd)
-            except RuntimeError:
+                self._exit.get_loop().remove_reader(self._pidfd)
+            except RuntimeError:  # that loop is closed
                 pass
+            self._exit.cancel()  # pending waiters get CancelledError rather than hang
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -329,7 +334,20 @@ def _validate_spec(spec: dict[str, Any]) -> dict[str, Any]:
     unknown = set(spec) - set(_REQUIRED_SPEC) - set(_SPEC_DEFAULTS)
     if unknown:
         raise ValueError(f"spec: unknown field(s) {sorted(unknown)}; valid: {sorted({*_REQUIRED_SPEC, *_SPEC_DEFAULTS})}")
-    return {**_SPEC_DEFAULTS, **spec}
+    full = {**_SPEC_DEFAULTS, **spec}
+    for key in ("run_limit_s", "grace_s", "kill_interval_s"):
+        value = full[key]
+        if value is None and key == "run_limit_s":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"spec: field {key!r} must be a number of seconds >= 0, got {value!r}")
+    for key in ("uid", "gid"):
+        if full[key] is not None and (isinstance(full[key], bool) or not isinstance(full[key], int)):
+            raise ValueError(f"spec: field {key!r} must be an integer or null, got {full[key]!r}")
+    groups = full["groups"]
+    if groups is not None and not (isinstance(groups, list) and all(isinstance(g, int) for g in groups)):
+        raise ValueError(f"spec: field 'groups' must be a list of integers or null, got {groups!r}")
+    return full
 
 
 def _supervisor_env() -> dict[str, str]:
@@ -361,7 +379,7 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any]) -> SupervisorHa
     full = _validate_spec(spec)
     jobdir.mkdir(parents=True, exist_ok=True)
     if _lock_held(jobdir):
-        raise JobDirBusy(f"{jobdir}: a supervisor is still running there (lock held)")
+        raise JobDirBusy(errno.EBUSY, "a supervisor is still running in this job directory (lock held)", str(jobdir))
     for name in _STALE:
         try:
             (jobdir / name).unlink()
@@ -400,8 +418,10 @@ def attach(jobdir: str | os.PathLike[str], *, settle_s: float = 2.0) -> Supervis
     - Otherwise (nothing was ever launched here): None.
 
     A supervisor that holds the lock but has not yet written supervisor.pid
-    (its first milliseconds) is waited for up to `settle_s` seconds; this call
-    blocks meanwhile. Raises ValueError for a malformed status.json.
+    (its first milliseconds) is waited for up to `settle_s` seconds, and so
+    is a launched supervisor that has not yet taken the lock; this call blocks
+    meanwhile. Raises ValueError for a malformed status.json, TimeoutError
+    when the lock stays held but supervisor.pid names no live process.
     """
     jobdir = Path(jobdir).absolute()
     deadline = time.monotonic() + settle_s

@@ -1,0 +1,176 @@
+"""End to end: daemon lifecycle (D-1..D-6, JOB-8, CFG-4), identity and bad input (CLI-1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import XCEADMIN, XCECLI, XCED, Daemon, write_config
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_restart_while_jobs_run_loses_nothing(daemon, tmp_path):
+    """JOB-8: xced is SIGKILLed with two jobs running; one ends while it is down; after the
+    restart the ended job has its real exit code and end time, the other is re-attached and
+    can be killed."""
+    d = daemon
+    short = d.submit("--", "sh", "-c", "sleep 1; exit 7", cwd=tmp_path)
+    long = d.submit("--", "sleep", "60", cwd=tmp_path)
+    d.wait_state(short, ("RUN",))
+    d.wait_state(long, ("RUN",))
+    assert d.stop(signal.SIGKILL) == -signal.SIGKILL
+    time.sleep(2.0)  # the short job ends while no daemon runs
+    down_until = time.time()
+    d.start()
+    j = d.wait_state(short, ("EXIT", "DONE"))
+    e = j["elements"][0]
+    assert j["state"] == "EXIT" and e["exit_code"] == 7
+    assert e["end_time"] < down_until, "the end time must be the supervisor's, not the restart's"
+    assert 0.9 < e["end_time"] - e["start_time"] < 1.9
+    assert d.show(long)["state"] == "RUN"
+    d.cli("kill", str(long), check=True)
+    j = d.wait_state(long, ("EXIT",))
+    assert j["elements"][0]["exit_reason"].startswith("killed by")
+
+
+def test_sigterm_stops_cleanly_and_jobs_survive(daemon, tmp_path):
+    d = daemon
+    jid = d.submit("--", "sleep", "1.5", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    assert d.stop(signal.SIGTERM) == 0
+    assert not (d.top / "run" / "xced.sock").exists()
+    d.start()
+    assert d.wait_state(jid, ("DONE",))["state"] == "DONE"
+
+
+def test_unknown_fields_are_refused_naming_them(shared_daemon):
+    """D-2, bug-1970: rerunable, chkpnt_dir, tags on submit are a 422 naming the field."""
+    d = shared_daemon
+    for fld, val in (("rerunable", True), ("chkpnt_dir", "/tmp/ck"), ("tags", ["a"])):
+        body = json.dumps({"argv": ["true"], "cwd": "/tmp", fld: val})
+        r = d.cli("api", "POST", "/jobs", "--data", body)
+        assert r.returncode == 1, r
+        assert f"unknown field '{fld}'" in r.stderr and "Traceback" not in r.stderr
+        assert r.stderr.startswith("xcecli: error: ")
+    # nothing was submitted by those requests
+    jobs = json.loads(d.cli("api", "GET", "/jobs?user=all&all=true", check=True).stdout)["jobs"]
+    assert not any(j["argv"] == ["true"] and j["cwd"] == "/tmp" for j in jobs)
+    r = d.cli("api", "POST", "/jobs/1/kill", "--data", '{"index": null, "force": true}')
+    assert r.returncode == 1 and "unknown field 'force'" in r.stderr
+
+
+def test_openapi_served_under_prefix(shared_daemon):
+    doc = json.loads(shared_daemon.cli("api", "GET", "/openapi.json", check=True).stdout)
+    assert "/xce/v1/jobs" in doc["paths"]
+    assert doc["components"]["schemas"]["SubmitRequest"]["additionalProperties"] is False
+
+
+def test_asserted_users_see_their_own_jobs(shared_daemon, tmp_path):
+    """D-6: in test mode two asserted users each see their own jobs; neither may kill the other's."""
+    d = shared_daemon
+    a = d.submit("--", "sleep", "30", user="alice", cwd=tmp_path)
+    b = d.submit("--", "sleep", "30", user="bob", cwd=tmp_path)
+    ids_a = [j["job_id"] for j in json.loads(d.cli("jobs", "--json", user="alice", check=True).stdout)["jobs"]]
+    ids_b = [j["job_id"] for j in json.loads(d.cli("jobs", "--json", user="bob", check=True).stdout)["jobs"]]
+    assert a in ids_a and b not in ids_a
+    assert b in ids_b and a not in ids_b
+    assert d.show(a, user="bob")["user"] == "alice"  # viewing is open (cluster:view)
+    j = d.show(a, user="alice")
+    assert j["asserted_user"] is True and j["run_as"] == d.show(a)["run_as"]
+    r = d.cli("kill", str(a), user="bob")
+    assert r.returncode == 1 and "belongs to alice" in r.stderr
+    r = d.cli("kill", str(a), user="admin")  # admins named in xce.yaml may
+    assert r.returncode == 0, r.stderr
+    d.cli("kill", str(b), user="bob", check=True)
+    d.wait_state(a, ("EXIT",))
+    d.wait_state(b, ("EXIT",))
+
+
+def test_production_mode_refuses_as_user(topdir):
+    write_config(topdir, mode="production")
+    d = Daemon(topdir).start()
+    try:
+        r = d.cli("jobs", user="mallory")
+        assert r.returncode == 1 and "production mode" in r.stderr
+        r = d.cli("--as-user", "mallory", "jobs")
+        assert r.returncode == 1 and "production mode" in r.stderr
+        info = json.loads(d.cli("api", "GET", "/info", check=True).stdout)
+        assert info["mode"] == "production" and info["asserted_user"] is False
+        assert info["is_admin"] is False  # root is not implicitly an admin (D-6)
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("args,needle,code", [
+    (["-q", "nosuch", "--", "true"], "unknown queue 'nosuch'; queues: normal", 1),
+    (["-n", "0", "--", "true"], "-n 0: the task count must be at least 1", 2),
+    (["-n", "5", "--", "true"], "can never be satisfied: the cluster has 4 slots", 1),
+    (["-W", "-5", "--", "true"], "-W '-5':", 2),
+    (["-J", "x[5-1]", "--", "true"], "ends before it starts", 2),
+    (["--", "./no-such-script.sh"], "script './no-such-script.sh' not found", 2),
+    (["--", "no-such-program-xyz"], "not found on PATH", 2),
+    (["-M", "lots", "--", "true"], "-M 'lots'", 2),
+    (["--env", "1X=2", "--", "true"], "--env '1X=2'", 2),
+])
+def test_bad_submit_input(shared_daemon, args, needle, code):
+    r = shared_daemon.cli("submit", *args)
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_job_refs(shared_daemon):
+    d = shared_daemon
+    r = d.cli("show", "99999")
+    assert r.returncode == 1 and "job 99999 not found" in r.stderr
+    r = d.cli("kill", "abc")
+    assert r.returncode == 2 and "not a job ID" in r.stderr
+    r = d.cli("hist", "1[")
+    assert r.returncode == 2
+
+
+def test_daemon_not_running_exit_3(topdir):
+    write_config(topdir)
+    env = {**os.environ, "XCE_TOPDIR": str(topdir)}
+    for args in (["jobs"], ["submit", "--", "true"], ["hosts"]):
+        r = subprocess.run([XCECLI, *args], capture_output=True, text=True, env=env, cwd=str(topdir))
+        assert r.returncode == 3, r
+        assert "cannot reach xced" in r.stderr and "start it with `xced`" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_missing_topdir_is_one_clear_line(tmp_path):
+    missing = tmp_path / "nope"
+    r = subprocess.run([XCED, "--topdir", str(missing)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and f"TopDir {missing} does not exist" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = subprocess.run([XCECLI, "--topdir", str(missing), "jobs"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 3 and "cannot reach xced" in r.stderr
+
+
+def test_invalid_config_refused_with_build_messages(topdir):
+    """CFG-4: xced refuses an invalid config with the same messages as xceadmin build."""
+    write_config(topdir)
+    (topdir / "config" / "queues.yaml").write_text("queues:\n  - name: normal\n    priority: high\n    prio: 3\n")
+    build = subprocess.run([XCEADMIN, "build", "--topdir", str(topdir)], capture_output=True, text=True)
+    assert build.returncode == 1
+    errors = [ln for ln in build.stderr.splitlines() if ": error: " in ln]
+    assert len(errors) == 2
+    assert any("queues.yaml:3:15:" in ln for ln in errors) and any("queues.yaml:4:5:" in ln for ln in errors)
+    r = subprocess.run([XCED, "--topdir", str(topdir)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    for ln in errors:
+        assert ln in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_second_daemon_on_same_topdir_refused(daemon):
+    r = subprocess.run([XCED, "--topdir", str(daemon.top)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "already runs" in r.stderr
+    assert daemon.proc.poll() is None

@@ -1,0 +1,209 @@
+"""End to end: a real xced on a Unix socket, the real xcecli, real job processes.
+
+JOB-1 (run, output, exit codes), JOB-2 (run limit), JOB-3 (environment), JOB-4 (arrays),
+D-5 (states and events), CLI-1..CLI-3.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def test_submit_runs_to_done_with_output(shared_daemon, tmp_path):
+    d = shared_daemon
+    r = d.cli("submit", "-o", "out-%J.txt", "--", "python3", "-c", "print(42)", cwd=tmp_path, check=True)
+    assert r.stdout.startswith("Job <") and "is submitted to queue <normal>" in r.stdout
+    jid = int(r.stdout.split("<")[1].split(">")[0])
+    j = d.wait_state(jid, ("DONE", "EXIT"))
+    assert j["state"] == "DONE"
+    assert j["elements"][0]["exit_code"] == 0
+    assert (tmp_path / f"out-{jid}.txt").read_text() == "42\n"
+    # jobs, show, hist, peek all show it
+    listing = d.cli("jobs", check=True).stdout
+    assert any(line.split()[0] == str(jid) and "DONE" in line for line in listing.splitlines()[1:])
+    show = d.cli("show", str(jid), check=True).stdout
+    assert "Runs as:" in show and "DONE" in show
+    hist = d.cli("hist", str(jid), check=True).stdout
+    kinds = [line.split()[4] for line in hist.splitlines()[1:]]
+    assert kinds == ["SUBMIT", "DISPATCH", "DONE"]
+    assert d.cli("peek", str(jid), check=True).stdout == "42\n"
+
+
+def test_exit_code_3_is_exit_with_code_and_wait_passes_it_through(shared_daemon, tmp_path):
+    d = shared_daemon
+    jid = d.submit("--", "sh", "-c", "exit 3", cwd=tmp_path)
+    j = d.wait_state(jid, ("DONE", "EXIT"))
+    assert j["state"] == "EXIT" and j["elements"][0]["exit_code"] == 3
+    assert j["elements"][0]["exit_reason"] == "exited with code 3"
+    r = d.cli("submit", "-K", "--", "sh", "-c", "exit 5", cwd=tmp_path)
+    assert r.returncode == 5, r.stderr
+    assert "<<Job is finished>>" in r.stderr
+    r = d.cli("wait", str(jid))
+    assert r.returncode == 1 and f"job {jid} ended EXIT (exit code 3)" in r.stderr
+
+
+def test_run_limit_ends_job_exit_run_limit(shared_daemon, tmp_path):
+    d = shared_daemon
+    jid = d.submit("-W", "1s", "--", "sleep", "30", cwd=tmp_path)
+    j = d.wait_state(jid, ("DONE", "EXIT"), timeout=20)
+    e = j["elements"][0]
+    assert j["state"] == "EXIT"
+    assert e["exit_reason"] == "run limit"
+    assert e["exit_signal"] == "SIGTERM"
+    assert 0.8 < e["end_time"] - e["start_time"] < 5
+
+
+def test_kill_running_job(shared_daemon, tmp_path):
+    d = shared_daemon
+    jid = d.submit("--", "sleep", "60", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    r = d.cli("kill", str(jid), check=True)
+    assert f"Job <{jid}>" in r.stdout
+    j = d.wait_state(jid, ("DONE", "EXIT"))
+    e = j["elements"][0]
+    assert j["state"] == "EXIT" and e["exit_reason"] == "killed by root" or e["exit_reason"].startswith("killed by")
+    assert e["exit_signal"] == "SIGINT"  # the first signal of the INT, TERM, KILL sequence ends sleep
+
+
+def test_kill_sequence_reaches_sigkill(shared_daemon, tmp_path):
+    d = shared_daemon
+    jid = d.submit("--", "sh", "-c", "trap '' INT TERM; sleep 60 & wait; sleep 60", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    t0 = time.time()
+    d.cli("kill", str(jid), check=True)
+    j = d.wait_state(jid, ("DONE", "EXIT"))
+    assert j["elements"][0]["exit_signal"] == "SIGKILL"
+    assert time.time() - t0 >= 0.5  # two kill intervals of 0.3 s
+
+
+def test_environment_has_xce_and_lsb_names(shared_daemon, tmp_path):
+    d = shared_daemon
+    script = ("echo $XCE_JOBID $LSB_JOBID $XCE_JOBINDEX $XCE_QUEUE $LSB_QUEUE $XCE_NTASKS;"
+              "echo $LSB_HOSTS; echo $LSB_MCPU_HOSTS; cat $LSB_DJOB_HOSTFILE; echo $MYVAR")
+    jid = d.submit("-n", "2", "--env", "MYVAR=hello", "-o", "env.txt", "--", "sh", "-c", script, cwd=tmp_path)
+    assert d.wait_state(jid, ("DONE", "EXIT"))["state"] == "DONE"
+    lines = (tmp_path / "env.txt").read_text().splitlines()
+    assert lines == [f"{jid} {jid} 0 normal normal 2", "h1 h1", "h1 2", "h1", "h1", "hello"]
+
+
+def test_array_limit_never_more_than_two_running(shared_daemon, tmp_path):
+    d = shared_daemon
+    r = d.cli("submit", "-J", "sw[1-6]%2", "-o", "o-%J-%I.txt", "--", "sh", "-c", "echo $XCE_JOBINDEX; sleep 0.4",
+              cwd=tmp_path, check=True)
+    assert "Job array <" in r.stdout and "(6 elements)" in r.stdout
+    jid = int(r.stdout.split("<")[1].split(">")[0])
+    j = d.wait_state(jid, ("DONE", "EXIT"), timeout=30)
+    assert j["state"] == "DONE" and j["counts"] == {"DONE": 6}
+    assert [e["index"] for e in j["elements"]] == [1, 2, 3, 4, 5, 6]
+    for e in j["elements"]:
+        assert (tmp_path / f"o-{jid}-{e['index']}.txt").read_text() == f"{e['index']}\n"
+    # never more than 2 elements running at once: sweep over the recorded intervals
+    points = sorted([(e["start_time"], 1) for e in j["elements"]] + [(e["end_time"], -1) for e in j["elements"]],
+                    key=lambda p: (p[0], p[1]))
+    running = peak = 0
+    for _, delta in points:
+        running += delta
+        peak = max(peak, running)
+    assert peak == 2
+
+
+def test_stop_resume_running_and_pending(shared_daemon, tmp_path):
+    d = shared_daemon
+    jid = d.submit("--", "sleep", "30", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    d.cli("stop", str(jid), check=True)
+    assert d.show(jid)["state"] == "USUSP"
+    d.cli("resume", str(jid), check=True)
+    assert d.show(jid)["state"] == "RUN"
+    d.cli("kill", str(jid), check=True)
+    d.wait_state(jid, ("EXIT",))
+    # a pending job that is stopped is PSUSP with a user hold; resume releases it
+    big = d.submit("-n", "4", "--", "sleep", "1", cwd=tmp_path)
+    held = d.submit("--", "true", cwd=tmp_path)
+    r = d.cli("stop", str(held), check=True)
+    j = d.show(held)
+    if j["state"] != "DONE":  # it may have started before the stop
+        assert r.returncode == 0
+        assert j["state"] in ("PSUSP", "USUSP") or j["state"] == "EXIT"
+        if j["state"] == "PSUSP":
+            assert j["elements"][0]["holds"] == ["user"]
+            d.cli("resume", str(held), check=True)
+            assert d.wait_state(held, ("DONE",))["state"] == "DONE"
+    d.wait_state(big, ("DONE",))
+    hist = d.cli("hist", str(jid), check=True).stdout
+    assert "STOP" in hist and "RESUME" in hist
+
+
+def test_pending_stop_is_psusp_with_user_hold(shared_daemon, tmp_path):
+    d = shared_daemon
+    blocker = d.submit("-n", "4", "--", "sleep", "30", cwd=tmp_path)
+    d.wait_state(blocker, ("RUN",))
+    jid = d.submit("--", "true", cwd=tmp_path)
+    d.cli("stop", str(jid), check=True)
+    j = d.show(jid)
+    assert j["state"] == "PSUSP" and j["elements"][0]["holds"] == ["user"]
+    d.cli("resume", str(jid), check=True)
+    assert d.show(jid)["state"] == "PEND"
+    d.cli("kill", str(blocker), check=True)
+    assert d.wait_state(jid, ("DONE",))["state"] == "DONE"
+
+
+def test_requeue_running_job_runs_again(shared_daemon, tmp_path):
+    d = shared_daemon
+    jid = d.submit("-o", "rq.txt", "--", "sh", "-c", "echo run; sleep 30", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    time.sleep(0.2)
+    d.cli("requeue", str(jid), check=True)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        ev = json.loads(d.cli("hist", str(jid), "--json", check=True).stdout)["events"]
+        if [e["kind"] for e in ev].count("DISPATCH") >= 2:
+            break
+        time.sleep(0.05)
+    kinds = [e["kind"] for e in ev]
+    assert kinds[:4] == ["SUBMIT", "DISPATCH", "REQUEUE_REQUEST", "REQUEUE"]
+    assert kinds.count("DISPATCH") == 2
+    d.cli("kill", str(jid), check=True)
+    d.wait_state(jid, ("EXIT",))
+
+
+def test_pend_reason_is_structured(shared_daemon, tmp_path):
+    d = shared_daemon
+    blocker = d.submit("-n", "4", "--", "sleep", "30", cwd=tmp_path)
+    d.wait_state(blocker, ("RUN",))
+    jid = d.submit("-n", "2", "--", "true", cwd=tmp_path)
+    deadline = time.time() + 10
+    while True:
+        e = d.show(jid)["elements"][0]
+        if e["pend_reason"] or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    pr = e["pend_reason"]
+    assert pr["main"].startswith("Not enough free slots")
+    assert pr["hosts"] == [{"host": "h1", "resource": "slots", "free": 0.0, "needed": 2.0,
+                            "message": "h1: slots 0 free of 4, needs 2"}]
+    assert "h1: slots 0 free of 4, needs 2" in d.cli("show", str(jid), check=True).stdout
+    d.cli("kill", str(blocker), str(jid), check=True)
+
+
+def test_jobs_filters_and_fields(shared_daemon, tmp_path):
+    d = shared_daemon
+    jid = d.submit("-J", "named", "--", "true", cwd=tmp_path)
+    d.wait_state(jid, ("DONE",))
+    out = d.cli("jobs", "-s", "DONE", "-o", "id state name exit_code", check=True).stdout.splitlines()
+    assert out[0].split() == ["JOBID", "STAT", "JOB_NAME", "EXIT_CODE"]
+    assert [str(jid), "DONE", "named", "0"] in [line.split() for line in out[1:]]
+    assert all(line.split()[1] == "DONE" for line in out[1:])
+    data = json.loads(d.cli("jobs", "--json", "-q", "normal", check=True).stdout)
+    assert any(j["job_id"] == jid for j in data["jobs"])
+    r = d.cli("jobs", "-o", "id bogus")
+    assert r.returncode == 2 and "bogus" in r.stderr
+    hosts = json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]
+    assert hosts[0]["name"] == "h1" and hosts[0]["slots"] == 4 and hosts[0]["status"] == "ok"
+    queues = json.loads(d.cli("queues", "--json", check=True).stdout)["queues"]
+    assert queues[0]["name"] == "normal" and queues[0]["default"] is True
