@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -151,7 +154,7 @@ def test_missing_topdir_is_one_clear_line(tmp_path):
     assert r.returncode == 1 and f"TopDir {missing} does not exist" in r.stderr
     assert "Traceback" not in r.stderr
     r = subprocess.run([XCECLI, "--topdir", str(missing), "jobs"], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 3 and "cannot reach xced" in r.stderr
+    assert r.returncode == 3 and f"TopDir {missing} does not exist" in r.stderr
 
 
 def test_invalid_config_refused_with_build_messages(topdir):
@@ -174,3 +177,74 @@ def test_second_daemon_on_same_topdir_refused(daemon):
     r = subprocess.run([XCED, "--topdir", str(daemon.top)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "already runs" in r.stderr
     assert daemon.proc.poll() is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("curl"),
+                    reason="needs root (a root daemon runs jobs as their submitting user, D-6) and curl")
+def test_root_daemon_runs_job_as_submitting_user(shared_daemon):
+    """D-6: with xced running as root, a job submitted by a process running as `nobody`
+    runs as nobody, and `show` says so; the caller's identity comes from SO_PEERCRED.
+    (The client is curl on the Unix socket: nobody cannot read root's Python here.)"""
+    import pwd
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    work = tempfile.mkdtemp(prefix="xce-nobody-", dir="/tmp")
+    os.chmod(work, 0o777)
+    for p in (shared_daemon.top, shared_daemon.top / "run"):
+        os.chmod(p, 0o755)
+    sock = shared_daemon.top / "run" / "xced.sock"
+    body = json.dumps({"argv": ["id", "-un"], "cwd": work, "env": {"PATH": "/usr/bin:/bin"},
+                       "stdout": "who.txt"})
+    r = subprocess.run(["curl", "-sS", "--unix-socket", str(sock), "-H", "Content-Type: application/json",
+                        "-d", body, "http://xced/xce/v1/jobs"], capture_output=True, text=True,
+                       user=nobody.pw_uid, group=nobody.pw_gid, cwd=work, timeout=60)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job_id"]
+    j = shared_daemon.wait_state(jid, ("DONE", "EXIT"))
+    assert j["user"] == "nobody" and j["run_as"] == "nobody" and j["asserted_user"] is False
+    assert j["state"] == "DONE", j
+    assert (Path(work) / "who.txt").read_text().strip() == "nobody"
+    assert os.stat(Path(work) / "who.txt").st_uid == nobody.pw_uid
+    assert "Runs as:      nobody" in shared_daemon.cli("show", str(jid), check=True).stdout
+    # root, calling as itself, runs as root and is not an admin unless named (D-6)
+    info = json.loads(shared_daemon.cli("api", "GET", "/info", check=True).stdout)
+    assert info["user"] == "root" and info["is_admin"] is False
+
+
+def test_personal_cluster_on_first_start(tmp_path):
+    """`xced` with no --topdir and no XCE_TOPDIR makes a personal single-host cluster in the
+    user's data dir: this machine, its usable CPUs as slots, production mode."""
+    data = Path(tempfile.mkdtemp(prefix="xce-home-", dir="/tmp"))
+    env = {**os.environ, "XDG_DATA_HOME": str(data)}
+    for k in ("XCE_TOPDIR", "XCE_SOCKET", "XCE_TEST_USER"):
+        env.pop(k, None)
+    top = data / "xce"
+    proc = subprocess.Popen([XCED], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (top / "run" / "xced.ready").exists():
+            assert proc.poll() is None, proc.stdout.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        r = subprocess.run([XCECLI, "hosts", "--json"], env=env, capture_output=True, text=True, timeout=30)
+        hosts = json.loads(r.stdout)["hosts"]
+        assert len(hosts) == 1 and hosts[0]["slots"] == len(os.sched_getaffinity(0))
+        assert hosts[0]["status"] == "ok"
+        r = subprocess.run([XCECLI, "submit", "-K", "--", "true"], env=env, capture_output=True, text=True,
+                           timeout=60, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        info = json.loads(subprocess.run([XCECLI, "api", "GET", "/info"], env=env, capture_output=True,
+                                         text=True, timeout=30).stdout)
+        assert info["mode"] == "production" and info["topdir"] == str(top)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        from tests.conftest import kill_job_processes
+
+        kill_job_processes(top)
+        shutil.rmtree(data, ignore_errors=True)

@@ -30,7 +30,7 @@ from xced.api.models import (
     SubmitRequest,
     SubmitResponse,
 )
-from xced.constants import API_PREFIX, ENV_TEST_USER, client_socket_path
+from xced.constants import API_PREFIX, ENV_SOCKET, ENV_TEST_USER, ENV_TOPDIR, client_socket_path, resolve_topdir
 
 AS_USER_HEADER = "X-XCE-As-User"
 
@@ -49,6 +49,12 @@ class Client:
                 timeout: float = 60.0) -> "Client":
         """Find the daemon: `socket`, else XCE_SOCKET, else the socket of `topdir` /
         XCE_TOPDIR / the default TopDir. `as_user` defaults to XCE_TEST_USER."""
+        if not socket and (topdir or (not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_TOPDIR))):
+            top = resolve_topdir(topdir)
+            if not top.is_dir():
+                raise errors.DaemonUnreachable(
+                    f"TopDir {top} does not exist; give the TopDir of a running xced (--topdir or XCE_TOPDIR), "
+                    f"or run `xced` for a personal cluster")
         path = Path(socket) if socket else client_socket_path(topdir)
         return cls(path, as_user=as_user or os.environ.get(ENV_TEST_USER) or None, timeout=timeout)
 

@@ -642,13 +642,15 @@ class Controller:
         return job
 
     def read_output(self, job_id: int, index: int | None, stream: str, max_bytes: int) -> tuple[Element, str | None]:
-        """Output of an element so far (`xcecli peek`), read by the worker of its first host."""
+        """Output of an element so far (`xcecli peek`), read by the worker of its first host.
+        `index` None means the job itself, or for an array its first running element."""
         job = self.job(job_id)
-        els = self._elements(job, index if index is not None else (None if not job.is_array else None))
-        e = els[0] if index is not None or not job.is_array else next(
-            (x for x in job.elements.values() if x.state in ACTIVE), els[0])
-        host = e.alloc[0][0] if e.alloc else next(iter(self.workers), None)
-        w = self.workers.get(host) if host else None
+        if index is not None or not job.is_array:
+            e = self._elements(job, index if index is not None else 0)[0]
+        else:
+            els = list(job.elements.values())
+            e = next((x for x in els if x.state in ACTIVE), next((x for x in els if x.alloc), els[0]))
+        w = self.workers.get(e.alloc[0][0]) if e.alloc else None
         if w is None:
             return e, None
         return e, w.read_output(job.id, e.index, stream, max_bytes)

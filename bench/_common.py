@@ -1,0 +1,221 @@
+"""Helpers shared by the benchmark scripts: a private `xced` in a throw-away TopDir, and
+small statistics.
+
+A `PrivateXced` always cleans up after itself: the daemon is stopped by its Popen PID
+(SIGTERM, then SIGKILL), every job process group and supervisor recorded under
+TopDir/jobs is killed by PID (never by name), and the TopDir is removed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+XCED = str(BIN / "xced")
+XCECLI = str(BIN / "xcecli")
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # run as a script from anywhere: import the project's xced
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+
+
+# --------------------------------------------------------------------------- daemon
+
+
+class PrivateXced:
+    """A private xced on one host of `slots` slots, in a fresh short TopDir under /tmp.
+
+        with PrivateXced(slots=64) as d:
+            d.client.submit(...)
+
+    `profile`: run the daemon under cProfile; `profile_stats` holds the pstats file
+    path after exit (the file is copied out of the TopDir before it is removed).
+    """
+
+    def __init__(self, *, slots: int, host: str = "bench", kill_interval: float = 0.3,
+                 sched_delay: float = 0.005, mode: str = "production", profile_to: Path | None = None) -> None:
+        self.slots = slots
+        self.host = host
+        self.kill_interval = kill_interval
+        self.sched_delay = sched_delay
+        self.mode = mode
+        self.profile_to = profile_to
+        self.top: Path | None = None
+        self.proc: subprocess.Popen | None = None
+        self.client = None
+        self.log: Path | None = None
+
+    # -- lifecycle
+
+    def write_config(self) -> None:
+        cfg = self.top / "config"
+        cfg.mkdir(parents=True, exist_ok=True)
+        (cfg / "xce.yaml").write_text(textwrap.dedent(f"""\
+            cluster_name: bench
+            mode: {self.mode}
+            admins: [root]
+            kill_interval: {self.kill_interval}
+            limit_grace: 0.3
+            sched_delay: {self.sched_delay}
+            """))
+        (cfg / "queues.yaml").write_text("queues:\n  - name: normal\n    priority: 30\n")
+        (cfg / "hosts.yaml").write_text(f"hosts:\n  - name: {self.host}\n    slots: {self.slots}\n    memory: 64GB\n")
+
+    def start(self) -> "PrivateXced":
+        from xced.api.client import Client
+        from xced.constants import socket_path
+
+        self.top = Path(tempfile.mkdtemp(prefix="xb-", dir="/tmp"))
+        self.write_config()
+        self.log = self.top / "xced.log"
+        ready = self.top / "run" / "xced.ready"
+        if self.profile_to is not None:
+            cmd = [sys.executable, "-m", "cProfile", "-o", str(self.top / "xced.prof"), "-m", "xced.daemon",
+                   "--topdir", str(self.top)]
+        else:
+            cmd = [XCED, "--topdir", str(self.top)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_")}
+        env["XCE_LOG_LEVEL"] = "WARNING"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env, cwd=str(self.top), start_new_session=True)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"xced exited {self.proc.returncode}:\n{self.log.read_text()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"xced not ready in {READY_TIMEOUT_S}s:\n{self.log.read_text()}")
+            time.sleep(0.01)
+        self.socket = socket_path(self.top)
+        self.client = Client(self.socket, timeout=120.0)
+        return self
+
+    def stop(self) -> None:
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception:
+                pass
+            self.client = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    self.proc.send_signal(signal.SIGTERM)
+                    self.proc.wait(STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(5)
+            self.proc = None
+        if self.top is not None:
+            kill_job_processes(self.top)
+            prof = self.top / "xced.prof"
+            if self.profile_to is not None and prof.exists():
+                self.profile_to.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(prof, self.profile_to)
+            shutil.rmtree(self.top, ignore_errors=True)
+            self.top = None
+
+    def __enter__(self) -> "PrivateXced":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- helpers
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def status_kb(self, key: str = "VmRSS") -> int:
+        """A field of /proc/PID/status of the daemon, in kB (VmRSS, VmHWM...)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        raise KeyError(key)
+
+    def cpu_s(self) -> float:
+        """User+system CPU seconds the daemon has used so far (/proc/PID/stat)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def cli_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_")}
+        env["XCE_TOPDIR"] = str(self.top)
+        return env
+
+    def hold_host(self, request) -> int:
+        """Submit a `sleep 600` that takes every slot of the host; return its ID once it runs."""
+        r = self.client.submit(request(["sleep", "600"], ntasks=self.slots))
+        deadline = time.monotonic() + 30
+        while self.client.job(r.job_id).state != "RUN":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"hold job {r.job_id} did not start in 30 s")
+            time.sleep(0.01)
+        return r.job_id
+
+
+def kill_job_processes(top: Path) -> None:
+    """Kill every job still running under `top/jobs` and its supervisor, by recorded PID.
+
+    Only where the supervisor still holds JOBDIR/lock: then (and while there is no
+    status.json) the pgid in job.json and the pid in supervisor.pid are still the job's
+    and the supervisor's, never reused ones (see xced.worker.procs.signal_job)."""
+    for jd in (top / "jobs").glob("*/*"):
+        try:
+            fd = os.open(jd / "lock", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                continue  # free: that supervisor is gone
+            except BlockingIOError:
+                pass
+            try:
+                if not (jd / "status.json").exists():
+                    pgid = json.loads((jd / "job.json").read_text())["pgid"]
+                    if isinstance(pgid, int) and pgid > 1:
+                        os.killpg(pgid, signal.SIGKILL)
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            try:
+                pid = json.loads((jd / "supervisor.pid").read_text())
+                if isinstance(pid, int) and pid > 1:
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError, TypeError):
+                pass
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- stats
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def p95(xs: list[float]) -> float:
+    """95th percentile, nearest-rank."""
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(round(0.95 * len(s) + 0.5)) - 1))
+    return s[k]

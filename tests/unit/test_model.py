@@ -1,0 +1,70 @@
+"""Pure model pieces: array specs (JOB-4), job refs, the transition table (D-5, rule 2),
+the job environment (JOB-3), output paths (%J/%I)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xced.controller.transitions import TABLE, IllegalTransition, next_state
+from xced.model.jobs import ArraySpecError, JobState, format_job_ref, parse_job_name, parse_job_ref
+from xced.worker.env import expand_output_path, job_environment
+
+
+def test_array_specs():
+    name, a = parse_job_name("sweep[1-10:3,20]%2")
+    assert name == "sweep" and a.indices == (1, 4, 7, 10, 20) and a.limit == 2
+    assert parse_job_name("plain") == ("plain", None)
+    name, a = parse_job_name("x[5]")
+    assert a.indices == (5,) and a.limit is None
+
+
+@pytest.mark.parametrize("bad,needle", [
+    ("x[5-1]", "ends before it starts"), ("x[]", "empty index list"), ("x[0-3]", "indices start at 1"),
+    ("x[1-4:0]", "step 0"), ("x[1-4]%0", "limit '0'"), ("x[a]", "bad index range"), ("x%3", "only valid after"),
+    ("x[1-4", "not a valid array"), ("x[1-2000000]", "more than"),
+])
+def test_bad_array_specs(bad, needle):
+    with pytest.raises(ArraySpecError, match=needle.replace("[", r"\[")):
+        parse_job_name(bad)
+
+
+def test_job_refs():
+    assert parse_job_ref("12") == (12, None)
+    assert parse_job_ref("12[3]") == (12, 3)
+    assert format_job_ref(12, 0) == "12" and format_job_ref(12, 3) == "12[3]"
+    for bad in ("", "x", "12[", "-1", "1[a]"):
+        with pytest.raises(ValueError):
+            parse_job_ref(bad)
+
+
+def test_transition_table():
+    S = JobState
+    assert next_state("dispatch", S.PEND) is S.RUN
+    assert next_state("stop", S.RUN) is S.USUSP
+    assert next_state("hold", S.PEND) is S.PSUSP
+    assert next_state("requeue", S.EXIT) is S.PEND
+    with pytest.raises(IllegalTransition, match="cannot dispatch a job in state DONE; allowed from: PEND"):
+        next_state("dispatch", S.DONE)
+    # no transition leaves a finished state except requeue
+    for (stim, frm), to in TABLE.items():
+        if frm in (S.DONE, S.EXIT):
+            assert stim == "requeue" and to is S.PEND
+
+
+def test_job_environment():
+    env = job_environment({"PATH": "/bin", "LSB_JOBID": "stale"}, job_id=7, index=3, name="sw", queue="q",
+                          project=None, alloc=[("hA", 2), ("hB", 1)], hostfile=Path("/tmp/hf"))
+    assert env["PATH"] == "/bin"
+    assert env["XCE_JOBID"] == env["LSB_JOBID"] == "7"
+    assert env["XCE_JOBINDEX"] == env["LSB_JOBINDEX"] == "3"
+    assert env["LSB_HOSTS"] == env["XCE_HOSTS"] == "hA hA hB"
+    assert env["LSB_MCPU_HOSTS"] == "hA 2 hB 1"
+    assert env["XCE_NTASKS"] == "3"
+    assert env["LSB_DJOB_HOSTFILE"] == env["XCE_HOSTFILE"] == "/tmp/hf"
+
+
+def test_output_paths():
+    assert expand_output_path("o-%J-%I.txt", 5, 2, "/w") == "/w/o-5-2.txt"
+    assert expand_output_path("/abs/%J.out", 5, 0, "/w") == "/abs/5.out"
