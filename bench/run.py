@@ -1,0 +1,625 @@
+"""`make bench`: XCE performance against a private `xced`, next to Slurm 22.05 numbers.
+
+    .venv/bin/python bench/run.py [--only NAME[,NAME...]] [--quick] [--no-write] [--profile]
+
+Benchmarks (each starts its own xced in a fresh TopDir under /tmp and always stops it):
+
+  cli_submit   median wall time of `xcecli submit --parsable true` (30 calls), plus the
+               Python start-up and import costs behind it
+  api_submit   API submits per second over one connection (1,000 jobs kept pending)
+  array        time of one API submit of a 10,000-element array (median of 3), and the
+               `xcecli submit -J 'a[1-10000]'` wall time
+  latency      submit-to-start on an idle cluster (20 jobs one at a time, median), split
+               into dispatch latency (SUBMIT -> DISPATCH event) and process start-up
+  drain        2,000 `true` jobs on a host declared with 64 slots, submitted one by one
+  drain_array  the same 2,000 jobs as one array
+  pending      10,000 pending jobs: `xcecli jobs -u all` (plain and --json) and the
+               daemon's RSS
+
+`--quick` shrinks every size (for development; never written to RESULTS.md);
+`--no-write` leaves bench/RESULTS.md alone; `--profile` runs each daemon under cProfile
+and prints where its time went (slower: implies --no-write).
+
+RESULTS.md is rewritten except for the hand-written part after the ANALYSIS marker,
+which is kept as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import platform
+import pstats
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import BIN, ROOT, XCECLI, PrivateXced, median, p95  # noqa: E402
+
+RESULTS = ROOT / "bench" / "RESULTS.md"
+ANALYSIS_MARKER = "<!-- ANALYSIS: hand-written below; bench/run.py keeps this part as it is -->"
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Metric:
+    """One row of the results table. `lower` says whether a lower value is better."""
+
+    key: str
+    label: str
+    value: float | None
+    unit: str
+    lower: bool
+    p95: float | None = None
+    slurm: float | None = None
+    aim: float | None = None
+    extra: str = ""
+
+    def fmt(self, v: float | None) -> str:
+        if v is None:
+            return "-"
+        if self.unit == "ms":
+            return f"{v:.1f} ms" if v < 100 else f"{v:.0f} ms"
+        if self.unit == "MB":
+            return f"{v:.1f} MB"
+        return f"{v:.0f} {self.unit}" if v >= 100 else f"{v:.1f} {self.unit}"
+
+    def factor(self, ref: float | None) -> float | None:
+        """How many times better than `ref` (>1 better, <1 worse)."""
+        if ref is None or self.value is None or self.value == 0:
+            return None
+        return ref / self.value if self.lower else self.value / ref
+
+    def met(self) -> str:
+        if self.aim is None or self.value is None:
+            return "-"
+        ok = self.value < self.aim if self.lower else self.value > self.aim
+        return "yes" if ok else "NO"
+
+
+def fmt_factor(f: float | None) -> str:
+    if f is None:
+        return "-"
+    if f >= 1:
+        return f"{f:.2g}x better" if f < 10 else f"{f:.0f}x better"
+    inv = 1 / f
+    return f"{inv:.2g}x worse" if inv < 10 else f"{inv:.0f}x worse"
+
+
+@dataclass
+class BenchResult:
+    name: str
+    metrics: list[Metric] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    profile: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def request(argv: list[str], *, ntasks: int = 1, name: str | None = None, cwd: str = "/tmp"):
+    """A SubmitRequest as `xcecli submit` makes it: the submitter's whole environment."""
+    from xced.api.models import SubmitRequest
+
+    return SubmitRequest(argv=argv, cwd=cwd, env=dict(os.environ), ntasks_min=ntasks, name=name)
+
+
+def run_timed(cmd: list[str], env: dict[str, str], cwd: str, timeout: float = 120.0) -> tuple[float, subprocess.CompletedProcess]:
+    t = time.perf_counter()
+    r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{shlex.join(cmd)} -> exit {r.returncode}: {r.stderr.strip()[-500:]}")
+    return dt, r
+
+
+def cpu_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine from /proc/stat."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = f[3] + f[4]
+    return sum(f) - idle, sum(f)
+
+
+def machine_cpu_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    busy = after[0] - before[0]
+    total = after[1] - before[1]
+    return busy / total if total else 0.0
+
+
+def wait_all_finished(d: PrivateXced, job_ids: list[int], timeout: float) -> list:
+    """Block until every job in `job_ids` has finished; return their JobOut (with elements).
+
+    Waits on the last one, then lists once and waits on whatever is still unfinished, so
+    the daemon is not polled while it drains."""
+    c = d.client
+    deadline = time.monotonic() + timeout
+    want = set(job_ids)
+    c.wait(job_ids[-1], timeout=max(1.0, deadline - time.monotonic()))
+    while True:
+        jobs = [j for j in c.jobs(all=True).jobs if j.job_id in want]
+        todo = [j.job_id for j in jobs if j.state not in ("DONE", "EXIT")]
+        if not todo and len(jobs) == len(want):
+            return jobs
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(todo)} jobs still unfinished after {timeout:.0f} s")
+        c.wait(todo[0] if todo else job_ids[-1], timeout=max(1.0, deadline - time.monotonic()))
+
+
+def peak_concurrency(intervals: list[tuple[float, float]]) -> int:
+    ev = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    cur = best = 0
+    for _, k in ev:
+        cur += k
+        best = max(best, cur)
+    return best
+
+
+def importtime_top(code: str, n: int = 8) -> list[tuple[str, float]]:
+    """Top-level modules by cumulative import time (ms) of `python -X importtime -c code`."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                       cwd=str(ROOT), timeout=60)
+    rows = []
+    for line in r.stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( +)(\S+)", line)
+        if m and len(m.group(3)) <= 3:  # top level (one space) and their direct children (three)
+            rows.append((m.group(4), int(m.group(2)) / 1000, len(m.group(3))))
+    top = [(name, ms) for name, ms, depth in rows if depth == 1]
+    return sorted(top, key=lambda x: -x[1])[:n]
+
+
+def profile_summary(path: Path, n: int = 18) -> str:
+    if not path.exists():
+        return "(no profile written)"
+    buf = io.StringIO()
+    st = pstats.Stats(str(path), stream=buf)
+    st.strip_dirs().sort_stats("tottime").print_stats(n)
+    text = buf.getvalue()
+    # drop the header lines up to the table
+    i = text.find("   ncalls")
+    return text[i:] if i >= 0 else text
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+class Bench:
+    def __init__(self, quick: bool, profile_dir: Path | None) -> None:
+        self.quick = quick
+        self.profile_dir = profile_dir
+
+    def daemon(self, name: str, **kw) -> PrivateXced:
+        prof = self.profile_dir / f"{name}.prof" if self.profile_dir else None
+        return PrivateXced(profile_to=prof, **kw)
+
+    # ---------------------------------------------------------------- cli_submit
+
+    def cli_submit(self, res: BenchResult) -> None:
+        n = 10 if self.quick else 30
+        with self.daemon("cli_submit", slots=4) as d:
+            env = d.cli_env()
+            cwd = str(d.top)
+            cmd = [XCECLI, "submit", "--parsable", "true"]
+            run_timed(cmd, env, cwd)  # warm the page cache; not counted
+            times = []
+            for _ in range(n):
+                dt, r = run_timed(cmd, env, cwd)
+                int(r.stdout.strip())
+                times.append(dt * 1000)
+                time.sleep(0.05)  # let the job run and the cluster settle between calls
+            # the same request made in-process: the daemon's share of the wall time
+            api = []
+            for _ in range(n):
+                t = time.perf_counter()
+                d.client.submit(request(["true"], cwd=cwd))
+                api.append((time.perf_counter() - t) * 1000)
+                time.sleep(0.05)
+        py = [run_timed([sys.executable, "-c", "pass"], os.environ.copy(), str(ROOT))[0] * 1000 for _ in range(10)]
+        py_s = [run_timed([sys.executable, "-S", "-c", "pass"], os.environ.copy(), str(ROOT))[0] * 1000
+                for _ in range(10)]
+        imp_code = ("import xcecli.app; import xced.api.models, xced.api.client, xced.model.units, "
+                    "xced.model.jobs, xcecli.output")
+        imp = [run_timed([sys.executable, "-c", imp_code], os.environ.copy(), str(ROOT))[0] * 1000 for _ in range(10)]
+        helpt = [run_timed([XCECLI, "--help"], os.environ.copy(), str(ROOT))[0] * 1000 for _ in range(5)]
+        res.metrics.append(Metric("cli_submit", "`xcecli submit --parsable true` wall time", median(times), "ms",
+                                  True, p95=p95(times), slurm=5, aim=100, extra=f"{n} calls"))
+        res.details += [
+            f"`xcecli submit` wall: median {median(times):.0f} ms, p95 {p95(times):.0f} ms, min {min(times):.0f} ms ({n} calls)",
+            f"the same submit through the API in-process: median {median(api):.2f} ms (the daemon's share)",
+            f"`python -c pass` (venv, with site): {median(py):.0f} ms; with `-S` (no site): {median(py_s):.0f} ms",
+            f"`python -c '{imp_code}'` (what submit imports): {median(imp):.0f} ms",
+            f"`xcecli --help`: {median(helpt):.0f} ms",
+            "top-level imports of submit (`-X importtime`, cumulative): "
+            + ", ".join(f"{m} {ms:.0f} ms" for m, ms in importtime_top(imp_code)),
+            "imports before `site` completes (`python -X importtime -c pass`): "
+            + ", ".join(f"{m} {ms:.0f} ms" for m, ms in importtime_top("pass", 3)),
+        ]
+
+    # ---------------------------------------------------------------- api_submit
+
+    def api_submit(self, res: BenchResult) -> None:
+        n = 200 if self.quick else 1000
+        with self.daemon("api_submit", slots=1) as d:
+            c = d.client
+            d.hold_host(request)  # every job stays pending: this measures the submit path alone
+            c.info()
+            reqs = [request(["true"]) for _ in range(n)]
+            lat = []
+            cpu0 = d.cpu_s()
+            t0 = time.perf_counter()
+            for r in reqs:
+                t = time.perf_counter()
+                c.submit(r)
+                lat.append((time.perf_counter() - t) * 1000)
+            total = time.perf_counter() - t0
+            dcpu = d.cpu_s() - cpu0
+            # client-side share: the same requests' body building + response parsing, no I/O
+            from xced.api.models import SubmitResponse
+
+            t = time.perf_counter()
+            for r in reqs[:200]:
+                r.model_dump(exclude_none=True)
+                SubmitResponse.model_validate_json(b'{"job_id":1,"name":null,"queue":"normal","array_size":0}')
+            client_model_ms = (time.perf_counter() - t) / 200 * 1000
+            first = lat[: n // 10]
+            last = lat[-(n // 10):]
+        rate = n / total
+        res.metrics.append(Metric("api_submit", f"API submits/s, one connection ({n} jobs)", rate, "jobs/s", False,
+                                  slurm=200, aim=500, extra=f"per call median {median(lat):.2f} ms, p95 {p95(lat):.2f} ms"))
+        res.details += [
+            f"{n} submits in {total:.2f} s: {rate:.0f}/s; per call median {median(lat):.2f} ms, p95 {p95(lat):.2f} ms, "
+            f"max {max(lat):.1f} ms",
+            f"first {len(first)} calls median {median(first):.2f} ms, last {len(last)} median {median(last):.2f} ms "
+            f"(queue depth grows from 0 to {n} pending)",
+            f"daemon CPU during the loop: {dcpu:.2f} s = {dcpu / n * 1000:.2f} ms per submit "
+            f"({dcpu / total:.0%} of one core)",
+            f"client-side pydantic work per submit (dump request + parse response): {client_model_ms:.3f} ms",
+            f"request body: the submitter's environment ({len(os.environ)} variables), as `xcecli submit` sends it",
+        ]
+
+    # ---------------------------------------------------------------- array
+
+    def array(self, res: BenchResult) -> None:
+        size = 1000 if self.quick else 10_000
+        reps = 3
+        with self.daemon("array", slots=1) as d:
+            c = d.client
+            d.hold_host(request)  # the elements stay pending: only the submit is measured
+            times, info_after = [], []
+            for i in range(reps):
+                t = time.perf_counter()
+                r = c.submit(request(["true"], name=f"a{i}[1-{size}]"))
+                times.append((time.perf_counter() - t) * 1000)
+                assert r.array_size == size, r
+                # the next request waits for the scheduler session the submit triggered
+                t = time.perf_counter()
+                c.info()
+                info_after.append((time.perf_counter() - t) * 1000)
+                time.sleep(0.5)
+            t = time.perf_counter()
+            c.info()
+            info_idle = (time.perf_counter() - t) * 1000
+            cli_t, _ = run_timed([XCECLI, "submit", "--parsable", "-J", f"cli[1-{size}]", "true"], d.cli_env(),
+                                 str(d.top))
+        res.metrics.append(Metric("array", f"submit a {size:,}-element array (API call)", median(times), "ms", True,
+                                  p95=max(times), slurm=5, aim=100, extra=f"median of {reps}; p95 column = max"))
+        res.details += [
+            f"API submit of a {size:,}-element array: " + ", ".join(f"{t:.0f}" for t in times)
+            + f" ms (arrays 1..{reps}, {size:,} more pending elements each time)",
+            f"`xcecli submit -J 'cli[1-{size}]' true` wall time: {cli_t * 1000:.0f} ms (with {reps * size:,} pending)",
+            "a GET /info sent right after each array submit answered in "
+            + ", ".join(f"{t:.0f}" for t in info_after)
+            + f" ms (idle: {info_idle:.1f} ms): the scheduler session the submit triggers blocks the daemon",
+        ]
+
+    # ---------------------------------------------------------------- latency
+
+    def latency(self, res: BenchResult) -> None:
+        n = 8 if self.quick else 20
+        with self.daemon("latency", slots=4) as d:
+            c = d.client
+            s2s, disp, startup, e2e = [], [], [], []
+            for i in range(n + 1):
+                time.sleep(0.1)  # idle: no session pending from the previous job's end
+                t0 = time.time()
+                r = c.submit(request(["true"]))
+                c.wait(r.job_id, timeout=30)
+                t_back = time.time()
+                el = c.job(r.job_id).elements[0]
+                ev = {e.kind: e.time for e in c.events(r.job_id).events}
+                if i == 0:
+                    continue  # warm-up: first dispatch in a fresh daemon, not counted
+                s2s.append((el.start_time - t0) * 1000)
+                disp.append((ev["DISPATCH"] - ev["SUBMIT"]) * 1000)
+                startup.append((el.start_time - ev["DISPATCH"]) * 1000)
+                e2e.append((t_back - t0) * 1000)
+        res.metrics.append(Metric("latency", "submit-to-start latency, idle cluster", median(s2s), "ms", True,
+                                  p95=p95(s2s), slurm=1520, aim=50, extra=f"{n} jobs one at a time"))
+        res.metrics.append(Metric("dispatch", "  of which SUBMIT -> DISPATCH event", median(disp), "ms", True,
+                                  p95=p95(disp)))
+        res.metrics.append(Metric("startup", "  of which DISPATCH -> job process start", median(startup), "ms", True,
+                                  p95=p95(startup)))
+        res.details += [
+            f"submit-to-start: median {median(s2s):.1f} ms, p95 {p95(s2s):.1f} ms, min {min(s2s):.1f}, max {max(s2s):.1f}",
+            f"SUBMIT -> DISPATCH event: median {median(disp):.1f} ms (includes the {5} ms sched_delay)",
+            f"DISPATCH -> job start (supervisor launch + start-up + fork/exec): median {median(startup):.1f} ms",
+            f"submit -> `wait` returns (job end seen by the client): median {median(e2e):.1f} ms",
+        ]
+
+    # ---------------------------------------------------------------- drain
+
+    def _drain(self, res: BenchResult, as_array: bool) -> None:
+        n = 300 if self.quick else 2000
+        slots = 64
+        key = "drain_array" if as_array else "drain"
+        with self.daemon(key, slots=slots) as d:
+            c = d.client
+            c.info()
+            cpu0, busy0 = d.cpu_s(), cpu_busy()
+            t_first = time.time()
+            t0 = time.perf_counter()
+            if as_array:
+                ids = [c.submit(request(["true"], name=f"drain[1-{n}]")).job_id]
+            else:
+                ids = [c.submit(request(["true"])).job_id for _ in range(n)]
+            t_sub = time.perf_counter() - t0
+            if as_array:
+                c.wait(ids[0], timeout=600)
+                jobs = [c.job(ids[0])]
+            else:
+                jobs = wait_all_finished(d, ids, timeout=600)
+            t_seen = time.time()
+            dcpu, busy = d.cpu_s() - cpu0, machine_cpu_share(busy0, cpu_busy())
+            els = [e for j in jobs for e in j.elements]
+        assert len(els) == n, f"{len(els)} elements, expected {n}"
+        bad = [e for e in els if e.state != "DONE"]
+        last_end = max(e.end_time for e in els)
+        first_start = min(e.start_time for e in els)
+        wall = last_end - t_first
+        rate = n / wall
+        peak = peak_concurrency([(e.start_time, e.end_time) for e in els])
+        run_ms = [(e.end_time - e.start_time) * 1000 for e in els]
+        label = f"drain {n:,} `true` jobs, 64 slots" + (" (one array)" if as_array else "")
+        res.metrics.append(Metric(key, label, rate, "jobs/s", False, slurm=22, aim=100 if not as_array else None,
+                                  extra=f"{wall:.1f} s first submit to last end"))
+        res.details += [
+            f"{'one array' if as_array else 'individual API submits'}: submitted in {t_sub:.2f} s; first start "
+            f"{(first_start - t_first) * 1000:.0f} ms after the first submit; last end {wall:.2f} s after it "
+            f"-> {rate:.1f} jobs/s; {len(bad)} not DONE",
+            f"peak concurrency {peak} of {slots} slots; job run time (start to end) median {median(run_ms):.1f} ms",
+            f"daemon CPU {dcpu:.1f} s ({dcpu / (t_seen - t_first):.0%} of one core, "
+            f"{dcpu / n * 1000:.1f} ms per job); whole machine busy {busy:.0%} of {os.cpu_count()} CPUs",
+        ]
+
+    def drain(self, res: BenchResult) -> None:
+        self._drain(res, as_array=False)
+
+    def drain_array(self, res: BenchResult) -> None:
+        self._drain(res, as_array=True)
+
+    # ---------------------------------------------------------------- pending
+
+    def pending(self, res: BenchResult) -> None:
+        n = 2000 if self.quick else 10_000
+        chunk = n // 10
+        with self.daemon("pending", slots=1) as d:
+            c = d.client
+            rss_idle = d.status_kb() / 1024
+            hold = d.hold_host(request)
+            rates = []
+            t0 = time.perf_counter()
+            for k in range(0, n, chunk):
+                t = time.perf_counter()
+                for _ in range(chunk):
+                    c.submit(request(["true"]))
+                rates.append(chunk / (time.perf_counter() - t))
+            t_sub = time.perf_counter() - t0
+            time.sleep(1.0)  # let the last scheduler session finish
+            rss = d.status_kb() / 1024
+            hwm = d.status_kb("VmHWM") / 1024
+            env, cwd = d.cli_env(), str(d.top)
+            listing, listing_json, api_list = [], [], []
+            out_bytes = json_bytes = 0
+            for _ in range(5):
+                dt, r = run_timed([XCECLI, "jobs", "-u", "all"], env, cwd)
+                listing.append(dt * 1000)
+                out_bytes = len(r.stdout)
+                nlines = r.stdout.count("\n")
+            for _ in range(5):
+                dt, r = run_timed([XCECLI, "jobs", "-u", "all", "--json"], env, cwd)
+                listing_json.append(dt * 1000)
+                json_bytes = len(r.stdout)
+            for _ in range(3):
+                t = time.perf_counter()
+                resp = c.request("GET", "/jobs", params={"user": "all"})
+                api_list.append((time.perf_counter() - t) * 1000)
+            raw = resp.content
+            from xced.api.models import JobList
+
+            t = time.perf_counter()
+            JobList.model_validate_json(raw)
+            parse_ms = (time.perf_counter() - t) * 1000
+            rss_after = d.status_kb() / 1024
+            hwm_after = d.status_kb("VmHWM") / 1024
+            db = sum(f.stat().st_size for f in (d.top / "state").glob("*"))
+            assert c.job(hold).state == "RUN"
+        assert nlines == n + 2, f"xcecli jobs printed {nlines} lines, expected {n + 2}"
+        res.metrics.append(Metric("jobs_cli", f"`xcecli jobs -u all`, {n:,} pending", median(listing), "ms", True,
+                                  p95=max(listing), slurm=113, aim=300, extra="median of 5; p95 column = max"))
+        res.metrics.append(Metric("jobs_json", f"`xcecli jobs -u all --json`, {n:,} pending", median(listing_json),
+                                  "ms", True, p95=max(listing_json), extra="median of 5"))
+        res.metrics.append(Metric("rss", f"daemon RSS, {n:,} pending", rss, "MB", True, slurm=59, aim=150,
+                                  extra=f"VmRSS after the submits; {rss_after:.0f} MB after the listings"))
+        res.details += [
+            f"{n:,} individual API submits took {t_sub:.1f} s; submits/s per tenth of the run: "
+            + ", ".join(f"{r:.0f}" for r in rates),
+            f"GET /jobs?user=all alone (server + transfer, no parsing): median {median(api_list):.0f} ms, "
+            f"{len(raw) / 1e6:.1f} MB of JSON; client-side JobList parse {parse_ms:.0f} ms",
+            f"`xcecli jobs -u all` (plain columns, stdout a pipe): {', '.join(f'{t:.0f}' for t in listing)} ms, "
+            f"{out_bytes / 1e6:.2f} MB out; --json: {', '.join(f'{t:.0f}' for t in listing_json)} ms, "
+            f"{json_bytes / 1e6:.1f} MB out",
+            f"RSS: idle {rss_idle:.0f} MB; after {n:,} submits {rss:.0f} MB (peak {hwm:.0f}); after the listings "
+            f"{rss_after:.0f} MB (peak {hwm_after:.0f}); store on disk {db / 1e6:.1f} MB",
+        ]
+
+
+BENCHES = ["cli_submit", "api_submit", "array", "latency", "drain", "drain_array", "pending"]
+
+
+# --------------------------------------------------------------------------- output
+
+
+def print_table(results: list[BenchResult]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="XCE benchmark", header_style="bold")
+    for h in ("Metric", "Result", "p95", "Slurm 22.05", "vs Slurm", "Aim", "Met?"):
+        t.add_column(h)
+    for r in results:
+        if r.error:
+            t.add_row(r.name, f"[red]failed: {r.error[:80]}[/red]", "", "", "", "", "")
+            continue
+        for m in r.metrics:
+            aim = "-" if m.aim is None else ("< " if m.lower else "> ") + m.fmt(m.aim)
+            met = m.met()
+            t.add_row(m.label, m.fmt(m.value), m.fmt(m.p95), m.fmt(m.slurm), fmt_factor(m.factor(m.slurm)), aim,
+                      f"[green]{met}[/green]" if met == "yes" else (f"[red]{met}[/red]" if met == "NO" else met))
+    Console().print(t)
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"nproc {os.cpu_count()} ({cpu}), {mem_gb:.0f} GB RAM, Python {platform.python_version()}, "
+            f"Linux {platform.release()}")
+
+
+def write_results(results: list[BenchResult], argv: list[str], total_s: float) -> None:
+    old = RESULTS.read_text() if RESULTS.exists() else ""
+    analysis = old.split(ANALYSIS_MARKER, 1)[1].lstrip("\n") if ANALYSIS_MARKER in old else "(none yet)\n"
+    lines = [
+        "# XCE benchmark results",
+        "",
+        "Written by `bench/run.py` (`make bench`); do not edit above the analysis marker, it is",
+        "rewritten on every run.",
+        "",
+        f"- Date: {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
+        f"- Machine: {machine()}",
+        f"- Command: `{shlex.join(['.venv/bin/python', 'bench/run.py', *argv])}` (from the project root; "
+        f"{total_s:.0f} s in all)",
+        "- Each benchmark runs its own `xced` (production mode, sched_delay 5 ms) in a fresh TopDir under",
+        "  /tmp, one host; jobs are submitted with the submitter's whole environment, as `xcecli` does.",
+        "- Slurm 22.05 reference: measured on the same kind of 2-core machine (from the issue).",
+        "",
+        "| Metric | Result | p95 | Slurm 22.05 | vs Slurm | Aim | Met? | Notes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        if r.error:
+            lines.append(f"| {r.name} | failed: {r.error.splitlines()[0][:120]} | | | | | | |")
+            continue
+        for m in r.metrics:
+            aim = "-" if m.aim is None else ("< " if m.lower else "> ") + m.fmt(m.aim)
+            label = m.label.replace("  of which", "&nbsp;&nbsp;of which")
+            met = {"yes": "yes", "NO": "**no**"}.get(m.met(), "-")
+            lines.append(f"| {label} | {m.fmt(m.value)} | {m.fmt(m.p95)} | {m.fmt(m.slurm)} | "
+                         f"{fmt_factor(m.factor(m.slurm))} | {aim} | {met} | {m.extra} |")
+    lines += ["", "## Measured breakdown (automatic)", ""]
+    for r in results:
+        if r.error or not r.details:
+            continue
+        lines.append(f"**{r.name}** ({r.seconds:.0f} s)")
+        lines.append("")
+        lines += [f"- {d}" for d in r.details]
+        lines.append("")
+    lines += [ANALYSIS_MARKER, "", analysis.rstrip("\n"), ""]
+    RESULTS.write_text("\n".join(lines))
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help=f"comma-separated benchmarks: {', '.join(BENCHES)}")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, for development (implies --no-write)")
+    ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
+    ap.add_argument("--profile", action="store_true",
+                    help="run each daemon under cProfile and print its top functions (implies --no-write)")
+    args = ap.parse_args(argv)
+    names = BENCHES
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        bad = [n for n in names if n not in BENCHES]
+        if bad:
+            ap.error(f"--only: unknown benchmark(s) {', '.join(bad)}; valid: {', '.join(BENCHES)}")
+    write = not (args.no_write or args.quick or args.profile)
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)  # run every `finally`: daemons stopped, TopDirs removed
+
+    signal.signal(signal.SIGTERM, on_term)
+    prof_dir = Path(tempfile.mkdtemp(prefix="xb-prof-", dir="/tmp")) if args.profile else None
+    bench = Bench(args.quick, prof_dir)
+    results: list[BenchResult] = []
+    t_all = time.perf_counter()
+    try:
+        for name in names:
+            res = BenchResult(name)
+            print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+            t = time.perf_counter()
+            try:
+                getattr(bench, name)(res)
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:  # one failure must not lose the other numbers
+                import traceback
+
+                traceback.print_exc()
+                res.error = f"{type(e).__name__}: {e}"
+            res.seconds = time.perf_counter() - t
+            print(f"[bench] {name}: {res.seconds:.1f} s", file=sys.stderr, flush=True)
+            for dline in res.details:
+                print(f"    {dline}", file=sys.stderr)
+            if prof_dir is not None:
+                for p in sorted(prof_dir.glob(f"{name}*.prof")):
+                    res.profile = profile_summary(p)
+                    print(f"\n--- xced profile ({p.stem}), by own time ---\n{res.profile}", file=sys.stderr)
+            results.append(res)
+    finally:
+        if prof_dir is not None:
+            import shutil
+
+            shutil.rmtree(prof_dir, ignore_errors=True)
+    total = time.perf_counter() - t_all
+    print_table(results)
+    if write:
+        write_results(results, argv, total)
+        print(f"wrote {RESULTS.relative_to(ROOT)}", file=sys.stderr)
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
