@@ -118,9 +118,26 @@ def request(argv: list[str], *, ntasks: int = 1, name: str | None = None, cwd: s
     return SubmitRequest(argv=argv, cwd=cwd, env=dict(os.environ), ntasks_min=ntasks, name=name)
 
 
+def run_blocking(cmd: list[str], *, timeout: float = 120.0, **kw) -> subprocess.CompletedProcess:
+    """subprocess.run without its `timeout` polling (Popen.wait(timeout) sleeps in doubling
+    steps up to 50 ms, which would be measured): a blocking wait, and a timer that kills
+    the child by its PID if it overruns."""
+    import threading
+
+    with subprocess.Popen(cmd, **kw) as p:
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
+        try:
+            out, err = p.communicate()
+        finally:
+            timer.cancel()
+        return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
 def run_timed(cmd: list[str], env: dict[str, str], cwd: str, timeout: float = 120.0) -> tuple[float, subprocess.CompletedProcess]:
     t = time.perf_counter()
-    r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    r = run_blocking(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     timeout=timeout)
     dt = time.perf_counter() - t
     if r.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} -> exit {r.returncode}: {r.stderr.strip()[-500:]}")
@@ -157,6 +174,40 @@ def wait_all_finished(d: PrivateXced, job_ids: list[int], timeout: float) -> lis
         if time.monotonic() > deadline:
             raise RuntimeError(f"{len(todo)} jobs still unfinished after {timeout:.0f} s")
         c.wait(todo[0] if todo else job_ids[-1], timeout=max(1.0, deadline - time.monotonic()))
+
+
+def supervisor_cost(n: int = 20, flags: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(wall ms, CPU ms) medians of one job supervisor running `true` by itself, started as
+    the daemon starts it (`python -m xced.worker.supervisor JOBDIR`), plus `flags`."""
+    import json
+    import resource
+    import shutil
+
+    from xced.worker.supervisor import SPEC_FILE
+
+    top = Path(tempfile.mkdtemp(prefix="xb-sup-", dir="/tmp"))
+    walls, cpus = [], []
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        for i in range(n):
+            jd = top / str(i)
+            jd.mkdir()
+            spec = {"job_id": i + 1, "index": 0, "argv": ["true"], "cwd": "/tmp", "env": dict(os.environ),
+                    "stdout": str(jd / "out"), "stderr": str(jd / "out"), "run_limit_s": None, "grace_s": 0.3,
+                    "kill_interval_s": 0.3, "uid": None, "gid": None, "groups": None}
+            (jd / SPEC_FILE).write_text(json.dumps(spec))
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            r = run_blocking([sys.executable, *flags, "-m", "xced.worker.supervisor", str(jd)], env=env, cwd=str(jd),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+            walls.append((time.perf_counter() - t) * 1000)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1000)
+            if r.returncode != 0 or not (jd / "status.json").exists():
+                raise RuntimeError(f"supervisor in {jd} exited {r.returncode} without a status")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    return median(walls), median(cpus)
 
 
 def peak_concurrency(intervals: list[tuple[float, float]]) -> int:
@@ -304,14 +355,10 @@ class Bench:
                 r = c.submit(request(["true"], name=f"a{i}[1-{size}]"))
                 times.append((time.perf_counter() - t) * 1000)
                 assert r.array_size == size, r
-                # the next request waits for the scheduler session the submit triggered
-                t = time.perf_counter()
-                c.info()
-                info_after.append((time.perf_counter() - t) * 1000)
-                time.sleep(0.5)
-            t = time.perf_counter()
-            c.info()
-            info_idle = (time.perf_counter() - t) * 1000
+                # requests sent meanwhile wait for the scheduler session the submit triggered
+                info_after.append(max(probe_info(c, 0.3)))
+                time.sleep(0.3)
+            info_idle = median(probe_info(c, 0.1))
             cli_t, _ = run_timed([XCECLI, "submit", "--parsable", "-J", f"cli[1-{size}]", "true"], d.cli_env(),
                                  str(d.top))
         res.metrics.append(Metric("array", f"submit a {size:,}-element array (API call)", median(times), "ms", True,
@@ -320,9 +367,9 @@ class Bench:
             f"API submit of a {size:,}-element array: " + ", ".join(f"{t:.0f}" for t in times)
             + f" ms (arrays 1..{reps}, {size:,} more pending elements each time)",
             f"`xcecli submit -J 'cli[1-{size}]' true` wall time: {cli_t * 1000:.0f} ms (with {reps * size:,} pending)",
-            "a GET /info sent right after each array submit answered in "
+            "GET /info sent back to back for 0.3 s after each array submit: slowest answer "
             + ", ".join(f"{t:.0f}" for t in info_after)
-            + f" ms (idle: {info_idle:.1f} ms): the scheduler session the submit triggers blocks the daemon",
+            + f" ms (idle median {info_idle:.1f} ms): the scheduler session after the submit blocks the daemon",
         ]
 
     # ---------------------------------------------------------------- latency
@@ -401,8 +448,16 @@ class Bench:
             f"-> {rate:.1f} jobs/s; {len(bad)} not DONE",
             f"peak concurrency {peak} of {slots} slots; job run time (start to end) median {median(run_ms):.1f} ms",
             f"daemon CPU {dcpu:.1f} s ({dcpu / (t_seen - t_first):.0%} of one core, "
-            f"{dcpu / n * 1000:.1f} ms per job); whole machine busy {busy:.0%} of {os.cpu_count()} CPUs",
+            f"{dcpu / n * 1000:.1f} ms per job); whole machine busy {busy:.0%} of {os.cpu_count()} CPUs "
+            f"= {busy * (os.cpu_count() or 1) * wall / n * 1000:.0f} ms of CPU per job",
         ]
+        if not as_array:
+            w, cpu = supervisor_cost()
+            ws, cpus = supervisor_cost(flags=("-S",))
+            res.details.append(
+                f"one job supervisor running `true` alone (`python -m xced.worker.supervisor`): {w:.0f} ms wall, "
+                f"{cpu:.0f} ms CPU; with `python -S` (no site, no editable-install finder): {ws:.0f} ms wall, "
+                f"{cpus:.0f} ms CPU")
 
     def drain(self, res: BenchResult) -> None:
         self._drain(res, as_array=False)
@@ -414,25 +469,23 @@ class Bench:
 
     def pending(self, res: BenchResult) -> None:
         n = 2000 if self.quick else 10_000
-        chunk = n // 10
+        conns = 8
         with self.daemon("pending", slots=1) as d:
             c = d.client
             rss_idle = d.status_kb() / 1024
             hold = d.hold_host(request)
-            rates = []
+            # Setup, not a metric: individual API submits over `conns` connections at once, so
+            # that one scheduler session serves several submits (over one connection each
+            # submit pays a session over every pending job: see `single` below).
             t0 = time.perf_counter()
-            for k in range(0, n, chunk):
-                t = time.perf_counter()
-                for _ in range(chunk):
-                    c.submit(request(["true"]))
-                rates.append(chunk / (time.perf_counter() - t))
+            submit_parallel(d, [request(["true"]) for _ in range(n)], conns)
             t_sub = time.perf_counter() - t0
             time.sleep(1.0)  # let the last scheduler session finish
             rss = d.status_kb() / 1024
             hwm = d.status_kb("VmHWM") / 1024
             env, cwd = d.cli_env(), str(d.top)
             listing, listing_json, api_list = [], [], []
-            out_bytes = json_bytes = 0
+            out_bytes = json_bytes = nlines = 0
             for _ in range(5):
                 dt, r = run_timed([XCECLI, "jobs", "-u", "all"], env, cwd)
                 listing.append(dt * 1000)
@@ -455,25 +508,80 @@ class Bench:
             rss_after = d.status_kb() / 1024
             hwm_after = d.status_kb("VmHWM") / 1024
             db = sum(f.stat().st_size for f in (d.top / "state").glob("*"))
+            # what one connection gets at this depth (one session per submit)
+            m = 50 if self.quick else 100
+            t = time.perf_counter()
+            for _ in range(m):
+                c.submit(request(["true"]))
+            single = m / (time.perf_counter() - t)
+            info_ms = max(probe_info(c, 0.3))
             assert c.job(hold).state == "RUN"
         assert nlines == n + 2, f"xcecli jobs printed {nlines} lines, expected {n + 2}"
         res.metrics.append(Metric("jobs_cli", f"`xcecli jobs -u all`, {n:,} pending", median(listing), "ms", True,
                                   p95=max(listing), slurm=113, aim=300, extra="median of 5; p95 column = max"))
         res.metrics.append(Metric("jobs_json", f"`xcecli jobs -u all --json`, {n:,} pending", median(listing_json),
-                                  "ms", True, p95=max(listing_json), extra="median of 5"))
+                                  "ms", True, p95=max(listing_json), extra="median of 5; p95 column = max"))
         res.metrics.append(Metric("rss", f"daemon RSS, {n:,} pending", rss, "MB", True, slurm=59, aim=150,
-                                  extra=f"VmRSS after the submits; {rss_after:.0f} MB after the listings"))
+                                  extra=f"VmRSS after the submits; {rss_after:.0f} MB after the listings "
+                                        f"(peak {hwm_after:.0f} MB)"))
+        res.metrics.append(Metric("submit_deep", f"API submits/s, one connection, {n:,} pending", single, "jobs/s",
+                                  False, extra=f"{m} submits; compare the 1,000-job row"))
         res.details += [
-            f"{n:,} individual API submits took {t_sub:.1f} s; submits/s per tenth of the run: "
-            + ", ".join(f"{r:.0f}" for r in rates),
+            f"setup: {n:,} individual API submits over {conns} connections in {t_sub:.1f} s ({n / t_sub:.0f}/s)",
+            f"then over one connection: {single:.0f} submits/s ({m} submits with {n:,} pending; each submit "
+            f"triggers a scheduler session over every pending job); a GET /info probed every ~1 ms for 0.3 s "
+            f"after them waited up to {info_ms:.0f} ms",
             f"GET /jobs?user=all alone (server + transfer, no parsing): median {median(api_list):.0f} ms, "
             f"{len(raw) / 1e6:.1f} MB of JSON; client-side JobList parse {parse_ms:.0f} ms",
             f"`xcecli jobs -u all` (plain columns, stdout a pipe): {', '.join(f'{t:.0f}' for t in listing)} ms, "
             f"{out_bytes / 1e6:.2f} MB out; --json: {', '.join(f'{t:.0f}' for t in listing_json)} ms, "
             f"{json_bytes / 1e6:.1f} MB out",
-            f"RSS: idle {rss_idle:.0f} MB; after {n:,} submits {rss:.0f} MB (peak {hwm:.0f}); after the listings "
-            f"{rss_after:.0f} MB (peak {hwm_after:.0f}); store on disk {db / 1e6:.1f} MB",
+            f"RSS: idle {rss_idle:.0f} MB; after {n:,} submits {rss:.0f} MB (peak {hwm:.0f}), "
+            f"{(rss - rss_idle) * 1024 / n:.1f} kB per pending job; after the listings {rss_after:.0f} MB "
+            f"(peak {hwm_after:.0f}); store on disk {db / 1e6:.1f} MB",
         ]
+
+
+def submit_parallel(d: PrivateXced, reqs: list, conns: int) -> list[int]:
+    """Submit `reqs` over `conns` connections at once (threads); the job IDs."""
+    import threading
+
+    from xced.api.client import Client
+
+    ids: list[int] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    parts = [reqs[i::conns] for i in range(conns)]
+
+    def work(part: list) -> None:
+        try:
+            with Client(d.socket, timeout=120.0) as cl:
+                got = [cl.submit(r).job_id for r in part]
+            with lock:
+                ids.extend(got)
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sorted(ids)
+
+
+def probe_info(c, seconds: float) -> list[float]:
+    """Latencies (ms) of GET /info sent back to back for `seconds`: shows how long the
+    daemon's event loop is blocked (e.g. by a scheduler session)."""
+    out = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        c.info()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
 
 
 BENCHES = ["cli_submit", "api_submit", "array", "latency", "drain", "drain_array", "pending"]

@@ -24,6 +24,9 @@ from xced.constants import ENV_TOPDIR, PID_FILE, default_topdir, socket_path
 
 log = logging.getLogger("xced")
 
+#: seconds an idle client connection is kept open (clients reconnect after 20 s idle).
+KEEP_ALIVE_S = 120
+
 app = typer.Typer(add_completion=False, help="The XCE daemon: controller, scheduler, worker and API server.")
 
 
@@ -123,7 +126,8 @@ async def serve(top: Path, config, host_name: str | None) -> None:
         sock.unlink()
     fastapi_app = create_app(ctl)
     cfg = uvicorn.Config(fastapi_app, uds=str(sock), http=PeerCredProtocol, lifespan="off",
-                         access_log=False, log_level="warning", timeout_graceful_shutdown=2)
+                         access_log=False, log_level="warning", timeout_graceful_shutdown=2,
+                         timeout_keep_alive=KEEP_ALIVE_S)
     server = uvicorn.Server(cfg)
     print(f"xced: cluster {config.settings.cluster_name!r} ({config.settings.mode} mode), "
           f"TopDir {top}, host {local}, socket {sock}", file=sys.stderr, flush=True)

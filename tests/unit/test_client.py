@@ -1,72 +1,120 @@
-"""The API client (D-2): error bodies become typed errors with the CLI exit codes of CLI-1.
-HTTP is mocked with respx here only; everything else talks to a real xced."""
+"""The API client (D-2, CLI-1): error bodies become typed errors with the CLI's exit codes,
+bodies and headers go out as the server expects, a dropped keep-alive is survived.
+
+The peer is a real HTTP server on a Unix socket in a thread (http.server), answering
+canned responses; the end-to-end tests talk to a real xced."""
 
 from __future__ import annotations
 
-import httpx
+import json
+import socketserver
+import threading
+from http.server import BaseHTTPRequestHandler
+
 import pytest
-import respx
 
 from xced.api import errors
 from xced.api.client import Client
 from xced.api.models import SubmitRequest
 
-BASE = "http://xced/xce/v1"
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+class Canned:
+    """Routes (method, path) -> (status, body); records what it received."""
+
+    def __init__(self):
+        self.routes: dict[tuple[str, str], tuple[int, object]] = {}
+        self.seen: list[tuple[str, str, dict, bytes]] = []
 
 
 @pytest.fixture
-def client(tmp_path):
-    c = Client(tmp_path / "sock", as_user="alice")
-    yield c
-    c.close()
+def server(tmp_path):
+    canned = Canned()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def _answer(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(n) if n else b""
+            canned.seen.append((self.command, self.path, dict(self.headers), body))
+            status, out = canned.routes.get((self.command, self.path.split("?")[0]), (404, {"error": {
+                "code": "not_found", "message": "no route", "field": None}}))
+            data = out.encode() if isinstance(out, str) else json.dumps(out).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+    sock = tmp_path / "s.sock"
+    srv = _Server(str(sock), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield canned, sock
+    srv.shutdown()
+    srv.server_close()
 
 
-@respx.mock
-def test_submit_sends_body_and_as_user_header(client):
-    route = respx.post(f"{BASE}/jobs").mock(return_value=httpx.Response(
-        200, json={"job_id": 7, "name": None, "queue": "normal", "array_size": 0}))
-    r = client.submit(SubmitRequest(argv=["true"], cwd="/tmp"))
+def test_submit_sends_body_and_as_user_header(server):
+    canned, sock = server
+    canned.routes[("POST", "/xce/v1/jobs")] = (200, {"job_id": 7, "name": None, "queue": "normal", "array_size": 0})
+    with Client(sock, as_user="alice") as c:
+        r = c.submit(SubmitRequest(argv=["true"], cwd="/tmp"))
     assert r.job_id == 7
-    sent = route.calls.last.request
-    assert sent.headers["X-XCE-As-User"] == "alice"
-    assert b'"argv":["true"]' in sent.content.replace(b" ", b"")
-    assert b"ntasks_max" not in sent.content  # None fields are not sent
+    method, path, headers, body = canned.seen[-1]
+    assert headers["X-XCE-As-User"] == "alice"
+    sent = json.loads(body)
+    assert sent["argv"] == ["true"] and "ntasks_max" not in sent  # None fields are not sent
 
 
-@respx.mock
-@pytest.mark.parametrize("status,code,cls,exit_code", [
-    (422, "invalid", errors.InvalidRequest, 1),
-    (404, "not_found", errors.NotFound, 1),
-    (403, "forbidden", errors.PermissionDenied, 1),
-    (409, "conflict", errors.Conflict, 1),
-    (500, "server_error", errors.ServerError, 1),
+@pytest.mark.parametrize("status,code,cls", [
+    (422, "invalid", errors.InvalidRequest), (404, "not_found", errors.NotFound),
+    (403, "forbidden", errors.PermissionDenied), (409, "conflict", errors.Conflict),
+    (500, "server_error", errors.ServerError),
 ])
-def test_error_bodies_become_typed_errors(client, status, code, cls, exit_code):
-    respx.get(f"{BASE}/jobs/3").mock(return_value=httpx.Response(
-        status, json={"error": {"code": code, "message": "what was wrong", "field": "x"}}))
-    with pytest.raises(cls) as ei:
-        client.job(3)
-    assert ei.value.message == "what was wrong" and ei.value.field == "x" and ei.value.exit_code == exit_code
+def test_error_bodies_become_typed_errors(server, status, code, cls):
+    canned, sock = server
+    canned.routes[("GET", "/xce/v1/jobs/3")] = (status, {"error": {"code": code, "message": "what was wrong",
+                                                                    "field": "x"}})
+    with Client(sock) as c, pytest.raises(cls) as ei:
+        c.job(3)
+    assert ei.value.message == "what was wrong" and ei.value.field == "x" and ei.value.exit_code == 1
 
 
-@respx.mock
-def test_non_json_error_is_server_error(client):
-    respx.get(f"{BASE}/hosts").mock(return_value=httpx.Response(502, text="bad gateway"))
-    with pytest.raises(errors.ServerError, match="HTTP 502"):
-        client.hosts()
+def test_non_json_error_is_server_error(server):
+    canned, sock = server
+    canned.routes[("GET", "/xce/v1/hosts")] = (502, "bad gateway")
+    with Client(sock) as c, pytest.raises(errors.ServerError, match="HTTP 502"):
+        c.hosts()
 
 
-def test_missing_socket_is_unreachable_exit_3(client):
-    with pytest.raises(errors.DaemonUnreachable) as ei:
-        client.info()
-    assert ei.value.exit_code == 3 and "start it with `xced`" in ei.value.message
+def test_query_params_repeat_for_lists(server):
+    canned, sock = server
+    canned.routes[("GET", "/xce/v1/jobs")] = (200, {"jobs": []})
+    with Client(sock) as c:
+        assert c.jobs(user="all", states=["PEND", "RUN"]).jobs == []
+    assert canned.seen[-1][1] == "/xce/v1/jobs?user=all&state=PEND&state=RUN"
+
+
+def test_missing_socket_is_unreachable_exit_3(tmp_path):
+    with Client(tmp_path / "none.sock") as c, pytest.raises(errors.DaemonUnreachable) as ei:
+        c.info()
+    assert ei.value.exit_code == 3 and "no socket there" in ei.value.message
+    assert "start it with `xced`" in ei.value.message
 
 
 def test_connect_finds_socket_from_env(monkeypatch, tmp_path):
     monkeypatch.setenv("XCE_SOCKET", str(tmp_path / "s.sock"))
     monkeypatch.delenv("XCE_TOPDIR", raising=False)
-    c = Client.connect()
-    assert c.socket == tmp_path / "s.sock"
+    assert Client.connect().socket == tmp_path / "s.sock"
     monkeypatch.delenv("XCE_SOCKET")
     monkeypatch.setenv("XCE_TOPDIR", str(tmp_path))
     assert Client.connect().socket == tmp_path / "run" / "xced.sock"

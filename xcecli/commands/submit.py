@@ -66,12 +66,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print the submit result as JSON"),
     ) -> None:
         """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...]"""
+        import json
         import os
 
-        from xced.api.models import SubmitRequest
         from xced.model.jobs import ArraySpecError, parse_job_name
         from xced.model.units import parse_memory_mb, parse_run_limit_s
-        from xcecli.output import err, print_json
+        from xcecli.output import err
 
         cwd = os.getcwd()
         job_env = dict(os.environ)
@@ -99,20 +99,25 @@ def register(app: typer.Typer) -> None:
                 mem = parse_memory_mb(memory)
             except ValueError as e:
                 _usage(f"-M {memory!r}: {e}")
-        req = SubmitRequest(argv=argv, cwd=cwd, env=job_env, name=name, queue=queue, ntasks_min=nmin,
-                            ntasks_max=nmax, stdout=stdout, stderr=stderr, run_limit_s=rl, memory_limit_mb=mem)
+        # the body of SubmitRequest, built without importing pydantic (CLI-6); the server
+        # validates it strictly (D-2)
+        body = {"argv": argv, "cwd": cwd, "env": job_env, "name": name, "queue": queue, "ntasks_min": nmin,
+                "ntasks_max": nmax, "stdout": stdout, "stderr": stderr, "run_limit_s": rl, "memory_limit_mb": mem}
+        body = {k: v for k, v in body.items() if v is not None}
         client = ctx.obj.client()
-        res = client.submit(req)
+        res = client.request("POST", "/jobs", json=body)
+        out = res.json()
         if as_json:
-            print_json(res)
+            print(json.dumps(out, indent=2))
         elif parsable:
-            print(res.job_id, flush=True)
+            print(out["job_id"], flush=True)
         else:
-            what = f"Job array <{res.job_id}> ({res.array_size} elements)" if res.array_size else f"Job <{res.job_id}>"
-            print(f"{what} is submitted to queue <{res.queue}>.", flush=True)
+            n = out.get("array_size") or 0
+            what = f"Job array <{out['job_id']}> ({n} elements)" if n else f"Job <{out['job_id']}>"
+            print(f"{what} is submitted to queue <{out['queue']}>.", flush=True)
         if wait:
             err("<<Waiting for dispatch ...>>")
-            job = client.wait(res.job_id)
+            job = client.wait(out["job_id"])
             codes = [e.exit_code for e in job.elements if e.exit_code is not None]
             killed_pending = any(e.start_time is None and e.state == "EXIT" for e in job.elements)
             err(f"<<Job is finished>> {job.state}")

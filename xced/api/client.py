@@ -1,54 +1,96 @@
-"""The Python API client (D-2): httpx over the daemon's Unix socket, error bodies turned
-into typed errors (`xced.api.errors`). The CLIs' only way to the daemon; scripts and
-the demo use it too.
+"""The Python API client (D-2): HTTP/1.1 over the daemon's Unix socket (or TCP), error
+bodies turned into typed errors (`xced.api.errors`). The CLIs' only way to the daemon;
+scripts and the demo use it too.
 
     c = Client.connect()                 # XCE_SOCKET, else XCE_TOPDIR's socket, else the default TopDir's
     r = c.submit(SubmitRequest(argv=["true"], cwd="/tmp"))
     job = c.wait(r.job_id)
 
-Errors: DaemonUnreachable (exit 3) when the socket is missing or refuses; the typed
-XceError subclasses for error answers.
+It is built on the standard library's `http.client` rather than httpx: `xcecli submit` is
+called once per job by pipelines (CLI-6), and importing httpx alone cost more than the
+whole 100 ms start-up budget here (bench/RESULTS.md). Response models (pydantic) are
+imported only by the methods that return them; `request()` returns plain JSON.
+
+Errors: DaemonUnreachable (exit 3) when the socket is missing, refuses, or the connection
+drops; the typed XceError subclasses for error answers.
 """
 
 from __future__ import annotations
 
+import http.client
+import json as _json
 import os
+import socket as _socket
+import time
 from pathlib import Path
 from typing import Any
-
-import httpx
+from urllib.parse import urlencode
 
 from xced.api import errors
-from xced.api.models import (
-    ActionResult,
-    EventList,
-    HostList,
-    Info,
-    JobList,
-    JobOut,
-    QueueList,
-    SubmitRequest,
-    SubmitResponse,
-)
 from xced.constants import API_PREFIX, ENV_SOCKET, ENV_TEST_USER, ENV_TOPDIR, client_socket_path, resolve_topdir
 
 AS_USER_HEADER = "X-XCE-As-User"
+#: Reconnect before a request when the connection has been idle this long (seconds); the
+#: daemon keeps idle connections for KEEP_ALIVE_S (xced.daemon), well above this.
+IDLE_RECONNECT_S = 20.0
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """http.client over an AF_UNIX stream socket."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("xced", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self._path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+
+class Response:
+    """An answer: `status`, `body` (bytes), `.text`, `.json()`."""
+
+    __slots__ = ("status", "body")
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status = status
+        self.body = body
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return _json.loads(self.body)
 
 
 class Client:
-    """A connection to one xced. `as_user` asserts a user (test mode only, D-6)."""
+    """A connection to one xced. `target` is a Unix socket path or `tcp://HOST:PORT`;
+    `as_user` asserts a user (test mode only, D-6)."""
 
-    def __init__(self, socket: str | os.PathLike[str], *, as_user: str | None = None, timeout: float = 60.0) -> None:
-        self.socket = Path(socket)
-        headers = {AS_USER_HEADER: as_user} if as_user else {}
-        self.http = httpx.Client(transport=httpx.HTTPTransport(uds=str(self.socket)),
-                                 base_url=f"http://xced{API_PREFIX}", headers=headers, timeout=timeout)
+    def __init__(self, target: str | os.PathLike[str], *, as_user: str | None = None, timeout: float = 60.0) -> None:
+        t = str(target)
+        self.socket = Path(t) if not t.startswith("tcp://") else None
+        self.target = t
+        self.timeout = timeout
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if as_user:
+            self.headers[AS_USER_HEADER] = as_user
+        self._conn: http.client.HTTPConnection | None = None
+        self._last_use = 0.0
 
     @classmethod
     def connect(cls, *, topdir: str | None = None, socket: str | None = None, as_user: str | None = None,
                 timeout: float = 60.0) -> "Client":
         """Find the daemon: `socket`, else XCE_SOCKET, else the socket of `topdir` /
-        XCE_TOPDIR / the default TopDir. `as_user` defaults to XCE_TEST_USER."""
+        XCE_TOPDIR / the default TopDir. `as_user` defaults to XCE_TEST_USER.
+        Raises DaemonUnreachable when an explicit TopDir does not exist."""
         if not socket and (topdir or (not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_TOPDIR))):
             top = resolve_topdir(topdir)
             if not top.is_dir():
@@ -59,7 +101,9 @@ class Client:
         return cls(path, as_user=as_user or os.environ.get(ENV_TEST_USER) or None, timeout=timeout)
 
     def close(self) -> None:
-        self.http.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> "Client":
         return self
@@ -69,37 +113,86 @@ class Client:
 
     # ------------------------------------------------------------------ transport
 
-    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        """One request; raises DaemonUnreachable or the typed error of an error answer."""
-        try:
-            r = self.http.request(method, path, **kw)
-        except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as e:
-            raise errors.DaemonUnreachable(
-                f"cannot reach xced at {self.socket} ({_why(e)}); start it with `xced` "
-                f"(or `xced --topdir DIR`), or point XCE_TOPDIR / XCE_SOCKET at a running one") from None
-        except httpx.TimeoutException:
-            raise errors.DaemonUnreachable(f"xced at {self.socket} did not answer in time") from None
-        except httpx.TransportError as e:
-            raise errors.DaemonUnreachable(f"lost the connection to xced at {self.socket}: {e}") from None
-        if r.status_code >= 400:
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        now = time.monotonic()
+        if self._conn is not None and now - self._last_use > IDLE_RECONNECT_S:
+            self.close()  # the server may have dropped an idle keep-alive connection
+        self._last_use = now
+        if self._conn is None:
+            if self.socket is not None:
+                self._conn = _UnixConnection(str(self.socket), timeout)
+            else:
+                hostport = self.target[len("tcp://"):]
+                host, _, port = hostport.rpartition(":")
+                self._conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        self._conn.timeout = timeout
+        if self._conn.sock is not None:
+            self._conn.sock.settimeout(timeout)
+        return self._conn
+
+    def request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None,
+                timeout: float | None = None) -> Response:
+        """One request to `API_PREFIX + path`; raises DaemonUnreachable or the typed error of an
+        error answer. `params` values may be lists (repeated keys)."""
+        url = API_PREFIX + path
+        if params:
+            url += ("&" if "?" in url else "?") + urlencode(params, doseq=True)
+        body = _json.dumps(json, separators=(",", ":")).encode() if json is not None else None
+        headers = dict(self.headers)
+        if body is None:
+            headers.pop("Content-Type", None)
+        tmo = self.timeout if timeout is None else timeout
+        for attempt in (1, 2):
+            conn = self._connection(tmo)
+            fresh = conn.sock is None
             try:
-                body = r.json()
+                conn.request(method, url, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                status = resp.status
+                if resp.will_close:
+                    self.close()
+                break
+            except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
+                self.close()
+                raise errors.DaemonUnreachable(
+                    f"cannot reach xced at {self.target} ({_why(e)}); start it with `xced` "
+                    f"(or `xced --topdir DIR`), or point XCE_TOPDIR / XCE_SOCKET at a running one") from None
+            except TimeoutError:
+                self.close()
+                raise errors.DaemonUnreachable(f"xced at {self.target} did not answer in {tmo:g} s") from None
+            except (http.client.HTTPException, ConnectionError, OSError) as e:
+                self.close()
+                # a kept-alive connection the server closed meanwhile: retry once on a new one
+                if attempt == 1 and not fresh and method == "GET":
+                    continue
+                raise errors.DaemonUnreachable(f"lost the connection to xced at {self.target}: {e}") from None
+        if status >= 400:
+            try:
+                parsed: Any = _json.loads(data)
             except ValueError:
-                body = r.text
-            raise errors.from_body(r.status_code, body)
-        return r
+                parsed = data.decode("utf-8", errors="replace")
+            raise errors.from_body(status, parsed)
+        return Response(status, data)
 
     # ------------------------------------------------------------------ API
 
-    def info(self) -> Info:
-        return Info.model_validate_json(self.request("GET", "/info").content)
+    def info(self):
+        from xced.api.models import Info
 
-    def submit(self, req: SubmitRequest | dict) -> SubmitResponse:
+        return Info.model_validate_json(self.request("GET", "/info").body)
+
+    def submit(self, req) -> "Any":
+        """Submit a SubmitRequest (or a dict of its fields); returns a SubmitResponse."""
+        from xced.api.models import SubmitRequest, SubmitResponse
+
         body = req.model_dump(exclude_none=True) if isinstance(req, SubmitRequest) else req
-        return SubmitResponse.model_validate_json(self.request("POST", "/jobs", json=body).content)
+        return SubmitResponse.model_validate_json(self.request("POST", "/jobs", json=body).body)
 
     def jobs(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
-             all: bool = False) -> JobList:
+             all: bool = False):
+        from xced.api.models import JobList
+
         params: dict[str, Any] = {}
         if user:
             params["user"] = user
@@ -109,13 +202,17 @@ class Client:
             params["state"] = states
         if all:
             params["all"] = "true"
-        return JobList.model_validate_json(self.request("GET", "/jobs", params=params).content)
+        return JobList.model_validate_json(self.request("GET", "/jobs", params=params).body)
 
-    def job(self, job_id: int) -> JobOut:
-        return JobOut.model_validate_json(self.request("GET", f"/jobs/{job_id}").content)
+    def job(self, job_id: int):
+        from xced.api.models import JobOut
 
-    def events(self, job_id: int) -> EventList:
-        return EventList.model_validate_json(self.request("GET", f"/jobs/{job_id}/events").content)
+        return JobOut.model_validate_json(self.request("GET", f"/jobs/{job_id}").body)
+
+    def events(self, job_id: int):
+        from xced.api.models import EventList
+
+        return EventList.model_validate_json(self.request("GET", f"/jobs/{job_id}/events").body)
 
     def output(self, job_id: int, index: int | None = None, stream: str = "stdout", max_bytes: int = 65536) -> str:
         params: dict[str, Any] = {"stream": stream, "max_bytes": max_bytes}
@@ -123,35 +220,42 @@ class Client:
             params["index"] = index
         return self.request("GET", f"/jobs/{job_id}/output", params=params).text
 
-    def wait(self, job_id: int, timeout: float | None = None, poll: float = 30.0) -> JobOut:
-        """Block until every element of the job has finished (or `timeout` seconds pass)."""
-        import time
+    def wait(self, job_id: int, timeout: float | None = None, poll: float = 15.0):
+        """Block until every element of the job has finished (or `timeout` seconds pass);
+        returns the JobOut."""
+        from xced.api.models import JobOut
 
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             step = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
             job = JobOut.model_validate_json(
-                self.request("GET", f"/jobs/{job_id}/wait", params={"timeout": step},
-                             timeout=step + 30).content)
+                self.request("GET", f"/jobs/{job_id}/wait", params={"timeout": step}, timeout=step + 30).body)
             if job.state in ("DONE", "EXIT") or (deadline is not None and time.monotonic() >= deadline):
                 return job
 
-    def action(self, name: str, job_id: int, index: int | None = None) -> ActionResult:
-        """name: kill | stop | resume | requeue."""
+    def action(self, name: str, job_id: int, index: int | None = None):
+        """name: kill | stop | resume | requeue; returns an ActionResult."""
+        from xced.api.models import ActionResult
+
         body = {"index": index} if index is not None else {}
-        return ActionResult.model_validate_json(self.request("POST", f"/jobs/{job_id}/{name}", json=body).content)
+        return ActionResult.model_validate_json(self.request("POST", f"/jobs/{job_id}/{name}", json=body).body)
 
-    def hosts(self) -> HostList:
-        return HostList.model_validate_json(self.request("GET", "/hosts").content)
+    def hosts(self):
+        from xced.api.models import HostList
 
-    def queues(self) -> QueueList:
-        return QueueList.model_validate_json(self.request("GET", "/queues").content)
+        return HostList.model_validate_json(self.request("GET", "/hosts").body)
+
+    def queues(self):
+        from xced.api.models import QueueList
+
+        return QueueList.model_validate_json(self.request("GET", "/queues").body)
 
 
 def _why(e: BaseException) -> str:
-    s = str(e)
-    if "No such file" in s or isinstance(e, FileNotFoundError):
+    if isinstance(e, FileNotFoundError):
         return "no socket there"
-    if "refused" in s.lower():
+    if isinstance(e, ConnectionRefusedError):
         return "connection refused"
-    return s or type(e).__name__
+    if isinstance(e, PermissionError):
+        return "permission denied on the socket"
+    return str(e) or type(e).__name__
