@@ -27,6 +27,7 @@ class LocalWorker:
         self.jobs_dir = topdir / "jobs"
         self.controller = controller
         self._tasks: set[asyncio.Task] = set()
+        self.launcher = procs.Launcher()
 
     def jobdir(self, job_id: int, index: int) -> Path:
         return self.jobs_dir / str(job_id) / str(index)
@@ -70,7 +71,7 @@ class LocalWorker:
                 "groups": os.getgrouplist(info.run_as, info.run_gid) if info.run_uid is not None and info.run_gid is not None else None,
             }
             (jd / "output.json").write_text(json.dumps({"stdout": out, "stderr": err}))
-            handle = procs.launch(jd, spec)
+            handle = procs.launch(jd, spec, self.launcher)
         except OSError as e:
             log.exception("cannot launch %s.%s", info.job_id, info.index)
             self.controller.on_start_failed(info.job_id, info.index, f"cannot launch on {self.host}: {e}")
@@ -136,4 +137,5 @@ class LocalWorker:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.launcher.close()
 

@@ -29,6 +29,7 @@ import fcntl
 import json
 import os
 import signal as _signal
+import socket
 import subprocess
 import sys
 import time
@@ -359,7 +360,67 @@ def _supervisor_env() -> dict[str, str]:
     return env
 
 
-def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any]) -> SupervisorHandle:
+class Launcher:
+    """The worker's end of a supervisor launcher process (xced.worker.launcher): forks
+    supervisors instead of starting a new interpreter for each job. Started lazily,
+    restarted if it died. Not thread-safe: used from the event loop thread only."""
+
+    def __init__(self) -> None:
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen | None = None
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "xced.worker.launcher", str(theirs.fileno())],
+                env=_supervisor_env(), stdin=subprocess.DEVNULL, close_fds=True, pass_fds=(theirs.fileno(),),
+                start_new_session=True)
+        finally:
+            theirs.close()
+        self._sock = ours
+
+    def spawn(self, jobdir: Path) -> tuple[int, int]:
+        """Fork a supervisor for `jobdir`; returns (pid, pidfd). Raises OSError."""
+        for attempt in (1, 2):
+            if self._sock is None or (self._proc is not None and self._proc.poll() is not None):
+                self.close()
+                self._start()
+            assert self._sock is not None
+            try:
+                self._sock.sendall(f"{jobdir}\n".encode())
+                msg, fds, _, _ = socket.recv_fds(self._sock, 1024, 1)
+            except OSError:
+                self.close()
+                if attempt == 2:
+                    raise
+                continue
+            text = msg.decode().strip()
+            if not msg:
+                self.close()
+                if attempt == 2:
+                    raise OSError(errno.EPIPE, "the supervisor launcher exited")
+                continue
+            if not fds:
+                raise OSError(errno.EIO, f"supervisor launcher: {text or 'no answer'}")
+            return int(text), fds[0]
+        raise OSError(errno.EIO, "supervisor launcher unavailable")  # pragma: no cover
+
+    def close(self) -> None:
+        """Close our end; the launcher exits (its supervisors keep running)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
+
+def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launcher | None = None) -> SupervisorHandle:
     """Start the supervisor of one job and return at once (JOB-1, JOB-8).
 
     `spec` is the spec.json mapping (see ``xced.worker.supervisor``): required
@@ -367,9 +428,10 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any]) -> SupervisorHa
     (seconds or None, JOB-2), ``grace_s`` and ``kill_interval_s`` (seconds,
     default 10), ``uid, gid, groups``. Writes JOBDIR/spec.json atomically
     (creating JOBDIR if needed), removes status/job files a previous run left,
-    and spawns ``python -m xced.worker.supervisor JOBDIR`` in its own session
-    with stdout/stderr to JOBDIR/supervisor.log. Does not wait for the job to
-    start; see ``SupervisorHandle.started``.
+    and starts the supervisor in its own session with stdout/stderr to
+    JOBDIR/supervisor.log: forked by `launcher` when given (a few ms), else as
+    ``python -m xced.worker.supervisor JOBDIR`` (an interpreter start-up). Does
+    not wait for the job to start; see ``SupervisorHandle.started``.
 
     Raises ValueError for a bad spec (the field named), JobDirBusy when a
     supervisor is alive in JOBDIR, OSError when the directory or the process
@@ -386,6 +448,9 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any]) -> SupervisorHa
         except FileNotFoundError:
             pass
     write_json_atomic(str(jobdir / SPEC_FILE), full)
+    if launcher is not None:
+        pid, pidfd = launcher.spawn(jobdir)
+        return SupervisorHandle(jobdir, pid, pidfd)
     log_fd = os.open(jobdir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         popen = subprocess.Popen(
