@@ -27,7 +27,7 @@ log = logging.getLogger("xced")
 #: seconds an idle client connection is kept open (clients reconnect after 20 s idle).
 KEEP_ALIVE_S = 120
 
-app = typer.Typer(add_completion=False, help="The XCE daemon: controller, scheduler, worker and API server.")
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="The XCE daemon: controller, scheduler, worker and API server.")
 
 
 class StartupError(Exception):

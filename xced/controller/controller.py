@@ -77,6 +77,7 @@ class Job:
     submit_time: float
     spec: dict
     elements: dict[int, Element] = field(default_factory=dict)
+    unfinished: int = 0  # elements not DONE/EXIT, kept by Controller._transition
 
     @property
     def array_limit(self) -> int | None:
@@ -87,7 +88,7 @@ class Job:
         return self.spec.get("array_spec") is not None
 
     def finished(self) -> bool:
-        return all(e.state in FINISHED for e in self.elements.values())
+        return self.unfinished == 0
 
     def state(self) -> JobState:
         """The job's summary state: the most active state among its elements."""
@@ -183,6 +184,8 @@ class Controller:
         self.clock = clock
         self.daemon_user = _daemon_user()
         self.jobs: dict[int, Job] = {}
+        #: jobs with an element not yet finished: what sessions and snapshots look at
+        self.active: dict[int, Job] = {}
         self.hosts: dict[str, HostState] = {
             h.name: HostState(h.name, h.slots, h.memory_mb, dict(h.resources), dict(h.attributes), list(h.tags))
             for h in config.hosts
@@ -204,6 +207,9 @@ class Controller:
             e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
                         [tuple(a) for a in json.loads(alloc)] if alloc else [], action)
             job.elements[idx] = e
+            if e.state not in FINISHED:
+                job.unfinished += 1
+                self.active[jid] = job
             if e.state in ACTIVE:
                 self._use(e, +1)
 
@@ -222,8 +228,8 @@ class Controller:
         self.workers[link.host] = link
         if link.host in self.hosts:
             self.hosts[link.host].status = "ok"
-        for job in self.jobs.values():
-            for e in job.elements.values():
+        for job in list(self.active.values()):  # reattaching may finish jobs (ended while down)
+            for e in list(job.elements.values()):
                 if e.state in ACTIVE and e.alloc and e.alloc[0][0] == link.host:
                     link.reattach(job.id, e.index)
         self.kick()
@@ -243,8 +249,12 @@ class Controller:
             upd["holds"] = ",".join(sorted(e.holds))
         self.store.update_element(e.job.id, e.index, **upd)
         self.store.add_event(self.clock(), e.job.id, e.index, stimulus.upper(), str(old), str(new), actor, reason)
-        if new in FINISHED:
+        if new in FINISHED and old not in FINISHED:
             e.pend_reason = None
+            e.job.unfinished -= 1
+        elif old in FINISHED and new not in FINISHED:
+            e.job.unfinished += 1
+            self.active[e.job.id] = e.job
 
     def job(self, job_id: int) -> Job:
         j = self.jobs.get(job_id)
@@ -339,14 +349,16 @@ class Controller:
         }
         now = self.clock()
         indices = array.indices if array else (0,)
-        with self.store.tx():
+        with self.store.tx(durable=True):
             jid = self.store.next_job_id()
             self.store.insert_job(jid, name, caller.user, qname, now, spec, indices, "PEND")
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if array else None)
         job = Job(jid, name, caller.user, qname, now, spec)
         job.elements = {i: Element(job, i, S.PEND) for i in indices}
+        job.unfinished = len(indices)
         self.jobs[jid] = job
+        self.active[jid] = job
         self.kick()
         return job
 
@@ -371,7 +383,7 @@ class Controller:
         queues = [QueueSnap(q.name, q.priority, i) for i, q in enumerate(self.config.queues)]
         pending: list[JobSnap] = []
         array_running: dict[int, int] = {}
-        for job in self.jobs.values():
+        for job in self.active.values():
             sp = job.spec
             limit = sp.get("array_limit")
             nrun = 0
@@ -444,14 +456,13 @@ class Controller:
     # ------------------------------------------------------------------ worker reports
 
     def on_started(self, job_id: int, index: int, start_time: float) -> None:
-        """The worker saw the job's process start; record the real start time."""
+        """The worker saw the job's process start: show the real start time. Kept in memory
+        only (no transaction per start); the end's record carries it durably, and after a
+        restart the worker reports it again from the supervisor's job.json."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
-        if e is None or e.state not in ACTIVE:
-            return
-        with self.store.tx():
+        if e is not None and e.state in ACTIVE:
             e.start_time = start_time
-            self.store.update_element(job_id, index, start_time=start_time)
 
     def on_start_failed(self, job_id: int, index: int, reason: str) -> None:
         """The worker could not start the element at all: back to PEND (retryable)."""
@@ -501,6 +512,7 @@ class Controller:
 
     def _job_changed(self, job: Job) -> None:
         if job.finished():
+            self.active.pop(job.id, None)
             for fut in self._waiters.pop(job.id, []):
                 if not fut.done():
                     fut.set_result(None)

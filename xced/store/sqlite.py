@@ -2,7 +2,13 @@
 
 The controller calls these methods from the event loop thread; each write method is
 one transaction (`BEGIN IMMEDIATE` ... `COMMIT`), so a submit is acknowledged only
-after its commit. `synchronous=FULL`: a committed transaction survives power loss too.
+after its commit.
+
+Durability: every commit survives a crash of xced (WAL). Transactions that acknowledge
+something to a user (a submit) are `durable=True`: committed with `synchronous=FULL`, so
+they survive a power loss too, together with everything committed before them. Other
+transitions (dispatch, job end) commit with `synchronous=NORMAL`: after a power loss
+they are rebuilt from the jobs' own records (the supervisor fsyncs status.json, JOB-8).
 """
 
 from __future__ import annotations
@@ -32,12 +38,13 @@ def _migrations() -> list[tuple[int, str, str]]:
 class SqliteStore:
     """The durable store of one TopDir: `<TopDir>/state/xce.db`."""
 
-    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
+    def __init__(self, path: Path, *, synchronous: str = "NORMAL") -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={synchronous}")
+            self._sync = synchronous
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.Error as e:
@@ -60,15 +67,22 @@ class SqliteStore:
         return self.db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; commits on success, rolls back on any exception."""
-        self.db.execute("BEGIN IMMEDIATE")
+    def tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction; commits on success, rolls back on any exception.
+        `durable`: fsync at commit (synchronous=FULL) so it survives a power loss."""
+        if durable and self._sync != "FULL":
+            self.db.execute("PRAGMA synchronous=FULL")
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        finally:
+            if durable and self._sync != "FULL":
+                self.db.execute(f"PRAGMA synchronous={self._sync}")
 
     def close(self) -> None:
         self.db.close()

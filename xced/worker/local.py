@@ -44,7 +44,12 @@ class LocalWorker:
         spec, launch its supervisor, and watch it. Failure to launch -> on_start_failed."""
         jd = self.jobdir(info.job_id, info.index)
         try:
-            jd.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(jd)
+            except FileNotFoundError:
+                jd.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                pass
             hostfile = jd / "hostfile"
             hostfile.write_text("".join(h + "\n" for h in hosts_per_slot(info.alloc)))
             home = None
@@ -70,19 +75,17 @@ class LocalWorker:
                 "uid": info.run_uid, "gid": info.run_gid,
                 "groups": os.getgrouplist(info.run_as, info.run_gid) if info.run_uid is not None and info.run_gid is not None else None,
             }
-            (jd / "output.json").write_text(json.dumps({"stdout": out, "stderr": err}))
             handle = procs.launch(jd, spec, self.launcher)
         except OSError as e:
             log.exception("cannot launch %s.%s", info.job_id, info.index)
             self.controller.on_start_failed(info.job_id, info.index, f"cannot launch on {self.host}: {e}")
             return
-        self._spawn(self._watch(info.job_id, info.index, handle, fresh=True))
+        self._spawn(self._watch(info.job_id, info.index, handle))
 
-    async def _watch(self, job_id: int, index: int, handle, fresh: bool) -> None:
-        if fresh:
-            started = await handle.started(timeout=60.0)
-            if started is not None:
-                self.controller.on_started(job_id, index, started["start_time"])
+    async def _watch(self, job_id: int, index: int, handle) -> None:
+        started = await handle.started(timeout=60.0)
+        if started is not None:
+            self.controller.on_started(job_id, index, started["start_time"])
         st = await handle.wait()
         self._report(job_id, index, st)
 
@@ -105,7 +108,7 @@ class LocalWorker:
         elif isinstance(res, procs.JobStatus):
             self._report(job_id, index, res)
         else:
-            self._spawn(self._watch(job_id, index, res, fresh=False))
+            self._spawn(self._watch(job_id, index, res))
 
     # ---------------------------------------------------------------- control
 
@@ -119,7 +122,7 @@ class LocalWorker:
         """The last `max_bytes` of the element's stdout or stderr file, or None if none yet."""
         jd = self.jobdir(job_id, index)
         try:
-            paths = json.loads((jd / "output.json").read_text())
+            paths = json.loads((jd / "spec.json").read_bytes())
         except (OSError, ValueError):
             return None
         path = paths.get(stream)

@@ -439,7 +439,8 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launc
     """
     jobdir = Path(jobdir).absolute()
     full = _validate_spec(spec)
-    jobdir.mkdir(parents=True, exist_ok=True)
+    if not jobdir.is_dir():
+        jobdir.mkdir(parents=True, exist_ok=True)
     if _lock_held(jobdir):
         raise JobDirBusy(errno.EBUSY, "a supervisor is still running in this job directory (lock held)", str(jobdir))
     for name in _STALE:
@@ -447,7 +448,7 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launc
             (jobdir / name).unlink()
         except FileNotFoundError:
             pass
-    write_json_atomic(str(jobdir / SPEC_FILE), full)
+    write_json_atomic(str(jobdir / SPEC_FILE), full, durable=False)
     if launcher is not None:
         pid, pidfd = launcher.spawn(jobdir)
         return SupervisorHandle(jobdir, pid, pidfd)

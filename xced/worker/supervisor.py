@@ -102,8 +102,10 @@ def log(msg: str) -> None:
         pass
 
 
-def write_json_atomic(path: str, obj: object) -> None:
-    """Write `obj` as JSON to `path` durably: tmp file, fsync, rename, fsync of the directory."""
+def write_json_atomic(path: str, obj: object, *, durable: bool = True) -> None:
+    """Write `obj` as JSON to `path` atomically (tmp file, rename). `durable` also fsyncs the
+    file and the directory, so it survives a power loss: status.json must (JOB-8); files that
+    only matter while processes live (spec, pid, job.json) need not."""
     directory = os.path.dirname(path) or "."
     tmp = f"{path}.{os.getpid()}.tmp"
     data = json.dumps(obj, separators=(",", ":")).encode()
@@ -112,10 +114,13 @@ def write_json_atomic(path: str, obj: object) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if not durable:
+        return
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(dfd)
@@ -363,7 +368,8 @@ class Supervisor:
         limit = spec.get("run_limit_s")
         if limit is not None:
             self.run_deadline = start_mono + float(limit)
-        write_json_atomic(self.path(JOB_FILE), {"pid": self.pid, "pgid": self.pgid, "start_time": self.start_time})
+        write_json_atomic(self.path(JOB_FILE), {"pid": self.pid, "pgid": self.pgid, "start_time": self.start_time},
+                          durable=False)
         log(f"job {spec.get('job_id')}[{spec.get('index')}] started: pid {self.pid}")
 
     # ---- the wait loop -----------------------------------------------------
@@ -480,7 +486,7 @@ class Supervisor:
             return EXIT_LOCKED
         try:
             self.setup_signals()
-            write_json_atomic(self.path(PID_FILE), os.getpid())
+            write_json_atomic(self.path(PID_FILE), os.getpid(), durable=False)
             try:
                 with open(self.path(SPEC_FILE), "rb") as f:
                     self.spec = json.load(f)
