@@ -29,6 +29,25 @@ XCECLI = str(BIN / "xcecli")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # run as a script from anywhere: import the project's xced
 
+#: Put on the daemon's PYTHONPATH: logs every generation-2 garbage collection (and any
+#: collection over 5 ms) of the process to $XB_GC_LOG as "PID GEN MS". Measurement only;
+#: the daemon's code is untouched.
+GC_PROBE = """\
+import gc, os, time
+_path = os.environ.get("XB_GC_LOG")
+if _path:
+    _t = [0.0]
+    def _xb_gc(phase, info, _pid=os.getpid()):
+        if phase == "start":
+            _t[0] = time.perf_counter()
+            return
+        ms = (time.perf_counter() - _t[0]) * 1000
+        if info["generation"] == 2 or ms > 5:
+            with open(_path, "a") as f:
+                f.write(f"{os.getpid()} {info['generation']} {ms:.2f}\\n")
+    gc.callbacks.append(_xb_gc)
+"""
+
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 
@@ -75,7 +94,7 @@ class PrivateXced:
         (cfg / "queues.yaml").write_text("queues:\n  - name: normal\n    priority: 30\n")
         (cfg / "hosts.yaml").write_text(f"hosts:\n  - name: {self.host}\n    slots: {self.slots}\n    memory: 64GB\n")
 
-    def start(self) -> "PrivateXced":
+    def start(self) -> PrivateXced:
         from xced.api.client import Client
         from xced.constants import socket_path
 
@@ -90,6 +109,12 @@ class PrivateXced:
             cmd = [XCED, "--topdir", str(self.top)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_")}
         env["XCE_LOG_LEVEL"] = "WARNING"
+        probe = self.top / "gcprobe"
+        probe.mkdir()
+        (probe / "sitecustomize.py").write_text(GC_PROBE)
+        self.gc_log = self.top / "gc.log"
+        env["XB_GC_LOG"] = str(self.gc_log)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(probe), env.get("PYTHONPATH")) if p)
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, cwd=str(self.top), start_new_session=True)
@@ -129,7 +154,7 @@ class PrivateXced:
             shutil.rmtree(self.top, ignore_errors=True)
             self.top = None
 
-    def __enter__(self) -> "PrivateXced":
+    def __enter__(self) -> PrivateXced:
         try:
             return self.start()
         except BaseException:
@@ -152,10 +177,42 @@ class PrivateXced:
                 return int(line.split()[1])
         raise KeyError(key)
 
+    def _stat(self) -> list[str]:
+        return Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+
     def cpu_s(self) -> float:
         """User+system CPU seconds the daemon has used so far (/proc/PID/stat)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        f = self._stat()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+    def children_cpu_s(self) -> float:
+        """CPU seconds of everything the daemon started, the daemon itself excluded: its
+        reaped children (cutime + cstime, which include their own reaped descendants) plus
+        every live descendant's own and reaped-children time. With a supervisor launcher
+        or without one, this is the supervisors' and the jobs' CPU."""
+        tck = os.sysconf("SC_CLK_TCK")
+        f = self._stat()
+        total = int(f[13]) + int(f[14])
+        for pid in _descendants(self.proc.pid):
+            try:
+                g = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(g[11]) + int(g[12]) + int(g[13]) + int(g[14])
+        return total / tck
+
+    def gc_pauses(self) -> list[float]:
+        """Durations (ms) of the daemon's generation-2 collections so far (see GC_PROBE)."""
+        try:
+            lines = self.gc_log.read_text().splitlines()
+        except OSError:
+            return []
+        out = []
+        for line in lines:
+            pid, gen, ms = line.split()
+            if int(pid) == self.proc.pid and gen == "2":
+                out.append(float(ms))
+        return out
 
     def cli_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_")}
@@ -171,6 +228,22 @@ class PrivateXced:
                 raise RuntimeError(f"hold job {r.job_id} did not start in 30 s")
             time.sleep(0.01)
         return r.job_id
+
+
+def _descendants(pid: int) -> list[int]:
+    """Live descendants of `pid` (from /proc/PID/task/*/children)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(x) for x in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            out += kids
+            todo += kids
+    return out
 
 
 def kill_job_processes(top: Path) -> None:
@@ -217,5 +290,5 @@ def median(xs: list[float]) -> float:
 def p95(xs: list[float]) -> float:
     """95th percentile, nearest-rank."""
     s = sorted(xs)
-    k = max(0, min(len(s) - 1, int(round(0.95 * len(s) + 0.5)) - 1))
+    k = max(0, min(len(s) - 1, round(0.95 * len(s) + 0.5) - 1))
     return s[k]

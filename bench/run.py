@@ -16,9 +16,9 @@ Benchmarks (each starts its own xced in a fresh TopDir under /tmp and always sto
   pending      10,000 pending jobs: `xcecli jobs -u all` (plain and --json) and the
                daemon's RSS
 
-`--quick` shrinks every size (for development; never written to RESULTS.md);
-`--no-write` leaves bench/RESULTS.md alone; `--profile` runs each daemon under cProfile
-and prints where its time went (slower: implies --no-write).
+`--quick` shrinks every size (for development); `--profile` runs each daemon under
+cProfile and prints where its time went (slower); `--no-write` leaves bench/RESULTS.md
+alone. Only a full run (no --only, --quick or --profile) rewrites bench/RESULTS.md.
 
 RESULTS.md is rewritten except for the hand-written part after the ANALYSIS marker,
 which is kept as it is.
@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BIN, ROOT, XCECLI, PrivateXced, median, p95  # noqa: E402
+from _common import ROOT, XCECLI, PrivateXced, median, p95
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 ANALYSIS_MARKER = "<!-- ANALYSIS: hand-written below; bench/run.py keeps this part as it is -->"
@@ -70,6 +70,8 @@ class Metric:
     def fmt(self, v: float | None) -> str:
         if v is None:
             return "-"
+        if v == int(v):
+            return f"{int(v)} {self.unit}"
         if self.unit == "ms":
             return f"{v:.1f} ms" if v < 100 else f"{v:.0f} ms"
         if self.unit == "MB":
@@ -106,6 +108,7 @@ class BenchResult:
     profile: str = ""
     error: str | None = None
     seconds: float = 0.0
+    load: float = 0.0  # 1-minute load average when it started
 
 
 # --------------------------------------------------------------------------- helpers
@@ -176,38 +179,13 @@ def wait_all_finished(d: PrivateXced, job_ids: list[int], timeout: float) -> lis
         c.wait(todo[0] if todo else job_ids[-1], timeout=max(1.0, deadline - time.monotonic()))
 
 
-def supervisor_cost(n: int = 20, flags: tuple[str, ...] = ()) -> tuple[float, float]:
-    """(wall ms, CPU ms) medians of one job supervisor running `true` by itself, started as
-    the daemon starts it (`python -m xced.worker.supervisor JOBDIR`), plus `flags`."""
-    import json
-    import resource
-    import shutil
-
-    from xced.worker.supervisor import SPEC_FILE
-
-    top = Path(tempfile.mkdtemp(prefix="xb-sup-", dir="/tmp"))
-    walls, cpus = [], []
-    try:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        for i in range(n):
-            jd = top / str(i)
-            jd.mkdir()
-            spec = {"job_id": i + 1, "index": 0, "argv": ["true"], "cwd": "/tmp", "env": dict(os.environ),
-                    "stdout": str(jd / "out"), "stderr": str(jd / "out"), "run_limit_s": None, "grace_s": 0.3,
-                    "kill_interval_s": 0.3, "uid": None, "gid": None, "groups": None}
-            (jd / SPEC_FILE).write_text(json.dumps(spec))
-            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t = time.perf_counter()
-            r = run_blocking([sys.executable, *flags, "-m", "xced.worker.supervisor", str(jd)], env=env, cwd=str(jd),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-            walls.append((time.perf_counter() - t) * 1000)
-            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpus.append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1000)
-            if r.returncode != 0 or not (jd / "status.json").exists():
-                raise RuntimeError(f"supervisor in {jd} exited {r.returncode} without a status")
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-    return median(walls), median(cpus)
+def gc_detail(d: PrivateXced, since: int, what: str) -> str:
+    """One line on the daemon's generation-2 GC pauses after the first `since` of them."""
+    p = d.gc_pauses()[since:]
+    if not p:
+        return f"daemon gen-2 GC pauses {what}: none"
+    return (f"daemon gen-2 GC pauses {what}: {len(p)}, total {sum(p):.0f} ms, longest {max(p):.0f} ms "
+            f"(the event loop stands still meanwhile)")
 
 
 def peak_concurrency(intervals: list[tuple[float, float]]) -> int:
@@ -219,17 +197,14 @@ def peak_concurrency(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
-def importtime_top(code: str, n: int = 8) -> list[tuple[str, float]]:
-    """Top-level modules by cumulative import time (ms) of `python -X importtime -c code`."""
-    r = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
-                       cwd=str(ROOT), timeout=60)
-    rows = []
-    for line in r.stderr.splitlines():
+def parse_importtime(stderr: str) -> list[tuple[str, float]]:
+    """Top-level modules and their cumulative import time (ms) from `-X importtime` output."""
+    out = []
+    for line in stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( +)(\S+)", line)
-        if m and len(m.group(3)) <= 3:  # top level (one space) and their direct children (three)
-            rows.append((m.group(4), int(m.group(2)) / 1000, len(m.group(3))))
-    top = [(name, ms) for name, ms, depth in rows if depth == 1]
-    return sorted(top, key=lambda x: -x[1])[:n]
+        if m and len(m.group(3)) == 1:
+            out.append((m.group(4), int(m.group(2)) / 1000))
+    return out
 
 
 def profile_summary(path: Path, n: int = 18) -> str:
@@ -278,25 +253,24 @@ class Bench:
                 d.client.submit(request(["true"], cwd=cwd))
                 api.append((time.perf_counter() - t) * 1000)
                 time.sleep(0.05)
+            # what the submit command imports, measured on the real command
+            r = run_blocking([sys.executable, "-X", "importtime", XCECLI, "submit", "--parsable", "true"], env=env,
+                             cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            imports = parse_importtime(r.stderr)
         py = [run_timed([sys.executable, "-c", "pass"], os.environ.copy(), str(ROOT))[0] * 1000 for _ in range(10)]
         py_s = [run_timed([sys.executable, "-S", "-c", "pass"], os.environ.copy(), str(ROOT))[0] * 1000
                 for _ in range(10)]
-        imp_code = ("import xcecli.app; import xced.api.models, xced.api.client, xced.model.units, "
-                    "xced.model.jobs, xcecli.output")
-        imp = [run_timed([sys.executable, "-c", imp_code], os.environ.copy(), str(ROOT))[0] * 1000 for _ in range(10)]
         helpt = [run_timed([XCECLI, "--help"], os.environ.copy(), str(ROOT))[0] * 1000 for _ in range(5)]
+        total_imp = sum(ms for _, ms in imports)
         res.metrics.append(Metric("cli_submit", "`xcecli submit --parsable true` wall time", median(times), "ms",
                                   True, p95=p95(times), slurm=5, aim=100, extra=f"{n} calls"))
         res.details += [
             f"`xcecli submit` wall: median {median(times):.0f} ms, p95 {p95(times):.0f} ms, min {min(times):.0f} ms ({n} calls)",
             f"the same submit through the API in-process: median {median(api):.2f} ms (the daemon's share)",
             f"`python -c pass` (venv, with site): {median(py):.0f} ms; with `-S` (no site): {median(py_s):.0f} ms",
-            f"`python -c '{imp_code}'` (what submit imports): {median(imp):.0f} ms",
             f"`xcecli --help`: {median(helpt):.0f} ms",
-            "top-level imports of submit (`-X importtime`, cumulative): "
-            + ", ".join(f"{m} {ms:.0f} ms" for m, ms in importtime_top(imp_code)),
-            "imports before `site` completes (`python -X importtime -c pass`): "
-            + ", ".join(f"{m} {ms:.0f} ms" for m, ms in importtime_top("pass", 3)),
+            f"imports of one `xcecli submit` (`python -X importtime`): {total_imp:.0f} ms in all; largest top-level: "
+            + ", ".join(f"{m} {ms:.0f} ms" for m, ms in sorted(imports, key=lambda x: -x[1])[:8]),
         ]
 
     # ---------------------------------------------------------------- api_submit
@@ -309,6 +283,7 @@ class Bench:
             c.info()
             reqs = [request(["true"]) for _ in range(n)]
             lat = []
+            gc0 = len(d.gc_pauses())
             cpu0 = d.cpu_s()
             t0 = time.perf_counter()
             for r in reqs:
@@ -317,6 +292,7 @@ class Bench:
                 lat.append((time.perf_counter() - t) * 1000)
             total = time.perf_counter() - t0
             dcpu = d.cpu_s() - cpu0
+            gcline = gc_detail(d, gc0, f"during the {n} submits")
             # client-side share: the same requests' body building + response parsing, no I/O
             from xced.api.models import SubmitResponse
 
@@ -331,14 +307,15 @@ class Bench:
         res.metrics.append(Metric("api_submit", f"API submits/s, one connection ({n} jobs)", rate, "jobs/s", False,
                                   slurm=200, aim=500, extra=f"per call median {median(lat):.2f} ms, p95 {p95(lat):.2f} ms"))
         res.details += [
-            f"{n} submits in {total:.2f} s: {rate:.0f}/s; per call median {median(lat):.2f} ms, p95 {p95(lat):.2f} ms, "
-            f"max {max(lat):.1f} ms",
-            f"first {len(first)} calls median {median(first):.2f} ms, last {len(last)} median {median(last):.2f} ms "
-            f"(queue depth grows from 0 to {n} pending)",
-            f"daemon CPU during the loop: {dcpu:.2f} s = {dcpu / n * 1000:.2f} ms per submit "
-            f"({dcpu / total:.0%} of one core)",
+            (f"{n} submits in {total:.2f} s: {rate:.0f}/s; per call median {median(lat):.2f} ms, p95 {p95(lat):.2f} ms, "
+            f"max {max(lat):.1f} ms"),
+            (f"first {len(first)} calls median {median(first):.2f} ms, last {len(last)} median {median(last):.2f} ms "
+            f"(queue depth grows from 0 to {n} pending)"),
+            (f"daemon CPU during the loop: {dcpu:.2f} s = {dcpu / n * 1000:.2f} ms per submit "
+            f"({dcpu / total:.0%} of one core)"),
             f"client-side pydantic work per submit (dump request + parse response): {client_model_ms:.3f} ms",
             f"request body: the submitter's environment ({len(os.environ)} variables), as `xcecli submit` sends it",
+            gcline,
         ]
 
     # ---------------------------------------------------------------- array
@@ -350,6 +327,7 @@ class Bench:
             c = d.client
             d.hold_host(request)  # the elements stay pending: only the submit is measured
             times, info_after = [], []
+            gc0 = len(d.gc_pauses())
             for i in range(reps):
                 t = time.perf_counter()
                 r = c.submit(request(["true"], name=f"a{i}[1-{size}]"))
@@ -359,6 +337,7 @@ class Bench:
                 info_after.append(max(probe_info(c, 0.3)))
                 time.sleep(0.3)
             info_idle = median(probe_info(c, 0.1))
+            gcline = gc_detail(d, gc0, f"during the {reps} array submits and the probes")
             cli_t, _ = run_timed([XCECLI, "submit", "--parsable", "-J", f"cli[1-{size}]", "true"], d.cli_env(),
                                  str(d.top))
         res.metrics.append(Metric("array", f"submit a {size:,}-element array (API call)", median(times), "ms", True,
@@ -370,6 +349,7 @@ class Bench:
             "GET /info sent back to back for 0.3 s after each array submit: slowest answer "
             + ", ".join(f"{t:.0f}" for t in info_after)
             + f" ms (idle median {info_idle:.1f} ms): the scheduler session after the submit blocks the daemon",
+            gcline,
         ]
 
     # ---------------------------------------------------------------- latency
@@ -415,7 +395,7 @@ class Bench:
         with self.daemon(key, slots=slots) as d:
             c = d.client
             c.info()
-            cpu0, busy0 = d.cpu_s(), cpu_busy()
+            cpu0, ccpu0, busy0, gc0 = d.cpu_s(), d.children_cpu_s(), cpu_busy(), len(d.gc_pauses())
             t_first = time.time()
             t0 = time.perf_counter()
             if as_array:
@@ -429,7 +409,10 @@ class Bench:
             else:
                 jobs = wait_all_finished(d, ids, timeout=600)
             t_seen = time.time()
+            time.sleep(0.2)  # the last supervisors are reaped
             dcpu, busy = d.cpu_s() - cpu0, machine_cpu_share(busy0, cpu_busy())
+            ccpu = d.children_cpu_s() - ccpu0
+            gcline = gc_detail(d, gc0, "during the drain")
             els = [e for j in jobs for e in j.elements]
         assert len(els) == n, f"{len(els)} elements, expected {n}"
         bad = [e for e in els if e.state != "DONE"]
@@ -443,21 +426,16 @@ class Bench:
         res.metrics.append(Metric(key, label, rate, "jobs/s", False, slurm=22, aim=100 if not as_array else None,
                                   extra=f"{wall:.1f} s first submit to last end"))
         res.details += [
-            f"{'one array' if as_array else 'individual API submits'}: submitted in {t_sub:.2f} s; first start "
+            (f"{'one array' if as_array else 'individual API submits'}: submitted in {t_sub:.2f} s; first start "
             f"{(first_start - t_first) * 1000:.0f} ms after the first submit; last end {wall:.2f} s after it "
-            f"-> {rate:.1f} jobs/s; {len(bad)} not DONE",
+            f"-> {rate:.1f} jobs/s; {len(bad)} not DONE"),
             f"peak concurrency {peak} of {slots} slots; job run time (start to end) median {median(run_ms):.1f} ms",
-            f"daemon CPU {dcpu:.1f} s ({dcpu / (t_seen - t_first):.0%} of one core, "
-            f"{dcpu / n * 1000:.1f} ms per job); whole machine busy {busy:.0%} of {os.cpu_count()} CPUs "
-            f"= {busy * (os.cpu_count() or 1) * wall / n * 1000:.0f} ms of CPU per job",
+            (f"daemon CPU {dcpu:.1f} s ({dcpu / (t_seen - t_first):.0%} of one core, "
+            f"{dcpu / n * 1000:.1f} ms per job); the processes it started (supervisors, jobs, any launcher) "
+            f"{ccpu:.1f} s = {ccpu / n * 1000:.1f} ms per job; whole machine busy {busy:.0%} of {os.cpu_count()} CPUs "
+            f"(this benchmark's client included)"),
+            gcline,
         ]
-        if not as_array:
-            w, cpu = supervisor_cost()
-            ws, cpus = supervisor_cost(flags=("-S",))
-            res.details.append(
-                f"one job supervisor running `true` alone (`python -m xced.worker.supervisor`): {w:.0f} ms wall, "
-                f"{cpu:.0f} ms CPU; with `python -S` (no site, no editable-install finder): {ws:.0f} ms wall, "
-                f"{cpus:.0f} ms CPU")
 
     def drain(self, res: BenchResult) -> None:
         self._drain(res, as_array=False)
@@ -474,6 +452,7 @@ class Bench:
             c = d.client
             rss_idle = d.status_kb() / 1024
             hold = d.hold_host(request)
+            gc0 = len(d.gc_pauses())
             # Setup, not a metric: individual API submits over `conns` connections at once, so
             # that one scheduler session serves several submits (over one connection each
             # submit pays a session over every pending job: see `single` below).
@@ -483,6 +462,8 @@ class Bench:
             time.sleep(1.0)  # let the last scheduler session finish
             rss = d.status_kb() / 1024
             hwm = d.status_kb("VmHWM") / 1024
+            gc_setup = gc_detail(d, gc0, f"during the {n:,} submits")
+            gc1 = len(d.gc_pauses())
             env, cwd = d.cli_env(), str(d.top)
             listing, listing_json, api_list = [], [], []
             out_bytes = json_bytes = nlines = 0
@@ -499,7 +480,7 @@ class Bench:
                 t = time.perf_counter()
                 resp = c.request("GET", "/jobs", params={"user": "all"})
                 api_list.append((time.perf_counter() - t) * 1000)
-            raw = resp.content
+            raw = resp.body if hasattr(resp, "body") else resp.content  # http.client or httpx client
             from xced.api.models import JobList
 
             t = time.perf_counter()
@@ -509,12 +490,15 @@ class Bench:
             hwm_after = d.status_kb("VmHWM") / 1024
             db = sum(f.stat().st_size for f in (d.top / "state").glob("*"))
             # what one connection gets at this depth (one session per submit)
+            gc_list = gc_detail(d, gc1, "during the 13 listings")
+            gc2 = len(d.gc_pauses())
             m = 50 if self.quick else 100
             t = time.perf_counter()
             for _ in range(m):
                 c.submit(request(["true"]))
             single = m / (time.perf_counter() - t)
             info_ms = max(probe_info(c, 0.3))
+            gc_single = gc_detail(d, gc2, f"during those {m} submits and the probe")
             assert c.job(hold).state == "RUN"
         assert nlines == n + 2, f"xcecli jobs printed {nlines} lines, expected {n + 2}"
         res.metrics.append(Metric("jobs_cli", f"`xcecli jobs -u all`, {n:,} pending", median(listing), "ms", True,
@@ -528,17 +512,18 @@ class Bench:
                                   False, extra=f"{m} submits; compare the 1,000-job row"))
         res.details += [
             f"setup: {n:,} individual API submits over {conns} connections in {t_sub:.1f} s ({n / t_sub:.0f}/s)",
-            f"then over one connection: {single:.0f} submits/s ({m} submits with {n:,} pending; each submit "
+            (f"then over one connection: {single:.0f} submits/s ({m} submits with {n:,} pending; each submit "
             f"triggers a scheduler session over every pending job); a GET /info probed every ~1 ms for 0.3 s "
-            f"after them waited up to {info_ms:.0f} ms",
-            f"GET /jobs?user=all alone (server + transfer, no parsing): median {median(api_list):.0f} ms, "
-            f"{len(raw) / 1e6:.1f} MB of JSON; client-side JobList parse {parse_ms:.0f} ms",
-            f"`xcecli jobs -u all` (plain columns, stdout a pipe): {', '.join(f'{t:.0f}' for t in listing)} ms, "
+            f"after them waited up to {info_ms:.0f} ms"),
+            (f"GET /jobs?user=all alone (server + transfer, no parsing): median {median(api_list):.0f} ms, "
+            f"{len(raw) / 1e6:.1f} MB of JSON; client-side JobList parse {parse_ms:.0f} ms"),
+            (f"`xcecli jobs -u all` (plain columns, stdout a pipe): {', '.join(f'{t:.0f}' for t in listing)} ms, "
             f"{out_bytes / 1e6:.2f} MB out; --json: {', '.join(f'{t:.0f}' for t in listing_json)} ms, "
-            f"{json_bytes / 1e6:.1f} MB out",
-            f"RSS: idle {rss_idle:.0f} MB; after {n:,} submits {rss:.0f} MB (peak {hwm:.0f}), "
+            f"{json_bytes / 1e6:.1f} MB out"),
+            (f"RSS: idle {rss_idle:.0f} MB; after {n:,} submits {rss:.0f} MB (peak {hwm:.0f}), "
             f"{(rss - rss_idle) * 1024 / n:.1f} kB per pending job; after the listings {rss_after:.0f} MB "
-            f"(peak {hwm_after:.0f}); store on disk {db / 1e6:.1f} MB",
+            f"(peak {hwm_after:.0f}); store on disk {db / 1e6:.1f} MB"),
+            gc_setup, gc_list, gc_single,
         ]
 
 
@@ -559,7 +544,7 @@ def submit_parallel(d: PrivateXced, reqs: list, conns: int) -> list[int]:
                 got = [cl.submit(r).job_id for r in part]
             with lock:
                 ids.extend(got)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(p,)) for p in parts]
@@ -606,7 +591,7 @@ def print_table(results: list[BenchResult]) -> None:
             met = m.met()
             t.add_row(m.label, m.fmt(m.value), m.fmt(m.p95), m.fmt(m.slurm), fmt_factor(m.factor(m.slurm)), aim,
                       f"[green]{met}[/green]" if met == "yes" else (f"[red]{met}[/red]" if met == "NO" else met))
-    Console().print(t)
+    Console(width=None if sys.stdout.isatty() else 150).print(t)
 
 
 def machine() -> str:
@@ -623,7 +608,7 @@ def machine() -> str:
             f"Linux {platform.release()}")
 
 
-def write_results(results: list[BenchResult], argv: list[str], total_s: float) -> None:
+def write_results(results: list[BenchResult], argv: list[str], total_s: float, load0: float) -> None:
     old = RESULTS.read_text() if RESULTS.exists() else ""
     analysis = old.split(ANALYSIS_MARKER, 1)[1].lstrip("\n") if ANALYSIS_MARKER in old else "(none yet)\n"
     lines = [
@@ -634,8 +619,8 @@ def write_results(results: list[BenchResult], argv: list[str], total_s: float) -
         "",
         f"- Date: {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
         f"- Machine: {machine()}",
-        f"- Command: `{shlex.join(['.venv/bin/python', 'bench/run.py', *argv])}` (from the project root; "
-        f"{total_s:.0f} s in all)",
+        (f"- Command: `{shlex.join(['.venv/bin/python', 'bench/run.py', *argv])}` (from the project root; "
+        f"{total_s:.0f} s in all); 1-minute load average {load0:.2f} before the run, {os.getloadavg()[0]:.2f} after"),
         "- Each benchmark runs its own `xced` (production mode, sched_delay 5 ms) in a fresh TopDir under",
         "  /tmp, one host; jobs are submitted with the submitter's whole environment, as `xcecli` does.",
         "- Slurm 22.05 reference: measured on the same kind of 2-core machine (from the issue).",
@@ -657,7 +642,7 @@ def write_results(results: list[BenchResult], argv: list[str], total_s: float) -
     for r in results:
         if r.error or not r.details:
             continue
-        lines.append(f"**{r.name}** ({r.seconds:.0f} s)")
+        lines.append(f"**{r.name}** ({r.seconds:.0f} s; load average {r.load:.2f} when it started)")
         lines.append("")
         lines += [f"- {d}" for d in r.details]
         lines.append("")
@@ -671,7 +656,7 @@ def write_results(results: list[BenchResult], argv: list[str], total_s: float) -
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help=f"comma-separated benchmarks: {', '.join(BENCHES)}")
+    ap.add_argument("--only", help=f"comma-separated benchmarks: {', '.join(BENCHES)} (implies --no-write)")
     ap.add_argument("--quick", action="store_true", help="smaller sizes, for development (implies --no-write)")
     ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
     ap.add_argument("--profile", action="store_true",
@@ -683,7 +668,8 @@ def main(argv: list[str] | None = None) -> int:
         bad = [n for n in names if n not in BENCHES]
         if bad:
             ap.error(f"--only: unknown benchmark(s) {', '.join(bad)}; valid: {', '.join(BENCHES)}")
-    write = not (args.no_write or args.quick or args.profile)
+    # RESULTS.md holds one whole run: a partial, smaller or profiled run never rewrites it
+    write = not (args.no_write or args.quick or args.profile or args.only)
 
     def on_term(signum, frame):
         raise SystemExit(128 + signum)  # run every `finally`: daemons stopped, TopDirs removed
@@ -692,10 +678,14 @@ def main(argv: list[str] | None = None) -> int:
     prof_dir = Path(tempfile.mkdtemp(prefix="xb-prof-", dir="/tmp")) if args.profile else None
     bench = Bench(args.quick, prof_dir)
     results: list[BenchResult] = []
+    load0 = os.getloadavg()[0]
+    if load0 > 0.5:
+        print(f"[bench] warning: load average {load0:.2f} before the run: other work on this machine will "
+              f"skew the numbers", file=sys.stderr)
     t_all = time.perf_counter()
     try:
         for name in names:
-            res = BenchResult(name)
+            res = BenchResult(name, load=os.getloadavg()[0])
             print(f"[bench] {name} ...", file=sys.stderr, flush=True)
             t = time.perf_counter()
             try:
@@ -724,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - t_all
     print_table(results)
     if write:
-        write_results(results, argv, total)
+        write_results(results, argv, total, load0)
         print(f"wrote {RESULTS.relative_to(ROOT)}", file=sys.stderr)
     return 1 if any(r.error for r in results) else 0
 

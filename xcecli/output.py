@@ -23,11 +23,15 @@ def print_json(model) -> None:
         print(model.model_dump_json(indent=2))
 
 
+#: Above this many rows a terminal gets plain columns too (Rich takes seconds for 10,000).
+RICH_MAX_ROWS = 500
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """A table on stdout: Rich on a terminal; in a pipe, space-aligned columns with a header
-    line, never truncated, so `awk` and `cut` can read it."""
+    """A table on stdout: Rich on a terminal; in a pipe (or past RICH_MAX_ROWS rows),
+    space-aligned columns with a header line, never truncated, so `awk` and `cut` can read it."""
     cells = [["-" if c is None else str(c) for c in r] for r in rows]
-    if sys.stdout.isatty():
+    if sys.stdout.isatty() and len(cells) <= RICH_MAX_ROWS:
         from rich.console import Console
         from rich.table import Table
 

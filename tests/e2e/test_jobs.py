@@ -207,3 +207,22 @@ def test_jobs_filters_and_fields(shared_daemon, tmp_path):
     assert hosts[0]["name"] == "h1" and hosts[0]["slots"] == 4 and hosts[0]["status"] == "ok"
     queues = json.loads(d.cli("queues", "--json", check=True).stdout)["queues"]
     assert queues[0]["name"] == "normal" and queues[0]["default"] is True
+
+
+def test_json_outputs_match_the_published_models(shared_daemon, tmp_path):
+    """CLI-1: every --json output is the API model's JSON (the schemas in docs/json)."""
+    from xced.api.models import EventList, HostList, JobList, JobOut, QueueList
+
+    d = shared_daemon
+    jid = d.submit("-J", "m[1-3]", "--", "true", cwd=tmp_path)
+    one = d.submit("--", "sh", "-c", "exit 2", cwd=tmp_path)
+    d.wait_state(jid, ("DONE",))
+    d.wait_state(one, ("EXIT",))
+    listing = JobList.model_validate_json(d.cli("jobs", "-u", "all", "-a", "--json", check=True).stdout)
+    assert {jid, one} <= {j.job_id for j in listing.jobs}
+    shown = JobOut.model_validate_json(d.cli("show", str(jid), "--json", check=True).stdout)
+    assert [e.id for e in shown.elements] == [f"{jid}[1]", f"{jid}[2]", f"{jid}[3]"]
+    ev = EventList.model_validate_json(d.cli("hist", str(one), "--json", check=True).stdout)
+    assert [e.kind for e in ev.events] == ["SUBMIT", "DISPATCH", "EXIT"]
+    HostList.model_validate_json(d.cli("hosts", "--json", check=True).stdout)
+    QueueList.model_validate_json(d.cli("queues", "--json", check=True).stdout)

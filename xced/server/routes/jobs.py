@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from xced.api.errors import InvalidRequest
@@ -11,7 +11,7 @@ from xced.api.models import ActionResult, EventList, JobAction, JobList, JobOut,
 from xced.model.jobs import FINISHED, JobState
 from xced.policy.rbac import Caller
 from xced.server.auth import caller_of
-from xced.server.convert import event_out, job_out
+from xced.server.convert import event_dict, job_dict, json_response
 
 router = APIRouter()
 
@@ -35,7 +35,7 @@ async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
               user: str | None = Query(None, description="a user name or 'all'; default the caller"),
               queue: str | None = None,
               state: list[JobState] | None = Query(None),
-              all: bool = Query(False, description="include finished jobs of any age")) -> JobList:
+              all: bool = Query(False, description="include finished jobs of any age")) -> Response:
     ctl = _ctl(request)
     want_user = caller.user if user is None else (None if user == "all" else user)
     horizon = ctl.clock() - CLEAN_PERIOD_S
@@ -53,20 +53,20 @@ async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
             ends = [e.end_time or 0 for e in job.elements.values()]
             if max(ends, default=0) < horizon:
                 continue
-        out.append(job_out(job, elements=job.is_array is False))
-    return JobList.model_construct(jobs=out)
+        out.append(job_dict(job, elements=not job.is_array))
+    return json_response({"jobs": out})
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-async def show_job(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> JobOut:
-    return job_out(_ctl(request).job(job_id))
+async def show_job(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> Response:
+    return json_response(job_dict(_ctl(request).job(job_id)))
 
 
 @router.get("/jobs/{job_id}/events", response_model=EventList)
-async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> EventList:
+async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> Response:
     ctl = _ctl(request)
     ctl.job(job_id)
-    return EventList.model_construct(events=[event_out(r) for r in ctl.store.events(job_id)])
+    return json_response({"events": [event_dict(r) for r in ctl.store.events(job_id)]})
 
 
 @router.get("/jobs/{job_id}/output", response_class=PlainTextResponse)
@@ -81,9 +81,9 @@ async def job_output(job_id: int, request: Request, _: Caller = Depends(caller_o
 
 @router.get("/jobs/{job_id}/wait", response_model=JobOut)
 async def wait_job(job_id: int, request: Request, _: Caller = Depends(caller_of),
-                   timeout: float = Query(30.0, ge=0, le=300)) -> JobOut:
+                   timeout: float = Query(30.0, ge=0, le=300)) -> Response:
     job = await _ctl(request).wait(job_id, timeout)
-    return job_out(job)
+    return json_response(job_dict(job))
 
 
 def _action(name: str):
