@@ -3,6 +3,7 @@ API model's JSON; tables are Rich tables on a terminal and plain aligned columns
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import Sequence
@@ -52,6 +53,11 @@ def fmt_time(t: float | None) -> str:
     """Epoch seconds -> 'Nov 29 16:02:03' (local time), '-' for None."""
     if t is None:
         return "-"
+    return _fmt_second(int(t))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fmt_second(t: int) -> str:
     return time.strftime("%b %d %H:%M:%S", time.localtime(t))
 
 

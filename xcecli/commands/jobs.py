@@ -25,39 +25,51 @@ def _job_ref(text: str) -> tuple[int, int | None]:
         raise typer.BadParameter(str(e)) from None
 
 
-def _field(job: dict, f: str) -> object:
-    """One cell of `xcecli jobs` from a job as the API's JSON (a JobOut dict)."""
+def _hosts(el: dict | None) -> str | None:
+    if el is None or not el["alloc"]:
+        return None
+    return ":".join(f"{a['slots']}*{a['host']}" if a["slots"] > 1 else a["host"] for a in el["alloc"])
+
+
+def _name(job: dict) -> str | None:
+    spec = job["array_spec"]
+    return (job["name"] or "") + (spec[spec.index("["):] if spec else "") or None
+
+
+def _ntasks(job: dict, el: dict | None) -> object:
+    if el and el["alloc"]:
+        return sum(a["slots"] for a in el["alloc"])
+    lo, hi = job["ntasks_min"], job["ntasks_max"]
+    return lo if lo == hi else f"{lo},{hi}"
+
+
+def _getters():
     from xcecli.output import fmt_time
 
-    els = job["elements"]
-    el = els[0] if len(els) == 1 and job["array_spec"] is None else None
-    if f == "id":
-        return job["job_id"]
-    if f in ("user", "state", "queue", "run_as"):
-        return job[f]
-    if f == "hosts":
-        if el is None or not el["alloc"]:
-            return None
-        return ":".join(f"{a['slots']}*{a['host']}" if a["slots"] > 1 else a["host"] for a in el["alloc"])
-    if f == "name":
-        spec = job["array_spec"]
-        return (job["name"] or "") + (spec[spec.index("["):] if spec else "") or None
-    if f == "submit_time":
-        return fmt_time(job["submit_time"])
-    if f in ("start_time", "end_time"):
-        return fmt_time(el[f]) if el else None
-    if f == "exit_code":
-        return el["exit_code"] if el else None
-    if f == "ntasks":
-        if el and el["alloc"]:
-            return sum(a["slots"] for a in el["alloc"])
-        lo, hi = job["ntasks_min"], job["ntasks_max"]
-        return lo if lo == hi else f"{lo},{hi}"
-    if f == "elements":
-        return ",".join(f"{n} {s}" for s, n in sorted(job["counts"].items())) if job["array_spec"] else None
-    if f == "reason":
-        return el["pend_reason"]["main"] if el and el["pend_reason"] else None
-    raise KeyError(f)
+    return {
+        "id": lambda j, e: j["job_id"], "user": lambda j, e: j["user"], "state": lambda j, e: j["state"],
+        "queue": lambda j, e: j["queue"], "run_as": lambda j, e: j["run_as"], "hosts": lambda j, e: _hosts(e),
+        "name": lambda j, e: _name(j), "submit_time": lambda j, e: fmt_time(j["submit_time"]),
+        "start_time": lambda j, e: fmt_time(e["start_time"]) if e else None,
+        "end_time": lambda j, e: fmt_time(e["end_time"]) if e else None,
+        "exit_code": lambda j, e: e["exit_code"] if e else None, "ntasks": _ntasks,
+        "elements": lambda j, e: ",".join(f"{n} {s}" for s, n in sorted(j["counts"].items()))
+        if j["array_spec"] else None,
+        "reason": lambda j, e: e["pend_reason"]["main"] if e and e["pend_reason"] else None,
+    }
+
+
+def rows_of(jobs: list[dict], cols: list[str]) -> list[list[object]]:
+    """Table cells of `xcecli jobs` from jobs as the API's JSON (JobOut dicts). A plain job's
+    columns come from its one element; an array's from the job (ELEMENTS counts states)."""
+    get = _getters()
+    fns = [get[c] for c in cols]
+    out = []
+    for j in jobs:
+        els = j["elements"]
+        el = els[0] if len(els) == 1 and j["array_spec"] is None else None
+        out.append([f(j, el) for f in fns])
+    return out
 
 
 def register(app: typer.Typer) -> None:
@@ -103,7 +115,7 @@ def register(app: typer.Typer) -> None:
 
             sys.stdout.buffer.write(res.body + b"\n")
             return
-        table([FIELDS[f] for f in cols], [[_field(j, f) for f in cols] for j in res.json()["jobs"]])
+        table([FIELDS[f] for f in cols], rows_of(res.json()["jobs"], cols))
 
     @app.command()
     def show(ctx: typer.Context, job: str = typer.Argument(..., help="job ID"), as_json: bool = typer.Option(False, "--json")) -> None:
