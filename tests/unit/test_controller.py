@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from xced.api.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from xced.controller.controller import Controller, EndStatus
+from xced.controller.controller import Controller
+from xced.model.state import EndStatus
 from xced.model.config import ClusterConfig, ClusterSettings, HostConfig, QueueConfig
 from xced.policy.rbac import Caller
 from xced.store.sqlite import SqliteStore

@@ -18,7 +18,6 @@ import os
 import pwd
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -30,10 +29,10 @@ from xced.model.jobs import (
     FINISHED,
     ArraySpecError,
     JobState,
-    PendReason,
     format_job_ref,
     parse_job_name,
 )
+from xced.model.state import EndStatus, Element, HostState, Job, StartInfo
 from xced.policy.rbac import Caller, may_control_job
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, Snapshot
@@ -42,112 +41,6 @@ from xced.store.sqlite import SqliteStore
 log = logging.getLogger("xced.controller")
 
 S = JobState
-
-
-@dataclass(slots=True)
-class Element:
-    """One element of a job (index 0 for a plain job) with its own state (JOB-4)."""
-
-    job: "Job"
-    index: int
-    state: JobState
-    holds: set[str] = field(default_factory=set)
-    start_time: float | None = None
-    end_time: float | None = None
-    exit_code: int | None = None
-    exit_signal: str | None = None
-    exit_reason: str | None = None
-    alloc: list[tuple[str, int]] = field(default_factory=list)
-    action: str | None = None  # "kill:ACTOR" or "requeue:ACTOR" while a running element is being ended
-    pend_reason: PendReason | None = None
-
-    @property
-    def ref(self) -> str:
-        return format_job_ref(self.job.id, self.index)
-
-
-@dataclass(slots=True)
-class Job:
-    """A submitted job: its own values (`spec`) and its elements by index."""
-
-    id: int
-    name: str | None
-    user: str
-    queue: str
-    submit_time: float
-    spec: dict
-    elements: dict[int, Element] = field(default_factory=dict)
-    unfinished: int = 0  # elements not DONE/EXIT, kept by Controller._transition
-
-    @property
-    def array_limit(self) -> int | None:
-        return self.spec.get("array_limit")
-
-    @property
-    def is_array(self) -> bool:
-        return self.spec.get("array_spec") is not None
-
-    def finished(self) -> bool:
-        return self.unfinished == 0
-
-    def state(self) -> JobState:
-        """The job's summary state: the most active state among its elements."""
-        present = {e.state for e in self.elements.values()}
-        for s in (S.RUN, S.USUSP, S.PEND, S.PSUSP, S.EXIT, S.DONE):
-            if s in present:
-                return s
-        return S.DONE
-
-
-@dataclass(slots=True)
-class HostState:
-    """A host's declared supply and current use (RES-2); `status` ok when a worker serves it."""
-
-    name: str
-    slots: int
-    memory_mb: int
-    resources: dict[str, float]
-    attributes: dict[str, str]
-    tags: list[str]
-    slots_used: int = 0
-    mem_used_mb: int = 0
-    njobs: int = 0
-    status: str = "unavail"
-
-
-@dataclass(slots=True)
-class StartInfo:
-    """What a worker needs to start one element (JOB-1, JOB-3)."""
-
-    job_id: int
-    index: int
-    name: str | None
-    queue: str
-    user: str
-    argv: list[str]
-    cwd: str
-    env: dict[str, str]
-    stdout: str | None
-    stderr: str | None
-    run_limit_s: int | None
-    memory_limit_mb: int | None
-    alloc: list[tuple[str, int]]
-    run_as: str
-    run_uid: int | None
-    run_gid: int | None
-    kill_interval_s: float
-    grace_s: float
-
-
-@dataclass(slots=True)
-class EndStatus:
-    """How an element ended, as its supervisor recorded it (times epoch seconds)."""
-
-    exit_code: int
-    signal_name: str | None
-    start_time: float | None
-    end_time: float
-    reason: str | None
 
 
 class WorkerLink(Protocol):

@@ -90,7 +90,7 @@ class LocalWorker:
         self._report(job_id, index, st)
 
     def _report(self, job_id: int, index: int, st) -> None:
-        from xced.controller.controller import EndStatus
+        from xced.model.state import EndStatus
 
         self.controller.on_finished(job_id, index, EndStatus(
             st.exit_code, st.signal_name, st.start_time, st.end_time if st.end_time else time.time(), st.reason))
