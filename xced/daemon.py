@@ -21,7 +21,7 @@ from pathlib import Path
 
 import typer
 
-from xced.constants import ENV_TOPDIR, PID_FILE, default_topdir, socket_path
+from xced.constants import ENV_TOPDIR, PID_FILE, PORT_FILE, default_topdir, socket_path
 
 log = logging.getLogger("xced")
 
@@ -101,6 +101,57 @@ def _local_host(config, host_name: str | None) -> str | None:
     return None
 
 
+def _unix_listener(path: Path):
+    """The Unix socket for local clients, mode 0666: anyone may connect, and the daemon
+    knows who from SO_PEERCRED (D-6)."""
+    import socket
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    os.chmod(path, 0o666)
+    s.listen(512)
+    return s
+
+
+def _tcp_listener(host: str, port: int):
+    """The TCP socket for peers (D-2); port 0 picks a free one (written to run/xced.port)."""
+    import socket
+
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((host, port))
+    except OSError as e:
+        s.close()
+        raise StartupError(f"cannot listen on {host}:{port} (listen: in xce.yaml): {e.strerror}") from None
+    s.listen(512)
+    return s
+
+
+async def serve_worker(top: Path, url: str, join) -> None:
+    """`xced --roles worker`: serve as a worker host of the controller at `url` until SIGTERM."""
+    from xced.worker.remote import run_worker
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(s, stop.set)
+    print(f"xced: worker host {join.host} ({join.slots} slots, {join.memory_mb} MB) of {url}, TopDir {top}",
+          file=sys.stderr, flush=True)
+    (top / "run" / "xced.ready").write_text(url)
+    try:
+        await run_worker(url, join, top, stop)
+    finally:
+        try:
+            (top / "run" / "xced.ready").unlink()
+        except OSError:
+            pass
+        print("xced: worker stopped; running jobs keep running under their supervisors", file=sys.stderr, flush=True)
+
+
 async def serve(top: Path, config, host_name: str | None) -> None:
     """Run the daemon until SIGTERM/SIGINT."""
     import uvicorn
@@ -130,24 +181,26 @@ async def serve(top: Path, config, host_name: str | None) -> None:
     env_sock = os.environ.get("XCE_SOCKET")
     if env_sock:
         sock = Path(env_sock)
-    sock.parent.mkdir(parents=True, exist_ok=True)
-    if sock.exists() or sock.is_symlink():
-        sock.unlink()
+    listeners = [_unix_listener(sock)]
+    tcp_note = ""
+    listen = config.settings.listen
+    if listen.port is not None:
+        tcp = _tcp_listener(listen.host, listen.port)
+        port = tcp.getsockname()[1]
+        (top / "run" / PORT_FILE).write_text(f"{port}\n")
+        listeners.append(tcp)
+        tcp_note = f", peers on tcp://{listen.host}:{port}"
     fastapi_app = create_app(ctl)
-    cfg = uvicorn.Config(fastapi_app, uds=str(sock), http=PeerCredProtocol, lifespan="off",
+    cfg = uvicorn.Config(fastapi_app, http=PeerCredProtocol, lifespan="off", ws="websockets-sansio",
                          access_log=False, log_level="warning", timeout_graceful_shutdown=2,
                          timeout_keep_alive=KEEP_ALIVE_S)
     server = uvicorn.Server(cfg)
     print(f"xced: cluster {config.settings.cluster_name!r} ({config.settings.mode} mode), "
-          f"TopDir {top}, host {local}, socket {sock}", file=sys.stderr, flush=True)
+          f"TopDir {top}, host {local}, socket {sock}{tcp_note}", file=sys.stderr, flush=True)
     orig_startup = server.startup
 
     async def startup(sockets=None):
         await orig_startup(sockets)
-        try:
-            os.chmod(sock, 0o666)  # any local user may connect; identity comes from SO_PEERCRED (D-6)
-        except OSError:
-            pass
         (top / "run" / "xced.ready").write_text(str(sock))
 
     server.startup = startup  # type: ignore[method-assign]
@@ -166,12 +219,12 @@ async def serve(top: Path, config, host_name: str | None) -> None:
 
     server.capture_signals = capture_signals  # type: ignore[method-assign]
     try:
-        await server.serve()
+        await server.serve(sockets=listeners)
     finally:
         if worker is not None:
             await worker.close()
         store.close()
-        for p in (sock, top / "run" / "xced.ready"):
+        for p in (sock, top / "run" / "xced.ready", top / "run" / PORT_FILE):
             try:
                 p.unlink()
             except OSError:
@@ -184,7 +237,12 @@ def run(
     topdir: str = typer.Option(None, "--topdir", help="the cluster's TopDir (default: XCE_TOPDIR, else a personal cluster in the user data dir)"),
     roles: str = typer.Option("controller,scheduler,worker,apiserver", "--roles", help="comma-separated roles"),
     host_name: str = typer.Option(None, "--host-name", help="the host this worker serves (default: this machine)"),
-    controller: str = typer.Option(None, "--controller", help="URL of the controller to join as a worker"),
+    controller: str = typer.Option(None, "--controller", help="tcp://HOST:PORT of the controller to join (--roles worker)"),
+    slots: int = typer.Option(None, "--slots", help="worker: slots this host offers (default: its usable CPUs)"),
+    memory: str = typer.Option(None, "--memory", help="worker: memory this host offers, e.g. 8GB (default: physical memory)"),
+    resource: list[str] = typer.Option([], "--resource", help="worker: NAME=NUMBER, a consumable resource (repeatable), e.g. gpu=2"),
+    attribute: list[str] = typer.Option([], "--attribute", help="worker: NAME=VALUE, a string attribute (repeatable), e.g. type=x86_64"),
+    tag: list[str] = typer.Option([], "--tag", help="worker: a boolean resource (repeatable)"),
 ) -> None:
     """Start the daemon in the foreground."""
     logging.basicConfig(level=os.environ.get("XCE_LOG_LEVEL", "INFO"), stream=sys.stderr,
@@ -193,9 +251,14 @@ def run(
     valid = {"controller", "scheduler", "worker", "apiserver"}
     if not wanted or wanted - valid:
         _die(f"--roles {roles!r}: valid roles are {', '.join(sorted(valid))}", 2)
+    if wanted == {"worker"}:
+        if not controller:
+            _die("--roles worker needs --controller tcp://HOST:PORT (the controller's run/xced.port)", 2)
+        _run_worker(topdir, controller, host_name, slots, memory, resource, attribute, tag)
+        return
     if wanted != valid or controller:
-        _die("only the default roles (all four in one process) are built so far; "
-             "`--roles worker --controller URL` comes with multi-host support", 2)
+        _die("the roles run either all together (the default) or as `--roles worker --controller URL`; "
+             f"--roles {roles} is not supported", 2)
     from xced.config import load_cluster_config
 
     try:
@@ -212,6 +275,63 @@ def run(
         os.close(lock_fd)
     except StartupError as e:
         _die(str(e))
+
+
+def _parse_pairs(items: list[str], what: str, number: bool) -> dict:
+    out: dict = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k or not all(c.isalnum() or c in "_." for c in k):
+            _die(f"--{what} {item!r}: expected NAME={'NUMBER' if number else 'VALUE'}", 2)
+        if number:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                _die(f"--{what} {item!r}: {v!r} is not a number", 2)
+            if out[k] < 0:
+                _die(f"--{what} {item!r}: must be >= 0", 2)
+        else:
+            out[k] = v
+    return out
+
+
+def _run_worker(topdir, controller, host_name, slots, memory, resource, attribute, tag) -> None:
+    import socket
+
+    import psutil
+    from pydantic import ValidationError
+
+    from xced.api.peer import Join
+    from xced.model.units import parse_memory_mb
+
+    if not topdir and not os.environ.get(ENV_TOPDIR):
+        _die("--roles worker needs --topdir DIR (the worker's own directory for job files)", 2)
+    top = Path(topdir or os.environ[ENV_TOPDIR]).expanduser().absolute()
+    top.mkdir(parents=True, exist_ok=True)
+    if slots is not None and slots < 1:
+        _die(f"--slots {slots}: must be at least 1", 2)
+    try:
+        mem = parse_memory_mb(memory) if memory else psutil.virtual_memory().total // 2**20
+    except ValueError as e:
+        _die(f"--memory {memory!r}: {e}", 2)
+    try:
+        join = Join(host=host_name or socket.gethostname(), slots=slots or len(os.sched_getaffinity(0)),
+                    memory_mb=mem, resources=_parse_pairs(resource, "resource", True),
+                    attributes=_parse_pairs(attribute, "attribute", False), tags=list(tag))
+    except ValidationError as e:
+        _die(f"bad worker description: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}", 2)
+    try:
+        lock_fd = _lock_topdir(top)
+    except StartupError as e:
+        _die(str(e))
+    try:
+        asyncio.run(serve_worker(top, controller, join))
+    except ValueError as e:
+        _die(str(e), 2)
+    except Exception as e:  # the controller refused us
+        _die(f"{type(e).__name__}: {e}")
+    finally:
+        os.close(lock_fd)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ host change) after a coalescing delay of at most 10 ms (D-4); there is no pollin
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
@@ -115,6 +116,25 @@ class Controller:
             h.slots_used += sign * n
             h.mem_used_mb += sign * mem
             h.njobs += sign
+
+    def worker_joined(self, link: WorkerLink, offer) -> None:
+        """A worker host joined over the channel (D-1) with `offer` (a peer.Join). A host
+        not in hosts.yaml is declared by what the worker offers (RES-2); a declared host
+        keeps its hosts.yaml values."""
+        if link.host not in self.hosts:
+            self.hosts[link.host] = HostState(link.host, offer.slots, offer.memory_mb, dict(offer.resources),
+                                              dict(offer.attributes), list(offer.tags))
+            log.info("host %s declared at join: %d slots, %d MB", link.host, offer.slots, offer.memory_mb)
+        self.attach_worker(link)
+
+    def worker_left(self, link: WorkerLink) -> None:
+        """The host's channel closed: it takes no new work until it rejoins; its running
+        elements stay RUN (their supervisors keep running, JOB-8)."""
+        if self.workers.get(link.host) is link:
+            del self.workers[link.host]
+            h = self.hosts.get(link.host)
+            if h is not None:
+                h.status = "unavail"
 
     def attach_worker(self, link: WorkerLink) -> None:
         """A worker now serves `link.host`: mark it ok, re-attach its running elements, schedule."""
@@ -546,7 +566,7 @@ class Controller:
                 lst.remove(fut)
         return job
 
-    def read_output(self, job_id: int, index: int | None, stream: str, max_bytes: int) -> tuple[Element, str | None]:
+    async def read_output(self, job_id: int, index: int | None, stream: str, max_bytes: int) -> tuple[Element, str | None]:
         """Output of an element so far (`xcecli peek`), read by the worker of its first host.
         `index` None means the job itself, or for an array its first running element."""
         job = self.job(job_id)
@@ -558,4 +578,7 @@ class Controller:
         w = self.workers.get(e.alloc[0][0]) if e.alloc else None
         if w is None:
             return e, None
-        return e, w.read_output(job.id, e.index, stream, max_bytes)
+        text = w.read_output(job.id, e.index, stream, max_bytes)
+        if inspect.isawaitable(text):
+            text = await text
+        return e, text

@@ -64,8 +64,9 @@ def create_app(controller) -> FastAPI:
         err = ServerError(f"internal error in xced ({type(exc).__name__}: {exc}); see the daemon's log")
         return JSONResponse(err.to_body(), status_code=err.status)
 
-    from xced.server.routes import cluster, jobs
+    from xced.server.routes import cluster, jobs, peers
 
     app.include_router(jobs.router, prefix=API_PREFIX)
     app.include_router(cluster.router, prefix=API_PREFIX)
+    app.include_router(peers.router, prefix=API_PREFIX)
     return app

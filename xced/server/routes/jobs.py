@@ -73,7 +73,7 @@ async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_o
 async def job_output(job_id: int, request: Request, _: Caller = Depends(caller_of), index: int | None = None,
                stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
                max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
-    e, text = _ctl(request).read_output(job_id, index, stream, max_bytes)
+    e, text = await _ctl(request).read_output(job_id, index, stream, max_bytes)
     if text is None:
         raise InvalidRequest(f"job {e.ref} has no {stream} yet (state {e.state})")
     return PlainTextResponse(text)
