@@ -28,13 +28,14 @@ def _root(
     ctx.obj = Ctx(topdir=topdir, as_user=as_user)
 
 
-from xcecli.commands import cluster, control, jobs, submit  # noqa: E402
+from xcecli.commands import cluster, control, jobs, launch, submit  # noqa: E402
 
 submit.register(app)
 jobs.register(app)
 control.register(app)
 cluster.register(app)
 cluster.register_api(app)
+launch.register(app)
 
 
 def main() -> None:

@@ -20,3 +20,9 @@ class Ctx:
 
             self._client = Client.connect(topdir=self.topdir, as_user=self.as_user)
         return self._client
+
+    def client_fresh(self):
+        """A new client (its own connection), for requests made from several threads."""
+        from xced.api.client import Client
+
+        return Client.connect(topdir=self.topdir, as_user=self.as_user)

@@ -171,16 +171,16 @@ async def serve(top: Path, config, host_name: str | None) -> None:
     gc.freeze()
     gc.set_threshold(GC_THRESHOLD0, 50, 100)
     local = _local_host(config, host_name)
-    worker = None
-    if local is not None:
-        worker = LocalWorker(local, top, ctl)
-        ctl.attach_worker(worker)
-    else:
-        log.warning("no host in hosts.yaml is this machine (%s); this xced runs no jobs itself", host_name)
     sock = socket_path(top)
     env_sock = os.environ.get("XCE_SOCKET")
     if env_sock:
         sock = Path(env_sock)
+    worker = None
+    if local is not None:
+        worker = LocalWorker(local, top, ctl, {"XCE_SOCKET": str(sock)})
+        ctl.attach_worker(worker)
+    else:
+        log.warning("no host in hosts.yaml is this machine (%s); this xced runs no jobs itself", host_name)
     listeners = [_unix_listener(sock)]
     tcp_note = ""
     listen = config.settings.listen

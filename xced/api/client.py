@@ -27,7 +27,15 @@ from typing import Any
 from urllib.parse import urlencode
 
 from xced.api import errors
-from xced.constants import API_PREFIX, ENV_SOCKET, ENV_TEST_USER, ENV_TOPDIR, client_socket_path, resolve_topdir
+from xced.constants import (
+    API_PREFIX,
+    ENV_CONTROLLER,
+    ENV_SOCKET,
+    ENV_TEST_USER,
+    ENV_TOPDIR,
+    client_socket_path,
+    resolve_topdir,
+)
 
 AS_USER_HEADER = "X-XCE-As-User"
 #: Reconnect before a request when the connection has been idle this long (seconds); the
@@ -90,7 +98,8 @@ class Client:
     @classmethod
     def connect(cls, *, topdir: str | None = None, socket: str | None = None, as_user: str | None = None,
                 timeout: float = 60.0) -> "Client":
-        """Find the daemon: `socket`, else XCE_SOCKET, else the socket of `topdir` /
+        """Find the daemon: `socket`, else `topdir`'s socket, else XCE_SOCKET, else
+        XCE_CONTROLLER (tcp://HOST:PORT, set inside jobs on worker hosts), else the socket of
         XCE_TOPDIR / the default TopDir. `as_user` defaults to XCE_TEST_USER.
         Raises DaemonUnreachable when an explicit TopDir does not exist."""
         if not socket and (topdir or (not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_TOPDIR))):
@@ -99,8 +108,11 @@ class Client:
                 raise errors.DaemonUnreachable(
                     f"TopDir {top} does not exist; give the TopDir of a running xced (--topdir or XCE_TOPDIR), "
                     f"or run `xced` for a personal cluster")
+        as_user = as_user or os.environ.get(ENV_TEST_USER) or None
+        if not socket and not topdir and not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_CONTROLLER):
+            return cls(os.environ[ENV_CONTROLLER], as_user=as_user, timeout=timeout)
         path = Path(socket) if socket else client_socket_path(topdir)
-        return cls(path, as_user=as_user or os.environ.get(ENV_TEST_USER) or None, timeout=timeout)
+        return cls(path, as_user=as_user, timeout=timeout)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -45,7 +45,29 @@ class JobAction(Body):
     index: int | None = None
 
 
+class LaunchRequest(Body):
+    """POST /jobs/{id}/launch (`xcecli launch`, LSF blaunch): run `argv` as one task of the
+    running element `index` on `host`, one of the job's hosts. `token` is the element's
+    XCE_JOB_TOKEN (from inside the job); without it the caller must own the job."""
+
+    index: int = 0
+    host: str
+    argv: list[str] = Field(min_length=1)
+    token: str | None = None
+
+
 # ---------------------------------------------------------------- responses
+
+
+class LaunchResult(Body):
+    """How a launched task ended; `output` is its stdout and stderr (at most the last 1 MB)."""
+
+    host: str
+    task_id: int
+    exit_code: int
+    signal: str | None = None
+    reason: str | None = None
+    output: str = ""
 
 
 class SubmitResponse(Body):
@@ -205,5 +227,6 @@ PUBLISHED = {
     "hosts": HostList,
     "queues": QueueList,
     "action": ActionResult,
+    "launch": LaunchResult,
     "info": Info,
 }

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import pwd
+import secrets
 import signal
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ from xced.model.jobs import (
     format_job_ref,
     parse_job_name,
 )
-from xced.model.state import EndStatus, Element, HostState, Job, StartInfo
+from xced.model.state import EndStatus, Element, HostState, Job, StartInfo, TaskSpec
 from xced.policy.rbac import Caller, may_control_job
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, Snapshot
@@ -54,6 +55,8 @@ class WorkerLink(Protocol):
     def signal(self, job_id: int, index: int, sig: int) -> bool: ...
     def reattach(self, job_id: int, index: int) -> None: ...
     def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None: ...
+    async def launch_task(self, task: TaskSpec) -> dict: ...
+    def end_tasks(self, job_id: int, index: int) -> None: ...
 
 
 def _daemon_user() -> str:
@@ -87,6 +90,7 @@ class Controller:
         self.workers: dict[str, WorkerLink] = {}
         self._session_scheduled = False
         self._waiters: dict[int, list[asyncio.Future]] = {}
+        self._task_ids: dict[tuple[int, int], int] = {}
         self.sessions = 0
         self.last_trace: list[str] = []
         self._load()
@@ -96,10 +100,10 @@ class Controller:
     def _load(self) -> None:
         for jid, name, user, queue, submit_time, spec in self.store.load_jobs():
             self.jobs[jid] = Job(jid, name, user, queue, submit_time, json.loads(spec))
-        for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action) in self.store.load_elements():
+        for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, token) in self.store.load_elements():
             job = self.jobs[jid]
             e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
-                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action)
+                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token=token)
             job.elements[idx] = e
             if e.state not in FINISHED:
                 job.unfinished += 1
@@ -350,7 +354,7 @@ class Controller:
                 self._transition(e, "dispatch", "scheduler",
                                  "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc),
                                  alloc=alloc, start_time=now, end_time=None, exit_code=None,
-                                 exit_signal=None, exit_reason=None, action=None)
+                                 exit_signal=None, exit_reason=None, action=None, token=secrets.token_hex(16))
                 e.pend_reason = None
                 self._use(e, +1)
                 accepted.append(e)
@@ -364,7 +368,7 @@ class Controller:
         return StartInfo(job.id, e.index, job.name, job.queue, job.user, sp["argv"], sp["cwd"], sp["env"],
                          sp.get("stdout"), sp.get("stderr"), sp.get("run_limit_s"), sp.get("memory_limit_mb"),
                          list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
-                         st.kill_interval_s, st.limit_grace_s)
+                         st.kill_interval_s, st.limit_grace_s, e.token or "")
 
     # ------------------------------------------------------------------ worker reports
 
@@ -397,6 +401,7 @@ class Controller:
             log.warning("end of %s ignored: not running here", format_job_ref(job_id, index))
             return
         host = e.alloc[0][0] if e.alloc else "?"
+        hosts = [h for h, _ in e.alloc]
         action = e.action or ""
         with self.store.tx():
             self._use(e, -1)
@@ -420,8 +425,16 @@ class Controller:
                 self._transition(e, stim, f"worker:{host}", reason,
                                  start_time=st.start_time or e.start_time, end_time=st.end_time,
                                  exit_code=st.exit_code, exit_signal=st.signal_name, exit_reason=reason, action=None)
+        self._end_tasks(job_id, index, hosts)
         self._job_changed(job)
         self.kick()
+
+    def _end_tasks(self, job_id: int, index: int, hosts: list[str]) -> None:
+        """The job's script ended: end its tasks on every host of the job (D-1, JOB-7)."""
+        for h in hosts:
+            w = self.workers.get(h)
+            if w is not None:
+                w.end_tasks(job_id, index)
 
     def _job_changed(self, job: Job) -> None:
         if job.finished():
@@ -458,6 +471,7 @@ class Controller:
             w = self.workers.get(e.alloc[0][0])
             if w is not None:
                 w.kill(job.id, e.index)
+            self._end_tasks(job.id, e.index, [h for h, _ in e.alloc[1:]])
         if not done:
             raise Conflict(f"job {job_id} has already finished; nothing to kill")
         self._job_changed(job)
@@ -582,3 +596,52 @@ class Controller:
         if inspect.isawaitable(text):
             text = await text
         return e, text
+
+    async def launch(self, job_id: int, index: int, host: str, argv: list[str], token: str | None,
+                     caller: Caller | None) -> dict:
+        """`xcecli launch HOST -- CMD` (LSF blaunch, JOB-7): start one task of running element
+        (job_id, index) on `host`, one of the job's hosts, and return how it ended:
+        {"host", "task_id", "exit_code", "signal", "reason", "output"} (output capped at 1 MB).
+        Allowed with the element's token (the job's own tasks) or for its owner or an admin.
+        Raises NotFound, PermissionDenied, Conflict (not running, host not in the job)."""
+        job = self.job(job_id)
+        e = job.elements.get(index)
+        if e is None:
+            raise NotFound(f"job {job_id} has no element {index}")
+        if token is not None:
+            if not e.token or not secrets.compare_digest(token, e.token):
+                raise PermissionDenied(f"job {e.ref}: wrong launch token; `xcecli launch` works from inside the job")
+        elif caller is None or not may_control_job(caller, job.user):
+            raise PermissionDenied(f"job {e.ref} belongs to {job.user}; only its own tasks, its owner or an admin "
+                                   f"may launch tasks in it")
+        if e.state not in ACTIVE:
+            raise Conflict(f"job {e.ref} is {e.state}; tasks can be launched only while it runs")
+        hosts = [h for h, _ in e.alloc]
+        if host not in hosts:
+            raise Conflict(f"host {host!r} is not one of job {e.ref}'s hosts ({' '.join(hosts)})")
+        w = self.workers.get(host)
+        if w is None:
+            raise Conflict(f"host {host} is not reachable now (its worker has not joined)")
+        self._task_ids[(job_id, index)] = tid = self._task_ids.get((job_id, index), 0) + 1
+        sp = job.spec
+        from xced.worker.env import job_environment
+
+        env = job_environment(sp["env"], job_id=job_id, index=index, name=job.name, queue=job.queue, project=None,
+                              alloc=e.alloc, hostfile=Path(f"{self.topdir}/jobs/{job_id}/{index}/hostfile"))
+        n_on_host = dict(e.alloc)[host]
+        env.update({"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host, "XCE_HOST_NTASKS": str(n_on_host)})
+        task = TaskSpec(job_id, index, tid, list(argv), sp["cwd"], env, sp.get("run_uid"), sp.get("run_gid"),
+                        sp["run_as"], self.config.settings.kill_interval_s)
+        self.store_event_only(job_id, index, "LAUNCH", f"user:{job.user}" if caller is None else f"user:{caller.user}",
+                              f"task {tid} on {host}: {' '.join(argv)[:200]}")
+        result = await w.launch_task(task)
+        if not isinstance(result, dict):
+            raise Conflict(f"task {tid} on {host}: the host's worker did not answer")
+        result.setdefault("host", host)
+        result.setdefault("task_id", tid)
+        return result
+
+    def store_event_only(self, job_id: int, index: int | None, kind: str, actor: str, reason: str | None) -> None:
+        """Record an event that is not a state transition (e.g. a task launch)."""
+        with self.store.tx():
+            self.store.add_event(self.clock(), job_id, index, kind, None, None, actor, reason)

@@ -28,6 +28,7 @@ class Element:
     alloc: list[tuple[str, int]] = field(default_factory=list)
     action: str | None = None  # "kill:ACTOR" or "requeue:ACTOR" while a running element is being ended
     pend_reason: PendReason | None = None
+    token: str | None = None  # secret of the running element's own tasks (xcecli launch)
 
     @property
     def ref(self) -> str:
@@ -105,6 +106,24 @@ class StartInfo:
     run_gid: int | None
     kill_interval_s: float
     grace_s: float
+    token: str = ""
+
+
+@dataclass(slots=True)
+class TaskSpec:
+    """One task of a running parallel job started on a host of the job by `xcecli launch`
+    (LSF blaunch; JOB-7): the job's environment plus the task's own variables."""
+
+    job_id: int
+    index: int
+    task_id: int
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    run_uid: int | None
+    run_gid: int | None
+    run_as: str
+    kill_interval_s: float
 
 
 @dataclass(slots=True)

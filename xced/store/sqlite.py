@@ -124,9 +124,9 @@ class SqliteStore:
         return self.db.execute("SELECT id, name, user, queue, submit_time, spec FROM jobs ORDER BY id")
 
     def load_elements(self) -> Iterator[tuple]:
-        """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action)."""
+        """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action, token)."""
         return self.db.execute("SELECT job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, "
-                               "exit_reason, alloc, action FROM elements ORDER BY job_id, idx")
+                               "exit_reason, alloc, action, token FROM elements ORDER BY job_id, idx")
 
     def events(self, job_id: int) -> list[tuple]:
         return self.db.execute("SELECT time, job_id, idx, kind, from_state, to_state, actor, reason FROM events "

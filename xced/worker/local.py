@@ -22,10 +22,13 @@ log = logging.getLogger("xced.worker")
 class LocalWorker:
     """Serves host `host` for `controller`; job directories under `<TopDir>/jobs/ID/INDEX`."""
 
-    def __init__(self, host: str, topdir: Path, controller) -> None:
+    def __init__(self, host: str, topdir: Path, controller, client_env: dict[str, str] | None = None) -> None:
+        """`client_env`: how a job on this host reaches the daemon (XCE_SOCKET or
+        XCE_CONTROLLER), for `xcecli launch` from inside the job."""
         self.host = host
         self.jobs_dir = topdir / "jobs"
         self.controller = controller
+        self.client_env = dict(client_env or {})
         self._tasks: set[asyncio.Task] = set()
         self.launcher = procs.Launcher()
 
@@ -61,6 +64,8 @@ class LocalWorker:
             env = job_environment(info.env, job_id=info.job_id, index=info.index, name=info.name,
                                   queue=info.queue, project=None, alloc=info.alloc, hostfile=hostfile,
                                   user=info.run_as if info.run_uid is not None else None, home=home)
+            self._point_at_daemon(env)
+            env.update(self.task_env(info.token))
             out = expand_output_path(info.stdout, info.job_id, info.index, info.cwd) if info.stdout else str(jd / "stdout")
             if info.stderr:
                 err = expand_output_path(info.stderr, info.job_id, info.index, info.cwd)
@@ -94,6 +99,68 @@ class LocalWorker:
 
         self.controller.on_finished(job_id, index, EndStatus(
             st.exit_code, st.signal_name, st.start_time, st.end_time if st.end_time else time.time(), st.reason))
+
+    def _point_at_daemon(self, env: dict[str, str]) -> None:
+        """Drop the submitter's daemon address from a job's environment: the job talks to
+        the daemon of the host it runs on (client_env)."""
+        for k in ("XCE_SOCKET", "XCE_CONTROLLER", "XCE_TOPDIR"):
+            env.pop(k, None)
+
+    def task_env(self, token: str) -> dict[str, str]:
+        """What lets a job start its tasks (JOB-7): the daemon's address, the element's launch
+        token, and XCE_TASK_STARTER, an mpirun-style line that runs a command once per slot
+        of the job through `xcecli launch`."""
+        import shutil
+        import sys
+
+        cli = shutil.which("xcecli", path=str(Path(sys.executable).parent)) or "xcecli"
+        env = dict(self.client_env)
+        env["XCE_JOB_TOKEN"] = token
+        env["XCE_TASK_STARTER"] = f"{cli} launch --all --"
+        return env
+
+    # ---------------------------------------------------------------- tasks (xcecli launch)
+
+    async def launch_task(self, task) -> dict:
+        """Run one task (a TaskSpec) of a running job on this host under its own supervisor
+        in JOBDIR/tasks/ID, and return how it ended with its output (at most 1 MB)."""
+        td = self.jobdir(task.job_id, task.index) / "tasks" / str(task.task_id)
+        try:
+            td.mkdir(parents=True, exist_ok=True)
+            out = td / "output"
+            env = dict(task.env)
+            self._point_at_daemon(env)
+            env.update(self.task_env(""))
+            del env["XCE_JOB_TOKEN"]
+            spec = {"job_id": task.job_id, "index": task.index, "argv": list(task.argv), "cwd": task.cwd,
+                    "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": None,
+                    "kill_interval_s": task.kill_interval_s, "uid": task.run_uid, "gid": task.run_gid,
+                    "groups": os.getgrouplist(task.run_as, task.run_gid)
+                    if task.run_uid is not None and task.run_gid is not None else None}
+            handle = procs.launch(td, spec, self.launcher)
+        except (OSError, ValueError) as e:
+            return {"host": self.host, "task_id": task.task_id, "exit_code": 1, "signal": None,
+                    "reason": f"cannot start the task on {self.host}: {e}", "output": ""}
+        st = await handle.wait()
+        try:
+            with open(td / "output", "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 2**20))
+                output = f.read().decode(errors="replace")
+        except OSError:
+            output = ""
+        return {"host": self.host, "task_id": task.task_id, "exit_code": st.exit_code, "signal": st.signal_name,
+                "reason": st.reason, "output": output}
+
+    def end_tasks(self, job_id: int, index: int) -> None:
+        """The job's script ended (or it is being killed): end its tasks on this host."""
+        tasks = self.jobdir(job_id, index) / "tasks"
+        if not tasks.is_dir():
+            return
+        for td in tasks.iterdir():
+            if procs.is_alive(td):
+                procs.request_kill(td)
 
     # ---------------------------------------------------------------- after a restart
 

@@ -56,18 +56,26 @@ class RemoteWorkerLink:
     def reattach(self, job_id: int, index: int) -> None:
         self._send({"op": "reattach", "job_id": job_id, "index": index})
 
+    async def launch_task(self, task) -> dict:
+        """Run a task on this host and wait for its end (no timeout: tasks run as long as they run)."""
+        return await self.request("launch_task", timeout=None, task=asdict(task))
+
+    def end_tasks(self, job_id: int, index: int) -> None:
+        self._send({"op": "end_tasks", "job_id": job_id, "index": index})
+
     async def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None:
         res = await self.request("read_output", job_id=job_id, index=index, stream=stream, max_bytes=max_bytes)
         return res if isinstance(res, str) else None
 
-    async def request(self, what: str, **args: Any) -> Any:
-        """Ask the worker something; its reply's `result`, or None after REQUEST_TIMEOUT_S."""
+    async def request(self, what: str, timeout: float | None = REQUEST_TIMEOUT_S, **args: Any) -> Any:
+        """Ask the worker something; its reply's `result`, or None after `timeout` seconds
+        or when the channel closes."""
         rid = next(self._rids)
         fut = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         self._send({"op": "request", "rid": rid, "what": what, "args": args})
         try:
-            return await asyncio.wait_for(fut, REQUEST_TIMEOUT_S)
+            return await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
             return None
         finally:
@@ -150,7 +158,7 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event) ->
         raise ValueError(f"--controller {url!r}: expected tcp://HOST:PORT")
     ws_url = "ws://" + url[len("tcp://"):] + API_PREFIX + CHANNEL_PATH
     reporter = ChannelReporter()
-    worker = LocalWorker(join.host, topdir, reporter)
+    worker = LocalWorker(join.host, topdir, reporter, {"XCE_CONTROLLER": url})
     try:
         while not stop.is_set():
             try:
@@ -191,6 +199,14 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
                 reporter.queue.put_nowait(msg)  # resend after rejoining
                 raise
 
+    task_runs: set[asyncio.Task] = set()
+
+    async def run_task(msg: dict) -> None:
+        from xced.model.state import TaskSpec
+
+        result = await worker.launch_task(TaskSpec(**msg["args"]["task"]))
+        reporter.queue.put_nowait({"op": "reply", "rid": msg["rid"], "result": result})
+
     async def receiver() -> None:
         async for raw in ws:
             msg = json.loads(raw)
@@ -205,22 +221,27 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
                 worker.signal(msg["job_id"], msg["index"], msg["sig"])
             elif op == "reattach":
                 worker.reattach(msg["job_id"], msg["index"])
+            elif op == "end_tasks":
+                worker.end_tasks(msg["job_id"], msg["index"])
+            elif op == "request" and msg.get("what") == "launch_task":
+                task_msg = msg  # answered when the task ends; the channel keeps serving meanwhile
+                task_runs.add(asyncio.create_task(run_task(task_msg)))
             elif op == "request":
                 result = None
                 if msg.get("what") == "read_output":
                     a = msg["args"]
                     result = worker.read_output(a["job_id"], a["index"], a["stream"], a["max_bytes"])
-                await ws.send(json.dumps({"op": "reply", "rid": msg["rid"], "result": result}))
+                reporter.queue.put_nowait({"op": "reply", "rid": msg["rid"], "result": result})
             else:
                 log.warning("unknown message from the controller: %r", op)
 
-    tasks = [asyncio.create_task(sender()), asyncio.create_task(receiver()), asyncio.create_task(stop.wait())]
+    tasks = {asyncio.create_task(sender()), asyncio.create_task(receiver()), asyncio.create_task(stop.wait())}
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for t in done:
             if t.exception() is not None and not isinstance(t.exception(), asyncio.CancelledError):
                 raise t.exception()
     finally:
-        for t in tasks:
+        for t in (*tasks, *task_runs):
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *task_runs, return_exceptions=True)

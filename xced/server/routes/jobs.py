@@ -7,7 +7,17 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from xced.api.errors import InvalidRequest
-from xced.api.models import ActionResult, EventList, JobAction, JobList, JobOut, SubmitRequest, SubmitResponse
+from xced.api.models import (
+    ActionResult,
+    EventList,
+    JobAction,
+    JobList,
+    JobOut,
+    LaunchRequest,
+    LaunchResult,
+    SubmitRequest,
+    SubmitResponse,
+)
 from xced.model.jobs import FINISHED, JobState
 from xced.policy.rbac import Caller
 from xced.server.auth import caller_of
@@ -100,3 +110,11 @@ def _action(name: str):
 for _name in ("kill", "stop", "resume", "requeue"):
     router.add_api_route(f"/jobs/{{job_id}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult)
 
+
+
+@router.post("/jobs/{job_id}/launch", response_model=LaunchResult)
+async def launch_task(job_id: int, body: LaunchRequest, request: Request) -> LaunchResult:
+    """Start a task on one of a running job's hosts and answer when it ends (JOB-7)."""
+    caller = None if body.token is not None else await caller_of(request)
+    res = await _ctl(request).launch(job_id, body.index, body.host, body.argv, body.token, caller)
+    return LaunchResult(**res)

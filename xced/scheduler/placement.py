@@ -1,0 +1,1024 @@
+"""The placement planner (RES-3, RES-4, RES-5, RES-6): where a job's tasks go now.
+
+Pure (DESIGN rule 1): plain data in, plain data out, no I/O, no clock, never
+mutates its inputs. Used by ``schedule()`` and by the simulator.
+
+Public API::
+
+    place(req, hosts) -> Plan | Shortfall       the largest count in [min, max] that fits now
+    plan_fixed(req, n, hosts) -> Plan | None     exactly n tasks (None: does not fit now)
+    never_satisfiable(req, hosts) -> str | None  why the request could not start even on an
+                                                 idle cluster (submit-time refusal, MERGE-2)
+    HostSupply, PlacementRequest                 inputs
+    Plan, Shortfall                              outputs (Shortfall.pend_reason() -> PendReason)
+
+What a ``select[]`` sees on a host (the mapping given to ``select_matches`` /
+``explain_select``):
+
+    slots      free slots              maxslots   total slots
+    mem        free memory, MB         maxmem     total memory, MB
+    <res>      free amount of each numeric resource in ``HostSupply.resources``
+    max<res>   its total
+    <attr>     each string attribute (``type``, ``model``, ...)
+    hname      the host name
+    <tag>      True for each tag (a boolean resource; absent tags are undefined)
+
+A host is a candidate only when its status is ``"ok"``, its select is true, it has
+every resource its rusage names (``mem`` always exists) and it defines every
+``same[]`` attribute. A resource listed in ``resources`` but missing from
+``resources_free`` counts as 0 free (never over-commit).
+
+Rules (IBM Spectrum LSF 10.1 span/order/usage/same pages; shared reference
+lsf-behaviour.md sections 1-2; where XCE differs, SPEC wins):
+
+- rusage (RES-2, PROF-4): a term reserves per task unless it says ``/host`` (once on
+  every host used) or ``/job`` (once for the whole job, on its first host; for a
+  compound request, on the first host of that part). This is XCE's rule; LSF's
+  cluster default is per host. ``mem`` is memory (MB); any other name is a numeric
+  resource of ``HostSupply.resources``; a term of 0 reserves nothing (MERGE-3).
+  ``duration``/``decay`` are accepted but v1 holds every reservation for the life of
+  the job. rusage ``||`` alternatives are tried in written order and the first that
+  places (at any count in the range) wins; ``Plan.alternative`` says which.
+- Host order (RES-4, capacity-driven): most free slots first, ties by host name.
+  ``order[...]`` keys replace that: ``slots``, ``mem`` and consumable resources sort
+  most-free first, ``maxslots``/``maxmem``/``max<res>`` largest first, and ``-``
+  (``OrderKey.desc``) reverses a key (``order[-slots]`` packs onto the fullest hosts,
+  as in LSF). Several keys sort lexicographically, then by name. Keys that are not
+  one of these (LSF load indices such as ``r15s``, ``ut``, ``pg``) are ignored; when
+  no key is usable the default order applies.
+- span (RES-4): none or ``hosts=-1`` fills hosts in order, each taking as many tasks
+  as its slots and per-task rusage allow. ``ptile=N``: N tasks on every host but one,
+  which takes the remainder when the count is not a multiple of N (``-n 10
+  span[ptile=4]`` -> 4,4,2; the partial host is listed last unless it must be the
+  first host for a ``/job`` reservation). ``hosts=1``: all tasks on one host.
+  ``block=N``: every host takes a multiple of N; the count must be a multiple of N.
+- ``host_limit`` (the queue's HOSTLIMIT_PER_JOB): never more hosts than that. When
+  filling in order would need too many hosts, the planner keeps the hosts with the
+  largest capacity (ties by order) and fills those in order, so the documented LSF
+  false failure (A=2, B=4, C=4, D=8 free, limit 2, 10 tasks -> pend) cannot happen:
+  that job gets D:8 + B:2. For a compound request the limit applies to each part and
+  to the union of the parts' hosts.
+- ``same[a:b]`` (RES-5): candidates are partitioned by their value tuple (a host
+  attribute, the host name for ``hname``, else a resource total or a tag); the plan
+  is made within each group and the group giving the largest count wins (ties: the
+  group whose best host comes first in host order).
+- Task range (RES-3): the largest count in [min, max] that fits now; a job whose
+  MIN fits is never left pending for want of MAX (bug-1931). The search probes the
+  largest count the supply could hold, then bisects over the counts the span allows
+  (multiples of ``block``), assuming feasibility is monotone among them. Every probe
+  is a full plan and the search keeps the plan of its best feasible probe, so the
+  count returned always comes with a real, verified plan.
+- Compound ``N1*{...} + N2*{...}``: parts are placed in written order, each exactly
+  its count with its own select/order/rusage/span/same, drawing on the supply the
+  earlier parts left. The job's count is the sum: ``-n`` must be exactly that sum.
+  A host used by several parts appears once in ``Plan.alloc`` with their total.
+  Alternative ``{...} || {...}``: the first alternative (in order) that places now wins.
+- XCE refuses what LSF would leave pending forever: a ``ptile`` larger than the
+  job's largest count (``-n 4 span[ptile=8]``), a ``block`` no count of the range is
+  a multiple of, a compound sum different from ``-n``. ``place`` reports those as a
+  Shortfall with ``never=True``; ``plan_fixed`` returns None.
+
+Cost: one call evaluates the select once per host (views are built only when there
+is a select), sorts the candidates once per part, and each probe of the range search
+is one linear pass, so a call is O(H log H + H log N); nothing is O(H^2). Building a
+Shortfall (pending jobs only) also runs the idle-cluster check; pass
+``explain=False`` to ``place`` to skip the explanation when only the verdict matters.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from xced.model.jobs import HostShortfall, PendReason
+from xced.resreq import Expr, OrderKey, ResReq, Span, explain_select, render_expr, select_matches
+
+__all__ = [
+    "HostSupply",
+    "PlacementRequest",
+    "Plan",
+    "Shortfall",
+    "never_satisfiable",
+    "place",
+    "plan_fixed",
+]
+
+_EPS = 1e-9
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(slots=True, frozen=True)
+class HostSupply:
+    """One host's supply now (RES-2). Memory in MB. ``resources``: totals of numeric
+    consumable resources (gpu, licences); ``resources_free``: what is free of them;
+    ``attributes``: string attributes (type, model); ``tags``: boolean resources;
+    ``status``: ``"ok"`` is usable, anything else (closed, unavail, ...) is not."""
+
+    name: str
+    slots: int
+    slots_free: int
+    mem_mb: int
+    mem_free_mb: int
+    resources: dict[str, float] = field(default_factory=dict)
+    resources_free: dict[str, float] = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
+    tags: frozenset[str] = frozenset()
+    status: str = "ok"
+
+
+@dataclass(slots=True, frozen=True)
+class PlacementRequest:
+    """What to place: the task range (RES-3), the merged requirement (simple,
+    compound or alternative) and the queue's HOSTLIMIT_PER_JOB (None: no limit)."""
+
+    ntasks_min: int
+    ntasks_max: int
+    resreq: ResReq = ResReq()
+    host_limit: int | None = None
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+@dataclass(slots=True)
+class Plan:
+    """Where the job goes. ``alloc``: (host, tasks) in placement order; the first host
+    runs the job script. ``reserve``: per host, what it holds while the job runs:
+    ``slots``, ``mem`` (MB) and other resources (only non-zero amounts besides
+    ``slots``). ``alternative``: for an alternative request the index of the
+    ``{...}`` used; for a simple request with rusage ``||`` the index of the rusage
+    alternative used; else None."""
+
+    alloc: list[tuple[str, int]]
+    reserve: dict[str, dict[str, float]]
+    alternative: int | None = None
+
+    @property
+    def ntasks(self) -> int:
+        return sum(n for _, n in self.alloc)
+
+
+@dataclass(slots=True)
+class Shortfall:
+    """Why nothing fits now (RES-6): ``main`` (one line), per-host ``hosts`` lines,
+    ``hint`` (what would make it start: "would start now with -n 4", "waits for 2
+    more free slots on any host with gpu >= 1", "can never start: ..."), and
+    ``never`` (True when not even an idle cluster could satisfy it)."""
+
+    main: str
+    hosts: list[HostShortfall] = field(default_factory=list)
+    hint: str | None = None
+    never: bool = False
+
+    def pend_reason(self) -> PendReason:
+        """The model's PendReason (main + host lines; the hint is not part of it)."""
+        return PendReason(self.main, list(self.hosts))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _fmt(v: float) -> str:
+    if isinstance(v, float):
+        if v.is_integer():
+            return str(int(v))
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _num(v: float) -> float:
+    """Integral floats as ints (clean JSON in reservations)."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _nspell(lo: int, hi: int) -> str:
+    return f"-n {lo}" if lo == hi else f"-n {lo},{hi}"
+
+
+def _span_text(span: Span) -> str:
+    if span.ptile is not None:
+        return f"span[ptile={span.ptile}]"
+    if span.block is not None:
+        return f"span[block={span.block}]"
+    return f"span[hosts={span.hosts}]"
+
+
+def _span_kind(span: Span | None) -> tuple[str, int]:
+    """("none"|"ptile"|"one"|"block", parameter)."""
+    if span is None:
+        return "none", 1
+    if span.ptile is not None:
+        return "ptile", span.ptile
+    if span.block is not None:
+        return "block", span.block
+    if span.hosts == 1:
+        return "one", 1
+    return "none", 1  # hosts=-1: as if no span
+
+
+class _Supply:
+    """The free supply during one call: copies of the counters, resource dicts shared
+    with the caller's HostSupply until written (copy on write). ``idle``: totals as
+    free and every host usable (the never-satisfiable check)."""
+
+    __slots__ = ("hosts", "slots", "mem", "res", "usable", "idle", "_own")
+
+    def __init__(self, hosts: Sequence[HostSupply], idle: bool = False) -> None:
+        self.hosts = hosts
+        self.idle = idle
+        if idle:
+            self.slots = [h.slots for h in hosts]
+            self.mem = [float(h.mem_mb) for h in hosts]
+            self.res = [h.resources for h in hosts]
+            self.usable = [True] * len(hosts)
+        else:
+            self.slots = [h.slots_free for h in hosts]
+            self.mem = [float(h.mem_free_mb) for h in hosts]
+            self.res = [h.resources_free for h in hosts]
+            self.usable = [h.status == "ok" for h in hosts]
+        self._own = [False] * len(hosts)
+
+    def fork(self) -> _Supply:
+        s = _Supply.__new__(_Supply)
+        s.hosts, s.idle, s.usable = self.hosts, self.idle, self.usable
+        s.slots, s.mem, s.res = list(self.slots), list(self.mem), list(self.res)
+        s._own = [False] * len(self.hosts)
+        return s
+
+    def free(self, i: int, r: str) -> float:
+        if r == "mem":
+            return self.mem[i]
+        return float(self.res[i].get(r, 0.0))
+
+    def total(self, i: int, r: str) -> float:
+        h = self.hosts[i]
+        return float(h.mem_mb) if r == "mem" else float(h.resources.get(r, 0.0))
+
+    def take(self, i: int, slots: int, amounts: Mapping[str, float]) -> None:
+        self.slots[i] -= slots
+        for r, v in amounts.items():
+            if r == "mem":
+                self.mem[i] -= v
+            else:
+                if not self._own[i]:
+                    self.res[i] = dict(self.res[i])
+                    self._own[i] = True
+                self.res[i][r] = self.res[i].get(r, 0.0) - v  # type: ignore[index]
+
+    def view(self, i: int) -> dict[str, object]:
+        """What the select sees on host i (see the module docstring)."""
+        h = self.hosts[i]
+        v: dict[str, object] = dict(h.attributes)
+        free = self.res[i]
+        for r, tot in h.resources.items():
+            v[r] = free.get(r, 0.0)
+            v["max" + r] = tot
+        for t in h.tags:
+            v[t] = True
+        v["slots"] = self.slots[i]
+        v["maxslots"] = h.slots
+        v["mem"] = self.mem[i]
+        v["maxmem"] = h.mem_mb
+        v["hname"] = h.name
+        return v
+
+
+@dataclass(slots=True, frozen=True)
+class _Demand:
+    """One rusage alternative, aggregated: amounts per task, per host, per job."""
+
+    task: dict[str, float]
+    host: dict[str, float]
+    job: dict[str, float]
+    names: tuple[str, ...]  # every resource named, mem included
+    text: str
+
+    @property
+    def has_job(self) -> bool:
+        return bool(self.job)
+
+    def amounts(self, tasks: int, first: bool) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r in self.names:
+            v = self.task.get(r, 0.0) * tasks + self.host.get(r, 0.0)
+            if first:
+                v += self.job.get(r, 0.0)
+            if v:
+                out[r] = v
+        return out
+
+
+_NO_DEMAND = _Demand({}, {}, {}, (), "")
+
+
+def _demand(part: ResReq, alt: int) -> _Demand:
+    if not part.rusage:
+        return _NO_DEMAND
+    task: dict[str, float] = {}
+    host: dict[str, float] = {}
+    job: dict[str, float] = {}
+    names: list[str] = []
+    texts: list[str] = []
+    for term, _duration, _decay in part.rusage_terms(alt):
+        if not term.value:
+            continue  # MERGE-3: 0 means none
+        per = term.per or "task"
+        bucket = job if per == "job" else host if per == "host" else task
+        bucket[term.name] = bucket.get(term.name, 0.0) + float(term.value)
+        if term.name not in names:
+            names.append(term.name)
+        unit = " MB" if term.name == "mem" or term.unit == "MB" else ""
+        texts.append(f"{term.name}={_fmt(float(term.value))}{unit} per {per}")
+    return _Demand(task, host, job, tuple(names), ", ".join(texts))
+
+
+def _caps(sup: _Supply, i: int, d: _Demand) -> tuple[int, int]:
+    """(tasks host i can take, tasks it can take as the job's first host holding the
+    /job reservation too); (0, 0) when it cannot hold the per-host reservation."""
+    cap = capj = sup.slots[i]
+    if cap <= 0:
+        return 0, 0
+    for r in d.names:
+        a = sup.free(i, r) - d.host.get(r, 0.0)
+        if a < -_EPS:
+            return 0, 0
+        aj = a - d.job.get(r, 0.0)
+        t = d.task.get(r, 0.0)
+        if t > 0:
+            cap = min(cap, math.floor(a / t + _EPS))
+            capj = min(capj, math.floor(aj / t + _EPS)) if aj >= -_EPS else 0
+        elif aj < -_EPS:
+            capj = 0
+    cap = max(cap, 0)
+    return cap, max(min(capj, cap), 0)
+
+
+def _same_key(h: HostSupply, attrs: tuple[str, ...]) -> tuple[object, ...] | None:
+    key: list[object] = []
+    for a in attrs:
+        if a in h.attributes:
+            key.append(h.attributes[a])
+        elif a == "hname":
+            key.append(h.name)
+        elif a in h.resources:
+            key.append(h.resources[a])
+        elif a in h.tags:
+            key.append(True)
+        else:
+            return None
+    return tuple(key)
+
+
+def _same_text(attrs: tuple[str, ...]) -> str:
+    return ":".join(attrs)
+
+
+def _sort_key(order: tuple[OrderKey, ...], sup: _Supply) -> Callable[[int], tuple]:
+    hosts = sup.hosts
+    getters: list[tuple[Callable[[int], float], int]] = []
+    for k in order:
+        n = k.name
+        g: Callable[[int], float] | None
+        if n == "slots":
+            g = sup.slots.__getitem__
+        elif n == "mem":
+            g = sup.mem.__getitem__
+        elif n == "maxslots":
+            g = lambda i: hosts[i].slots  # noqa: E731
+        elif n == "maxmem":
+            g = lambda i: hosts[i].mem_mb  # noqa: E731
+        elif any(n in h.resources for h in hosts):
+            g = lambda i, n=n: sup.res[i].get(n, 0.0)  # type: ignore[misc] # noqa: E731
+        elif n.startswith("max") and any(n[3:] in h.resources for h in hosts):
+            g = lambda i, r=n[3:]: hosts[i].resources.get(r, 0.0)  # type: ignore[misc] # noqa: E731
+        else:
+            g = None  # an LSF load index XCE does not track: ignored
+        if g is not None:
+            getters.append((g, 1 if k.desc else -1))
+    if not getters:
+        slots = sup.slots
+        return lambda i: (-slots[i], hosts[i].name)
+    return lambda i: (*(s * g(i) for g, s in getters), hosts[i].name)
+
+
+# --------------------------------------------------------------------------- filling
+
+
+def _fill_units(seq: list[tuple[int, int]], n: int, u: int, limit: int | None,
+                forced: bool) -> list[tuple[int, int]] | None:
+    """No span (u=1) or block=u: hosts in order, each as many units as it can."""
+    if n % u:
+        return None
+    out: list[tuple[int, int]] = []
+    rem = n
+    for pos, (i, c) in enumerate(seq):
+        if rem == 0:
+            break
+        k = min(c - c % u, rem)
+        if k <= 0:
+            if pos == 0 and forced:
+                return None
+            continue
+        out.append((i, k))
+        rem -= k
+    if rem:
+        return None
+    if limit is None or len(out) <= limit:
+        return out
+    # The host limit binds: keep the (forced) first host, then the hosts with the most
+    # room, and fill those in order. Avoids LSF's documented false failure.
+    start = 1 if forced else 0
+    rest = range(start, len(seq))
+    top = heapq.nlargest(limit - start, rest, key=lambda j: (seq[j][1] - seq[j][1] % u, -j))
+    chosen = list(range(start)) + sorted(top)
+    out = []
+    rem = n
+    for j in chosen:
+        i, c = seq[j]
+        k = min(c - c % u, rem)
+        if k > 0:
+            out.append((i, k))
+            rem -= k
+        if rem == 0:
+            break
+    return out if rem == 0 else None
+
+
+def _fill_ptile(seq: list[tuple[int, int]], n: int, p: int, limit: int | None,
+                forced: bool) -> list[tuple[int, int]] | None:
+    full, r = divmod(n, p)
+    if limit is not None and full + (1 if r else 0) > limit:
+        return None
+    out: list[tuple[int, int]] = []
+    partial: tuple[int, int] | None = None
+    for pos, (i, c) in enumerate(seq):
+        if full == 0 and r == 0:
+            break
+        if full and c >= p:
+            out.append((i, p))
+            full -= 1
+        elif r and c >= r:
+            if pos == 0 and forced:
+                out.append((i, r))
+            else:
+                partial = (i, r)
+            r = 0
+        elif pos == 0 and forced:
+            return None
+    if full or r:
+        return None
+    if partial is not None:
+        out.append(partial)  # LSF: the last host takes the remainder
+    return out
+
+
+def _fill(kind: str, p: int, seq: list[tuple[int, int]], n: int, limit: int | None,
+          forced: bool = False) -> list[tuple[int, int]] | None:
+    if n <= 0 or (limit is not None and limit < 1):
+        return None
+    if kind == "ptile":
+        return _fill_ptile(seq, n, p, limit, forced)
+    if kind == "one":
+        for pos, (i, c) in enumerate(seq):
+            if c >= n:
+                return [(i, n)]
+            if forced and pos == 0:
+                return None
+        return None
+    return _fill_units(seq, n, p if kind == "block" else 1, limit, forced)
+
+
+def _head_need(kind: str, p: int, n: int) -> int:
+    if kind == "one":
+        return n
+    if kind == "block":
+        return p
+    if kind == "ptile":
+        return n % p or p
+    return 1
+
+
+class _Group:
+    """Candidates of one same[] group in host order: (index, cap, cap as first host)."""
+
+    __slots__ = ("rows", "seq")
+
+    def __init__(self, rows: list[tuple[int, int, int]]) -> None:
+        self.rows = rows
+        self.seq = [(i, c) for i, c, _ in rows]
+
+    def fill(self, kind: str, p: int, n: int, limit: int | None, d: _Demand) -> list[tuple[int, int]] | None:
+        if not d.has_job:
+            return _fill(kind, p, self.seq, n, limit)
+        # The /job reservation goes on the first host: try the first host in order that
+        # can hold it with its share, then the one that can take the most tasks with it.
+        need = _head_need(kind, p, n)
+        heads: list[int] = []
+        for pos, (_, _, cj) in enumerate(self.rows):
+            if cj >= need:
+                heads.append(pos)
+                break
+        if heads:
+            best = max(range(len(self.rows)), key=lambda j: (self.rows[j][2], -j))
+            if best != heads[0]:
+                heads.append(best)
+        for pos in heads:
+            i, _, cj = self.rows[pos]
+            seq = [(i, cj)] + self.seq[:pos] + self.seq[pos + 1:]
+            got = _fill(kind, p, seq, n, limit, forced=True)
+            if got is not None:
+                return got
+        return None
+
+    def bound(self, kind: str, p: int, limit: int | None) -> int:
+        """An upper bound of the count this group can hold under the span."""
+        if kind == "one":
+            return max((c for _, c in self.seq), default=0)
+        if kind == "ptile":
+            caps = [min(c, p) for _, c in self.seq]
+        elif kind == "block":
+            caps = [c - c % p for _, c in self.seq]
+        else:
+            caps = [c for _, c in self.seq]
+        if limit is not None and limit < len(caps):
+            return sum(heapq.nlargest(limit, caps))
+        return sum(caps)
+
+
+def _search(g: _Group, kind: str, p: int, lo: int, hi: int, limit: int | None,
+            d: _Demand) -> tuple[int, list[tuple[int, int]]] | None:
+    """The largest allowed count in [lo, hi] the group places, with its plan (RES-3)."""
+    step = p if kind == "block" else 1
+    hi = min(hi, g.bound(kind, p, limit))
+    a = -(-lo // step)  # in units of step
+    b = hi // step
+    if a > b:
+        return None
+    got = g.fill(kind, p, b * step, limit, d)
+    if got is not None:
+        return b * step, got
+    got = g.fill(kind, p, a * step, limit, d)
+    if got is None:
+        return None
+    best = (a * step, got)
+    lo_u, hi_u = a, b - 1
+    while lo_u < hi_u:
+        mid = (lo_u + hi_u + 1) // 2
+        got = g.fill(kind, p, mid * step, limit, d)
+        if got is not None:
+            lo_u, best = mid, (mid * step, got)
+        else:
+            hi_u = mid - 1
+    return best
+
+
+# --------------------------------------------------------------------------- placing
+
+
+@dataclass(slots=True)
+class _Placed:
+    """Internal result: per part, (alloc by host index, demand); which alternative."""
+
+    segments: list[tuple[list[tuple[int, int]], _Demand]]
+    alternative: int | None = None
+
+    @property
+    def ntasks(self) -> int:
+        return sum(k for alloc, _ in self.segments for _, k in alloc)
+
+
+def _matching(part: ResReq, sup: _Supply) -> list[int]:
+    sel = part.select
+    usable = sup.usable
+    if sel is None:
+        return [i for i in range(len(sup.hosts)) if usable[i]]
+    return [i for i in range(len(sup.hosts)) if usable[i] and select_matches(sel, sup.view(i))]
+
+
+def _groups(part: ResReq, sup: _Supply, match: list[int], d: _Demand) -> list[_Group]:
+    hosts = sup.hosts
+    res_names = [r for r in d.names if r != "mem"]
+    rows: list[tuple[int, int, int]] = []
+    keys: dict[int, tuple[object, ...]] = {}
+    for i in match:
+        h = hosts[i]
+        if res_names and any(r not in h.resources for r in res_names):
+            continue
+        if part.same:
+            key = _same_key(h, part.same)
+            if key is None:
+                continue
+            keys[i] = key
+        cap, capj = _caps(sup, i, d)
+        if cap > 0:
+            rows.append((i, cap, capj))
+    sk = _sort_key(part.order, sup)
+    rows.sort(key=lambda row: sk(row[0]))
+    if not part.same:
+        return [_Group(rows)]
+    by_key: dict[tuple[object, ...], list[tuple[int, int, int]]] = {}
+    for row in rows:
+        by_key.setdefault(keys[row[0]], []).append(row)
+    return [_Group(r) for r in by_key.values()]
+
+
+def _place_simple(part: ResReq, sup: _Supply, lo: int, hi: int,
+                  limit: int | None) -> _Placed | None:
+    kind, p = _span_kind(part.span)
+    match = _matching(part, sup)
+    nalts = max(len(part.rusage), 1)
+    for alt in range(nalts):
+        d = _demand(part, alt)
+        best: tuple[int, list[tuple[int, int]]] | None = None
+        for g in _groups(part, sup, match, d):
+            got = _search(g, kind, p, lo, hi, limit, d)
+            if got is not None and (best is None or got[0] > best[0]):
+                best = got
+                if got[0] >= hi:
+                    break
+        if best is not None:
+            return _Placed([(best[1], d)], alt if len(part.rusage) > 1 else None)
+    return None
+
+
+def _compound_total(rr: ResReq) -> int:
+    return sum(p.count or 0 for p in rr.parts)
+
+
+def _place_rr(rr: ResReq, sup: _Supply, lo: int, hi: int, limit: int | None) -> _Placed | None:
+    if rr.kind == "simple":
+        return _place_simple(rr, sup, lo, hi, limit)
+    if rr.kind == "compound":
+        if not lo == hi == _compound_total(rr):
+            return None
+        work = sup.fork()
+        segments = []
+        for part in rr.parts:
+            got = _place_simple(part.resreq, work, part.count or 0, part.count or 0, limit)
+            if got is None:
+                return None
+            for alloc, d in got.segments:
+                for pos, (i, k) in enumerate(alloc):
+                    work.take(i, k, d.amounts(k, pos == 0))
+            segments.extend(got.segments)
+        if limit is not None and len({i for alloc, _ in segments for i, _ in alloc}) > limit:
+            return None
+        return _Placed(segments)
+    for ai, part in enumerate(rr.parts):
+        if _rr_error(part.resreq, lo, hi, limit) is not None:
+            continue
+        got = _place_rr(part.resreq, sup, lo, hi, limit)
+        if got is not None:
+            got.alternative = ai
+            return got
+    return None
+
+
+def _to_plan(placed: _Placed, hosts: Sequence[HostSupply]) -> Plan:
+    alloc: dict[str, int] = {}
+    reserve: dict[str, dict[str, float]] = {}
+    for seg, d in placed.segments:
+        for pos, (i, k) in enumerate(seg):
+            name = hosts[i].name
+            alloc[name] = alloc.get(name, 0) + k
+            r = reserve.setdefault(name, {"slots": 0})
+            r["slots"] += k
+            for res, v in d.amounts(k, pos == 0).items():
+                r[res] = r.get(res, 0.0) + v
+    for r in reserve.values():
+        for key, v in r.items():
+            r[key] = _num(v)
+    return Plan(list(alloc.items()), reserve, placed.alternative)
+
+
+# --------------------------------------------------------------------------- request rules
+
+
+def _simple_error(rr: ResReq, lo: int, hi: int, what: str) -> str | None:
+    span = rr.span
+    if span is None:
+        return None
+    if span.ptile is not None and span.ptile > hi:
+        return f"{_span_text(span)} with {what}: ptile is larger than the task count"
+    if span.block is not None:
+        b = span.block
+        if -(-lo // b) * b > hi:
+            if lo == hi:
+                return f"{_span_text(span)} with {what}: the task count is not a multiple of {b}"
+            return f"{_span_text(span)} with {what}: no count in the range is a multiple of {b}"
+    if span.hosts is not None and span.hosts not in (1, -1):
+        return f"{_span_text(span)} is not supported: use hosts=1 or hosts=-1"
+    return None
+
+
+def _rr_error(rr: ResReq, lo: int, hi: int, limit: int | None) -> str | None:
+    """What makes the request itself unplaceable whatever the supply (XCE refuses what
+    LSF would leave pending forever), or None."""
+    if lo < 1 or hi < lo:
+        return f"invalid task range {_nspell(lo, hi)}"
+    if limit is not None and limit < 1:
+        return f"the host limit is {limit}"
+    if rr.kind == "simple":
+        return _simple_error(rr, lo, hi, _nspell(lo, hi))
+    if rr.kind == "compound":
+        total = _compound_total(rr)
+        if not lo == hi == total:
+            counts = "+".join(str(p.count) for p in rr.parts)
+            return (f"the compound request places {total} tasks ({counts}) but the job asks for "
+                    f"{_nspell(lo, hi)}: -n must be {total}")
+        for k, part in enumerate(rr.parts, 1):
+            c = part.count or 0
+            why = _simple_error(part.resreq, c, c, f"{c} tasks")
+            if why:
+                return f"part {k}: {why}"
+        return None
+    whys = []
+    for k, part in enumerate(rr.parts, 1):
+        why = _rr_error(part.resreq, lo, hi, limit)
+        if why is None:
+            return None
+        whys.append(f"alternative {k}: {why}")
+    return "; ".join(whys) or "an alternative request with no alternatives"
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def plan_fixed(req: PlacementRequest, n: int, hosts: Sequence[HostSupply]) -> Plan | None:
+    """A plan for exactly ``n`` tasks on the hosts' free supply now, or None.
+
+    The request's own rules (``_rr_error``: ptile larger than the job's largest
+    count, block, compound sum) are judged on ``req.ntasks_min/max``; ``n`` may be
+    any count (a range job with ``span[ptile=2]`` may place 1 task)."""
+    if _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
+        return None
+    got = _place_rr(req.resreq, _Supply(hosts), n, n, req.host_limit)
+    return None if got is None else _to_plan(got, hosts)
+
+
+def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool = True) -> Plan | Shortfall:
+    """Place the largest count in [min, max] that fits now (RES-3, RES-4, RES-5), or
+    say why not (RES-6). ``explain=False`` returns a bare Shortfall (main line only)
+    without the per-host lines, hint and idle-cluster check."""
+    err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
+    if err is not None:
+        return Shortfall(f"The request can never start: {err}", [], f"can never start: {err}", True)
+    sup = _Supply(hosts)
+    got = _place_rr(req.resreq, sup, req.ntasks_min, req.ntasks_max, req.host_limit)
+    if got is not None:
+        return _to_plan(got, hosts)
+    if not explain:
+        return Shortfall(f"The resource requirement cannot be met now for {req.ntasks_min} tasks")
+    return _shortfall(req, hosts, sup)
+
+
+def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply]) -> str | None:
+    """Why the request could never start, judged on the hosts' totals as if the
+    cluster were idle and every host open (a closed or down host may come back), or
+    None when it could. For submit-time refusal (MERGE-2)."""
+    err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
+    if err is not None:
+        return err
+    idle = _Supply(hosts, idle=True)
+    if _place_rr(req.resreq, idle, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
+        return None
+    return _diagnose(req.resreq, idle, req.ntasks_min, req.ntasks_max, req.host_limit).never
+
+
+# --------------------------------------------------------------------------- explaining
+
+
+@dataclass(slots=True)
+class _Diag:
+    main: str
+    lines: list[HostShortfall]
+    wait: str | None
+    never: str
+
+
+def _where(sel: Expr | None) -> str:
+    return "any host" if sel is None else f"any host with {render_expr(sel)}"
+
+
+def _diagnose(rr: ResReq, sup: _Supply, lo: int, hi: int, limit: int | None) -> _Diag:
+    if rr.kind == "simple":
+        return _diagnose_simple(rr, sup, lo, limit, _nspell(lo, hi))
+    if rr.kind == "compound":
+        work = sup.fork()
+        used: set[int] = set()
+        for k, part in enumerate(rr.parts, 1):
+            c = part.count or 0
+            got = _place_simple(part.resreq, work, c, c, limit)
+            if got is None:
+                dg = _diagnose_simple(part.resreq, work, c, limit, f"{c} tasks")
+                return _Diag(f"part {k} ({c} tasks): {dg.main}", dg.lines, dg.wait, f"part {k}: {dg.never}")
+            for alloc, d in got.segments:
+                for pos, (i, n) in enumerate(alloc):
+                    work.take(i, n, d.amounts(n, pos == 0))
+                    used.add(i)
+        main = (f"Host limit {limit}: the parts of the compound request use {len(used)} hosts"
+                if limit is not None and len(used) > limit else "The parts of the compound request do not fit together")
+        return _Diag(main, [], None, main[0].lower() + main[1:])
+    alts = [(k, p) for k, p in enumerate(rr.parts, 1) if _rr_error(p.resreq, lo, hi, limit) is None]
+    dgs = [(k, _diagnose(p.resreq, sup, lo, hi, limit)) for k, p in alts]
+    if not dgs:
+        why = _rr_error(rr, lo, hi, limit) or "no alternative"
+        return _Diag(f"The request can never start: {why}", [], None, why)
+    k, first = dgs[0]
+    return _Diag(f"No alternative fits now (alternative {k}: {first.main})", first.lines, first.wait,
+                 "; ".join(f"alternative {k}: {dg.never}" for k, dg in dgs))
+
+
+def _diagnose_simple(part: ResReq, sup: _Supply, n: int, limit: int | None, what: str) -> _Diag:
+    """Why ``part`` cannot place ``n`` tasks on ``sup`` (first rusage alternative)."""
+    hosts = sup.hosts
+    kind, p = _span_kind(part.span)
+    d = _demand(part, 0)
+    res_names = [r for r in d.names if r != "mem"]
+    need_k = _head_need(kind, p, n) if kind != "ptile" else min(p, n)
+    lines: list[HostShortfall] = []
+    matching: list[int] = []
+    caps: dict[int, int] = {}
+    limiting: list[str] = []
+    sel_ok = 0
+    for i in sorted(range(len(hosts)), key=lambda i: hosts[i].name):
+        h = hosts[i]
+        if not sup.usable[i]:
+            lines.append(HostShortfall(h.name, "status", 0, 0, f"{h.name}: status {h.status}"))
+            continue
+        if part.select is not None:
+            why = explain_select(part.select, sup.view(i))
+            if why is not None:
+                lines.append(HostShortfall(h.name, "select", 0, 1, f"{h.name}: select false: {why}"))
+                continue
+        sel_ok += 1
+        missing = [r for r in res_names if r not in h.resources]
+        if missing:
+            for r in missing:
+                need = d.task.get(r, 0.0) * need_k + d.host.get(r, 0.0) + d.job.get(r, 0.0)
+                lines.append(HostShortfall(h.name, r, 0, need, f"{h.name}: no resource {r}"))
+            continue
+        if part.same and _same_key(h, part.same) is None:
+            a = next(a for a in part.same if _same_key(h, (a,)) is None)
+            lines.append(HostShortfall(h.name, a, 0, 0, f"{h.name}: same[{_same_text(part.same)}]: {a} not defined"))
+            continue
+        matching.append(i)
+        cap, _ = _caps(sup, i, d)
+        caps[i] = cap
+        free = sup.slots[i]
+        if free < need_k:
+            lines.append(HostShortfall(h.name, "slots", free, need_k,
+                                       f"{h.name}: slots {free} free of {h.slots}, needs {need_k}"))
+        for r in d.names:
+            need = d.task.get(r, 0.0) * need_k + d.host.get(r, 0.0)
+            have = sup.free(i, r)
+            if have + _EPS < need:
+                unit = " MB" if r == "mem" else ""
+                lines.append(HostShortfall(h.name, r, _num(have), _num(need),
+                                           f"{h.name}: {r} {_fmt(have)}{unit} free of {_fmt(sup.total(i, r))}{unit}, "
+                                           f"needs {_fmt(need)}{unit}"))
+            t = d.task.get(r, 0.0)
+            bound = math.floor((have - d.host.get(r, 0.0)) / t + _EPS) if t > 0 else (free if have + _EPS >= need else 0)
+            if bound < free and r not in limiting:
+                limiting.append(r)
+
+    where = _where(part.select)
+    total = len(hosts)
+    able = [i for i in matching if caps[i] > 0]
+    S = sum(max(sup.slots[i], 0) for i in matching)
+    C = sum(caps[i] for i in matching)
+    short = ", ".join(limiting) or "resources"
+    rus = f"rusage[{d.text}]" if d.text else "its rusage"
+    wait: str | None = None
+    never = ""
+
+    if not matching:
+        main = f"Not enough hosts match: 0 of {total} hosts can take a task"
+        if res_names and not any(r in h.resources for h in hosts for r in res_names):
+            r = next(r for r in res_names if not any(r in h.resources for h in hosts))
+            never = f"no host has resource {r}"
+        elif part.select is not None and sel_ok == 0:
+            never = f"no host matches select[{render_expr(part.select)}]"
+        elif sel_ok and res_names and not part.same:
+            never = f"no host that matches the select has resource {', '.join(res_names)}"
+        elif part.same:
+            never = f"no matching host defines {_same_text(part.same)} (same[{_same_text(part.same)}])"
+        else:
+            never = "no host can run it"
+        return _Diag(main, lines, None, never)
+
+    if not able:
+        if S == 0:
+            main = f"Not enough free slots: 0 free on matching hosts, the job needs {n}"
+            wait = f"waits for {min(n, need_k) if kind == 'none' else need_k} free slot(s) on {where}"
+        else:
+            main = f"Not enough hosts match: 0 of {total} hosts can take a task"
+            wait = f"waits for {short} to be released on {where}"
+        never = f"no matching host can hold one task with {rus}"
+        return _Diag(main, lines, wait, never)
+
+    sk = _sort_key(part.order, sup)
+    union = _Group(sorted(((i, caps[i], caps[i]) for i in able), key=lambda row: sk(row[0])))
+    fits_union = union.fill(kind, p, n, limit, _NO_DEMAND) is not None
+
+    if not fits_union:
+        if kind == "one":
+            maxfree = max(sup.slots[i] for i in matching)
+            if maxfree < n:
+                main = f"span[hosts=1]: no host has {n} free slots"
+                wait = f"waits for {n} free slots on one host" + ("" if part.select is None else f" with {render_expr(part.select)}")
+                never = f"span[hosts=1] with {what}: the largest matching host has {maxfree} slots"
+            else:
+                main = f"span[hosts=1]: no host has room for {n} tasks ({short} short)"
+                wait = f"waits for {short} to be released on one host"
+                never = f"span[hosts=1] with {what}: no matching host can hold {n} tasks with {rus}"
+        elif kind == "ptile":
+            full, r = divmod(n, p)
+            needed = full + (1 if r else 0)
+            nfull = sum(1 for i in able if caps[i] >= p)
+            if limit is not None and needed > limit:
+                main = f"span[ptile={p}]: {n} tasks need {needed} hosts, the host limit is {limit}"
+                never = f"span[ptile={p}] with {what} needs {needed} hosts, more than the host limit of {limit}"
+            elif nfull < full:
+                main = f"span[ptile={p}]: {nfull} of the {full} hosts needed can take {p} tasks"
+                wait = f"waits for {full - nfull} more host(s) with {p} free slots" + (
+                    "" if part.select is None else f" and {render_expr(part.select)}")
+                never = f"span[ptile={p}] with {what}: only {nfull} matching hosts can take {p} tasks, {full} needed"
+            else:
+                main = f"span[ptile={p}]: no other host can take the last {r} tasks"
+                wait = f"waits for one more host with {r} free slots"
+                never = f"span[ptile={p}] with {what}: no other matching host for the last {r} tasks"
+        else:
+            u = p if kind == "block" else 1
+            Cu = sum(caps[i] - caps[i] % u for i in able)
+            top = sum(heapq.nlargest(limit, (caps[i] - caps[i] % u for i in able))) if limit is not None else Cu
+            if S < n:
+                main = f"Not enough free slots: {S} free on matching hosts, the job needs {n}"
+                wait = f"waits for {n - S} more free slot(s) on {where}"
+                never = f"{what}: matching hosts have {S} slots in all"
+            elif C < n:
+                main = f"Not enough free {short}: matching hosts can take {C} tasks, the job needs {n}"
+                wait = f"waits for {short} to be released on {where}"
+                never = f"{what}: matching hosts can hold {C} tasks with {rus}"
+            elif Cu < n:
+                main = f"span[block={u}]: matching hosts can take {Cu} tasks in blocks of {u}, the job needs {n}"
+                wait = f"waits for free blocks of {u} slots on {where}"
+                never = f"span[block={u}] with {what}: matching hosts can hold {Cu} tasks in blocks of {u}"
+            elif limit is not None and top < n:
+                main = f"Host limit {limit}: the {limit} best hosts can take {top} tasks, the job needs {n}"
+                wait = f"waits for {limit} hosts with {n} free slots between them"
+                never = (f"{what} needs more than the host limit of {limit} hosts: the {limit} largest "
+                         f"matching hosts can take {top} tasks")
+            else:
+                main = "The resource requirement cannot be met now"
+                never = "the resource requirement cannot be met even on an idle cluster"
+        return _Diag(main, lines, wait, never)
+
+    if part.same:
+        groups = _groups(part, sup, matching, d)
+        best_n, best_g = 0, None
+        for g in groups:
+            got = _search(g, kind, p, 1, n, limit, d)
+            if got is not None and got[0] > best_n:
+                best_n, best_g = got[0], g
+        attrs = _same_text(part.same)
+        on = ""
+        if best_g is not None:
+            key = _same_key(hosts[best_g.rows[0][0]], part.same)
+            on = f" on {', '.join(f'{a}={_fmt(v)}' for a, v in zip(part.same, key or ()))}"  # type: ignore[arg-type]
+        main = f"same[{attrs}]: no group of hosts with one {attrs} can take {n} tasks (at most {best_n}{on})"
+        wait = f"waits for {n} free slots on hosts sharing one {attrs}"
+        never = f"same[{attrs}] with {what}: no group of matching hosts with one {attrs} can hold {n} tasks"
+        return _Diag(main, lines, wait, never)
+    if d.has_job:
+        jobs = ", ".join(f"{r}={_fmt(v)}" for r, v in d.job.items())
+        main = f"rusage {jobs} per job: no host can hold it together with its first tasks"
+        wait = f"waits for {jobs} on one of the job's hosts"
+        never = f"rusage {jobs} per job: no matching host can hold it with a task"
+        return _Diag(main, lines, wait, never)
+    return _Diag("The resource requirement cannot be met now", lines, None,
+                 "the resource requirement cannot be met even on an idle cluster")
+
+
+def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Supply) -> Shortfall:
+    rr, lo, hi, limit = req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit
+    dg = _diagnose(rr, sup, lo, hi, limit)
+    never = never_satisfiable(req, hosts)
+    if never is not None:
+        return Shortfall(dg.main, dg.lines, f"can never start: {never}", True)
+    hint = dg.wait
+    if lo > 1 and rr.kind == "simple":
+        floor = 1
+        if rr.span is not None and rr.span.ptile is not None:
+            floor = rr.span.ptile  # -n k with k < ptile would be refused
+        if floor <= lo - 1:
+            smaller = _place_rr(rr, sup, floor, lo - 1, limit)
+            if smaller is not None:
+                hint = f"would start now with -n {smaller.ntasks}"
+    return Shortfall(dg.main, dg.lines, hint, False)
