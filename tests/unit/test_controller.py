@@ -42,6 +42,12 @@ class FakeWorker:
     def read_output(self, *a):
         return None
 
+    def end_tasks(self, job_id, index):
+        self.ended = getattr(self, "ended", []) + [(job_id, index)]
+
+    async def launch_task(self, task):
+        return {"exit_code": 0, "output": ""}
+
 
 class Clock:
     t = 1000.0
