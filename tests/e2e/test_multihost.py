@@ -1,0 +1,216 @@
+"""Several hosts on one machine (D-1): a controller and real `xced --roles worker` processes
+joined over TCP, each worker with its own TopDir, slots and resources. JOB-3 (host list and
+host file), JOB-7 (`xcecli launch`, XCE_TASK_STARTER), kill reaching every host."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import XCED, Daemon, kill_job_processes, short_tmpdir, write_config
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Cluster:
+    """A controller (host h1) and workers h2, h3 joined over TCP."""
+
+    def __init__(self, top: Path, h1_slots: int = 2) -> None:
+        self.top = top
+        self.ctl_top = top / "A"
+        write_config(self.ctl_top, slots=h1_slots)
+        with open(self.ctl_top / "config" / "xce.yaml", "a") as f:
+            f.write("listen:\n  host: 127.0.0.1\n  port: 0\n")
+        self.ctl = Daemon(self.ctl_top)
+        self.workers: dict[str, subprocess.Popen] = {}
+
+    def start(self, workers: dict[str, list[str]]) -> "Cluster":
+        self.ctl.start()
+        port = (self.ctl_top / "run" / "xced.port").read_text().strip()
+        for name, extra in workers.items():
+            wtop = self.top / name
+            wtop.mkdir(parents=True, exist_ok=True)
+            log = open(wtop / "worker.log", "wb")
+            self.workers[name] = subprocess.Popen(
+                [XCED, "--roles", "worker", "--controller", f"tcp://127.0.0.1:{port}", "--host-name", name,
+                 "--topdir", str(wtop), *extra], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            hosts = {h["name"]: h["status"] for h in json.loads(self.ctl.cli("hosts", "--json", check=True).stdout)["hosts"]}
+            if all(hosts.get(n) == "ok" for n in workers):
+                return self
+            for n, p in self.workers.items():
+                assert p.poll() is None, (self.top / n / "worker.log").read_text()
+            assert time.monotonic() < deadline, f"workers did not join: {hosts}"
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for p in self.workers.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.workers.values():
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.ctl.stop()
+        for d in [self.ctl_top, *(self.top / n for n in self.workers)]:
+            kill_job_processes(d)
+
+
+@pytest.fixture
+def cluster():
+    top = short_tmpdir("xce-mh-")
+    c = Cluster(top)
+    try:
+        yield c.start({"h2": ["--slots", "4", "--memory", "4GB", "--resource", "gpu=2", "--attribute", "type=x86_64"],
+                       "h3": ["--slots", "4", "--memory", "4GB", "--attribute", "type=aarch64"]})
+    finally:
+        c.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_workers_join_with_their_resources(cluster):
+    hosts = {h["name"]: h for h in json.loads(cluster.ctl.cli("hosts", "--json", check=True).stdout)["hosts"]}
+    assert hosts["h2"]["slots"] == 4 and hosts["h2"]["memory_mb"] == 4096
+    assert hosts["h2"]["resources"] == {"gpu": 2.0} and hosts["h2"]["attributes"] == {"type": "x86_64"}
+    assert hosts["h3"]["attributes"] == {"type": "aarch64"} and hosts["h1"]["slots"] == 2
+
+
+def test_job_across_hosts_host_file_and_launch(cluster, tmp_path):
+    """A 9-task job spans h2, h3 and h1; its script runs on the first host, sees LSB_HOSTS,
+    LSB_MCPU_HOSTS and the host file; `xcecli launch` runs a task on another host and its
+    output and exit status come back; XCE_TASK_STARTER runs a command once per slot."""
+    script = tmp_path / "mpi_like.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        "echo mcpu=$LSB_MCPU_HOSTS\n"
+        "echo hosts=$LSB_HOSTS\n"
+        "echo file=$(cat $LSB_DJOB_HOSTFILE | tr '\\n' ' ')\n"
+        "other=$(echo $LSB_MCPU_HOSTS | cut -d' ' -f3)\n"
+        "xcecli launch $other -- sh -c 'echo task on $XCE_TASK_HOST; exit 4'\n"
+        "echo launch=$?\n"
+        "$XCE_TASK_STARTER sh -c 'echo rank@$XCE_TASK_HOST' | sort | uniq -c | awk '{print $2\"x\"$1}' | tr '\\n' ' '\n"
+        "echo\n")
+    script.chmod(0o755)
+    env_path = f"{Path(XCED).parent}:{os.environ['PATH']}"
+    r = subprocess.run([str(Path(XCED).parent / "xcecli"), "submit", "-K", "-n", "9", "-o", str(tmp_path / "out"),
+                        str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=90,
+                       env={**os.environ, "XCE_TOPDIR": str(cluster.ctl_top), "PATH": env_path})
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split("=", 1) for line in (tmp_path / "out").read_text().splitlines() if "=" in line)
+    assert lines["mcpu"] == "h2 4 h3 4 h1 1"  # most free slots first (RES-4), ties by name
+    assert lines["hosts"] == "h2 h2 h2 h2 h3 h3 h3 h3 h1"
+    assert lines["file"].split() == lines["hosts"].split()
+    assert "task on h3" in (tmp_path / "out").read_text()
+    assert lines["launch"] == "4"
+    assert (tmp_path / "out").read_text().strip().splitlines()[-1].split() == ["rank@h1x1", "rank@h2x4", "rank@h3x4"]
+
+
+def test_kill_of_a_two_host_job_leaves_no_process(cluster, tmp_path):
+    """The kill reaches every host: the script on the first host and a task on the other."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = tmp_path / "two.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"echo $$ > {pids}/script\n"
+        f"xcecli launch h3 -- sh -c 'echo $$ > {pids}/task; exec sleep 300' &\n"
+        "sleep 300\n")
+    script.chmod(0o755)
+    d = cluster.ctl
+    env = {**os.environ, "XCE_TOPDIR": str(cluster.ctl_top), "PATH": f"{Path(XCED).parent}:{os.environ['PATH']}"}
+    r = subprocess.run([str(Path(XCED).parent / "xcecli"), "submit", "--parsable", "-n", "8", str(script)],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    jid = int(r.stdout)
+    deadline = time.monotonic() + 30
+    while not ((pids / "script").exists() and (pids / "task").exists()):
+        assert time.monotonic() < deadline, d.show(jid)
+        time.sleep(0.05)
+    job = d.show(jid)
+    assert [a["host"] for a in job["elements"][0]["alloc"]] == ["h2", "h3"]
+    script_pid, task_pid = int((pids / "script").read_text()), int((pids / "task").read_text())
+    assert _alive(script_pid) and _alive(task_pid)
+    d.cli("kill", str(jid), check=True)
+    d.wait_state(jid, ("EXIT",))
+    deadline = time.monotonic() + 15
+    while _alive(script_pid) or _alive(task_pid):
+        assert time.monotonic() < deadline, "a process of the killed job survived"
+        time.sleep(0.05)
+
+
+def test_job_end_ends_tasks_on_other_hosts(cluster, tmp_path):
+    """The job ends when its first host's script ends; its tasks elsewhere are then ended."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = tmp_path / "leave.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"xcecli launch h3 -- sh -c 'echo $$ > {pids}/task; exec sleep 300' &\n"
+        f"while [ ! -s {pids}/task ]; do sleep 0.05; done\n"
+        "exit 0\n")
+    script.chmod(0o755)
+    env = {**os.environ, "XCE_TOPDIR": str(cluster.ctl_top), "PATH": f"{Path(XCED).parent}:{os.environ['PATH']}"}
+    r = subprocess.run([str(Path(XCED).parent / "xcecli"), "submit", "-K", "-n", "8", str(script)],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    task_pid = int((pids / "task").read_text())
+    deadline = time.monotonic() + 15
+    while _alive(task_pid):
+        assert time.monotonic() < deadline, "the task on h3 outlived its job"
+        time.sleep(0.05)
+
+
+def test_launch_refused_outside_the_job(cluster, tmp_path):
+    d = cluster.ctl
+    jid = d.submit("-n", "6", "--", "sleep", "30", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    r = d.cli("launch", "h2", "--", "true")
+    assert r.returncode == 2 and "not inside a job" in r.stderr
+    r = d.cli("launch", "--job", str(jid), "h9", "--", "true")
+    assert r.returncode == 1 and "not one of job" in r.stderr
+    r = d.cli("launch", "--job", str(jid), "h2", "--", "true", user="mallory")
+    assert r.returncode == 1 and "belongs to" in r.stderr
+    r = d.cli("launch", "--job", str(jid), "h2", "--", "sh", "-c", "echo hi; exit 3")
+    assert r.returncode == 3 and r.stdout == "hi\n"
+    d.cli("kill", str(jid), check=True)
+
+
+def test_worker_restart_reattaches(cluster, tmp_path):
+    """JOB-8 on a worker host: its xced is SIGKILLed and restarted; the job it runs is found again."""
+    d = cluster.ctl
+    jid = d.submit("-n", "4", "--", "sh", "-c", "sleep 2; exit 5", cwd=tmp_path)
+    j = d.wait_state(jid, ("RUN",))
+    first = j["elements"][0]["alloc"][0]["host"]
+    assert first in ("h2", "h3")
+    w = cluster.workers[first]
+    w.send_signal(signal.SIGKILL)
+    w.wait(10)
+    port = (cluster.ctl_top / "run" / "xced.port").read_text().strip()
+    extra = ["--slots", "4", "--memory", "4GB"]
+    cluster.workers[first] = subprocess.Popen(
+        [XCED, "--roles", "worker", "--controller", f"tcp://127.0.0.1:{port}", "--host-name", first,
+         "--topdir", str(cluster.top / first), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    j = d.wait_state(jid, ("EXIT", "DONE"), timeout=30)
+    assert j["state"] == "EXIT" and j["elements"][0]["exit_code"] == 5
