@@ -5,7 +5,8 @@ mutates its inputs. Used by ``schedule()`` and by the simulator.
 
 Public API::
 
-    place(req, hosts) -> Plan | Shortfall       the largest count in [min, max] that fits now
+    place(req, hosts, *, explain=True, max_host_lines=None) -> Plan | Shortfall
+                                                 the largest count in [min, max] that fits now
     plan_fixed(req, n, hosts) -> Plan | None     exactly n tasks (None: does not fit now)
     never_satisfiable(req, hosts) -> str | None  why the request could not start even on an
                                                  idle cluster (submit-time refusal, MERGE-2)
@@ -78,11 +79,13 @@ lsf-behaviour.md sections 1-2; where XCE differs, SPEC wins):
   a multiple of, a compound sum different from ``-n``. ``place`` reports those as a
   Shortfall with ``never=True``; ``plan_fixed`` returns None.
 
-Cost: one call evaluates the select once per host (views are built only when there
-is a select), sorts the candidates once per part, and each probe of the range search
-is one linear pass, so a call is O(H log H + H log N); nothing is O(H^2). Building a
-Shortfall (pending jobs only) also runs the idle-cluster check; pass
-``explain=False`` to ``place`` to skip the explanation when only the verdict matters.
+Cost: one call reads the select's names once per host and evaluates the select once
+per distinct tuple of their values (outcomes are memoised by expression and values,
+a pure memo bounded in size), sorts the candidates once per part, and each probe of
+the range search is one linear pass, so a call is O(H log H + H log N); nothing is
+O(H^2). Building a Shortfall (pending jobs only) also runs the idle-cluster check and
+the smaller-count search; pass ``explain=False`` to ``place`` to skip the explanation
+when only the verdict matters, ``max_host_lines`` to bound the per-host lines.
 """
 
 from __future__ import annotations
@@ -93,7 +96,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xced.model.jobs import HostShortfall, PendReason
-from xced.resreq import Expr, OrderKey, ResReq, Span, explain_select, render_expr, select_matches
+from xced.resreq import (
+    Binary,
+    Defined,
+    Expr,
+    Name,
+    OrderKey,
+    ResReq,
+    Span,
+    Unary,
+    explain_select,
+    render_expr,
+    select_matches,
+)
 
 __all__ = [
     "HostSupply",
@@ -137,7 +152,7 @@ class PlacementRequest:
 
     ntasks_min: int
     ntasks_max: int
-    resreq: ResReq = ResReq()
+    resreq: ResReq = field(default_factory=ResReq)
     host_limit: int | None = None
 
 
@@ -227,7 +242,7 @@ class _Supply:
     with the caller's HostSupply until written (copy on write). ``idle``: totals as
     free and every host usable (the never-satisfiable check)."""
 
-    __slots__ = ("hosts", "slots", "mem", "res", "usable", "idle", "_own")
+    __slots__ = ("_own", "hosts", "idle", "mem", "res", "slots", "usable")
 
     def __init__(self, hosts: Sequence[HostSupply], idle: bool = False) -> None:
         self.hosts = hosts
@@ -344,6 +359,8 @@ def _caps(sup: _Supply, i: int, d: _Demand) -> tuple[int, int]:
     cap = capj = sup.slots[i]
     if cap <= 0:
         return 0, 0
+    if not d.names:
+        return cap, cap
     for r in d.names:
         a = sup.free(i, r) - d.host.get(r, 0.0)
         if a < -_EPS:
@@ -390,13 +407,13 @@ def _sort_key(order: tuple[OrderKey, ...], sup: _Supply) -> Callable[[int], tupl
         elif n == "mem":
             g = sup.mem.__getitem__
         elif n == "maxslots":
-            g = lambda i: hosts[i].slots  # noqa: E731
+            g = lambda i: hosts[i].slots
         elif n == "maxmem":
-            g = lambda i: hosts[i].mem_mb  # noqa: E731
+            g = lambda i: hosts[i].mem_mb
         elif any(n in h.resources for h in hosts):
-            g = lambda i, n=n: sup.res[i].get(n, 0.0)  # type: ignore[misc] # noqa: E731
+            g = lambda i, n=n: sup.res[i].get(n, 0.0)  # type: ignore[misc]
         elif n.startswith("max") and any(n[3:] in h.resources for h in hosts):
-            g = lambda i, r=n[3:]: hosts[i].resources.get(r, 0.0)  # type: ignore[misc] # noqa: E731
+            g = lambda i, r=n[3:]: hosts[i].resources.get(r, 0.0)  # type: ignore[misc]
         else:
             g = None  # an LSF load index XCE does not track: ignored
         if g is not None:
@@ -593,31 +610,106 @@ class _Placed:
         return sum(k for alloc, _ in self.segments for _, k in alloc)
 
 
+_MISSING = object()
+#: Memo of select outcomes by (expression, values of the names it reads). The outcome
+#: is a function of those values alone, so this is invisible to callers; it spares
+#: evaluating the same select on hundreds of alike hosts in every call.
+_SELECT_MEMO: dict[tuple[Expr, tuple[object, ...]], bool] = {}
+_SELECT_MEMO_MAX = 1 << 16
+_NAMES_MEMO: dict[Expr, tuple[str, ...]] = {}
+
+
+def _select_names(e: Expr) -> tuple[str, ...]:
+    names = _NAMES_MEMO.get(e)
+    if names is None:
+        found: list[str] = []
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (Name, Defined)):
+                if node.name not in found:
+                    found.append(node.name)
+            elif isinstance(node, Binary):
+                stack.extend((node.left, node.right))
+            elif isinstance(node, Unary):
+                stack.append(node.operand)
+        names = _NAMES_MEMO[e] = tuple(found)
+        if len(_NAMES_MEMO) > 4096:
+            _NAMES_MEMO.clear()
+    return names
+
+
+def _lookup(sup: _Supply, i: int, name: str) -> object:
+    """One value of ``sup.view(i)`` without building the view (same precedence)."""
+    if name == "slots":
+        return sup.slots[i]
+    if name == "mem":
+        return sup.mem[i]
+    h = sup.hosts[i]
+    if name == "maxslots":
+        return h.slots
+    if name == "maxmem":
+        return h.mem_mb
+    if name == "hname":
+        return h.name
+    if name in h.tags:
+        return True
+    if name in h.resources:
+        return sup.res[i].get(name, 0.0)
+    if name.startswith("max") and name[3:] in h.resources:
+        return h.resources[name[3:]]
+    return h.attributes.get(name, _MISSING)
+
+
+def _select_true(sel: Expr, names: tuple[str, ...], sup: _Supply, i: int,
+                 local: dict[tuple[object, ...], bool]) -> bool:
+    values = tuple([_lookup(sup, i, n) for n in names])
+    got = local.get(values)
+    if got is None:
+        key = (sel, values)
+        got = _SELECT_MEMO.get(key)
+        if got is None:
+            view = {n: v for n, v in zip(names, values) if v is not _MISSING}
+            got = select_matches(sel, view)
+            if len(_SELECT_MEMO) >= _SELECT_MEMO_MAX:
+                _SELECT_MEMO.clear()
+            _SELECT_MEMO[key] = got
+        local[values] = got
+    return got
+
+
 def _matching(part: ResReq, sup: _Supply) -> list[int]:
     sel = part.select
     usable = sup.usable
     if sel is None:
         return [i for i in range(len(sup.hosts)) if usable[i]]
-    return [i for i in range(len(sup.hosts)) if usable[i] and select_matches(sel, sup.view(i))]
+    names = _select_names(sel)
+    local: dict[tuple[object, ...], bool] = {}
+    return [i for i in range(len(sup.hosts)) if usable[i] and _select_true(sel, names, sup, i, local)]
 
 
 def _groups(part: ResReq, sup: _Supply, match: list[int], d: _Demand) -> list[_Group]:
     hosts = sup.hosts
     res_names = [r for r in d.names if r != "mem"]
-    rows: list[tuple[int, int, int]] = []
+    rows: list[tuple[int, int, int]]
     keys: dict[int, tuple[object, ...]] = {}
-    for i in match:
-        h = hosts[i]
-        if res_names and any(r not in h.resources for r in res_names):
-            continue
-        if part.same:
-            key = _same_key(h, part.same)
-            if key is None:
+    if not d.names and not part.same:
+        slots = sup.slots
+        rows = [(i, slots[i], slots[i]) for i in match if slots[i] > 0]
+    else:
+        rows = []
+        for i in match:
+            h = hosts[i]
+            if res_names and any(r not in h.resources for r in res_names):
                 continue
-            keys[i] = key
-        cap, capj = _caps(sup, i, d)
-        if cap > 0:
-            rows.append((i, cap, capj))
+            if part.same:
+                key = _same_key(h, part.same)
+                if key is None:
+                    continue
+                keys[i] = key
+            cap, capj = _caps(sup, i, d)
+            if cap > 0:
+                rows.append((i, cap, capj))
     sk = _sort_key(part.order, sup)
     rows.sort(key=lambda row: sk(row[0]))
     if not part.same:
@@ -762,10 +854,13 @@ def plan_fixed(req: PlacementRequest, n: int, hosts: Sequence[HostSupply]) -> Pl
     return None if got is None else _to_plan(got, hosts)
 
 
-def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool = True) -> Plan | Shortfall:
+def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool = True,
+          max_host_lines: int | None = None) -> Plan | Shortfall:
     """Place the largest count in [min, max] that fits now (RES-3, RES-4, RES-5), or
     say why not (RES-6). ``explain=False`` returns a bare Shortfall (main line only)
-    without the per-host lines, hint and idle-cluster check."""
+    without the per-host lines, hint and idle-cluster check. ``max_host_lines`` keeps
+    the per-host lines of the first that many hosts (by name) and sums up the rest in
+    one last line (host ``"*"``, resource ``"more"``, ``free`` = hosts left out)."""
     err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
     if err is not None:
         return Shortfall(f"The request can never start: {err}", [], f"can never start: {err}", True)
@@ -775,7 +870,21 @@ def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool =
         return _to_plan(got, hosts)
     if not explain:
         return Shortfall(f"The resource requirement cannot be met now for {req.ntasks_min} tasks")
-    return _shortfall(req, hosts, sup)
+    sf = _shortfall(req, hosts, sup)
+    if max_host_lines is not None:
+        kept: list[HostShortfall] = []
+        seen: set[str] = set()
+        dropped: set[str] = set()
+        for line in sf.hosts:
+            if line.host in seen or len(seen) < max_host_lines:
+                seen.add(line.host)
+                kept.append(line)
+            else:
+                dropped.add(line.host)
+        if dropped:
+            kept.append(HostShortfall("*", "more", len(dropped), 0, f"and {len(dropped)} more host(s) with shortfalls"))
+        sf.hosts = kept
+    return sf
 
 
 def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply]) -> str | None:
@@ -913,16 +1022,6 @@ def _diagnose_simple(part: ResReq, sup: _Supply, n: int, limit: int | None, what
             never = "no host can run it"
         return _Diag(main, lines, None, never)
 
-    if not able:
-        if S == 0:
-            main = f"Not enough free slots: 0 free on matching hosts, the job needs {n}"
-            wait = f"waits for {min(n, need_k) if kind == 'none' else need_k} free slot(s) on {where}"
-        else:
-            main = f"Not enough hosts match: 0 of {total} hosts can take a task"
-            wait = f"waits for {short} to be released on {where}"
-        never = f"no matching host can hold one task with {rus}"
-        return _Diag(main, lines, wait, never)
-
     sk = _sort_key(part.order, sup)
     union = _Group(sorted(((i, caps[i], caps[i]) for i in able), key=lambda row: sk(row[0])))
     fits_union = union.fill(kind, p, n, limit, _NO_DEMAND) is not None
@@ -932,7 +1031,8 @@ def _diagnose_simple(part: ResReq, sup: _Supply, n: int, limit: int | None, what
             maxfree = max(sup.slots[i] for i in matching)
             if maxfree < n:
                 main = f"span[hosts=1]: no host has {n} free slots"
-                wait = f"waits for {n} free slots on one host" + ("" if part.select is None else f" with {render_expr(part.select)}")
+                wait = f"waits for {n} free slots on one host" + (
+                    "" if part.select is None else f" with {render_expr(part.select)}")
                 never = f"span[hosts=1] with {what}: the largest matching host has {maxfree} slots"
             else:
                 main = f"span[hosts=1]: no host has room for {n} tasks ({short} short)"
@@ -965,16 +1065,17 @@ def _diagnose_simple(part: ResReq, sup: _Supply, n: int, limit: int | None, what
             elif C < n:
                 main = f"Not enough free {short}: matching hosts can take {C} tasks, the job needs {n}"
                 wait = f"waits for {short} to be released on {where}"
-                never = f"{what}: matching hosts can hold {C} tasks with {rus}"
+                never = (f"no matching host can hold one task with {rus}" if C == 0
+                         else f"{what}: matching hosts can hold {C} tasks with {rus}")
             elif Cu < n:
                 main = f"span[block={u}]: matching hosts can take {Cu} tasks in blocks of {u}, the job needs {n}"
                 wait = f"waits for free blocks of {u} slots on {where}"
                 never = f"span[block={u}] with {what}: matching hosts can hold {Cu} tasks in blocks of {u}"
             elif limit is not None and top < n:
-                main = f"Host limit {limit}: the {limit} best hosts can take {top} tasks, the job needs {n}"
+                main = f"Host limit {limit}: the best {limit} host(s) can take {top} tasks, the job needs {n}"
                 wait = f"waits for {limit} hosts with {n} free slots between them"
-                never = (f"{what} needs more than the host limit of {limit} hosts: the {limit} largest "
-                         f"matching hosts can take {top} tasks")
+                never = (f"{what} needs more than the host limit of {limit} host(s): the largest {limit} "
+                         f"matching host(s) can take {top} tasks")
             else:
                 main = "The resource requirement cannot be met now"
                 never = "the resource requirement cannot be met even on an idle cluster"
@@ -991,7 +1092,7 @@ def _diagnose_simple(part: ResReq, sup: _Supply, n: int, limit: int | None, what
         on = ""
         if best_g is not None:
             key = _same_key(hosts[best_g.rows[0][0]], part.same)
-            on = f" on {', '.join(f'{a}={_fmt(v)}' for a, v in zip(part.same, key or ()))}"  # type: ignore[arg-type]
+            on = f" on {', '.join(f'{a}={_fmt(v)}' for a, v in zip(part.same, key or (), strict=False))}"
         main = f"same[{attrs}]: no group of hosts with one {attrs} can take {n} tasks (at most {best_n}{on})"
         wait = f"waits for {n} free slots on hosts sharing one {attrs}"
         never = f"same[{attrs}] with {what}: no group of matching hosts with one {attrs} can hold {n} tasks"
