@@ -184,10 +184,14 @@ def test_pend_reason_is_structured(shared_daemon, tmp_path):
             break
         time.sleep(0.05)
     pr = e["pend_reason"]
-    assert pr["main"].startswith("Not enough free slots")
-    assert pr["hosts"] == [{"host": "h1", "resource": "slots", "free": 0.0, "needed": 2.0,
-                            "message": "h1: slots 0 free of 4, needs 2"}]
-    assert "h1: slots 0 free of 4, needs 2" in d.cli("show", str(jid), check=True).stdout
+    assert pr["main"] == "Not enough free slots: 0 free on matching hosts, the job needs 2"
+    assert pr["hosts"] == [{"host": "h1", "resource": "slots", "free": 0.0, "needed": 1.0,
+                            "message": "h1: slots 0 free of 4, needs 1"}]
+    assert pr["hint"] == "waits for 2 more free slot(s) on any host"
+    assert "h1: slots 0 free of 4, needs 1" in d.cli("show", str(jid), check=True).stdout
+    why = d.cli("why", str(jid), check=True).stdout.splitlines()
+    assert why == [f"{jid} PEND: {pr['main']}", "  h1: slots 0 free of 4, needs 1",
+                   "waits for 2 more free slot(s) on any host"]
     d.cli("kill", str(blocker), str(jid), check=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from xced.resreq import parse
 from xced.scheduler.session import schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, Snapshot
 
@@ -10,8 +11,8 @@ def host(name, slots, free=None, mem=8192, memfree=None, status="ok"):
     return HostSnap(name, slots, slots if free is None else free, mem, mem if memfree is None else memfree, status)
 
 
-def job(jid, nmin=1, nmax=None, queue="normal", t=None, idx=0, mem=None, limit=None, held=False):
-    return JobSnap(jid, idx, queue, float(jid if t is None else t), nmin, nmax or nmin, mem, limit, held)
+def job(jid, nmin=1, nmax=None, queue="normal", t=None, idx=0, R="", limit=None, held=False):
+    return JobSnap(jid, idx, queue, float(jid if t is None else t), nmin, nmax or nmin, parse(R), limit, held)
 
 
 QUEUES = [QueueSnap("normal", 30, 0), QueueSnap("high", 50, 1), QueueSnap("low", 10, 2)]
@@ -24,7 +25,9 @@ def run(hosts, jobs, array_running=None):
 def test_fcfs_head_blocks_its_queue():
     r = run([host("h1", 4, free=2)], [job(1, 3), job(2, 1)])
     assert r.dispatches == []
-    assert r.pend_reasons[(1, 0)].main == "Not enough free slots: 2 usable of 2 free, the job needs 3"
+    pr = r.pend_reasons[(1, 0)]
+    assert pr.main == "Not enough free slots: 2 free on matching hosts, the job needs 3"
+    assert pr.hint == "would start now with -n 2"
     assert r.pend_reasons[(2, 0)].main == "Waiting behind job 1 in queue normal (first come, first served)"
 
 
@@ -55,14 +58,14 @@ def test_capacity_driven_host_order_and_spread():
     assert r.dispatches[0].alloc == [("b", 3), ("c", 2)]
 
 
-def test_memory_reserved_per_host_with_shortfalls():
+def test_rusage_memory_reserved_with_shortfalls():
     r = run([host("h1", 4, mem=1000, memfree=500), host("h2", 4, mem=1000, memfree=1000)],
-            [job(1, 1, mem=800), job(2, 1, mem=800)])
+            [job(1, 1, R="rusage[mem=800]"), job(2, 1, R="rusage[mem=800]")])
     assert [(d.job_id, d.alloc) for d in r.dispatches] == [(1, [("h2", 1)])]
+    assert r.dispatches[0].reserve == {"h2": {"slots": 1, "mem": 800}}
     pr = r.pend_reasons[(2, 0)]
-    assert pr.main == "Not enough memory: no host has 800 MB free"
-    assert [h.message for h in pr.hosts] == ["h1: mem 500 MB free of 1000 MB, needs 800 MB",
-                                             "h2: mem 200 MB free of 1000 MB, needs 800 MB"]
+    assert [h.resource for h in pr.hosts] == ["mem", "mem"]
+    assert all("needs 800" in h.message for h in pr.hosts), [h.message for h in pr.hosts]
 
 
 def test_array_limit_and_held_do_not_block():

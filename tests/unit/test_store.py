@@ -10,12 +10,12 @@ from xced.store.sqlite import SqliteStore
 def test_wal_and_migrations(tmp_path):
     s = SqliteStore(tmp_path / "x.db")
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert s.schema_version() == 2
+    assert s.schema_version() == 3
     s.close()
     s = SqliteStore(tmp_path / "x.db")  # reopening applies nothing twice
-    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 2
+    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 3
     cols = [r[1] for r in s.db.execute("PRAGMA table_info(elements)")]
-    assert "token" in cols  # 0002
+    assert "token" in cols and "reserve" in cols  # 0002, 0003
 
 
 def test_job_ids_and_rollback(tmp_path):

@@ -164,6 +164,26 @@ def register(app: typer.Typer) -> None:
                     print(f"  {h.message}")
 
     @app.command()
+    def why(ctx: typer.Context, job: str = typer.Argument(..., help="job ID, 123 or 123[4]"),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+        """Why a job pends (RES-6): the main reason, each host's shortfall, what would start it."""
+        import json
+        import sys
+
+        jid, idx = _job_ref(job)
+        params = {"index": idx} if idx is not None else None
+        res = ctx.obj.client().request("GET", f"/jobs/{jid}/why", params=params)
+        if as_json:
+            sys.stdout.buffer.write(res.body + b"\n")
+            return
+        w = json.loads(res.body)
+        print(f"{w['id']} {w['state']}: {w['main']}")
+        for h in w["hosts"]:
+            print(f"  {h['message']}")
+        if w.get("hint"):
+            print(w["hint"])
+
+    @app.command()
     def hist(ctx: typer.Context, job: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
         """A job's history (LSF bhist -l): every transition with time, actor and reason."""
         from xcecli.output import fmt_time, print_json, table

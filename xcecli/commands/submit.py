@@ -60,10 +60,12 @@ def register(app: typer.Typer) -> None:
         stderr: Optional[str] = typer.Option(None, "-e", help="stderr file (default: with stdout)"),
         run_limit: Optional[str] = typer.Option(None, "-W", help="run limit, [hours:]minutes"),
         memory: Optional[str] = typer.Option(None, "-M", help="memory limit, e.g. 4GB (MB if no unit)"),
+        resreq: List[str] = typer.Option([], "-R", help="resource requirement, LSF syntax (repeatable; merged as LSF does)"),
         env: List[str] = typer.Option([], "--env", help="NAME=VALUE added to the job's environment (repeatable)"),
         wait: bool = typer.Option(False, "-K", "--wait", help="wait for the job to end and exit with its exit code"),
         parsable: bool = typer.Option(False, "--parsable", help="print only the job ID"),
         as_json: bool = typer.Option(False, "--json", help="print the submit result as JSON"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="print the effective job (the daemon parses and merges it) without submitting"),
     ) -> None:
         """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...]"""
         import json
@@ -102,9 +104,22 @@ def register(app: typer.Typer) -> None:
         # the body of SubmitRequest, built without importing pydantic (CLI-6); the server
         # validates it strictly (D-2)
         body = {"argv": argv, "cwd": cwd, "env": job_env, "name": name, "queue": queue, "ntasks_min": nmin,
-                "ntasks_max": nmax, "stdout": stdout, "stderr": stderr, "run_limit_s": rl, "memory_limit_mb": mem}
+                "ntasks_max": nmax, "stdout": stdout, "stderr": stderr, "run_limit_s": rl, "memory_limit_mb": mem,
+                "resreq": list(resreq) or None}
         body = {k: v for k, v in body.items() if v is not None}
         client = ctx.obj.client()
+        if dry_run:
+            res = client.request("POST", "/jobs/dry-run", json=body).json()
+            if as_json:
+                print(json.dumps(res, indent=2))
+            else:
+                eff = res["effective"]
+                for k in ("queue", "ntasks_min", "ntasks_max", "run_limit_s", "memory_limit_mb", "name",
+                          "array_size", "run_as", "resreq_text"):
+                    print(f"{k + ':':<17}{'-' if eff.get(k) is None else eff[k]}")
+                for w in res.get("warnings", []):
+                    err(f"warning: {w}")
+            return
         res = client.request("POST", "/jobs", json=body)
         out = res.json()
         if as_json:

@@ -37,6 +37,7 @@ class SubmitRequest(Body):
     stderr: str | None = Field(None, description="-e path; None means with stdout")
     run_limit_s: int | None = Field(None, description="-W, seconds")
     memory_limit_mb: int | None = Field(None, description="-M, MB")
+    resreq: list[str] = Field(default_factory=list, description="-R strings, merged as LSF merges them (RES-1)")
 
 
 class JobAction(Body):
@@ -86,10 +87,11 @@ class HostShortfallOut(Body):
 
 
 class PendReasonOut(Body):
-    """RES-6: a main reason plus per-host shortfalls."""
+    """RES-6: a main reason, per-host shortfalls, and what would make the job start now."""
 
     main: str
     hosts: list[HostShortfallOut] = Field(default_factory=list)
+    hint: str | None = None
 
 
 class AllocOut(Body):
@@ -204,6 +206,26 @@ class ActionResult(Body):
     message: str
 
 
+class DryRun(Body):
+    """`xcecli submit --dry-run --json`: what the job would be, computed by the daemon with its
+    live config and the same code as a submit (CLI-2). `effective.resreq` is the parsed,
+    merged requirement in its documented JSON form (README, "Resource requirements")."""
+
+    effective: dict
+    warnings: list[str] = Field(default_factory=list)
+
+
+class WhyOut(Body):
+    """`xcecli why ID --json`: why an element pends (RES-6) and the scheduler's last word on it."""
+
+    id: str
+    state: JobState
+    main: str | None
+    hosts: list[HostShortfallOut] = Field(default_factory=list)
+    hint: str | None = None
+    trace: list[str] = Field(default_factory=list)
+
+
 class Info(Body):
     """GET /info: who the daemon is and who it thinks you are."""
 
@@ -228,5 +250,7 @@ PUBLISHED = {
     "queues": QueueList,
     "action": ActionResult,
     "launch": LaunchResult,
+    "dryrun": DryRun,
+    "why": WhyOut,
     "info": Info,
 }

@@ -36,6 +36,8 @@ from xced.model.jobs import (
 )
 from xced.model.state import EndStatus, Element, HostState, Job, StartInfo, TaskSpec
 from xced.policy.rbac import Caller, may_control_job
+from xced.resreq import ResReqError, merge, parse
+from xced.scheduler.placement import PlacementRequest, never_satisfiable
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, Snapshot
 from xced.store.sqlite import SqliteStore
@@ -64,6 +66,13 @@ def _daemon_user() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         return str(os.geteuid())
+
+
+def effective_resreq(texts: list[str]):
+    """The job's effective requirement: its `-R` strings parsed and merged as LSF merges
+    them (RES-1). Raises ResReqError."""
+    parts = [parse(t) for t in texts if t.strip()]
+    return merge(parts) if parts else parse("")
 
 
 class Controller:
@@ -99,11 +108,14 @@ class Controller:
 
     def _load(self) -> None:
         for jid, name, user, queue, submit_time, spec in self.store.load_jobs():
-            self.jobs[jid] = Job(jid, name, user, queue, submit_time, json.loads(spec))
-        for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, token) in self.store.load_elements():
+            job = self.jobs[jid] = Job(jid, name, user, queue, submit_time, json.loads(spec))
+            job.resreq = effective_resreq(job.spec.get("resreq") or [])
+        for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, token,
+             reserve) in self.store.load_elements():
             job = self.jobs[jid]
             e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
-                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token=token)
+                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token=token,
+                        reserve=json.loads(reserve) if reserve else {})
             job.elements[idx] = e
             if e.state not in FINISHED:
                 job.unfinished += 1
@@ -112,14 +124,20 @@ class Controller:
                 self._use(e, +1)
 
     def _use(self, e: Element, sign: int) -> None:
-        mem = e.job.spec.get("memory_limit_mb") or 0
-        for host, n in e.alloc:
+        """Take (+1) or give back (-1) what a running element holds on its hosts (RES-2)."""
+        reserve = e.reserve or {host: {"slots": n} for host, n in e.alloc}
+        for host, held in reserve.items():
             h = self.hosts.get(host)
             if h is None:
                 continue
-            h.slots_used += sign * n
-            h.mem_used_mb += sign * mem
             h.njobs += sign
+            for k, v in held.items():
+                if k == "slots":
+                    h.slots_used += sign * int(v)
+                elif k == "mem":
+                    h.mem_used_mb += sign * int(v)
+                else:
+                    h.resources_used[k] = h.resources_used.get(k, 0.0) + sign * v
 
     def worker_joined(self, link: WorkerLink, offer) -> None:
         """A worker host joined over the channel (D-1) with `offer` (a peer.Join). A host
@@ -196,11 +214,14 @@ class Controller:
 
     # ------------------------------------------------------------------ submit
 
-    def submit(self, req: dict, caller: Caller) -> Job:
+    def submit(self, req: dict, caller: Caller, *, dry_run: bool = False):
         """Validate and record a job (JOB-1, JOB-4, MERGE-2 ceilings); acknowledged after commit (D-3).
 
-        `req` holds SubmitRequest's fields. Raises InvalidRequest naming the field and
-        what would be valid.
+        `req` holds SubmitRequest's fields. Returns the Job; with `dry_run`, records nothing
+        and returns the effective values instead (CLI-2 --dry-run): {"queue", "ntasks_min",
+        "ntasks_max", "run_limit_s", "memory_limit_mb", "name", "array_size", "run_as",
+        "resreq" (the documented JSON form), "resreq_text"}. Raises InvalidRequest naming the
+        field and what would be valid.
         """
         cfg = self.config
         qname = req.get("queue") or cfg.default_queue
@@ -220,10 +241,28 @@ class Controller:
                                  field="ntasks_min")
         if queue.max_tasks is not None:
             nmax = min(nmax, queue.max_tasks)
+        texts = list(req.get("resreq") or [])
+        try:
+            resreq = effective_resreq(texts)
+        except ResReqError as e:
+            raise InvalidRequest(f"-R: {e}", field="resreq") from None
+        if resreq.kind == "compound":
+            total = sum(p.count or 0 for p in resreq.parts)
+            if req.get("ntasks_min") in (None, 1) and req.get("ntasks_max") is None:
+                nmin = nmax = total  # the compound counts say how many tasks (LSF)
+            elif not nmin <= total <= nmax:
+                raise InvalidRequest(f"-n {nmin},{nmax} does not match the compound -R, which asks for {total} tasks",
+                                     field="ntasks_min")
+            else:
+                nmin = nmax = total
         total_slots = sum(h.slots for h in self.hosts.values())
         if nmin > total_slots:
             raise InvalidRequest(f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all",
                                  field="ntasks_min")
+        why = never_satisfiable(PlacementRequest(nmin, nmax, resreq, queue.host_limit),
+                                [self._host_snap_supply(h) for h in self.hosts.values()])
+        if why:
+            raise InvalidRequest(f"the job can never start: {why}", field="resreq")
         rl = req.get("run_limit_s")
         if rl is not None and rl <= 0:
             raise InvalidRequest(f"run limit {rl} s: must be positive; -W takes [hours:]minutes, e.g. -W 30 or -W 1:30",
@@ -239,9 +278,6 @@ class Controller:
         if mem is not None and queue.max_memory_mb is not None and mem > queue.max_memory_mb:
             raise InvalidRequest(f"memory limit {mem} MB is over queue {qname}'s ceiling of {queue.max_memory_mb} MB",
                                  field="memory_limit_mb")
-        if mem is not None and not any(h.memory_mb >= mem for h in self.hosts.values()):
-            raise InvalidRequest(f"memory {mem} MB can never be satisfied: the largest host has "
-                                 f"{max(h.memory_mb for h in self.hosts.values())} MB", field="memory_limit_mb")
         cwd = req.get("cwd") or ""
         if not os.path.isabs(cwd):
             raise InvalidRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
@@ -262,16 +298,24 @@ class Controller:
             "stdout": req.get("stdout"), "stderr": req.get("stderr"),
             "ntasks_min": nmin, "ntasks_max": nmax, "run_limit_s": rl, "memory_limit_mb": mem,
             "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
+            "resreq": texts,
             "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
         }
-        now = self.clock()
         indices = array.indices if array else (0,)
+        if dry_run:
+            from xced.resreq import render, to_json
+
+            return {"queue": qname, "ntasks_min": nmin, "ntasks_max": nmax, "run_limit_s": rl,
+                    "memory_limit_mb": mem, "name": name, "array_size": len(indices) if array else 0,
+                    "run_as": run_as, "resreq": to_json(resreq), "resreq_text": render(resreq)}
+        now = self.clock()
         with self.store.tx(durable=True):
             jid = self.store.next_job_id()
             self.store.insert_job(jid, name, caller.user, qname, now, spec, indices, "PEND")
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if array else None)
         job = Job(jid, name, caller.user, qname, now, spec)
+        job.resreq = resreq
         job.elements = {i: Element(job, i, S.PEND) for i in indices}
         job.unfinished = len(indices)
         self.jobs[jid] = job
@@ -295,9 +339,8 @@ class Controller:
 
     def snapshot(self) -> Snapshot:
         """The scheduler's view now (D-4): hosts with free supply, queues, pending elements."""
-        hosts = [HostSnap(h.name, h.slots, h.slots - h.slots_used, h.memory_mb, h.memory_mb - h.mem_used_mb,
-                          h.status) for h in self.hosts.values()]
-        queues = [QueueSnap(q.name, q.priority, i) for i, q in enumerate(self.config.queues)]
+        hosts = [self._host_snap(h) for h in self.hosts.values()]
+        queues = [QueueSnap(q.name, q.priority, i, q.host_limit) for i, q in enumerate(self.config.queues)]
         pending: list[JobSnap] = []
         array_running: dict[int, int] = {}
         for job in self.active.values():
@@ -308,12 +351,26 @@ class Controller:
                 st = e.state
                 if st is S.PEND or st is S.PSUSP:
                     pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, sp["ntasks_min"],
-                                           sp["ntasks_max"], sp.get("memory_limit_mb"), limit, st is S.PSUSP))
+                                           sp["ntasks_max"], job.resreq, limit, st is S.PSUSP))
                 elif st is S.RUN or st is S.USUSP:
                     nrun += 1
             if limit is not None:
                 array_running[job.id] = nrun
         return Snapshot(hosts, queues, pending, array_running)
+
+    @staticmethod
+    def _host_snap(h: HostState, idle: bool = False) -> HostSnap:
+        """A host's supply for the scheduler; `idle`: as if nothing ran (never-satisfiable checks)."""
+        free = dict(h.resources) if idle else {k: v - h.resources_used.get(k, 0.0) for k, v in h.resources.items()}
+        return HostSnap(h.name, h.slots, h.slots if idle else h.slots - h.slots_used, h.memory_mb,
+                        h.memory_mb if idle else h.memory_mb - h.mem_used_mb, "ok" if idle else h.status,
+                        dict(h.resources), free, dict(h.attributes), frozenset(h.tags))
+
+    def _host_snap_supply(self, h: HostState):
+        from xced.scheduler.placement import HostSupply
+
+        return HostSupply(h.name, h.slots, h.slots, h.memory_mb, h.memory_mb, dict(h.resources), dict(h.resources),
+                          dict(h.attributes), frozenset(h.tags), "ok")
 
     def _session(self) -> None:
         self._session_scheduled = False
@@ -342,24 +399,37 @@ class Controller:
                 e = job.elements.get(d.index) if job else None
                 if e is None or e.state is not S.PEND:
                     continue
-                mem = job.spec.get("memory_limit_mb") or 0
-                ok = all(
-                    (h := self.hosts.get(host)) is not None and h.status == "ok" and host in self.workers
-                    and h.slots - h.slots_used >= n and h.memory_mb - h.mem_used_mb >= mem
-                    for host, n in d.alloc
-                )
-                if not ok:
+                if not self._fits(d.reserve or {host: {"slots": n} for host, n in d.alloc}):
                     continue
                 alloc = [(h, n) for h, n in d.alloc]
                 self._transition(e, "dispatch", "scheduler",
                                  "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc),
                                  alloc=alloc, start_time=now, end_time=None, exit_code=None,
-                                 exit_signal=None, exit_reason=None, action=None, token=secrets.token_hex(16))
+                                 exit_signal=None, exit_reason=None, action=None, token=secrets.token_hex(16),
+                                 reserve=d.reserve)
                 e.pend_reason = None
                 self._use(e, +1)
                 accepted.append(e)
         for e in accepted:
             self.workers[e.alloc[0][0]].start(self.start_info(e))
+
+    def _fits(self, reserve: dict[str, dict[str, float]]) -> bool:
+        """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the
+        decision reserves on it."""
+        for host, held in reserve.items():
+            h = self.hosts.get(host)
+            if h is None or h.status != "ok" or host not in self.workers:
+                return False
+            for k, v in held.items():
+                if k == "slots":
+                    if h.slots - h.slots_used < v:
+                        return False
+                elif k == "mem":
+                    if h.memory_mb - h.mem_used_mb < v:
+                        return False
+                elif h.resources.get(k, 0.0) - h.resources_used.get(k, 0.0) < v - 1e-9:
+                    return False
+        return True
 
     def start_info(self, e: Element) -> StartInfo:
         job = e.job
@@ -407,7 +477,7 @@ class Controller:
             self._use(e, -1)
             if action.startswith("requeue:"):
                 self._transition(e, "requeue", action.split(":", 1)[1], "requeued; the running job was killed",
-                                 alloc=[], start_time=None, end_time=None, exit_code=None, exit_signal=None,
+                                 alloc=[], reserve={}, start_time=None, end_time=None, exit_code=None, exit_signal=None,
                                  exit_reason=None, action=None)
             elif st.reason == "supervisor lost":
                 self._transition(e, "lost", f"worker:{host}", "the job's supervisor was lost",
@@ -645,3 +715,26 @@ class Controller:
         """Record an event that is not a state transition (e.g. a task launch)."""
         with self.store.tx():
             self.store.add_event(self.clock(), job_id, index, kind, None, None, actor, reason)
+
+    def why(self, job_id: int, index: int | None) -> dict:
+        """`xcecli why` (RES-6): the element's state, its structured pend reason and hint, and
+        the lines about it in the last scheduler session's trace (D-4)."""
+        job = self.job(job_id)
+        if index is None:
+            els = [e for e in job.elements.values() if e.state in (S.PEND, S.PSUSP)] or list(job.elements.values())
+            e = els[0]
+        else:
+            e = self._elements(job, index)[0]
+        pr = e.pend_reason
+        ref = e.ref
+        trace = [t for t in self.last_trace if t.startswith(f"{ref}:")]
+        main = pr.main if pr else None
+        if main is None:
+            main = {S.RUN: "The job is running", S.USUSP: "The job is stopped (USUSP)",
+                    S.DONE: "The job has finished", S.EXIT: "The job has ended"}.get(e.state)
+            if e.state is S.PEND:
+                main = "New job is waiting for scheduling"
+        return {"id": ref, "state": e.state.value, "main": main,
+                "hosts": [{"host": h.host, "resource": h.resource, "free": h.free, "needed": h.needed,
+                           "message": h.message} for h in (pr.hosts if pr else [])],
+                "hint": pr.hint if pr else None, "trace": trace}

@@ -131,10 +131,13 @@ class PendReason:
 
     main: str
     hosts: list[HostShortfall] = field(default_factory=list)
+    #: what would make the job start now ("would start now with -n 4"), or None
+    hint: str | None = None
 
     def as_dict(self) -> dict:
         return {
             "main": self.main,
+            "hint": self.hint,
             "hosts": [
                 {"host": h.host, "resource": h.resource, "free": h.free, "needed": h.needed, "message": h.message}
                 for h in self.hosts

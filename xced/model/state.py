@@ -29,6 +29,8 @@ class Element:
     action: str | None = None  # "kill:ACTOR" or "requeue:ACTOR" while a running element is being ended
     pend_reason: PendReason | None = None
     token: str | None = None  # secret of the running element's own tasks (xcecli launch)
+    #: what the running element holds per host: {"h1": {"slots": 4, "mem": 4096, "gpu": 1}}
+    reserve: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def ref(self) -> str:
@@ -47,6 +49,7 @@ class Job:
     spec: dict
     elements: dict[int, Element] = field(default_factory=dict)
     unfinished: int = 0  # elements not DONE/EXIT, kept by Controller._transition
+    resreq: object = None  # the effective xced.resreq.ResReq (merged -R strings), parsed once
 
     @property
     def array_limit(self) -> int | None:
@@ -82,6 +85,7 @@ class HostState:
     mem_used_mb: int = 0
     njobs: int = 0
     status: str = "unavail"
+    resources_used: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -190,8 +190,8 @@ class Shortfall:
     never: bool = False
 
     def pend_reason(self) -> PendReason:
-        """The model's PendReason (main + host lines; the hint is not part of it)."""
-        return PendReason(self.main, list(self.hosts))
+        """The model's PendReason: main reason, host lines and the hint (RES-6)."""
+        return PendReason(self.main, list(self.hosts), self.hint)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -1,4 +1,4 @@
-"""Scheduler v1 (D-4, SCHED-1 without backfill, RES-6): `schedule(snapshot, now)`.
+"""Scheduler sessions (D-4, SCHED-1 without backfill, RES-3..RES-6): `schedule(snapshot, now)`.
 
 Pure: reads a Snapshot, returns decisions and a trace; never writes state. The
 controller re-checks and applies the decisions (DESIGN rule 1); the simulator calls
@@ -6,30 +6,34 @@ the same function.
 
 Policy: queues by priority (higher first; ties by their order in queues.yaml); within a
 queue, first come first served by submit time, then job ID, then array index. v1 is
-strict FCFS: when a queue's first waiting job cannot start for want of slots or memory,
-the jobs behind it in that queue wait too (no backfill yet), so jobs of one queue start
-in submit order. Held elements and elements over their array's `%N` limit never block.
+strict FCFS: when a queue's first waiting job cannot start, the jobs behind it in that
+queue wait too (no backfill yet), so jobs of one queue start in submit order. Held
+elements and elements over their array's `%N` limit never block.
 
-Placement: a job takes the largest task count in its range that fits now (RES-3), on
-the hosts with the most free slots first (RES-4 capacity-driven), ties by host name.
-A job's memory reservation (`mem_mb`) is held on every host it uses.
+Placement is the planner's (`placement.place`): the largest task count in the job's
+range that fits now (RES-3), span/same/order/rusage and the queue's host limit
+(RES-4, RES-5), capacity-driven host order. What a dispatch reserves (slots, memory,
+resources) is taken from the session's free supply before the next job is placed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xced.model.jobs import HostShortfall, PendReason
+from xced.model.jobs import PendReason
+from xced.scheduler.placement import HostSupply, Plan, PlacementRequest, place
 from xced.scheduler.snapshot import JobSnap, Snapshot
 
 
 @dataclass(slots=True)
 class Dispatch:
-    """Start element (job_id, index) with `alloc` = [(host, slots), ...]; first host runs the script."""
+    """Start element (job_id, index) with `alloc` = [(host, slots), ...] (the first host runs
+    the script) and `reserve` = {host: {"slots": n, "mem": MB, res: amount}} held while it runs."""
 
     job_id: int
     index: int
     alloc: list[tuple[str, int]]
+    reserve: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def ntasks(self) -> int:
@@ -55,28 +59,48 @@ def _ref(j: JobSnap) -> str:
     return str(j.job_id) if j.index == 0 else f"{j.job_id}[{j.index}]"
 
 
+class _Supply:
+    """The session's free supply, updated as dispatches are decided."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.hosts: dict[str, HostSupply] = {
+            h.name: HostSupply(h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, dict(h.resources),
+                               dict(h.resources_free), dict(h.attributes), frozenset(h.tags), h.status)
+            for h in snapshot.hosts}
+
+    def usable(self) -> bool:
+        return any(h.status == "ok" for h in self.hosts.values())
+
+    def take(self, plan: Plan) -> None:
+        for name, res in plan.reserve.items():
+            h = self.hosts[name]
+            free = dict(h.resources_free)
+            for k, v in res.items():
+                if k not in ("slots", "mem"):
+                    free[k] = free.get(k, 0.0) - v
+            self.hosts[name] = HostSupply(h.name, h.slots, h.slots_free - int(res.get("slots", 0)), h.mem_mb,
+                                          h.mem_free_mb - int(res.get("mem", 0)), h.resources, free, h.attributes,
+                                          h.tags, h.status)
+
+
 def schedule(snapshot: Snapshot, now: float) -> SessionResult:
     """Run one scheduling session over `snapshot` at time `now` (epoch seconds).
 
-    Returns a SessionResult: dispatches (each with its host allocation), a structured
-    pend reason for every pending element not dispatched, and a human-readable trace.
-    Never raises for any well-formed snapshot.
+    Returns a SessionResult: dispatches (each with its host allocation and reservations),
+    a structured pend reason (RES-6) for every pending element not dispatched, and a
+    human-readable trace. Never raises for a well-formed snapshot.
     """
     res = SessionResult()
-    qprio = {q.name: (-q.priority, q.position) for q in snapshot.queues}
-    order = sorted(
-        snapshot.pending,
-        key=lambda j: (qprio.get(j.queue, (0, 1 << 30)), j.submit_time, j.job_id, j.index),
-    )
-    hosts = [h for h in snapshot.hosts if h.status == "ok"]
-    free = {h.name: h.slots_free for h in hosts}
-    memfree = {h.name: h.mem_free_mb for h in hosts}
-    total = {h.name: h.slots for h in hosts}
+    queues = {q.name: q for q in snapshot.queues}
+    qkey = {q.name: (-q.priority, q.position) for q in snapshot.queues}
+    order = sorted(snapshot.pending,
+                   key=lambda j: (qkey.get(j.queue, (0, 1 << 30)), j.submit_time, j.job_id, j.index))
+    supply = _Supply(snapshot)
     array_running = dict(snapshot.array_running)
     blocked: dict[str, str] = {}  # queue -> ref of the job that blocks it
-    res.trace.append(f"session at {now:.3f}: {len(order)} pending, {len(hosts)} usable hosts, "
-                     f"{sum(free.values())} free slots")
-
+    res.trace.append(f"session at {now:.3f}: {len(order)} pending, "
+                     f"{sum(1 for h in supply.hosts.values() if h.status == 'ok')} usable hosts, "
+                     f"{sum(h.slots_free for h in supply.hosts.values() if h.status == 'ok')} free slots")
     for j in order:
         key = (j.job_id, j.index)
         ref = _ref(j)
@@ -89,50 +113,22 @@ def schedule(snapshot: Snapshot, now: float) -> SessionResult:
         if j.queue in blocked:
             res.pend_reasons[key] = PendReason(REASON_BEHIND.format(ref=blocked[j.queue], queue=j.queue))
             continue
-        if not hosts:
+        if not supply.usable():
             res.pend_reasons[key] = PendReason(REASON_NO_HOSTS)
             blocked[j.queue] = ref
             continue
-        # hosts able to take at least one task: free slots and (if asked) memory
-        cands = [h for h in hosts if free[h.name] > 0 and (j.mem_mb is None or memfree[h.name] >= j.mem_mb)]
-        cap = sum(free[h.name] for h in cands)
-        if cap >= j.ntasks_min:
-            want = min(j.ntasks_max, cap)
-            cands.sort(key=lambda h: (-free[h.name], h.name))
-            alloc: list[tuple[str, int]] = []
-            left = want
-            for h in cands:
-                if left == 0:
-                    break
-                take = min(free[h.name], left)
-                alloc.append((h.name, take))
-                left -= take
-            for name, n in alloc:
-                free[name] -= n
-                if j.mem_mb is not None:
-                    memfree[name] -= j.mem_mb
-            res.dispatches.append(Dispatch(j.job_id, j.index, alloc))
+        q = queues.get(j.queue)
+        req = PlacementRequest(j.ntasks_min, j.ntasks_max, j.resreq, q.host_limit if q else None)
+        out = place(req, list(supply.hosts.values()), max_host_lines=50)
+        if isinstance(out, Plan):
+            supply.take(out)
+            res.dispatches.append(Dispatch(j.job_id, j.index, list(out.alloc), out.reserve))
             if j.array_limit is not None:
                 array_running[j.job_id] = array_running.get(j.job_id, 0) + 1
-            res.trace.append(f"{ref}: dispatch {want} task(s) on " + " ".join(f"{h}:{n}" for h, n in alloc))
+            res.trace.append(f"{ref}: dispatch {out.ntasks} task(s) on " + " ".join(f"{h}:{n}" for h, n in out.alloc))
             continue
-        # cannot start: structured reason with per-host shortfalls (RES-6)
-        short = []
-        for h in sorted(hosts, key=lambda h: h.name):
-            if j.mem_mb is not None and memfree[h.name] < j.mem_mb:
-                short.append(HostShortfall(h.name, "mem", memfree[h.name], j.mem_mb,
-                                           f"{h.name}: mem {memfree[h.name]} MB free of {h.mem_mb} MB, needs {j.mem_mb} MB"))
-            elif free[h.name] < j.ntasks_min:
-                short.append(HostShortfall(h.name, "slots", free[h.name], j.ntasks_min,
-                                           f"{h.name}: slots {free[h.name]} free of {total[h.name]}, needs {j.ntasks_min}"))
-        total_free = sum(free.values())
-        if sum(total.values()) < j.ntasks_min:
-            main = f"Not enough slots in the cluster: {sum(total.values())} in all, the job needs {j.ntasks_min}"
-        elif j.mem_mb is not None and not any(memfree[h.name] >= j.mem_mb for h in hosts):
-            main = f"Not enough memory: no host has {j.mem_mb} MB free"
-        else:
-            main = f"Not enough free slots: {cap} usable of {total_free} free, the job needs {j.ntasks_min}"
-        res.pend_reasons[key] = PendReason(main, short)
+        pr = out.pend_reason()
+        res.pend_reasons[key] = pr
         blocked[j.queue] = ref
-        res.trace.append(f"{ref}: pend: {main}")
+        res.trace.append(f"{ref}: pend: {pr.main}")
     return res

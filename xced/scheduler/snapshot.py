@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from xced.resreq import ResReq
+
 
 @dataclass(slots=True)
 class HostSnap:
-    """A host's supply now: total and free slots and memory (RES-2)."""
+    """A host's supply now (RES-2): totals and what is free of slots, memory and numeric
+    resources, plus its string attributes and boolean tags."""
 
     name: str
     slots: int
@@ -19,20 +22,26 @@ class HostSnap:
     mem_mb: int
     mem_free_mb: int
     status: str = "ok"
+    resources: dict[str, float] = field(default_factory=dict)
+    resources_free: dict[str, float] = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
+    tags: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
 class QueueSnap:
-    """A queue's policy (MERGE-2): priority (higher first), position in queues.yaml for ties."""
+    """A queue's policy (MERGE-2): priority (higher first), position in queues.yaml for
+    ties, and its host limit per job (LSF HOSTLIMIT_PER_JOB)."""
 
     name: str
     priority: int
     position: int
+    host_limit: int | None = None
 
 
 @dataclass(slots=True)
 class JobSnap:
-    """One pending element. `mem_mb` is reserved on every host the element uses (None: none).
+    """One pending element with its effective resource requirement (merged, RES-1).
     `array_limit` is the `%N` of its array (None: no cap)."""
 
     job_id: int
@@ -41,7 +50,7 @@ class JobSnap:
     submit_time: float
     ntasks_min: int
     ntasks_max: int
-    mem_mb: int | None = None
+    resreq: ResReq = ResReq()
     array_limit: int | None = None
     held: bool = False
 

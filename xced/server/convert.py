@@ -23,7 +23,7 @@ def element_dict(e) -> dict:
         "start_time": e.start_time, "end_time": e.end_time, "exit_code": e.exit_code,
         "exit_signal": e.exit_signal, "exit_reason": e.exit_reason,
         "alloc": [{"host": h, "slots": n} for h, n in e.alloc],
-        "pend_reason": {"main": pr.main, "hosts": [
+        "pend_reason": {"main": pr.main, "hint": pr.hint, "hosts": [
             {"host": s.host, "resource": s.resource, "free": s.free, "needed": s.needed, "message": s.message}
             for s in pr.hosts]} if pr else None,
         "stdout": None, "stderr": None,

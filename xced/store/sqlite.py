@@ -105,7 +105,7 @@ class SqliteStore:
         cols = []
         vals = []
         for k, v in fields.items():
-            if k == "alloc":
+            if k in ("alloc", "reserve"):
                 v = json.dumps(v) if v is not None else None
             cols.append(f"{k}=?")
             vals.append(v)
@@ -124,9 +124,10 @@ class SqliteStore:
         return self.db.execute("SELECT id, name, user, queue, submit_time, spec FROM jobs ORDER BY id")
 
     def load_elements(self) -> Iterator[tuple]:
-        """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action, token)."""
+        """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action, token,
+        reserve)."""
         return self.db.execute("SELECT job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, "
-                               "exit_reason, alloc, action, token FROM elements ORDER BY job_id, idx")
+                               "exit_reason, alloc, action, token, reserve FROM elements ORDER BY job_id, idx")
 
     def events(self, job_id: int) -> list[tuple]:
         return self.db.execute("SELECT time, job_id, idx, kind, from_state, to_state, actor, reason FROM events "

@@ -9,6 +9,7 @@ from fastapi.responses import PlainTextResponse
 from xced.api.errors import InvalidRequest
 from xced.api.models import (
     ActionResult,
+    DryRun,
     EventList,
     JobAction,
     JobList,
@@ -17,6 +18,7 @@ from xced.api.models import (
     LaunchResult,
     SubmitRequest,
     SubmitResponse,
+    WhyOut,
 )
 from xced.model.jobs import FINISHED, JobState
 from xced.policy.rbac import Caller
@@ -38,6 +40,18 @@ async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends
     job = _ctl(request).submit(body.model_dump(), caller)
     return SubmitResponse(job_id=job.id, name=job.name, queue=job.queue,
                           array_size=len(job.elements) if job.is_array else 0)
+
+
+@router.post("/jobs/dry-run", response_model=DryRun)
+async def dry_run(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> DryRun:
+    """Validate and merge like a submit, record nothing (CLI-2 --dry-run)."""
+    eff = _ctl(request).submit(body.model_dump(), caller, dry_run=True)
+    return DryRun(effective=eff, warnings=[])
+
+
+@router.get("/jobs/{job_id}/why", response_model=WhyOut)
+async def why(job_id: int, request: Request, _: Caller = Depends(caller_of), index: int | None = None) -> Response:
+    return json_response(_ctl(request).why(job_id, index))
 
 
 @router.get("/jobs", response_model=JobList)
