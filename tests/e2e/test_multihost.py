@@ -214,3 +214,99 @@ def test_worker_restart_reattaches(cluster, tmp_path):
         start_new_session=True)
     j = d.wait_state(jid, ("EXIT", "DONE"), timeout=30)
     assert j["state"] == "EXIT" and j["elements"][0]["exit_code"] == 5
+
+
+def _hosts_of(job: dict) -> list[tuple[str, int]]:
+    return [(a["host"], a["slots"]) for a in job["elements"][0]["alloc"]]
+
+
+def test_task_range_runs_with_what_fits_bug_1931(cluster, tmp_path):
+    """RES-3: `-n 2,5` with only 2 free slots runs with 2 (bug-1931: it used to pend)."""
+    d = cluster.ctl
+    big = d.submit("-n", "8", "--", "sleep", "30", cwd=tmp_path)  # fills h2 and h3
+    assert sorted(_hosts_of(d.wait_state(big, ("RUN",)))) == [("h2", 4), ("h3", 4)]
+    jid = d.submit("-n", "2,5", "-o", "ntasks.txt", "--", "sh", "-c", "echo $XCE_NTASKS", cwd=tmp_path)
+    j = d.wait_state(jid, ("DONE", "EXIT"))
+    assert j["state"] == "DONE" and _hosts_of(j) == [("h1", 2)]
+    assert (tmp_path / "ntasks.txt").read_text() == "2\n"
+    d.cli("kill", str(big), check=True)
+
+
+def test_ptile_hosts_block_same_and_rusage(cluster, tmp_path):
+    """RES-4, RES-5, RES-2 on real hosts: ptile=4 -> 4+4 on two hosts (host file checked from
+    inside the job); hosts=1 pends with a clear reason when no host has enough; block=2;
+    same[type]; rusage gpu reserved while running and released at the end."""
+    d = cluster.ctl
+    jid = d.submit("-n", "8", "-R", "span[ptile=4]", "-o", "hf.txt", "--", "sh", "-c",
+                   "sort $LSB_DJOB_HOSTFILE | uniq -c | awk '{print $2\":\"$1}' | tr '\\n' ' '", cwd=tmp_path)
+    j = d.wait_state(jid, ("DONE",))
+    assert sorted(_hosts_of(j)) == [("h2", 4), ("h3", 4)]
+    assert (tmp_path / "hf.txt").read_text().split() == ["h2:4", "h3:4"]
+
+    r = d.cli("submit", "-n", "5", "-R", "span[hosts=1]", "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "can never start" in r.stderr  # no host has 5 slots at all (MERGE-2)
+    half = d.submit("-n", "4", "-R", "span[ptile=2]", "--", "sleep", "30", cwd=tmp_path)
+    assert sorted(_hosts_of(d.wait_state(half, ("RUN",)))) == [("h2", 2), ("h3", 2)]
+    one = d.submit("-n", "3", "-R", "span[hosts=1]", "--", "true", cwd=tmp_path)
+    deadline = time.monotonic() + 10
+    while not (w := json.loads(d.cli("why", str(one), "--json", check=True).stdout))["hosts"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert w["state"] == "PEND" and w["main"] == "span[hosts=1]: no host has 3 free slots"
+    assert "h2: slots 2 free of 4, needs 3" in [h["message"] for h in w["hosts"]]
+    d.cli("kill", str(half), check=True)
+    assert d.wait_state(one, ("DONE",))["state"] == "DONE"  # starts once a host has 3 free
+
+    blk = d.submit("-n", "6", "-R", "span[block=2]", "--", "true", cwd=tmp_path)
+    assert all(n % 2 == 0 for _, n in _hosts_of(d.wait_state(blk, ("DONE",))))
+
+    r = d.cli("submit", "-n", "6", "-R", "same[type]", "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "same[type]" in r.stderr  # x86_64 has 4 slots, aarch64 4: never 6
+    hold = d.submit("-n", "1", "-R", "select[type==x86_64]", "--", "sleep", "30", cwd=tmp_path)
+    d.wait_state(hold, ("RUN",))
+    same4 = d.submit("-n", "2,4", "-R", "same[type]", "--", "true", cwd=tmp_path)
+    assert _hosts_of(d.wait_state(same4, ("DONE",))) == [("h3", 4)]  # the bigger group, all aarch64
+    d.cli("kill", str(hold), check=True)
+
+    gpu = d.submit("-n", "2", "-R", "select[gpu>=1 && type==x86_64] order[-slots] rusage[mem=1GB:gpu=1]",
+                   "--", "sleep", "30", cwd=tmp_path)
+    j = d.wait_state(gpu, ("RUN",))
+    assert _hosts_of(j) == [("h2", 2)]
+    hosts = {h["name"]: h for h in json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]}
+    assert hosts["h2"]["memory_used_mb"] == 2048 and hosts["h2"]["slots_used"] == 2
+    more = d.submit("-R", "rusage[gpu=1]", "--", "true", cwd=tmp_path)  # both gpus are held
+    deadline = time.monotonic() + 10
+    while not (w := json.loads(d.cli("why", str(more), "--json", check=True).stdout))["hosts"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "h2: gpu 0 free of 2, needs 1" in [h["message"] for h in w["hosts"]]
+    d.cli("kill", str(gpu), check=True)
+    d.wait_state(gpu, ("EXIT",))
+    assert d.wait_state(more, ("DONE",))["state"] == "DONE"  # released at the end
+    hosts = {h["name"]: h for h in json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]}
+    assert hosts["h2"]["memory_used_mb"] == 0 and hosts["h2"]["slots_used"] == 0
+
+
+def test_dry_run_json_and_bad_resreq(cluster, tmp_path):
+    d = cluster.ctl
+    r = d.cli("submit", "--dry-run", "--json", "-n", "2", "-R", "select[gpu>=1 && type==x86_64] order[-slots]",
+              "-R", "rusage[mem=1GB:gpu=1] span[ptile=2]", "--", "true", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    eff = json.loads(r.stdout)["effective"]
+    assert eff["resreq"] == {
+        "kind": "simple", "select": "gpu >= 1 && type == x86_64", "order": [{"name": "slots", "desc": True}],
+        "rusage": [[{"name": "mem", "value": 1024, "unit": "MB", "per": None, "duration_s": None, "decay": None},
+                    {"name": "gpu", "value": 1, "unit": None, "per": None, "duration_s": None, "decay": None}]],
+        "span": {"ptile": 2, "hosts": None, "block": None}, "same": [], "parts": []}
+    r = d.cli("submit", "--dry-run", "-n", "8", "-R", "rusage[mem=4GB] span[ptile=4]", "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "can never start" in r.stderr  # 4 x 4 GB on a 4 GB host
+    jobs = json.loads(d.cli("jobs", "-u", "all", "-a", "--json", check=True).stdout)["jobs"]
+    assert jobs == []  # a dry run submits nothing
+    r = d.cli("submit", "-R", "rusage=[mem=20MB]", "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "column 7: expected '[' after 'rusage'" in r.stderr
+    r = d.cli("submit", "-n", "2", "-R", "span[ptile=4]", "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "can never start" in r.stderr and "ptile" in r.stderr
+    r = d.cli("submit", "-R", "2*{select[type==x86_64]} + 1*{span[hosts=1]}", "--", "true", cwd=tmp_path)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr
+    r = d.cli("submit", "-R", "select[type==sparc]", "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "can never start" in r.stderr
