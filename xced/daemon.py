@@ -47,9 +47,13 @@ def prepare_topdir(explicit: str | None) -> Path:
     config; the default one gets a personal single-host cluster on first start."""
     from xced.config import write_personal_config
 
-    given = explicit or os.environ.get(ENV_TOPDIR)
+    given = explicit if explicit is not None else os.environ.get(ENV_TOPDIR)
+    if given is not None and not str(given).strip():
+        raise StartupError("--topdir '' (or XCE_TOPDIR=''): the TopDir is empty; give a directory")
     if given:
         top = Path(given).expanduser().absolute()
+        if top.exists() and not top.is_dir():
+            raise StartupError(f"TopDir {top} is not a directory")
         if not top.is_dir():
             raise StartupError(f"TopDir {top} does not exist; make one with `xceadmin init {top}`, "
                                f"or run `xced` without --topdir for a personal cluster")
@@ -162,7 +166,12 @@ async def serve(top: Path, config, host_name: str | None) -> None:
     from xced.store.sqlite import SqliteStore
     from xced.worker.local import LocalWorker
 
-    store = SqliteStore(top / "state" / "xce.db")
+    from xced.store.sqlite import StoreError
+
+    try:
+        store = SqliteStore(top / "state" / "xce.db")
+    except StoreError as e:
+        raise StartupError(f"{e}; if the file is damaged, move {top / 'state'} aside to start with an empty store")
     ctl = Controller(config, store, top)
     # Fewer, cheaper collections: with 10,000 pending jobs the default thresholds ran a
     # full collection every few submits and froze the event loop for ~100 ms each (bench).
@@ -267,6 +276,8 @@ def run(
         if result.errors:
             for d in result.errors:
                 print(str(d), file=sys.stderr)
+            for w in result.warnings:
+                print(str(w), file=sys.stderr)
             _die(f"{len(result.errors)} error(s) in the config of {top}; fix them (check with `xceadmin build --topdir {top}`)")
         for w in result.warnings:
             print(str(w), file=sys.stderr)
@@ -275,6 +286,11 @@ def run(
         os.close(lock_fd)
     except StartupError as e:
         _die(str(e))
+    except PermissionError as e:
+        _die(f"permission denied: {e.filename}; xced needs to read the config and write run/, state/ and "
+             f"jobs/ under the TopDir")
+    except OSError as e:
+        _die(f"{e.strerror or e}: {e.filename}" if getattr(e, "filename", None) else str(e))
 
 
 def _parse_pairs(items: list[str], what: str, number: bool) -> dict:

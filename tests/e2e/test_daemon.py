@@ -124,6 +124,16 @@ def test_production_mode_refuses_as_user(topdir):
     (["--", "no-such-program-xyz"], "not found on PATH", 2),
     (["-M", "lots", "--", "true"], "-M 'lots'", 2),
     (["--env", "1X=2", "--", "true"], "--env '1X=2'", 2),
+    (["-W", "99999999999999999999", "--", "true"], "at most 10 years", 2),
+    (["-M", "99999999999999999999TB", "--", "true"], "more than the largest accepted", 2),
+    (["-n", "99999999999999999999", "--", "true"], "-n '99999999999999999999'", 2),
+    (["-J", "a[1-3]%99999999999999999999", "--", "true"], "limit", 2),
+    (["-J", "a[99999999999999999999]", "--", "true"], "indices go up to 2147483646", 2),
+    (["-J", "evil\nJOBID USER", "--", "true"], "control characters", 2),
+    (["--", "/tmp"], "is a directory", 2),
+    (["-q", "", "--", "true"], "-q '': the value is empty", 2),
+    (["-o", "", "--", "true"], "-o '': the value is empty", 2),
+    (["-n", "\u0661", "--", "true"], "expected MIN or MIN,MAX", 2),
 ])
 def test_bad_submit_input(shared_daemon, args, needle, code):
     r = shared_daemon.cli("submit", *args)
@@ -252,3 +262,41 @@ def test_personal_cluster_on_first_start(tmp_path):
 
         kill_job_processes(top)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_huge_values_never_reach_the_store(shared_daemon):
+    """Bad input is refused before it can break listings for everyone (64-bit bounds)."""
+    d = shared_daemon
+    for body in ({"argv": ["true"], "cwd": "/tmp", "run_limit_s": 99999999999999999999},
+                 {"argv": ["true"], "cwd": "/tmp", "ntasks_min": 10**12}):
+        r = d.cli("api", "POST", "/jobs", "--data", json.dumps(body))
+        assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert d.cli("jobs", "-u", "all", "-a").returncode == 0
+
+
+def test_user_names_are_checked_before_sending(shared_daemon):
+    for bad in ("\u30e6\u30fc\u30b6", "a\nb", ""):
+        r = shared_daemon.cli("--as-user", bad, "jobs")
+        assert r.returncode in (1, 2) and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1, r
+
+
+def test_peek_is_for_the_owner(shared_daemon, tmp_path):
+    d = shared_daemon
+    jid = d.submit("-o", "p.txt", "--", "echo", "secret", user="alice", cwd=tmp_path)
+    d.wait_state(jid, ("DONE",))
+    assert d.cli("peek", str(jid), user="alice", check=True).stdout == "secret\n"
+    r = d.cli("peek", str(jid), user="bob")
+    assert r.returncode == 1 and "belongs to alice" in r.stderr
+
+
+def test_broken_store_is_one_line(topdir):
+    write_config(topdir)
+    (topdir / "state").mkdir()
+    (topdir / "state" / "xce.db").write_bytes(b"this is not a database" * 100)
+    r = subprocess.run([XCED, "--topdir", str(topdir)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "cannot open the store" in r.stderr and "move" in r.stderr
+    f = topdir / "afile"
+    f.write_text("x")
+    r = subprocess.run([XCED, "--topdir", str(f)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "is not a directory" in r.stderr

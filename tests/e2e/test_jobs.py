@@ -147,6 +147,7 @@ def test_pending_stop_is_psusp_with_user_hold(shared_daemon, tmp_path):
     d.cli("stop", str(jid), check=True)
     j = d.show(jid)
     assert j["state"] == "PSUSP" and j["elements"][0]["holds"] == ["user"]
+    assert j["elements"][0]["pend_reason"]["main"].startswith("The job was suspended by the user while pending")
     d.cli("resume", str(jid), check=True)
     assert d.show(jid)["state"] == "PEND"
     d.cli("kill", str(blocker), check=True)
@@ -230,3 +231,38 @@ def test_json_outputs_match_the_published_models(shared_daemon, tmp_path):
     assert [e.kind for e in ev.events] == ["SUBMIT", "DISPATCH", "EXIT"]
     HostList.model_validate_json(d.cli("hosts", "--json", check=True).stdout)
     QueueList.model_validate_json(d.cli("queues", "--json", check=True).stdout)
+
+
+def test_memory_limit_ends_job(shared_daemon, tmp_path):
+    """JOB-2: the supervisor watches the job's resident memory; over -M it ends the job
+    (SIGTERM, grace, SIGKILL) and the job is EXIT with reason "memory limit"."""
+    d = shared_daemon
+    jid = d.submit("-M", "50MB", "--", "python3", "-c",
+                   "import time; a = bytearray(300 * 2**20); time.sleep(30)", cwd=tmp_path)
+    j = d.wait_state(jid, ("DONE", "EXIT"), timeout=30)
+    e = j["elements"][0]
+    assert j["state"] == "EXIT" and e["exit_reason"] == "memory limit", e
+    assert e["end_time"] - e["start_time"] < 10
+
+
+def test_wait_json_and_elements(shared_daemon, tmp_path):
+    """-K --json prints the finished job (exit codes inside) so scripts can tell a job's
+    code 3 from a lost daemon; wait ID[I] waits for that element only."""
+    d = shared_daemon
+    r = d.cli("submit", "-K", "--json", "--", "sh", "-c", "exit 3", cwd=tmp_path)
+    assert r.returncode == 3
+    job = json.loads(r.stdout)
+    assert job["state"] == "EXIT" and job["elements"][0]["exit_code"] == 3
+    jid = d.submit("-J", "w[1-2]", "--", "sh", "-c", "exit $((XCE_JOBINDEX - 1))", cwd=tmp_path)
+    d.wait_state(jid, ("EXIT",))
+    assert d.cli("wait", f"{jid}[1]").returncode == 0
+    r = d.cli("wait", f"{jid}[2]")
+    assert r.returncode == 1 and f"job {jid}[2] ended EXIT (exit code 1)" in r.stderr
+    r = d.cli("wait", f"{jid}[8]")
+    assert r.returncode == 1 and "has no element 8" in r.stderr
+    r = d.cli("hist", f"{jid}[8]")
+    assert r.returncode == 1 and "has no element 8" in r.stderr
+    r = d.cli("show", f"{jid}[8]")
+    assert r.returncode == 1 and "has no element 8" in r.stderr
+    r = d.cli("wait", "--timeout", "-1", str(jid))
+    assert r.returncode == 2

@@ -178,12 +178,12 @@ def test_all_errors_of_all_files_at_once(tmp_path: Path) -> None:
     messages = [d.message for d in r.errors]
     assert messages[0] == 'mode must be production or test, got "prod"'
     assert "0.010" in messages[1] and "0.5" in messages[1]
-    assert messages[2] == 'queue "normal": priority must be an integer, got "high"'
-    assert messages[4] == 'queue "other": priority must be an integer, got 1.5'
+    assert messages[2] == 'queue "normal": priority must be an integer from -2147483648 to 2147483647, got "high"'
+    assert messages[4] == 'queue "other": priority must be an integer from -2147483648 to 2147483647, got 1.5'
     assert "KB, MB, GB or TB" in messages[5]
     assert messages[7] == 'host "node2": missing required key "slots"'
     assert str(r.errors[2]).endswith(
-        'config/queues.yaml:3:15: error: queue "normal": priority must be an integer, got "high"'
+        'config/queues.yaml:3:15: error: queue "normal": priority must be an integer from -2147483648 to 2147483647, got "high"'
     )
 
 

@@ -87,6 +87,9 @@ def register(app: typer.Typer) -> None:
         from xced.model.jobs import JobState
         from xcecli.output import table
 
+        for opt, val in (("-u", user), ("-q", queue), ("-o", fields)):
+            if val is not None and not val.strip():
+                raise typer.BadParameter(f"{opt} '': the value is empty")
         states = []
         for s in state:
             for part in s.replace(",", " ").split():
@@ -127,7 +130,9 @@ def register(app: typer.Typer) -> None:
         if idx is not None:
             j.elements = [e for e in j.elements if e.index == idx]
             if not j.elements:
-                raise typer.BadParameter(f"job {jid} has no element {idx}")
+                from xced.api.errors import NotFound
+
+                raise NotFound(f"job {jid} has no element {idx}")
         if as_json:
             print_json(j)
             return
@@ -189,8 +194,13 @@ def register(app: typer.Typer) -> None:
         from xcecli.output import fmt_time, print_json, table
 
         jid, idx = _job_ref(job)
-        ev = ctx.obj.client().events(jid)
+        client = ctx.obj.client()
+        ev = client.events(jid)
         if idx is not None:
+            if not any(e.index == idx for e in client.job(jid).elements):
+                from xced.api.errors import NotFound
+
+                raise NotFound(f"job {jid} has no element {idx}")
             ev.events = [e for e in ev.events if e.id in (str(jid), f"{jid}[{idx}]")]
         if as_json:
             print_json(ev)
@@ -202,7 +212,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def peek(ctx: typer.Context, job: str = typer.Argument(...),
              stderr: bool = typer.Option(False, "-e", "--stderr", help="show stderr instead of stdout"),
-             max_bytes: int = typer.Option(65536, "--bytes", help="at most the last N bytes")) -> None:
+             max_bytes: int = typer.Option(65536, "--bytes", min=1, max=16 * 2**20,
+                                           help="at most the last N bytes (1 to 16 MiB)")) -> None:
         """Output of a job so far (LSF bpeek)."""
         import sys
 
@@ -219,7 +230,11 @@ def register(app: typer.Typer) -> None:
 
         from xcecli.output import err
 
-        refs = [_job_ref(j)[0] for j in jobs_]
+        import math
+
+        if timeout is not None and (math.isnan(timeout) or timeout < 0):
+            raise typer.BadParameter(f"--timeout {timeout}: expected a number of seconds >= 0")
+        refs = [_job_ref(j) for j in jobs_]
         client = ctx.obj.client()
         deadline = None if timeout is None else time.monotonic() + timeout
         results = {}
@@ -230,19 +245,29 @@ def register(app: typer.Typer) -> None:
             status = Console(stderr=True).status(f"waiting for {len(refs)} job(s)")
             status.start()
         try:
-            for i, jid in enumerate(refs):
+            for i, (jid, idx) in enumerate(refs):
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if status:
                     status.update(f"waiting for job {jid} ({i}/{len(refs)} ended)")
-                results[jid] = client.wait(jid, timeout=left)
+                results[(jid, idx)] = client.wait(jid, timeout=left, index=idx)
         finally:
             if status:
                 status.stop()
-        bad = [j for j in results.values() if j.state.value != "DONE"]
-        for j in bad:
-            if j.state.value in ("DONE", "EXIT"):
-                codes = sorted({e.exit_code for e in j.elements if e.exit_code is not None})
-                err(f"job {j.job_id} ended {j.state.value}" + (f" (exit code {', '.join(map(str, codes))})" if codes else ""))
+        bad = 0
+        for (jid, idx), j in results.items():
+            els = j.elements if idx is None else [e for e in j.elements if e.index == idx]
+            if idx is not None and not els:
+                from xced.api.errors import NotFound
+
+                raise NotFound(f"job {jid} has no element {idx}")
+            states = {e.state.value for e in els}
+            ref = str(jid) if idx is None else f"{jid}[{idx}]"
+            if states == {"DONE"}:
+                continue
+            bad += 1
+            if states <= {"DONE", "EXIT"}:
+                codes = sorted({e.exit_code for e in els if e.exit_code is not None})
+                err(f"job {ref} ended EXIT" + (f" (exit code {', '.join(map(str, codes))})" if codes else ""))
             else:
-                err(f"job {j.job_id} is still {j.state.value} (timed out)")
+                err(f"job {ref} is still {'/'.join(sorted(states))} (timed out)")
         raise typer.Exit(1 if bad else 0)

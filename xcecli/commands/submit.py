@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional
 
 import typer
@@ -14,7 +15,7 @@ def _usage(msg: str) -> None:
 def parse_ntasks(text: str) -> tuple[int, int | None]:
     """`-n MIN[,MAX]` -> (MIN, MAX or None). Raises typer.BadParameter."""
     parts = text.split(",")
-    if len(parts) > 2 or not all(p.strip().lstrip("-").isdigit() for p in parts):
+    if len(parts) > 2 or not all(re.fullmatch(r"-?[0-9]{1,9}", p.strip()) for p in parts):
         _usage(f"-n {text!r}: expected MIN or MIN,MAX with integers, e.g. -n 4 or -n 2,8")
     nmin = int(parts[0])
     nmax = int(parts[1]) if len(parts) == 2 else None
@@ -33,8 +34,14 @@ def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]
     import shutil
 
     prog = argv[0]
+    if not prog:
+        _usage("the command is empty")
     if "/" in prog:
         path = prog if os.path.isabs(prog) else os.path.normpath(os.path.join(cwd, prog))
+        if os.path.isdir(path):
+            _usage(f"{prog!r} is a directory, not a script or program")
+        if os.path.exists(path) and not os.path.isfile(path):
+            _usage(f"{prog!r} is not a regular file (a device or socket?), so it cannot be a script")
         if not os.path.isfile(path):
             _usage(f"script {prog!r} not found (looked for {path})")
         if not os.access(path, os.X_OK):
@@ -75,7 +82,13 @@ def register(app: typer.Typer) -> None:
         from xced.model.units import parse_memory_mb, parse_run_limit_s
         from xcecli.output import err
 
-        cwd = os.getcwd()
+        try:
+            cwd = os.getcwd()
+        except FileNotFoundError:
+            _usage("the current directory no longer exists; cd to a directory the job can run in")
+        for opt, val in (("-o", stdout), ("-e", stderr), ("-q", queue), ("-J", name)):
+            if val is not None and not val.strip():
+                _usage(f"{opt} '': the value is empty")
         job_env = dict(os.environ)
         for item in env:
             k, sep, v = item.partition("=")
@@ -122,8 +135,10 @@ def register(app: typer.Typer) -> None:
             return
         res = client.request("POST", "/jobs", json=body)
         out = res.json()
-        if as_json:
+        if as_json and not wait:
             print(json.dumps(out, indent=2))
+        elif as_json:
+            pass
         elif parsable:
             print(out["job_id"], flush=True)
         else:
@@ -131,11 +146,15 @@ def register(app: typer.Typer) -> None:
             what = f"Job array <{out['job_id']}> ({n} elements)" if n else f"Job <{out['job_id']}>"
             print(f"{what} is submitted to queue <{out['queue']}>.", flush=True)
         if wait:
-            err("<<Waiting for dispatch ...>>")
+            if not as_json:
+                err("<<Waiting for dispatch ...>>")
             job = client.wait(out["job_id"])
+            if as_json:  # the finished job, exit codes included (CLI-1: tell code 3 from a lost daemon)
+                print(job.model_dump_json(indent=2))
             codes = [e.exit_code for e in job.elements if e.exit_code is not None]
             killed_pending = any(e.start_time is None and e.state == "EXIT" for e in job.elements)
-            err(f"<<Job is finished>> {job.state}")
+            if not as_json:
+                err(f"<<Job is finished>> {job.state}")
             if killed_pending and not codes:
                 raise typer.Exit(126)
             raise typer.Exit(max(codes) if codes else (0 if job.state == "DONE" else 1))

@@ -77,7 +77,10 @@ class Response:
     def json(self) -> Any:
         import orjson  # 5x faster than json on 10,000-job listings
 
-        return orjson.loads(self.body)
+        try:
+            return orjson.loads(self.body)
+        except orjson.JSONDecodeError:
+            raise errors.ServerError(f"the daemon's answer is not JSON: {self.text[:80]!r}") from None
 
 
 class Client:
@@ -90,7 +93,9 @@ class Client:
         self.target = t
         self.timeout = timeout
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if as_user:
+        if as_user is not None:
+            if not as_user or not all(c.isascii() and (c.isalnum() or c in "._-@") for c in as_user):
+                raise errors.InvalidRequest(f"--as-user {as_user!r}: a user name is letters, digits and . _ - @")
             self.headers[AS_USER_HEADER] = as_user
         self._conn: http.client.HTTPConnection | None = None
         self._last_use = 0.0
@@ -102,13 +107,17 @@ class Client:
         XCE_CONTROLLER (tcp://HOST:PORT, set inside jobs on worker hosts), else the socket of
         XCE_TOPDIR / the default TopDir. `as_user` defaults to XCE_TEST_USER.
         Raises DaemonUnreachable when an explicit TopDir does not exist."""
+        if topdir is not None and not topdir.strip():
+            raise errors.InvalidRequest("--topdir '': the TopDir is empty; give the TopDir of a running xced")
         if not socket and (topdir or (not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_TOPDIR))):
             top = resolve_topdir(topdir)
+            if top.exists() and not top.is_dir():
+                raise errors.DaemonUnreachable(f"TopDir {top} is not a directory; give the TopDir of a running xced")
             if not top.is_dir():
                 raise errors.DaemonUnreachable(
                     f"TopDir {top} does not exist; give the TopDir of a running xced (--topdir or XCE_TOPDIR), "
                     f"or run `xced` for a personal cluster")
-        as_user = as_user or os.environ.get(ENV_TEST_USER) or None
+        as_user = as_user if as_user is not None else (os.environ.get(ENV_TEST_USER) or None)
         if not socket and not topdir and not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_CONTROLLER):
             return cls(os.environ[ENV_CONTROLLER], as_user=as_user, timeout=timeout)
         path = Path(socket) if socket else client_socket_path(topdir)
@@ -194,14 +203,14 @@ class Client:
     def info(self):
         from xced.api.models import Info
 
-        return Info.model_validate_json(self.request("GET", "/info").body)
+        return _model(Info, self.request("GET", "/info").body)
 
     def submit(self, req) -> "Any":
         """Submit a SubmitRequest (or a dict of its fields); returns a SubmitResponse."""
         from xced.api.models import SubmitRequest, SubmitResponse
 
         body = req.model_dump(exclude_none=True) if isinstance(req, SubmitRequest) else req
-        return SubmitResponse.model_validate_json(self.request("POST", "/jobs", json=body).body)
+        return _model(SubmitResponse, self.request("POST", "/jobs", json=body).body)
 
     def jobs(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
              all: bool = False):
@@ -216,17 +225,17 @@ class Client:
             params["state"] = states
         if all:
             params["all"] = "true"
-        return JobList.model_validate_json(self.request("GET", "/jobs", params=params).body)
+        return _model(JobList, self.request("GET", "/jobs", params=params).body)
 
     def job(self, job_id: int):
         from xced.api.models import JobOut
 
-        return JobOut.model_validate_json(self.request("GET", f"/jobs/{job_id}").body)
+        return _model(JobOut, self.request("GET", f"/jobs/{job_id}").body)
 
     def events(self, job_id: int):
         from xced.api.models import EventList
 
-        return EventList.model_validate_json(self.request("GET", f"/jobs/{job_id}/events").body)
+        return _model(EventList, self.request("GET", f"/jobs/{job_id}/events").body)
 
     def output(self, job_id: int, index: int | None = None, stream: str = "stdout", max_bytes: int = 65536) -> str:
         params: dict[str, Any] = {"stream": stream, "max_bytes": max_bytes}
@@ -234,17 +243,21 @@ class Client:
             params["index"] = index
         return self.request("GET", f"/jobs/{job_id}/output", params=params).text
 
-    def wait(self, job_id: int, timeout: float | None = None, poll: float = 15.0):
-        """Block until every element of the job has finished (or `timeout` seconds pass);
-        returns the JobOut."""
+    def wait(self, job_id: int, timeout: float | None = None, poll: float = 15.0, index: int | None = None):
+        """Block until every element of the job (or element `index`) has finished, or
+        `timeout` seconds pass; returns the JobOut."""
         from xced.api.models import JobOut
 
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             step = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
-            job = JobOut.model_validate_json(
-                self.request("GET", f"/jobs/{job_id}/wait", params={"timeout": step}, timeout=step + 30).body)
-            if job.state in ("DONE", "EXIT") or (deadline is not None and time.monotonic() >= deadline):
+            params: dict[str, Any] = {"timeout": step}
+            if index is not None:
+                params["index"] = index
+            job = _model(JobOut, self.request("GET", f"/jobs/{job_id}/wait", params=params, timeout=step + 30).body)
+            els = job.elements if index is None else [e for e in job.elements if e.index == index]
+            done = all(e.state in ("DONE", "EXIT") for e in els)
+            if done or (deadline is not None and time.monotonic() >= deadline):
                 return job
 
     def action(self, name: str, job_id: int, index: int | None = None):
@@ -252,17 +265,28 @@ class Client:
         from xced.api.models import ActionResult
 
         body = {"index": index} if index is not None else {}
-        return ActionResult.model_validate_json(self.request("POST", f"/jobs/{job_id}/{name}", json=body).body)
+        return _model(ActionResult, self.request("POST", f"/jobs/{job_id}/{name}", json=body).body)
 
     def hosts(self):
         from xced.api.models import HostList
 
-        return HostList.model_validate_json(self.request("GET", "/hosts").body)
+        return _model(HostList, self.request("GET", "/hosts").body)
 
     def queues(self):
         from xced.api.models import QueueList
 
-        return QueueList.model_validate_json(self.request("GET", "/queues").body)
+        return _model(QueueList, self.request("GET", "/queues").body)
+
+
+def _model(cls, body: bytes):
+    """Parse an answer into an API model; an answer that does not fit is the daemon's fault."""
+    from pydantic import ValidationError
+
+    try:
+        return cls.model_validate_json(body)
+    except ValidationError as e:
+        raise errors.ServerError(f"the daemon's answer does not match {cls.__name__}: "
+                                 f"{e.errors()[0].get('msg', 'invalid')}") from None
 
 
 def _why(e: BaseException) -> str:

@@ -11,6 +11,10 @@ import os
 import sys
 
 
+def _one_line(msg: str) -> str:
+    return " ".join(msg.split("\n")).strip()
+
+
 def run_app(app, prog: str) -> None:
     """Run a Typer `app` under the funnel and exit with its code. Never returns."""
     try:  # Typer >= 0.20 vendors click as typer._click
@@ -29,13 +33,16 @@ def run_app(app, prog: str) -> None:
     except XceError as e:
         if debug:
             raise
-        print(f"{prog}: error: {e.message}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(e.message)}", file=sys.stderr)
         sys.exit(e.exit_code)
     except cx.UsageError as e:
+        msg = e.format_message().strip()
+        if not msg:  # no arguments: the help was printed already
+            sys.exit(e.exit_code)
         hint = ""
         if e.ctx is not None:
             hint = f" (see '{e.ctx.command_path} -h')"
-        print(f"{prog}: error: {e.format_message()}{hint}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(msg)}{hint}", file=sys.stderr)
         sys.exit(e.exit_code)
     except cx.ClickException as e:
         print(f"{prog}: error: {e.format_message()}", file=sys.stderr)
@@ -57,5 +64,6 @@ def run_app(app, prog: str) -> None:
     except Exception as e:  # a bug: still one line unless debugging
         if debug:
             raise
-        print(f"{prog}: error: {type(e).__name__}: {e} (XCE_DEBUG=1 shows the traceback)", file=sys.stderr)
+        print(f"{prog}: error: {type(e).__name__}: {_one_line(str(e))} (XCE_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
         sys.exit(1)

@@ -29,14 +29,14 @@ class SubmitRequest(Body):
     argv: list[str] = Field(min_length=1, description="command and arguments; argv[0] is the program or script")
     cwd: str = Field(description="absolute working directory of the job")
     env: dict[str, str] = Field(default_factory=dict, description="the job's environment (the submitter's, with --env applied)")
-    name: str | None = None
-    queue: str | None = None
-    ntasks_min: int = Field(1, description="-n MIN")
-    ntasks_max: int | None = Field(None, description="-n MIN,MAX; None means MIN")
+    name: str | None = Field(None, max_length=4096)
+    queue: str | None = Field(None, max_length=256)
+    ntasks_min: int = Field(1, le=1_000_000, description="-n MIN")
+    ntasks_max: int | None = Field(None, le=1_000_000, description="-n MIN,MAX; None means MIN")
     stdout: str | None = Field(None, description="-o path, %J and %I substituted at dispatch")
     stderr: str | None = Field(None, description="-e path; None means with stdout")
-    run_limit_s: int | None = Field(None, description="-W, seconds")
-    memory_limit_mb: int | None = Field(None, description="-M, MB")
+    run_limit_s: int | None = Field(None, le=10 * 365 * 86400, description="-W, seconds (at most 10 years)")
+    memory_limit_mb: int | None = Field(None, le=2**30, description="-M, MB (at most 1 PB)")
     resreq: list[str] = Field(default_factory=list, description="-R strings, merged as LSF merges them (RES-1)")
 
 

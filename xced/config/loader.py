@@ -42,7 +42,14 @@ from xced.model.config import (
     HostConfig,
     QueueConfig,
 )
-from xced.model.units import parse_memory_mb, parse_run_limit_s, parse_seconds
+from xced.model.units import (
+    MAX_INTERVAL_S,
+    MAX_RESOURCE,
+    MAX_SLOTS,
+    parse_memory_mb,
+    parse_run_limit_s,
+    parse_seconds,
+)
 
 __all__ = [
     "CONFIG_DIR",
@@ -334,8 +341,10 @@ def _bool(v: Any, what: str) -> bool:
 
 
 def _seconds(low_exclusive: float | None = 0.0, high: float | None = None) -> Check:
-    if high is not None:
+    if high is not None and high < 1:
         expected = f"a number of seconds from 0 to {high:.3f} (e.g. 0.005 or 5ms)"
+    elif high is not None:
+        expected = f"a number of seconds greater than 0 and at most {high:g} (e.g. 10, 0.5, 500ms, 2m)"
     else:
         expected = "a number of seconds greater than 0 (e.g. 10, 0.5, 500ms, 2m)"
 
@@ -463,8 +472,8 @@ _SETTINGS_FIELDS = {
     "default_project": _Field(_nullable(_str())),
     "default_queue": _Field(_nullable(_str(NAME_RE, NAME_FORM))),
     "listen": _Field(lambda v, w: v),  # checked below
-    "kill_interval": _Field(_seconds()),
-    "limit_grace": _Field(_seconds()),
+    "kill_interval": _Field(_seconds(high=MAX_INTERVAL_S)),
+    "limit_grace": _Field(_seconds(high=MAX_INTERVAL_S)),
     "sched_delay": _Field(_seconds(low_exclusive=None, high=MAX_SCHED_DELAY_S)),
     "presets_dir": _Field(_nullable(_str())),
 }
@@ -481,19 +490,19 @@ _LISTEN_FIELDS = {
 
 _QUEUE_FIELDS = {
     "name": _Field(_str(NAME_RE, NAME_FORM), required=True),
-    "priority": _Field(_int()),
+    "priority": _Field(_int(-(2**31), 2**31 - 1)),
     "description": _Field(_text),
-    "max_tasks": _Field(_nullable(_int(1))),
+    "max_tasks": _Field(_nullable(_int(1, MAX_SLOTS))),
     "max_run_limit": _Field(_nullable(_run_limit)),
     "max_memory": _Field(_nullable(_memory)),
-    "host_limit": _Field(_nullable(_int(1))),
+    "host_limit": _Field(_nullable(_int(1, MAX_SLOTS))),
     "backfill": _Field(_bool),
 }
 _QUEUE_MODEL_NAMES = {"max_run_limit": "max_run_limit_s", "max_memory": "max_memory_mb"}
 
 _HOST_FIELDS = {
     "name": _Field(_str(NAME_RE, NAME_FORM), required=True),
-    "slots": _Field(_int(1), required=True),
+    "slots": _Field(_int(1, MAX_SLOTS), required=True),
     "memory": _Field(_memory, required=True),
     "resources": _Field(lambda v, w: v),  # checked below
     "type": _Field(_str()),
@@ -630,10 +639,10 @@ def _check_hosts(src: _Source, doc: Any) -> list[dict[str, Any]] | None:
                             _key_pos(res, rname),
                             f"{label}: resource name must be {RESOURCE_FORM}, got {_got(rname)}",
                         )
-                    elif not _is_number(rvalue) or rvalue < 0:
+                    elif not _is_number(rvalue) or rvalue < 0 or rvalue > MAX_RESOURCE:
                         src.error(
                             _value_pos(res, rname),
-                            f"{label}: resources.{rname} must be a number >= 0, got {_got(rvalue)}",
+                            f"{label}: resources.{rname} must be a number from 0 to {MAX_RESOURCE:g}, got {_got(rvalue)}",
                         )
                     else:
                         resources[rname] = float(rvalue)

@@ -31,6 +31,7 @@ from xced.model.jobs import (
     FINISHED,
     ArraySpecError,
     JobState,
+    PendReason,
     format_job_ref,
     parse_job_name,
 )
@@ -68,6 +69,9 @@ def _daemon_user() -> str:
         return str(os.geteuid())
 
 
+REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resume releases it)"
+
+
 def effective_resreq(texts: list[str]):
     """The job's effective requirement: its `-R` strings parsed and merged as LSF merges
     them (RES-1). Raises ResReqError."""
@@ -98,7 +102,7 @@ class Controller:
         }
         self.workers: dict[str, WorkerLink] = {}
         self._session_scheduled = False
-        self._waiters: dict[int, list[asyncio.Future]] = {}
+        self._waiters: dict[int, list[tuple[asyncio.Future, int | None]]] = {}
         self._task_ids: dict[tuple[int, int], int] = {}
         self.sessions = 0
         self.last_trace: list[str] = []
@@ -476,7 +480,7 @@ class Controller:
         with self.store.tx():
             self._use(e, -1)
             if action.startswith("requeue:"):
-                self._transition(e, "requeue", action.split(":", 1)[1], "requeued; the running job was killed",
+                self._transition(e, "requeue", "user:" + action.split(":", 1)[1], "requeued; the running job was killed",
                                  alloc=[], reserve={}, start_time=None, end_time=None, exit_code=None, exit_signal=None,
                                  exit_reason=None, action=None)
             elif st.reason == "supervisor lost":
@@ -509,9 +513,17 @@ class Controller:
     def _job_changed(self, job: Job) -> None:
         if job.finished():
             self.active.pop(job.id, None)
-            for fut in self._waiters.pop(job.id, []):
+        waiters = self._waiters.get(job.id)
+        if not waiters:
+            return
+        for fut, index in list(waiters):
+            e = job.elements.get(index) if index is not None else None
+            if job.finished() or (e is not None and e.state in FINISHED):
                 if not fut.done():
                     fut.set_result(None)
+                waiters.remove((fut, index))
+        if not waiters:
+            del self._waiters[job.id]
 
     # ------------------------------------------------------------------ user actions
 
@@ -563,6 +575,7 @@ class Controller:
                     e.holds.add("user")
                     self._transition(e, "hold", actor, "The job was suspended by user while pending",
                                      holds=e.holds)
+                    e.pend_reason = PendReason(REASON_USER_HOLD)
                 else:
                     continue
                 done.append(e.ref)
@@ -589,6 +602,7 @@ class Controller:
                 elif e.state is S.PSUSP and "user" in e.holds:
                     e.holds.discard("user")
                     stim = "release" if not e.holds else "release_one"
+                    e.pend_reason = None if not e.holds else e.pend_reason
                     self._transition(e, stim, actor, "Waiting for re-scheduling after being resumed by user",
                                      holds=e.holds)
                 else:
@@ -633,21 +647,27 @@ class Controller:
         self.kick()
         return done
 
-    async def wait(self, job_id: int, timeout: float) -> Job:
-        """Return the job once every element has finished, or after `timeout` seconds."""
+    async def wait(self, job_id: int, timeout: float, index: int | None = None) -> Job:
+        """Return the job once every element (or element `index`) has finished, or after
+        `timeout` seconds. Raises NotFound for an unknown job or element."""
         job = self.job(job_id)
+        if index is not None:
+            e = self._elements(job, index)[0]
+            if e.state in FINISHED:
+                return job
         if job.finished():
             return job
         fut = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(job_id, []).append(fut)
+        entry = (fut, index)
+        self._waiters.setdefault(job_id, []).append(entry)
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout)
         except asyncio.TimeoutError:
             pass
         finally:
             lst = self._waiters.get(job_id)
-            if lst and fut in lst:
-                lst.remove(fut)
+            if lst and entry in lst:
+                lst.remove(entry)
         return job
 
     async def read_output(self, job_id: int, index: int | None, stream: str, max_bytes: int) -> tuple[Element, str | None]:

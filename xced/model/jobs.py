@@ -35,6 +35,8 @@ class HoldKind(StrEnum):
 
 #: Largest array LSF accepts by default is 1000 (MAX_JOB_ARRAY_SIZE); ours is larger.
 MAX_ARRAY_SIZE = 1_000_000
+#: Largest array index (LSF: 2147483646).
+MAX_ARRAY_INDEX = 2_147_483_646
 
 _ARRAY_RE = re.compile(r"^(?P<name>[^\[\]%]*)\[(?P<spec>[^\]]*)\](?:%(?P<limit>\S*))?$")
 
@@ -61,6 +63,8 @@ def parse_job_name(text: str) -> tuple[str, ArraySpec | None]:
     for `x[5-1]`, `x[]`, `x[0]`, a step < 1, a limit < 1, or more than MAX_ARRAY_SIZE
     elements; a name with `[` but no valid array part is an error too.
     """
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ArraySpecError(f"job name {text!r}: control characters (newlines, tabs) are not allowed")
     if "[" not in text and "]" not in text:
         if "%" in text:
             raise ArraySpecError(f"job name {text!r}: '%limit' is only valid after an array part, as in 'name[1-10]%2'")
@@ -74,7 +78,7 @@ def parse_job_name(text: str) -> tuple[str, ArraySpec | None]:
     indices: set[int] = set()
     for part in spec.split(","):
         part = part.strip()
-        pm = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
+        pm = re.fullmatch(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?", part)
         if not pm:
             raise ArraySpecError(f"job array {text!r}: bad index range {part!r}; expected START, START-END or START-END:STEP with positive integers")
         start = int(pm.group(1))
@@ -82,6 +86,8 @@ def parse_job_name(text: str) -> tuple[str, ArraySpec | None]:
         step = int(pm.group(3)) if pm.group(3) is not None else 1
         if start < 1:
             raise ArraySpecError(f"job array {text!r}: index {start} is invalid; indices start at 1")
+        if end > MAX_ARRAY_INDEX or step > MAX_ARRAY_INDEX:
+            raise ArraySpecError(f"job array {text!r}: indices go up to {MAX_ARRAY_INDEX}")
         if end < start:
             raise ArraySpecError(f"job array {text!r}: range {part!r} ends before it starts; write it as {end}-{start}")
         if step < 1:
@@ -92,13 +98,13 @@ def parse_job_name(text: str) -> tuple[str, ArraySpec | None]:
     limit = None
     if m.group("limit") is not None:
         lim = m.group("limit")
-        if not lim.isdigit() or int(lim) < 1:
-            raise ArraySpecError(f"job array {text!r}: limit {lim!r} is invalid; expected %N with N >= 1")
+        if not lim.isascii() or not lim.isdigit() or not 1 <= int(lim) <= MAX_ARRAY_SIZE:
+            raise ArraySpecError(f"job array {text!r}: limit {lim!r} is invalid; expected %N with 1 <= N <= {MAX_ARRAY_SIZE}")
         limit = int(lim)
     return m.group("name"), ArraySpec(m.group("name"), tuple(sorted(indices)), limit, text)
 
 
-_JOBREF_RE = re.compile(r"^(\d+)(?:\[(\d+)\])?$")
+_JOBREF_RE = re.compile(r"^([0-9]{1,18})(?:\[([0-9]{1,10})\])?$")
 
 
 def parse_job_ref(text: str) -> tuple[int, int | None]:

@@ -31,14 +31,14 @@ RUN_LIMIT_FORMS = '[hours:]minutes (e.g. 10, 1:30) or a number with a unit s, m,
 SECONDS_FORMS = "a number of seconds or a number with a unit ms, s, m or h (e.g. 10, 0.5, 500ms, 2m)"
 
 _MEM_FACTOR_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
-_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_MEM_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 
 _TIME_FACTOR_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_LSF_MINUTES_RE = re.compile(r"^\s*(\d+)\s*$")
-_LSF_HOURS_MINUTES_RE = re.compile(r"^\s*(\d+):(\d+)\s*$")
-_UNIT_ONE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
-_UNIT_COMPOUND_RE = re.compile(r"^\s*(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\s*$", re.IGNORECASE)
-_BARE_NUMBER_RE = re.compile(r"^\s*[+-]?(\d+(?:\.\d*)?|\.\d+)\s*$")
+_LSF_MINUTES_RE = re.compile(r"^\s*([0-9]+)\s*$")
+_LSF_HOURS_MINUTES_RE = re.compile(r"^\s*([0-9]+):([0-9]+)\s*$")
+_UNIT_ONE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
+_UNIT_COMPOUND_RE = re.compile(r"^\s*(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?\s*$", re.IGNORECASE)
+_BARE_NUMBER_RE = re.compile(r"^\s*[+-]?([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*$")
 
 
 def _shown(text: object) -> str:
@@ -52,6 +52,15 @@ def _is_bool(value: object) -> bool:
     return isinstance(value, bool) or type(value).__name__ == "ScalarBoolean"
 
 
+#: Upper bounds that keep every number inside 64 bits and sane (bad input gets a clear
+#: error rather than an overflow deep inside): 10 years, 1 PB, a million slots.
+MAX_RUN_LIMIT_S = 10 * 365 * 86400
+MAX_MEMORY_MB = 2**30
+MAX_SLOTS = 1_000_000
+MAX_RESOURCE = 1e12
+MAX_INTERVAL_S = 86400.0
+
+
 def parse_memory_mb(text: str | int) -> int:
     """Memory size to whole MB: a bare integer is MB; KB, MB, GB, TB suffixes
     (case-insensitive; K/M/G/T and KiB-style spellings also accepted), with
@@ -61,6 +70,8 @@ def parse_memory_mb(text: str | int) -> int:
     if isinstance(text, int):
         if text <= 0:
             raise ValueError(f"memory must be greater than 0, got {int(text)}")
+        if text > MAX_MEMORY_MB:
+            raise ValueError(f"memory of {int(text)} MB is more than the largest accepted, {MAX_MEMORY_MB} MB (1 PB)")
         return int(text)
     m = _MEM_RE.match(text)
     if not m:
@@ -79,7 +90,10 @@ def parse_memory_mb(text: str | int) -> int:
         raise ValueError(f"memory in bytes is not accepted, got {_shown(text)}; expected {MEMORY_FORMS}")
     else:
         factor = _MEM_FACTOR_MB[unit[0]]
-    mb = math.ceil(float(number) * factor)
+    value = float(number) * factor
+    if value > MAX_MEMORY_MB:
+        raise ValueError(f"memory {_shown(text)} is more than the largest accepted, {MAX_MEMORY_MB} MB (1 PB)")
+    mb = math.ceil(value)
     if mb <= 0:
         raise ValueError(f"memory must be greater than 0, got {_shown(text)}")
     return mb
@@ -117,6 +131,8 @@ def parse_run_limit_s(text: str | int) -> int:
         raise ValueError(f"a run limit is whole seconds, got {_shown(text)}")
     if seconds <= 0:
         raise ValueError(f"a run limit must be greater than 0, got {_shown(text)}")
+    if seconds > MAX_RUN_LIMIT_S:
+        raise ValueError(f"a run limit is at most 10 years ({MAX_RUN_LIMIT_S // 3600} hours), got {_shown(text)}")
     return int(seconds)
 
 

@@ -49,7 +49,7 @@ class SessionResult:
     trace: list[str] = field(default_factory=list)
 
 
-REASON_HELD = "The job was suspended while pending"
+REASON_HELD = "The job is held while pending (PSUSP)"
 REASON_ARRAY_LIMIT = "The job array has reached its limit of {limit} running elements"
 REASON_BEHIND = "Waiting behind job {ref} in queue {queue} (first come, first served)"
 REASON_NO_HOSTS = "No host is available: every host is closed or down"
@@ -105,8 +105,7 @@ def schedule(snapshot: Snapshot, now: float) -> SessionResult:
         key = (j.job_id, j.index)
         ref = _ref(j)
         if j.held:
-            res.pend_reasons[key] = PendReason(REASON_HELD)
-            continue
+            continue  # the controller keeps the hold's own reason
         if j.array_limit is not None and array_running.get(j.job_id, 0) >= j.array_limit:
             res.pend_reasons[key] = PendReason(REASON_ARRAY_LIMIT.format(limit=j.array_limit))
             continue

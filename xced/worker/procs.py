@@ -74,6 +74,7 @@ _REQUIRED_SPEC = {
 }
 _SPEC_DEFAULTS: dict[str, Any] = {
     "run_limit_s": None,
+    "memory_limit_mb": None,
     "grace_s": 10.0,
     "kill_interval_s": 10.0,
     "uid": None,
@@ -336,9 +337,9 @@ def _validate_spec(spec: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"spec: unknown field(s) {sorted(unknown)}; valid: {sorted({*_REQUIRED_SPEC, *_SPEC_DEFAULTS})}")
     full = {**_SPEC_DEFAULTS, **spec}
-    for key in ("run_limit_s", "grace_s", "kill_interval_s"):
+    for key in ("run_limit_s", "memory_limit_mb", "grace_s", "kill_interval_s"):
         value = full[key]
-        if value is None and key == "run_limit_s":
+        if value is None and key in ("run_limit_s", "memory_limit_mb"):
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"spec: field {key!r} must be a number of seconds >= 0, got {value!r}")

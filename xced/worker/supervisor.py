@@ -87,6 +87,9 @@ EXIT_USAGE = 2
 EXIT_LOCKED = 75  # EX_TEMPFAIL: another supervisor holds JOBDIR/lock
 
 REASON_RUN_LIMIT = "run limit"
+REASON_MEMORY_LIMIT = "memory limit"
+#: seconds between two looks at the job's resident memory (JOB-2 memory limit)
+MEM_CHECK_S = 0.5
 REASON_KILLED = "killed"
 
 #: Signals the supervisor itself shrugs off (it lives in its own session).
@@ -126,6 +129,26 @@ def write_json_atomic(path: str, obj: object, *, durable: bool = True) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def group_rss_kb(pgid: int) -> int:
+    """Resident memory (kB) of every process in process group `pgid`, from /proc (JOB-2).
+    A job's processes all stay in its group unless they leave it on purpose (setsid)."""
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        rest = data[data.rfind(b")") + 2:].split()
+        # fields after comm: state(0) ppid(1) pgrp(2) ... rss is field 24 of stat, i.e. rest[21]
+        if len(rest) > 21 and int(rest[2]) == pgid:
+            total += int(rest[21]) * page_kb
+    return total
 
 
 def signal_name(sig: int) -> str:
@@ -200,6 +223,8 @@ class Supervisor:
         self.start_time: float | None = None
         self.reason: str | None = None
         self.run_deadline: float | None = None
+        self.mem_limit_kb: int | None = None
+        self.mem_check: float | None = None
         self.grace_deadline: float | None = None
         self.kill_deadline: float | None = None
         self.kill_step = 0
@@ -368,6 +393,9 @@ class Supervisor:
         limit = spec.get("run_limit_s")
         if limit is not None:
             self.run_deadline = start_mono + float(limit)
+        if spec.get("memory_limit_mb"):
+            self.mem_limit_kb = int(spec["memory_limit_mb"]) * 1024
+            self.mem_check = start_mono + MEM_CHECK_S
         write_json_atomic(self.path(JOB_FILE), {"pid": self.pid, "pgid": self.pgid, "start_time": self.start_time},
                           durable=False)
         log(f"job {spec.get('job_id')}[{spec.get('index')}] started: pid {self.pid}")
@@ -416,13 +444,26 @@ class Supervisor:
                 log("run limit reached: SIGTERM")
                 self.signal_group(signal.SIGTERM)
                 self.grace_deadline = now + grace
+            if self.mem_check is not None and now >= self.mem_check:
+                rss = group_rss_kb(self.pgid)
+                if self.mem_limit_kb is not None and rss > self.mem_limit_kb:
+                    self.mem_check = None
+                    if self.reason is None:
+                        self.reason = REASON_MEMORY_LIMIT
+                    log(f"memory limit reached ({rss} kB resident > {self.mem_limit_kb} kB): SIGTERM")
+                    self.signal_group(signal.SIGTERM)
+                    if self.grace_deadline is None:
+                        self.grace_deadline = now + grace
+                else:
+                    self.mem_check = now + MEM_CHECK_S
             if self.grace_deadline is not None and now >= self.grace_deadline:
                 self.grace_deadline = None
-                log("run limit grace expired: SIGKILL")
+                log(f"{self.reason or 'limit'} grace expired: SIGKILL")
                 self.signal_group(signal.SIGKILL)
             if self.kill_deadline is not None and now >= self.kill_deadline:
                 self.kill_sequence_step(now)
-            deadlines = [d for d in (self.run_deadline, self.grace_deadline, self.kill_deadline) if d is not None]
+            deadlines = [d for d in (self.run_deadline, self.grace_deadline, self.kill_deadline, self.mem_check)
+                         if d is not None]
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
             ready, _, _ = select.select([self.pidfd, self.wake_r], [], [], timeout)
             if self.wake_r in ready:

@@ -94,10 +94,12 @@ async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_o
 
 
 @router.get("/jobs/{job_id}/output", response_class=PlainTextResponse)
-async def job_output(job_id: int, request: Request, _: Caller = Depends(caller_of), index: int | None = None,
+async def job_output(job_id: int, request: Request, caller: Caller = Depends(caller_of), index: int | None = None,
                stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
                max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
-    e, text = await _ctl(request).read_output(job_id, index, stream, max_bytes)
+    ctl = _ctl(request)
+    ctl._check_control(caller, ctl.job(job_id))  # LSF bpeek: the job's owner or an admin
+    e, text = await ctl.read_output(job_id, index, stream, max_bytes)
     if text is None:
         raise InvalidRequest(f"job {e.ref} has no {stream} yet (state {e.state})")
     return PlainTextResponse(text)
@@ -105,8 +107,8 @@ async def job_output(job_id: int, request: Request, _: Caller = Depends(caller_o
 
 @router.get("/jobs/{job_id}/wait", response_model=JobOut)
 async def wait_job(job_id: int, request: Request, _: Caller = Depends(caller_of),
-                   timeout: float = Query(30.0, ge=0, le=300)) -> Response:
-    job = await _ctl(request).wait(job_id, timeout)
+                   timeout: float = Query(30.0, ge=0, le=300), index: int | None = None) -> Response:
+    job = await _ctl(request).wait(job_id, timeout, index)
     return json_response(job_dict(job))
 
 
