@@ -241,7 +241,10 @@ def _read_yaml(src: _Source) -> tuple[bool, Any]:
         src.error("file", "is a directory; expected a YAML file")
         return False, None
     except UnicodeDecodeError as e:
-        src.error("file", f"not valid UTF-8 text ({e.reason} at byte {e.start})")
+        raw = e.object[: e.start]
+        line = raw.count(b"\n")
+        col = len(raw) - (raw.rfind(b"\n") + 1)
+        src.error((line, col), f"not valid UTF-8 text ({e.reason} at byte {e.start}); YAML files must be UTF-8")
         return False, None
     except OSError as e:
         src.error("file", f"cannot read: {e.strerror or e}")
@@ -496,7 +499,7 @@ _QUEUE_FIELDS = {
     "max_run_limit": _Field(_nullable(_run_limit)),
     "max_memory": _Field(_nullable(_memory)),
     "host_limit": _Field(_nullable(_int(1, MAX_SLOTS))),
-    "backfill": _Field(_bool),
+    "backfill": _Field(_bool),  # accepted now; EASY backfilling itself comes with SCHED-1 (warned)
 }
 _QUEUE_MODEL_NAMES = {"max_run_limit": "max_run_limit_s", "max_memory": "max_memory_mb"}
 
@@ -726,6 +729,11 @@ def _cross_checks(
     for q in queues:
         node = q["_node"]
         label = f'queue "{q["name"]}"'
+        if q.get("backfill"):
+            queues_src.warn(
+                _value_pos(node, "backfill"),
+                f"{label}: backfill is not built yet (SCHED-1); the queue schedules first come, first served",
+            )
         if q.get("max_tasks") is not None and q["max_tasks"] > total_slots:
             queues_src.warn(
                 _value_pos(node, "max_tasks"),

@@ -381,7 +381,16 @@ class Supervisor:
                 # _posixsubprocess failed before exec: chdir, setgroups or setuid.
                 raise _Setup(1, f"cannot start job: {e.strerror}") from None
             code = 127 if isinstance(e, (FileNotFoundError, NotADirectoryError)) else 126
-            raise _Setup(code, f"cannot execute: {e.strerror}: {argv[0]}") from None
+            what = argv[0]
+            if isinstance(e, FileNotFoundError) and os.path.isfile(os.path.join(spec.get("cwd") or "/", argv[0])):
+                try:  # the file is there: it is the #! interpreter that is missing
+                    with open(os.path.join(spec.get("cwd") or "/", argv[0]), "rb") as f:
+                        first = f.readline(256)
+                    if first.startswith(b"#!"):
+                        what = f"{argv[0]} (its interpreter {first[2:].strip().split()[0].decode(errors='replace')})"
+                except (OSError, IndexError):
+                    pass
+            raise _Setup(code, f"cannot execute: {e.strerror}: {what}") from None
         finally:
             os.close(out)
             if err != out:
