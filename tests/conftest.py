@@ -53,6 +53,7 @@ class Daemon:
     proc: subprocess.Popen | None = None
     log: Path | None = None
     env: dict = field(default_factory=dict)
+    args: list = field(default_factory=list)
 
     def start(self, timeout: float = 30.0) -> "Daemon":
         self.log = self.top / f"xced-{int(time.time() * 1000)}.log"
@@ -60,7 +61,7 @@ class Daemon:
         if ready.exists():
             ready.unlink()
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen([XCED, "--topdir", str(self.top)], stdout=out, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen([XCED, "--topdir", str(self.top), *self.args], stdout=out, stderr=subprocess.STDOUT,
                                          env={**os.environ, **self.env}, start_new_session=True)
         deadline = time.monotonic() + timeout
         while not ready.exists():

@@ -156,7 +156,7 @@ async def serve_worker(top: Path, url: str, join) -> None:
         print("xced: worker stopped; running jobs keep running under their supervisors", file=sys.stderr, flush=True)
 
 
-async def serve(top: Path, config, host_name: str | None) -> None:
+async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = True) -> None:
     """Run the daemon until SIGTERM/SIGINT."""
     import uvicorn
 
@@ -179,7 +179,7 @@ async def serve(top: Path, config, host_name: str | None) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_THRESHOLD0, 50, 100)
-    local = _local_host(config, host_name)
+    local = _local_host(config, host_name) if run_jobs_here else None
     sock = socket_path(top)
     env_sock = os.environ.get("XCE_SOCKET")
     if env_sock:
@@ -188,7 +188,7 @@ async def serve(top: Path, config, host_name: str | None) -> None:
     if local is not None:
         worker = LocalWorker(local, top, ctl, {"XCE_SOCKET": str(sock)})
         ctl.attach_worker(worker)
-    else:
+    elif run_jobs_here:
         log.warning("no host in hosts.yaml is this machine (%s); this xced runs no jobs itself", host_name)
     listeners = [_unix_listener(sock)]
     tcp_note = ""
@@ -265,9 +265,11 @@ def run(
             _die("--roles worker needs --controller tcp://HOST:PORT (the controller's run/xced.port)", 2)
         _run_worker(topdir, controller, host_name, slots, memory, resource, attribute, tag)
         return
-    if wanted != valid or controller:
-        _die("the roles run either all together (the default) or as `--roles worker --controller URL`; "
+    if "worker" in wanted and wanted != valid or controller or not {"controller", "scheduler", "apiserver"} <= wanted:
+        _die("the roles run all together (the default), as `--roles controller,scheduler,apiserver` (no jobs "
+             f"on this machine; every host joins as a worker), or as `--roles worker --controller URL`; "
              f"--roles {roles} is not supported", 2)
+    run_jobs_here = "worker" in wanted
     from xced.config import load_cluster_config
 
     try:
@@ -282,7 +284,7 @@ def run(
         for w in result.warnings:
             print(str(w), file=sys.stderr)
         lock_fd = _lock_topdir(top)
-        asyncio.run(serve(top, result.config, host_name))
+        asyncio.run(serve(top, result.config, host_name, run_jobs_here))
         os.close(lock_fd)
     except StartupError as e:
         _die(str(e))

@@ -20,15 +20,18 @@ pytestmark = pytest.mark.timeout(120)
 
 
 class Cluster:
-    """A controller (host h1) and workers h2, h3 joined over TCP."""
+    """A controller that runs no jobs itself (`--roles controller,scheduler,apiserver`, no
+    hosts in hosts.yaml) and three `xced --roles worker` processes h1, h2, h3 joined over TCP,
+    each declaring its own slots, memory and resources."""
 
-    def __init__(self, top: Path, h1_slots: int = 2) -> None:
+    def __init__(self, top: Path) -> None:
         self.top = top
         self.ctl_top = top / "A"
-        write_config(self.ctl_top, slots=h1_slots)
+        write_config(self.ctl_top)
+        (self.ctl_top / "config" / "hosts.yaml").write_text("hosts: []\n")
         with open(self.ctl_top / "config" / "xce.yaml", "a") as f:
             f.write("listen:\n  host: 127.0.0.1\n  port: 0\n")
-        self.ctl = Daemon(self.ctl_top)
+        self.ctl = Daemon(self.ctl_top, args=["--roles", "controller,scheduler,apiserver"])
         self.workers: dict[str, subprocess.Popen] = {}
 
     def start(self, workers: dict[str, list[str]]) -> "Cluster":
@@ -70,7 +73,8 @@ def cluster():
     top = short_tmpdir("xce-mh-")
     c = Cluster(top)
     try:
-        yield c.start({"h2": ["--slots", "4", "--memory", "4GB", "--resource", "gpu=2", "--attribute", "type=x86_64"],
+        yield c.start({"h1": ["--slots", "2", "--memory", "8GB"],
+                       "h2": ["--slots", "4", "--memory", "4GB", "--resource", "gpu=2", "--attribute", "type=x86_64"],
                        "h3": ["--slots", "4", "--memory", "4GB", "--attribute", "type=aarch64"]})
     finally:
         c.stop()

@@ -433,7 +433,8 @@ def _check_mapping(
     return out
 
 
-def _top_list(src: _Source, doc: Any, key: str, what: str, example: str) -> list[tuple[Any, Pos]] | None:
+def _top_list(src: _Source, doc: Any, key: str, what: str, example: str,
+              may_be_empty: bool = False) -> list[tuple[Any, Pos]] | None:
     """The list under `key` of a queues.yaml / hosts.yaml document, as
     (item, position) pairs; None after reporting when the shape is wrong."""
     if doc is None:
@@ -452,6 +453,10 @@ def _top_list(src: _Source, doc: Any, key: str, what: str, example: str) -> list
     if not _is_seq(items):
         src.error(_value_pos(doc, key), f"{key} must be a list of {what}, got {_got(items)}")
         return None
+    if not items and may_be_empty:
+        src.warn(_value_pos(doc, key), f"no {what} declared: every host must join as a worker "
+                                       f"(xced --roles worker --controller tcp://HOST:PORT)")
+        return []
     if not items:
         src.error(_value_pos(doc, key), f"{key} must name at least one of the {what}, got an empty list")
         return None
@@ -600,7 +605,8 @@ def _check_queues(src: _Source, doc: Any) -> list[dict[str, Any]] | None:
 
 
 def _check_hosts(src: _Source, doc: Any) -> list[dict[str, Any]] | None:
-    items = _top_list(src, doc, "hosts", "hosts", '"hosts: [{name: node1, slots: 8, memory: 16GB}]"')
+    items = _top_list(src, doc, "hosts", "hosts", '"hosts: [{name: node1, slots: 8, memory: 16GB}]"',
+                      may_be_empty=True)
     if items is None:
         return None
     seen: dict[str, Pos] = {}
@@ -725,7 +731,7 @@ def _cross_checks(
     if queues is None or hosts is None or hosts_src.failed or queues_src.failed:
         return
     total_slots = sum(h["slots"] for h in hosts)
-    biggest_mb = max(h["memory_mb"] for h in hosts)
+    biggest_mb = max((h["memory_mb"] for h in hosts), default=0)
     for q in queues:
         node = q["_node"]
         label = f'queue "{q["name"]}"'
@@ -734,6 +740,8 @@ def _cross_checks(
                 _value_pos(node, "backfill"),
                 f"{label}: backfill is not built yet (SCHED-1); the queue schedules first come, first served",
             )
+        if not hosts:
+            continue  # hosts come from workers that join: nothing to compare with
         if q.get("max_tasks") is not None and q["max_tasks"] > total_slots:
             queues_src.warn(
                 _value_pos(node, "max_tasks"),

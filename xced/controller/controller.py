@@ -261,8 +261,8 @@ class Controller:
                 nmin = nmax = total
         total_slots = sum(h.slots for h in self.hosts.values())
         if nmin > total_slots:
-            raise InvalidRequest(f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all",
-                                 field="ntasks_min")
+            raise InvalidRequest(f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all"
+                                 + ("" if self.hosts else " (no host has joined yet)"), field="ntasks_min")
         why = never_satisfiable(PlacementRequest(nmin, nmax, resreq, queue.host_limit),
                                 [self._host_snap_supply(h) for h in self.hosts.values()])
         if why:
