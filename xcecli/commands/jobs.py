@@ -102,17 +102,8 @@ def register(app: typer.Typer) -> None:
             bad = [f for f in cols if f not in FIELDS]
             if bad:
                 raise typer.BadParameter(f"-o: unknown field(s) {', '.join(bad)}; valid fields: {' '.join(FIELDS)}")
-        params: dict = {}
-        if user:
-            params["user"] = user
-        if queue:
-            params["queue"] = queue
-        if states:
-            params["state"] = states
-        if all_:
-            params["all"] = "true"
         # plain JSON, no model parsing: 10,000 jobs must list within the 300 ms aim (bench)
-        res = ctx.obj.client().request("GET", "/jobs", params=params)
+        res = ctx.obj.client().jobs_raw(user=user, queue=queue, states=states or None, all=all_)
         if as_json:
             import sys
 

@@ -212,10 +212,9 @@ class Client:
         body = req.model_dump(exclude_none=True) if isinstance(req, SubmitRequest) else req
         return _model(SubmitResponse, self.request("POST", "/jobs", json=body).body)
 
-    def jobs(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
-             all: bool = False):
-        from xced.api.models import JobList
-
+    def jobs_raw(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
+                 all: bool = False) -> Response:
+        """GET /jobs as the raw answer (plain JSON, no model parsing: fast for big listings)."""
         params: dict[str, Any] = {}
         if user:
             params["user"] = user
@@ -225,7 +224,14 @@ class Client:
             params["state"] = states
         if all:
             params["all"] = "true"
-        return _model(JobList, self.request("GET", "/jobs", params=params).body)
+        return self.request("GET", "/jobs", params=params)
+
+    def jobs(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
+             all: bool = False):
+        """The JobList of `xcecli jobs` (filters as GET /jobs)."""
+        from xced.api.models import JobList
+
+        return _model(JobList, self.jobs_raw(user=user, queue=queue, states=states, all=all).body)
 
     def job(self, job_id: int):
         from xced.api.models import JobOut

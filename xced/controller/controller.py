@@ -503,6 +503,13 @@ class Controller:
         self._job_changed(job)
         self.kick()
 
+    def _each_first_host(self, elements: list[Element], act: Callable[[WorkerLink, Element], object]) -> None:
+        """Call act(worker, element) with the worker of each element's first host, when joined."""
+        for e in elements:
+            w = self.workers.get(e.alloc[0][0]) if e.alloc else None
+            if w is not None:
+                act(w, e)
+
     def _end_tasks(self, job_id: int, index: int, hosts: list[str]) -> None:
         """The job's script ended: end its tasks on every host of the job (D-1, JOB-7)."""
         for h in hosts:
@@ -549,10 +556,8 @@ class Controller:
                     self.store.add_event(self.clock(), job.id, e.index, "KILL_REQUEST", None, None, actor, None)
                     to_signal.append(e)
                     done.append(e.ref)
+        self._each_first_host(to_signal, lambda w, e: w.kill(job.id, e.index))
         for e in to_signal:
-            w = self.workers.get(e.alloc[0][0])
-            if w is not None:
-                w.kill(job.id, e.index)
             self._end_tasks(job.id, e.index, [h for h, _ in e.alloc[1:]])
         if not done:
             raise Conflict(f"job {job_id} has already finished; nothing to kill")
@@ -579,10 +584,7 @@ class Controller:
                 else:
                     continue
                 done.append(e.ref)
-        for e in sig:
-            w = self.workers.get(e.alloc[0][0])
-            if w is not None:
-                w.signal(job.id, e.index, signal.SIGSTOP)
+        self._each_first_host(sig, lambda w, e: w.signal(job.id, e.index, signal.SIGSTOP))
         if not done:
             raise Conflict(f"job {job_id}: nothing to stop (state {job.state()})")
         return done
@@ -608,10 +610,7 @@ class Controller:
                 else:
                     continue
                 done.append(e.ref)
-        for e in sig:
-            w = self.workers.get(e.alloc[0][0])
-            if w is not None:
-                w.signal(job.id, e.index, signal.SIGCONT)
+        self._each_first_host(sig, lambda w, e: w.signal(job.id, e.index, signal.SIGCONT))
         if not done:
             raise Conflict(f"job {job_id}: nothing to resume (state {job.state()}); only stopped jobs resume")
         self.kick()
@@ -638,10 +637,7 @@ class Controller:
                 else:
                     continue
                 done.append(e.ref)
-        for e in kill:
-            w = self.workers.get(e.alloc[0][0])
-            if w is not None:
-                w.kill(job.id, e.index)
+        self._each_first_host(kill, lambda w, e: w.kill(job.id, e.index))
         if not done:
             raise Conflict(f"job {job_id} is pending; only running or finished jobs can be requeued")
         self.kick()
