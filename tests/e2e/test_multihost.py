@@ -311,6 +311,10 @@ def test_dry_run_json_and_bad_resreq(cluster, tmp_path):
     r = d.cli("submit", "-n", "2", "-R", "span[ptile=4]", "--", "true", cwd=tmp_path)
     assert r.returncode == 1 and "can never start" in r.stderr and "ptile" in r.stderr
     r = d.cli("submit", "-R", "2*{select[type==x86_64]} + 1*{span[hosts=1]}", "--", "true", cwd=tmp_path)
-    assert r.returncode in (0, 1) and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "span[hosts=1] is not allowed inside a compound request" in r.stderr
+    r = d.cli("submit", "-K", "-o", "c.txt", "-R", "2*{select[type==x86_64]} + 1*{select[type==aarch64]}", "--",
+              "sh", "-c", "echo $LSB_MCPU_HOSTS", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "c.txt").read_text().split() == ["h2", "2", "h3", "1"]  # compound: 2 x86_64 + 1 aarch64
     r = d.cli("submit", "-R", "select[type==sparc]", "--", "true", cwd=tmp_path)
     assert r.returncode == 1 and "can never start" in r.stderr

@@ -250,6 +250,11 @@ class Controller:
             resreq = effective_resreq(texts)
         except ResReqError as e:
             raise InvalidRequest(f"-R: {e}", field="resreq") from None
+        if resreq.kind == "compound" and any(p.resreq.span is not None and p.resreq.span.hosts == 1
+                                             for p in resreq.parts):
+            raise InvalidRequest("-R: span[hosts=1] is not allowed inside a compound request (as in LSF): the parts "
+                                 "of a compound job are placed separately; use a simple request to keep every task "
+                                 "on one host", field="resreq")
         if resreq.kind == "compound":
             total = sum(p.count or 0 for p in resreq.parts)
             if req.get("ntasks_min") in (None, 1) and req.get("ntasks_max") is None:
