@@ -201,3 +201,25 @@ def test_wait_returns_when_finished(ctl):
         end(ctl, j.id)
         assert (await w).id == j.id
     asyncio.run(main())
+
+
+def test_submits_behind_a_blocked_head_need_no_session(ctl):
+    """Strict FCFS (D-4, SCHED-1 v1): once a queue's head is blocked, later submits to it get
+    the 'waiting behind' reason without a session; any other event runs sessions again."""
+    async def main():
+        running = ctl.submit(req(ntasks_min=4), ALICE)
+        head = ctl.submit(req(ntasks_min=2), ALICE)
+        session(ctl)
+        assert running.elements[0].state == "RUN" and head.elements[0].state == "PEND"
+        before = ctl.sessions
+        later = [ctl.submit(req(), ALICE) for _ in range(5)]
+        assert ctl.sessions == before and not ctl._session_scheduled
+        assert all(j.elements[0].pend_reason.main == f"Waiting behind job {head.id} in queue normal "
+                   "(first come, first served)" for j in later)
+        ctl.kill(head.id, None, ALICE)  # the head goes: the queue must be looked at again
+        assert ctl._session_scheduled
+        session(ctl)
+        end(ctl, running.id)
+        session(ctl)
+        assert [j.elements[0].state for j in later] == ["RUN"] * 4 + ["PEND"]
+    asyncio.run(main())

@@ -72,11 +72,14 @@ def _daemon_user() -> str:
 REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resume releases it)"
 
 
+_NO_RESREQ = parse("")
+
+
 def effective_resreq(texts: list[str]):
     """The job's effective requirement: its `-R` strings parsed and merged as LSF merges
     them (RES-1). Raises ResReqError."""
     parts = [parse(t) for t in texts if t.strip()]
-    return merge(parts) if parts else parse("")
+    return merge(parts) if parts else _NO_RESREQ
 
 
 class Controller:
@@ -102,6 +105,10 @@ class Controller:
         }
         self.workers: dict[str, WorkerLink] = {}
         self._session_scheduled = False
+        #: strict FCFS shortcut: queues blocked at the last session, valid until anything but a
+        #: submit happens (a job end, a kill, a release, a host joining...)
+        self._blocked: dict[str, PendReason] = {}
+        self._blocked_valid = False
         self._waiters: dict[int, list[tuple[asyncio.Future, int | None]]] = {}
         self._task_ids: dict[tuple[int, int], int] = {}
         self.sessions = 0
@@ -268,8 +275,10 @@ class Controller:
         if nmin > total_slots:
             raise InvalidRequest(f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all"
                                  + ("" if self.hosts else " (no host has joined yet)"), field="ntasks_min")
-        why = never_satisfiable(PlacementRequest(nmin, nmax, resreq, queue.host_limit),
-                                [self._host_snap_supply(h) for h in self.hosts.values()])
+        why = None
+        if not resreq.is_empty or queue.host_limit is not None:  # a bare -n was checked just above
+            why = never_satisfiable(PlacementRequest(nmin, nmax, resreq, queue.host_limit),
+                                    [self._host_snap_supply(h) for h in self.hosts.values()])
         if why:
             raise InvalidRequest(f"the job can never start: {why}", field="resreq")
         rl = req.get("run_limit_s")
@@ -329,13 +338,23 @@ class Controller:
         job.unfinished = len(indices)
         self.jobs[jid] = job
         self.active[jid] = job
-        self.kick()
+        behind = self._blocked.get(qname) if self._blocked_valid and not self._session_scheduled else None
+        if behind is not None:
+            # v1 is strict FCFS: a job submitted behind a queue's blocked head cannot start
+            # before it, and nothing else changed since the last session, so no session is
+            # needed (D-4: sessions cost O(pending); this keeps submits cheap at depth).
+            for e in job.elements.values():
+                e.pend_reason = behind
+        else:
+            self.kick()
         return job
 
     # ------------------------------------------------------------------ scheduling
 
     def kick(self) -> None:
-        """Ask for a scheduler session after the coalescing delay (D-4); idempotent."""
+        """Ask for a scheduler session after the coalescing delay (D-4); idempotent. Any
+        stimulus but a submit into a blocked queue comes here, so it ends the shortcut."""
+        self._blocked_valid = False
         if self._session_scheduled:
             return
         self._session_scheduled = True
@@ -390,6 +409,8 @@ class Controller:
         self.sessions += 1
         self.last_trace = result.trace
         self.apply(result)
+        self._blocked = result.blocked
+        self._blocked_valid = not self._session_scheduled
 
     def apply(self, result: SessionResult) -> None:
         """Apply a session's decisions (DESIGN rule 1): re-check each dispatch against the
@@ -398,9 +419,11 @@ class Controller:
             job = self.jobs.get(jid)
             if job is not None and idx in job.elements:
                 e = job.elements[idx]
-                if e.state in (S.PEND, S.PSUSP) and e.pend_reason != reason:  # SCHED-3: push only changes
-                    e.pend_reason = reason
+                if e.state is S.PEND and e.pend_reason is not reason and e.pend_reason != reason:
+                    e.pend_reason = reason  # SCHED-3: only a changed reason replaces the last one
         accepted: list[Element] = []
+        if not result.dispatches:
+            return
         now = self.clock()
         with self.store.tx():
             for d in result.dispatches:
@@ -567,6 +590,7 @@ class Controller:
         if not done:
             raise Conflict(f"job {job_id} has already finished; nothing to kill")
         self._job_changed(job)
+        self.kick()  # a killed pending job may have been the head that blocked its queue
         return done
 
     def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
@@ -592,6 +616,7 @@ class Controller:
         self._each_first_host(sig, lambda w, e: w.signal(job.id, e.index, signal.SIGSTOP))
         if not done:
             raise Conflict(f"job {job_id}: nothing to stop (state {job.state()})")
+        self.kick()  # a held head no longer blocks its queue
         return done
 
     def resume(self, job_id: int, index: int | None, caller: Caller) -> list[str]:

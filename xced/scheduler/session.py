@@ -47,6 +47,8 @@ class SessionResult:
     dispatches: list[Dispatch] = field(default_factory=list)
     pend_reasons: dict[tuple[int, int], PendReason] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
+    #: queues whose head could not start, with the reason every later job of the queue gets
+    blocked: dict[str, PendReason] = field(default_factory=dict)
 
 
 REASON_HELD = "The job is held while pending (PSUSP)"
@@ -97,24 +99,26 @@ def schedule(snapshot: Snapshot, now: float) -> SessionResult:
                    key=lambda j: (qkey.get(j.queue, (0, 1 << 30)), j.submit_time, j.job_id, j.index))
     supply = _Supply(snapshot)
     array_running = dict(snapshot.array_running)
-    blocked: dict[str, str] = {}  # queue -> ref of the job that blocks it
+    blocked = res.blocked  # queue -> the one reason shared by every job behind its head
     res.trace.append(f"session at {now:.3f}: {len(order)} pending, "
                      f"{sum(1 for h in supply.hosts.values() if h.status == 'ok')} usable hosts, "
                      f"{sum(h.slots_free for h in supply.hosts.values() if h.status == 'ok')} free slots")
+    no_hosts = PendReason(REASON_NO_HOSTS)
     for j in order:
         key = (j.job_id, j.index)
-        ref = _ref(j)
         if j.held:
             continue  # the controller keeps the hold's own reason
         if j.array_limit is not None and array_running.get(j.job_id, 0) >= j.array_limit:
             res.pend_reasons[key] = PendReason(REASON_ARRAY_LIMIT.format(limit=j.array_limit))
             continue
-        if j.queue in blocked:
-            res.pend_reasons[key] = PendReason(REASON_BEHIND.format(ref=blocked[j.queue], queue=j.queue))
+        behind = blocked.get(j.queue)
+        if behind is not None:
+            res.pend_reasons[key] = behind  # one shared object: cheap for 10,000 jobs behind a head
             continue
+        ref = _ref(j)
         if not supply.usable():
-            res.pend_reasons[key] = PendReason(REASON_NO_HOSTS)
-            blocked[j.queue] = ref
+            res.pend_reasons[key] = no_hosts
+            blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
             continue
         q = queues.get(j.queue)
         req = PlacementRequest(j.ntasks_min, j.ntasks_max, j.resreq, q.host_limit if q else None)
@@ -128,6 +132,6 @@ def schedule(snapshot: Snapshot, now: float) -> SessionResult:
             continue
         pr = out.pend_reason()
         res.pend_reasons[key] = pr
-        blocked[j.queue] = ref
+        blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
         res.trace.append(f"{ref}: pend: {pr.main}")
     return res
