@@ -194,7 +194,16 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     tcp_note = ""
     listen = config.settings.listen
     if listen.port is not None:
-        tcp = _tcp_listener(listen.host, listen.port)
+        port_file = top / "run" / PORT_FILE
+        tcp = None
+        if listen.port == 0 and port_file.exists():
+            # keep the port of the last run, so that workers rejoin a restarted controller
+            try:
+                tcp = _tcp_listener(listen.host, int(port_file.read_text().strip()))
+            except (StartupError, ValueError):
+                tcp = None
+        if tcp is None:
+            tcp = _tcp_listener(listen.host, listen.port)
         port = tcp.getsockname()[1]
         (top / "run" / PORT_FILE).write_text(f"{port}\n")
         listeners.append(tcp)
@@ -205,7 +214,8 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
                          timeout_keep_alive=KEEP_ALIVE_S)
     server = uvicorn.Server(cfg)
     print(f"xced: cluster {config.settings.cluster_name!r} ({config.settings.mode} mode), "
-          f"TopDir {top}, host {local}, socket {sock}{tcp_note}", file=sys.stderr, flush=True)
+          f"TopDir {top}, {'host ' + local if local else 'no jobs on this machine'}, socket {sock}{tcp_note}",
+          file=sys.stderr, flush=True)
     orig_startup = server.startup
 
     async def startup(sockets=None):
@@ -233,7 +243,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         if worker is not None:
             await worker.close()
         store.close()
-        for p in (sock, top / "run" / "xced.ready", top / "run" / PORT_FILE):
+        for p in (sock, top / "run" / "xced.ready"):  # run/xced.port stays: the next start reuses it
             try:
                 p.unlink()
             except OSError:
@@ -324,6 +334,12 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
 
     if not topdir and not os.environ.get(ENV_TOPDIR):
         _die("--roles worker needs --topdir DIR (the worker's own directory for job files)", 2)
+    import re
+
+    m = re.fullmatch(r"tcp://([^:/\s]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})", controller)
+    if not m or not 1 <= int(m.group(2)) <= 65535:
+        _die(f"--controller {controller!r}: expected tcp://HOST:PORT with a port from 1 to 65535 "
+             f"(the controller's run/xced.port)", 2)
     top = Path(topdir or os.environ[ENV_TOPDIR]).expanduser().absolute()
     top.mkdir(parents=True, exist_ok=True)
     if slots is not None and slots < 1:

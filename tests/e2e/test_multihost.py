@@ -318,3 +318,51 @@ def test_dry_run_json_and_bad_resreq(cluster, tmp_path):
     assert (tmp_path / "c.txt").read_text().split() == ["h2", "2", "h3", "1"]  # compound: 2 x86_64 + 1 aarch64
     r = d.cli("submit", "-R", "select[type==sparc]", "--", "true", cwd=tmp_path)
     assert r.returncode == 1 and "can never start" in r.stderr
+
+
+def test_duplicate_host_name_is_refused(cluster, tmp_path):
+    port = (cluster.ctl_top / "run" / "xced.port").read_text().strip()
+    # a second h1 is refused (it retries for a while in case it is h1's own old channel, then gives up)
+    from xced.worker import remote
+
+    assert remote.DUPLICATE_RETRY_S == 30.0
+    proc = subprocess.Popen([XCED, "--roles", "worker", "--controller", f"tcp://127.0.0.1:{port}", "--host-name",
+                             "h1", "--topdir", str(tmp_path / "imp"), "--slots", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 15
+        out = ""
+        while "already joined" not in out:
+            assert time.monotonic() < deadline, out
+            line = proc.stdout.readline()
+            out += line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+    hosts = {h["name"]: h for h in json.loads(cluster.ctl.cli("hosts", "--json", check=True).stdout)["hosts"]}
+    assert hosts["h1"]["status"] == "ok" and hosts["h1"]["slots"] == 2  # the real h1 kept its place
+
+
+def test_controller_restart_keeps_port_and_counts(cluster, tmp_path):
+    """The controller restarts while a two-host job runs and ends: the workers rejoin on the
+    same port, the end is recorded, and no host is left with negative use."""
+    d = cluster.ctl
+    port = (cluster.ctl_top / "run" / "xced.port").read_text().strip()
+    jid = d.submit("-n", "4", "-R", "span[ptile=2]", "--", "sleep", "2", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    assert d.stop(signal.SIGTERM) == 0
+    time.sleep(2.5)  # the job ends while the controller is down
+    d.start()
+    assert (cluster.ctl_top / "run" / "xced.port").read_text().strip() == port
+    deadline = time.monotonic() + 30
+    while True:
+        hosts = {h["name"]: h for h in json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]}
+        if all(hosts.get(n, {}).get("status") == "ok" for n in ("h1", "h2", "h3")):
+            break
+        assert time.monotonic() < deadline, hosts
+        time.sleep(0.1)
+    assert d.wait_state(jid, ("DONE",))["state"] == "DONE"
+    hosts = {h["name"]: h for h in json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]}
+    assert all(h["slots_used"] == 0 and h["njobs"] == 0 for h in hosts.values()), hosts
+    r = d.cli("submit", "--dry-run", "--json", "-R", "rusage[mem=1GB:duration=5]", "--", "true", cwd=tmp_path)
+    assert "holds every reservation for the life of the job" in json.loads(r.stdout)["warnings"][0]

@@ -36,6 +36,8 @@ def register(app: typer.Typer) -> None:
             idx = idx or 0
         elif os.environ.get("XCE_JOBID", "").isdigit():
             jid, idx = int(os.environ["XCE_JOBID"]), int(os.environ.get("XCE_JOBINDEX") or 0)
+        elif os.environ.get("XCE_JOBID"):
+            raise typer.BadParameter(f"XCE_JOBID={os.environ['XCE_JOBID']!r} is not a job ID; give --job ID")
         else:
             raise typer.BadParameter("not inside a job (XCE_JOBID is not set); give --job ID")
         token = os.environ.get("XCE_JOB_TOKEN") if job is None else None

@@ -134,12 +134,13 @@ class Controller:
             if e.state in ACTIVE:
                 self._use(e, +1)
 
-    def _use(self, e: Element, sign: int) -> None:
-        """Take (+1) or give back (-1) what a running element holds on its hosts (RES-2)."""
+    def _use(self, e: Element, sign: int, only: str | None = None) -> None:
+        """Take (+1) or give back (-1) what a running element holds on its hosts (RES-2);
+        `only`: on that host alone."""
         reserve = e.reserve or {host: {"slots": n} for host, n in e.alloc}
         for host, held in reserve.items():
             h = self.hosts.get(host)
-            if h is None:
+            if h is None or (only is not None and host != only):
                 continue
             h.njobs += sign
             for k, v in held.items():
@@ -158,6 +159,11 @@ class Controller:
             self.hosts[link.host] = HostState(link.host, offer.slots, offer.memory_mb, dict(offer.resources),
                                               dict(offer.attributes), list(offer.tags))
             log.info("host %s declared at join: %d slots, %d MB", link.host, offer.slots, offer.memory_mb)
+            # what running jobs hold there (known from the store before the host was)
+            for job in self.active.values():
+                for e in job.elements.values():
+                    if e.state in ACTIVE and link.host in (e.reserve or dict(e.alloc)):
+                        self._use(e, +1, only=link.host)
         self.attach_worker(link)
 
     def worker_left(self, link: WorkerLink) -> None:
@@ -267,7 +273,8 @@ class Controller:
             if req.get("ntasks_min") in (None, 1) and req.get("ntasks_max") is None:
                 nmin = nmax = total  # the compound counts say how many tasks (LSF)
             elif not nmin <= total <= nmax:
-                raise InvalidRequest(f"-n {nmin},{nmax} does not match the compound -R, which asks for {total} tasks",
+                asked = str(nmin) if nmin == nmax else f"{nmin},{nmax}"
+                raise InvalidRequest(f"-n {asked} does not match the compound -R, which asks for {total} tasks",
                                      field="ntasks_min")
             else:
                 nmin = nmax = total
@@ -323,9 +330,16 @@ class Controller:
         if dry_run:
             from xced.resreq import render, to_json
 
+            warnings = []
+            groups = [g for alt in resreq.rusage for g in alt] + [
+                g for p in resreq.parts for alt in p.resreq.rusage for g in alt]
+            if any(g.duration_s is not None or g.decay is not None for g in groups):
+                warnings.append("rusage duration and decay are accepted, but this version holds every "
+                                "reservation for the life of the job")
             return {"queue": qname, "ntasks_min": nmin, "ntasks_max": nmax, "run_limit_s": rl,
                     "memory_limit_mb": mem, "name": name, "array_size": len(indices) if array else 0,
-                    "run_as": run_as, "resreq": to_json(resreq), "resreq_text": render(resreq)}
+                    "run_as": run_as, "resreq": to_json(resreq), "resreq_text": render(resreq),
+                    "_warnings": warnings}
         now = self.clock()
         with self.store.tx(durable=True):
             jid = self.store.next_job_id()

@@ -89,7 +89,7 @@ def merge(reqs: Iterable[ResReq]) -> ResReq:
         if r.kind != "simple":
             raise ResReqError(
                 render(r), None, "simple requirement strings only",
-                reason=f"a {r.kind} requirement string cannot be merged with other -R strings "
+                reason=f"{'an' if r.kind == 'alternative' else 'a'} {r.kind} requirement string cannot be merged with other -R strings "
                        "(give it as the only -R)",
             )
     out = items[0]

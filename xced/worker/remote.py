@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import json
 import logging
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
@@ -26,8 +27,11 @@ from xced.model.state import EndStatus, StartInfo
 
 log = logging.getLogger("xced.worker.remote")
 
-#: seconds between attempts to (re)join the controller
+#: seconds before the first attempt to rejoin the controller; doubles up to REJOIN_MAX_S
 REJOIN_DELAY_S = 0.5
+REJOIN_MAX_S = 10.0
+#: seconds a worker keeps retrying when its host name is still joined (its own old channel)
+DUPLICATE_RETRY_S = 30.0
 #: seconds a controller waits for a worker's reply to a request
 REQUEST_TIMEOUT_S = 10.0
 
@@ -159,21 +163,30 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event) ->
     ws_url = "ws://" + url[len("tcp://"):] + API_PREFIX + CHANNEL_PATH
     reporter = ChannelReporter()
     worker = LocalWorker(join.host, topdir, reporter, {"XCE_CONTROLLER": url})
+    delay = REJOIN_DELAY_S
+    started = time.monotonic()
     try:
         while not stop.is_set():
             try:
                 async with websockets.connect(ws_url, max_size=2**24, open_timeout=5) as ws:
+                    delay = REJOIN_DELAY_S
                     await _serve_channel(ws, join, worker, reporter, topdir, stop)
             except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as e:
-                log.warning("channel to %s: %s; rejoining in %.1f s", url, e, REJOIN_DELAY_S)
+                log.warning("channel to %s: %s; rejoining in %.1f s (is the controller running, and is %s its "
+                            "run/xced.port?)", url, e, delay, url)
             except _Refused as e:
-                log.error("the controller refused this worker: %s", e)
-                raise
+                # a restarted worker may race its old channel's close: retry that for a while
+                if "already joined" in str(e) and time.monotonic() - started < DUPLICATE_RETRY_S:
+                    log.warning("the controller refused this worker for now: %s; retrying", e)
+                else:
+                    log.error("the controller refused this worker: %s", e)
+                    raise
             if not stop.is_set():
                 try:
-                    await asyncio.wait_for(stop.wait(), REJOIN_DELAY_S)
+                    await asyncio.wait_for(stop.wait(), delay)
                 except asyncio.TimeoutError:
                     pass
+                delay = min(delay * 2, REJOIN_MAX_S)
     finally:
         await worker.close()
 

@@ -46,7 +46,8 @@ async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends
 async def dry_run(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> DryRun:
     """Validate and merge like a submit, record nothing (CLI-2 --dry-run)."""
     eff = _ctl(request).submit(body.model_dump(), caller, dry_run=True)
-    return DryRun(effective=eff, warnings=[])
+    warnings = eff.pop("_warnings", [])
+    return DryRun(effective=eff, warnings=warnings)
 
 
 @router.get("/jobs/{job_id}/why", response_model=WhyOut)

@@ -30,6 +30,11 @@ async def worker_channel(ws: WebSocket) -> None:
         await ws.send_json({"op": "refused", "reason": f"bad join message: {e}"})
         await ws.close()
         return
+    if join.host in ctl.workers:
+        await ws.send_json({"op": "refused", "reason": f"host {join.host} is already joined (another worker, or this "
+                                                      f"one still connected); host names must be unique"})
+        await ws.close()
+        return
     queue: asyncio.Queue[dict] = asyncio.Queue()
     link = RemoteWorkerLink(join.host, queue.put_nowait)
     await ws.send_json({"op": "joined", "host": join.host})
