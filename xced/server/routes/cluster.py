@@ -29,7 +29,7 @@ async def hosts(request: Request, _: Caller = Depends(caller_of)) -> HostList:
         HostOut(name=h.name, status=h.status, slots=h.slots, slots_used=h.slots_used, memory_mb=h.memory_mb,
                 memory_used_mb=h.mem_used_mb, njobs=h.njobs, resources=h.resources, attributes=h.attributes,
                 tags=h.tags)
-        for h in ctl.hosts.values()])
+        for h in sorted(ctl.hosts.values(), key=lambda h: h.name)])
 
 
 @router.get("/queues", response_model=QueueList)
