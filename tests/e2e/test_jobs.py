@@ -208,6 +208,8 @@ def test_jobs_filters_and_fields(shared_daemon, tmp_path):
     assert any(j["job_id"] == jid for j in data["jobs"])
     r = d.cli("jobs", "-o", "id bogus")
     assert r.returncode == 2 and "bogus" in r.stderr
+    out = d.cli("jobs", "-s", "DONE", "-o", "JOBID,STAT,EXEC_HOST", check=True).stdout.splitlines()
+    assert out[0].split() == ["JOBID", "STAT", "EXEC_HOST"]  # bjobs -o names work too
     hosts = json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]
     assert hosts[0]["name"] == "h1" and hosts[0]["slots"] == 4 and hosts[0]["status"] == "ok"
     queues = json.loads(d.cli("queues", "--json", check=True).stdout)["queues"]

@@ -14,6 +14,8 @@ FIELDS = {
     "reason": "PEND_REASON",
 }
 DEFAULT_FIELDS = ["id", "user", "state", "queue", "hosts", "name", "submit_time"]
+#: the column headers (bjobs -o names) are accepted as field names too
+ALIASES = {h.lower(): f for f, h in FIELDS.items()} | {"stat": "state", "jobid": "id", "exec_host": "hosts"}
 
 
 def _job_ref(text: str) -> tuple[int, int | None]:
@@ -98,7 +100,7 @@ def register(app: typer.Typer) -> None:
                 states.append(part.upper())
         cols = DEFAULT_FIELDS
         if fields:
-            cols = [f for f in fields.replace(",", " ").split()]
+            cols = [ALIASES.get(f.lower(), f.lower()) for f in fields.replace(",", " ").split()]
             bad = [f for f in cols if f not in FIELDS]
             if bad:
                 raise typer.BadParameter(f"-o: unknown field(s) {', '.join(bad)}; valid fields: {' '.join(FIELDS)}")
@@ -135,7 +137,9 @@ def register(app: typer.Typer) -> None:
             ("State", j.state.value),
             ("Command", " ".join(j.argv)),
             ("CWD", j.cwd),
-            ("Tasks", str(j.ntasks_min) if j.ntasks_min == j.ntasks_max else f"{j.ntasks_min},{j.ntasks_max}"),
+            ("Tasks", (str(j.ntasks_min) if j.ntasks_min == j.ntasks_max else f"{j.ntasks_min},{j.ntasks_max}")
+             + (f" (running with {sum(a.slots for a in j.elements[0].alloc)})"
+                if len(j.elements) == 1 and j.elements[0].alloc and j.ntasks_min != j.ntasks_max else "")),
             ("Run limit", fmt_duration(j.run_limit_s) if j.run_limit_s else "none"),
             ("Memory limit", f"{j.memory_limit_mb} MB" if j.memory_limit_mb else "none"),
             ("Submitted", fmt_time(j.submit_time)),
