@@ -6,8 +6,11 @@ sequence keeps its line and column, checks every key and value against the
 schema below, and collects *all* errors and warnings instead of stopping at
 the first. Only when there is no error is the ClusterConfig built and hashed.
 
-Other files of `config/` (applications.yaml, projects.yaml, rbac.yaml,
-keys.yaml) are not compiled yet and are ignored.
+`config/applications.yaml` (optional) is compiled by `xced.config.applications`
+into `ClusterConfig.applications`; `default_application` of xce.yaml must name
+one of its profiles or the built-in `default` (PROF-2; "" means no profile).
+Other files of `config/` (projects.yaml, rbac.yaml, keys.yaml) are not
+compiled yet and are ignored.
 
 Schema (memory in MB or with a unit KB/MB/GB/TB; times in seconds unless said):
 
@@ -476,7 +479,7 @@ _SETTINGS_FIELDS = {
     "cluster_name": _Field(_str(NAME_RE, NAME_FORM)),
     "mode": _Field(_choice("production", "test")),
     "admins": _Field(_nullable(lambda v, w: v)),  # checked item by item below
-    "default_application": _Field(_nullable(_str())),
+    "default_application": _Field(_nullable(_text)),  # "" = no profile (PROF-2)
     "default_project": _Field(_nullable(_str())),
     "default_queue": _Field(_nullable(_str(NAME_RE, NAME_FORM))),
     "listen": _Field(lambda v, w: v),  # checked below
@@ -809,6 +812,18 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
 
     _cross_checks(settings_src, settings_doc, settings, queues_src, queues, hosts_src, hosts)
 
+    from xced.config.applications import APPLICATIONS_FILE, load_applications
+
+    apps = load_applications(config_dir / APPLICATIONS_FILE, errors, warnings,
+                             hosts=None if hosts_src.failed else hosts)
+    default_app = settings.get("default_application")
+    if default_app and _is_map(settings_doc) and default_app not in apps.names:
+        settings_src.error(
+            _value_pos(settings_doc, "default_application"),
+            f'default_application "{default_app}" is not a profile of {APPLICATIONS_FILE} nor built in; '
+            f'valid: {_one_of(apps.names)}, or "" for no profile',
+        )
+
     errors.sort(key=_order)
     warnings.sort(key=_order)
     if errors:
@@ -816,12 +831,13 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
 
     from pydantic import ValidationError
 
-    assert queues is not None and hosts is not None
+    assert queues is not None and hosts is not None and apps.profiles is not None
     try:
         config = ClusterConfig(
             settings=ClusterSettings(**settings),
             queues=[QueueConfig(**{k: v for k, v in q.items() if k != "_node"}) for q in queues],
             hosts=[HostConfig(**{k: v for k, v in h.items() if k != "_node"}) for h in hosts],
+            applications=apps.profiles if apps.profiles is not None else {},
         )
     except ValidationError as e:  # the checks above should make this unreachable
         for err in e.errors():
@@ -831,7 +847,7 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
     return BuildResult(config=config, errors=errors, warnings=warnings, hash=config.content_hash())
 
 
-_FILE_ORDER = {SETTINGS_FILE: 0, QUEUES_FILE: 1, HOSTS_FILE: 2}
+_FILE_ORDER = {SETTINGS_FILE: 0, QUEUES_FILE: 1, HOSTS_FILE: 2, "applications.yaml": 3}
 
 
 def _order(d: Diagnostic) -> tuple[int, str, int, int]:

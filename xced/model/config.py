@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from xced.model.profile import Profile, builtin_profiles
+
 Mode = Literal["production", "test"]
 
 
@@ -77,6 +79,9 @@ class ClusterConfig(_Strict):
     settings: ClusterSettings
     queues: list[QueueConfig]
     hosts: list[HostConfig]
+    #: application profiles by name (PROF-1): the built-in `default` plus those of
+    #: applications.yaml (a file profile named `default` replaces the built-in one).
+    applications: dict[str, Profile] = Field(default_factory=builtin_profiles)
 
     def content_hash(self) -> str:
         """sha256 over canonical JSON of the whole config (CFG-2), hex, 64 chars."""
