@@ -35,6 +35,7 @@ jobs.register(app)
 control.register(app)
 cluster.register(app)
 cluster.register_api(app)
+cluster.register_apps(app)
 launch.register(app)
 
 

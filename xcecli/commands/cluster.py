@@ -34,6 +34,54 @@ def register(app: typer.Typer) -> None:
                for q in res.queues])
 
 
+def register_apps(app: typer.Typer) -> None:
+    apps_app = typer.Typer(help="Application profiles (LSF bapp): list them, or show one.", invoke_without_command=True,
+                           no_args_is_help=False)
+
+    @apps_app.callback()
+    def apps(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+        """List the application profiles (`xcecli apps show NAME` for one)."""
+        if ctx.invoked_subcommand is not None:
+            return
+        import sys
+
+        from xcecli.output import table
+
+        res = ctx.obj.client().request("GET", "/apps")
+        if as_json:
+            sys.stdout.buffer.write(res.body + b"\n")
+            return
+        table(["APP_NAME", "KIND", "DEFAULT", "HASH", "DESCRIPTION"],
+              [[a["name"], a["kind"], "yes" if a["default"] else "-", a["content_hash"][:12], a["description"] or None]
+               for a in res.json()["apps"]])
+
+    @apps_app.command("show")
+    def show(ctx: typer.Context, name: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
+        """One profile in full (LSF bapp -l): every value it binds."""
+        import json
+        import sys
+
+        res = ctx.obj.client().request("GET", f"/apps/{name}")
+        if as_json:
+            sys.stdout.buffer.write(res.body + b"\n")
+            return
+        a = res.json()
+        w = 26
+        print(f"{'application:':<{w}}{a['name']}" + (" (the default)" if a["default"] else ""))
+        print(f"{'kind:':<{w}}{a['kind']}")
+        print(f"{'hash:':<{w}}{a['content_hash']}")
+        if a["description"]:
+            print(f"{'description:':<{w}}{a['description']}")
+        for k, v in a["profile"].items():
+            if isinstance(v, dict):
+                v = {kk: vv for kk, vv in v.items() if vv is not None}
+            if k in ("name", "description", "kind") or v in (None, {}, [], ""):
+                continue
+            print(f"{k + ':':<{w}}{json.dumps(v) if not isinstance(v, str) else v}")
+
+    app.add_typer(apps_app, name="apps")
+
+
 def register_api(app: typer.Typer) -> None:
     @app.command("api")
     def api(ctx: typer.Context,

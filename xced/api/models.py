@@ -226,6 +226,22 @@ class WhyOut(Body):
     trace: list[str] = Field(default_factory=list)
 
 
+class AppOut(Body):
+    """An application profile as `xcecli apps show NAME --json` prints it (PROF-3): its
+    content hash (DISPATCH-1) and every value it binds (the Profile model's fields)."""
+
+    name: str
+    description: str = ""
+    kind: str
+    content_hash: str
+    default: bool = Field(False, description="the cluster's default_application")
+    profile: dict
+
+
+class AppList(Body):
+    apps: list[AppOut]
+
+
 class Info(Body):
     """GET /info: who the daemon is and who it thinks you are."""
 
@@ -251,6 +267,8 @@ PUBLISHED = {
     "action": ActionResult,
     "launch": LaunchResult,
     "dryrun": DryRun,
+    "apps": AppList,
+    "app": AppOut,
     "why": WhyOut,
     "info": Info,
 }

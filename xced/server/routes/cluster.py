@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 import xced
-from xced.api.models import HostList, HostOut, Info, QueueList, QueueOut
+from xced.api.errors import NotFound
+from xced.api.models import AppList, AppOut, HostList, HostOut, Info, QueueList, QueueOut
 from xced.model.jobs import JobState
 from xced.policy.rbac import Caller
 from xced.server.auth import caller_of
@@ -54,3 +55,25 @@ async def queues(request: Request, _: Caller = Depends(caller_of)) -> QueueList:
                  host_limit=q.host_limit, backfill=q.backfill, njobs=sum(counts[q.name]),
                  pend=counts[q.name][0], run=counts[q.name][1], susp=counts[q.name][2])
         for q in ctl.config.queues])
+
+
+def _app_out(name: str, profile, default: str | None) -> AppOut:
+    return AppOut(name=name, description=profile.description, kind=profile.kind,
+                  content_hash=profile.content_hash(), default=name == default,
+                  profile=profile.model_dump(mode="json"))
+
+
+@router.get("/apps", response_model=AppList)
+async def apps(request: Request, _: Caller = Depends(caller_of)) -> AppList:
+    """Application profiles (PROF-9 v1: listing needs only cluster view)."""
+    cfg = request.app.state.controller.config
+    return AppList(apps=[_app_out(n, p, cfg.settings.default_application) for n, p in sorted(cfg.applications.items())])
+
+
+@router.get("/apps/{name}", response_model=AppOut)
+async def app_show(name: str, request: Request, _: Caller = Depends(caller_of)) -> AppOut:
+    cfg = request.app.state.controller.config
+    p = cfg.applications.get(name)
+    if p is None:
+        raise NotFound(f"no application profile {name!r}; profiles: {', '.join(sorted(cfg.applications))}")
+    return _app_out(name, p, cfg.settings.default_application)

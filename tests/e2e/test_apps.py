@@ -1,0 +1,62 @@
+"""Application profiles as far as they are built (issue 4, first slice): applications.yaml
+compiled with the cluster config, `xcecli apps` / `apps show` (PROF-9: listing needs only
+cluster view), default_application checked at daemon start (PROF-2, CFG-4)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+
+import pytest
+
+from tests.conftest import XCED, Daemon, write_config
+
+pytestmark = pytest.mark.timeout(90)
+
+APPS = textwrap.dedent("""\
+    applications:
+      pytorch:
+        description: PyTorch training
+        env: {OMP_NUM_THREADS: "4"}
+        params: {EPOCHS: "10"}
+      fluent:
+        resreq:
+          rusage:
+            - {name: fluent_lic, value: 1, per: job, default: true}
+      mpi:
+        tasks: "2,64"
+        resreq:
+          span: ptile=8
+    """)
+
+
+def test_apps_listed_and_shown(topdir):
+    write_config(topdir)
+    (topdir / "config" / "applications.yaml").write_text(APPS)
+    with open(topdir / "config" / "xce.yaml", "a") as f:
+        f.write("default_application: pytorch\n")
+    d = Daemon(topdir).start()
+    try:
+        listing = json.loads(d.cli("apps", "--json", user="anyone", check=True).stdout)["apps"]
+        assert [a["name"] for a in listing] == ["default", "fluent", "mpi", "pytorch"]
+        assert [a["name"] for a in listing if a["default"]] == ["pytorch"]
+        shown = json.loads(d.cli("apps", "show", "mpi", "--json", check=True).stdout)
+        assert shown["profile"]["span"] == {"ptile": 8, "hosts": None, "block": None}
+        assert shown["profile"]["limits"]["task_min"] == 2 and shown["profile"]["limits"]["task_max"] == 64
+        assert len(shown["content_hash"]) == 64
+        text = d.cli("apps", "show", "pytorch", check=True).stdout
+        assert "PyTorch training" in text and "EPOCHS" in text
+        r = d.cli("apps", "show", "nope")
+        assert r.returncode == 1 and "no application profile 'nope'" in r.stderr
+    finally:
+        d.stop()
+
+
+def test_undefined_default_application_refused_at_start(topdir):
+    write_config(topdir)
+    with open(topdir / "config" / "xce.yaml", "a") as f:
+        f.write("default_application: nosuch\n")
+    r = subprocess.run([XCED, "--topdir", str(topdir)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "nosuch" in r.stderr and "xce.yaml:" in r.stderr
+    assert "Traceback" not in r.stderr
