@@ -60,3 +60,34 @@ def test_undefined_default_application_refused_at_start(topdir):
     r = subprocess.run([XCED, "--topdir", str(topdir)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "nosuch" in r.stderr and "xce.yaml:" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_submit_with_profile_merge_and_params(topdir, tmp_path):
+    """-a pytorch --app-param EPOCHS=3: the profile env and the param reach the job
+    (PROF-6, PROF-10); --dry-run -a fluent -R 'rusage[fluent_lic=2]' shows each effective
+    value's origin (MERGE-1); conflicts and undeclared params are refused naming them."""
+    write_config(topdir)
+    (topdir / "config" / "applications.yaml").write_text(APPS.replace(
+        "    fluent:\n", "    fluent:\n") + "  licensed:\n    resreq:\n      rusage:\n        - {name: mem, value: 512, unit: MB}\n")
+    d = Daemon(topdir).start()
+    try:
+        r = d.cli("submit", "-K", "-a", "pytorch", "--app-param", "EPOCHS=3", "-o", "p.txt", "--", "sh", "-c",
+                  "echo $XCE_APP $XCE_APP_PARAM_EPOCHS $OMP_NUM_THREADS", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "p.txt").read_text() == "pytorch 3 4\n"
+        r = d.cli("submit", "--dry-run", "--json", "-a", "licensed", "-R", "rusage[mem=256]", "--", "true",
+                  cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        eff = out["effective"]
+        assert eff["app"] == "licensed" and eff["origins"]["rusage.mem"] == "job"
+        assert [t["value"] for t in eff["resreq"]["rusage"][0] if t["name"] == "mem"] == [256]
+        assert any("below the profile" in w for w in out["warnings"]), out["warnings"]
+        r = d.cli("submit", "-a", "pytorch", "--app-param", "LR=0.1", "--", "true", cwd=tmp_path)
+        assert r.returncode == 1 and "LR" in r.stderr and "EPOCHS" in r.stderr
+        r = d.cli("submit", "-a", "mpi", "-n", "8", "-R", "span[ptile=4]", "--", "true", cwd=tmp_path)
+        assert r.returncode == 1 and "ptile=4" in r.stderr and "ptile=8" in r.stderr
+        r = d.cli("submit", "-a", "nope", "--", "true", cwd=tmp_path)
+        assert r.returncode == 1 and "unknown application profile 'nope'" in r.stderr
+    finally:
+        d.stop()

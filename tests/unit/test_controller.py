@@ -179,7 +179,7 @@ def test_state_survives_reload(ctl, tmp_path):
 def test_bad_submits(ctl):
     for bad, match in [(req(queue="nope"), "unknown queue"), (req(ntasks_min=0), "at least 1"),
                        (req(ntasks_min=5), "can never be satisfied"), (req(run_limit_s=-1), "must be positive"),
-                       (req(run_limit_s=7200), "over queue normal's ceiling"), (req(cwd="rel"), "absolute"),
+                       (req(run_limit_s=7200), "over queue normal's max_run_limit"), (req(cwd="rel"), "absolute"),
                        (req(name="x[3-1]"), "ends before"),
                        (req(resreq=["rusage=[mem=20MB]"]), "column 7: expected '\\[' after 'rusage'"),
                        (req(resreq=["select[gpu>0]"]), "can never start"),

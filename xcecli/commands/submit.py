@@ -68,6 +68,8 @@ def register(app: typer.Typer) -> None:
         run_limit: Optional[str] = typer.Option(None, "-W", help="run limit, [hours:]minutes"),
         memory: Optional[str] = typer.Option(None, "-M", help="memory limit, e.g. 4GB (MB if no unit)"),
         resreq: List[str] = typer.Option([], "-R", help="resource requirement, LSF syntax (repeatable; merged as LSF does)"),
+        app: Optional[str] = typer.Option(None, "-a", "--app", help="application profile (default: the cluster's default_application; '' for none)"),
+        app_param: List[str] = typer.Option([], "--app-param", help="NAME=VALUE for a parameter the profile declares (repeatable)"),
         env: List[str] = typer.Option([], "--env", help="NAME=VALUE added to the job's environment (repeatable)"),
         wait: bool = typer.Option(False, "-K", "--wait", help="wait for the job to end and exit with its exit code"),
         parsable: bool = typer.Option(False, "--parsable", help="print only the job ID"),
@@ -96,7 +98,13 @@ def register(app: typer.Typer) -> None:
                 _usage(f"--env {item!r}: expected NAME=VALUE with NAME made of letters, digits and _")
             job_env[k] = v
         argv = resolve_command(list(command), job_env, cwd)
-        nmin, nmax = parse_ntasks(ntasks) if ntasks is not None else (1, None)
+        params: dict[str, str] = {}
+        for item in app_param:
+            k, sep, v = item.partition("=")
+            if not sep or not k.strip():
+                _usage(f"--app-param {item!r}: expected NAME=VALUE")
+            params[k.strip()] = v
+        nmin, nmax = parse_ntasks(ntasks) if ntasks is not None else (None, None)
         if name is not None:
             try:
                 parse_job_name(name)
@@ -118,7 +126,7 @@ def register(app: typer.Typer) -> None:
         # validates it strictly (D-2)
         body = {"argv": argv, "cwd": cwd, "env": job_env, "name": name, "queue": queue, "ntasks_min": nmin,
                 "ntasks_max": nmax, "stdout": stdout, "stderr": stderr, "run_limit_s": rl, "memory_limit_mb": mem,
-                "resreq": list(resreq) or None}
+                "resreq": list(resreq) or None, "app": app, "app_params": params or None}
         body = {k: v for k, v in body.items() if v is not None}
         client = ctx.obj.client()
         if dry_run:

@@ -31,13 +31,17 @@ class SubmitRequest(Body):
     env: dict[str, str] = Field(default_factory=dict, description="the job's environment (the submitter's, with --env applied)")
     name: str | None = Field(None, max_length=4096)
     queue: str | None = Field(None, max_length=256)
-    ntasks_min: int = Field(1, le=1_000_000, description="-n MIN")
+    ntasks_min: int | None = Field(None, le=1_000_000, description="-n MIN; None: the profile's range, else 1")
     ntasks_max: int | None = Field(None, le=1_000_000, description="-n MIN,MAX; None means MIN")
     stdout: str | None = Field(None, description="-o path, %J and %I substituted at dispatch")
     stderr: str | None = Field(None, description="-e path; None means with stdout")
     run_limit_s: int | None = Field(None, le=10 * 365 * 86400, description="-W, seconds (at most 10 years)")
     memory_limit_mb: int | None = Field(None, le=2**30, description="-M, MB (at most 1 PB)")
     resreq: list[str] = Field(default_factory=list, description="-R strings, merged as LSF merges them (RES-1)")
+    app: str | None = Field(None, max_length=256, description="-a profile; None: the cluster's default_application; "
+                                                              "'': no profile (PROF-2)")
+    app_params: dict[str, str] = Field(default_factory=dict, description="--app-param NAME=VALUE (PROF-6)")
+    exdata: dict | None = Field(None, description="the job's JSON side record (MERGE-4): env, limits, app_params, meta")
 
 
 class JobAction(Body):

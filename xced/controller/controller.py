@@ -37,7 +37,8 @@ from xced.model.jobs import (
 )
 from xced.model.state import EndStatus, Element, HostState, Job, StartInfo, TaskSpec
 from xced.policy.rbac import Caller, may_control_job
-from xced.resreq import ResReqError, merge, parse
+from xced.merge import JobValues, MergeError, merge_job
+from xced.resreq import ResReqError, merge, parse, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, Snapshot
@@ -120,7 +121,8 @@ class Controller:
     def _load(self) -> None:
         for jid, name, user, queue, submit_time, spec in self.store.load_jobs():
             job = self.jobs[jid] = Job(jid, name, user, queue, submit_time, json.loads(spec))
-            job.resreq = effective_resreq(job.spec.get("resreq") or [])
+            eff_text = job.spec.get("effective_resreq")
+            job.resreq = parse(eff_text) if eff_text else effective_resreq(job.spec.get("resreq") or [])
         for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, token,
              reserve) in self.store.load_elements():
             job = self.jobs[jid]
@@ -246,18 +248,30 @@ class Controller:
         if queue is None:
             raise InvalidRequest(f"unknown queue {qname!r}; queues: {', '.join(q.name for q in cfg.queues)}",
                                  field="queue")
-        nmin = req.get("ntasks_min") or 0
-        nmax = req.get("ntasks_max") or nmin
-        if nmin < 1:
+        # the application profile (PROF-1, PROF-2): None -> default_application, "" -> none
+        app = req.get("app")
+        if app is None:
+            app = cfg.settings.default_application or ""
+        profile = None
+        if app:
+            profile = cfg.applications.get(app)
+            if profile is None:
+                raise InvalidRequest(f"unknown application profile {app!r}; profiles: "
+                                     f"{', '.join(sorted(cfg.applications))} (xcecli apps lists them)", field="app")
+        # the job's own values: sanity only; policy is the merge's (MERGE-1, DESIGN rule 5)
+        nmin, nmax = req.get("ntasks_min"), req.get("ntasks_max")
+        if nmin is not None and nmin < 1:
             raise InvalidRequest(f"-n {nmin}: the task count must be at least 1", field="ntasks_min")
-        if nmax < nmin:
+        if nmax is not None and nmax < (nmin or 1):
             raise InvalidRequest(f"-n {nmin},{nmax}: the maximum is below the minimum; write -n MIN,MAX with MIN <= MAX",
                                  field="ntasks_max")
-        if queue.max_tasks is not None and nmin > queue.max_tasks:
-            raise InvalidRequest(f"-n {nmin}: queue {qname} allows at most {queue.max_tasks} tasks per job",
-                                 field="ntasks_min")
-        if queue.max_tasks is not None:
-            nmax = min(nmax, queue.max_tasks)
+        rl = req.get("run_limit_s")
+        if rl is not None and rl <= 0:
+            raise InvalidRequest(f"run limit {rl} s: must be positive; -W takes [hours:]minutes, e.g. -W 30 or -W 1:30",
+                                 field="run_limit_s")
+        mem = req.get("memory_limit_mb")
+        if mem is not None and mem <= 0:
+            raise InvalidRequest(f"memory limit {mem} MB: must be positive, e.g. -M 4GB", field="memory_limit_mb")
         texts = list(req.get("resreq") or [])
         try:
             resreq = effective_resreq(texts)
@@ -270,14 +284,21 @@ class Controller:
                                  "on one host", field="resreq")
         if resreq.kind == "compound":
             total = sum(p.count or 0 for p in resreq.parts)
-            if req.get("ntasks_min") in (None, 1) and req.get("ntasks_max") is None:
+            if nmin is None and nmax is None:
                 nmin = nmax = total  # the compound counts say how many tasks (LSF)
-            elif not nmin <= total <= nmax:
-                asked = str(nmin) if nmin == nmax else f"{nmin},{nmax}"
+            elif not (nmin or 1) <= total <= (nmax or nmin or 1):
+                asked = str(nmin) if nmax in (None, nmin) else f"{nmin},{nmax}"
                 raise InvalidRequest(f"-n {asked} does not match the compound -R, which asks for {total} tasks",
                                      field="ntasks_min")
             else:
                 nmin = nmax = total
+        try:
+            eff = merge_job(JobValues(resreq, nmin, nmax if nmax is not None else nmin, rl, mem,
+                                      dict(req.get("env") or {}), dict(req.get("app_params") or {}),
+                                      req.get("exdata")), profile, queue)
+        except MergeError as e:
+            raise InvalidRequest(str(e), field="app") from None
+        resreq, nmin, nmax, rl, mem = eff.resreq, eff.ntasks_min, eff.ntasks_max, eff.run_limit_s, eff.memory_limit_mb
         total_slots = sum(h.slots for h in self.hosts.values())
         if nmin > total_slots:
             raise InvalidRequest(f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all"
@@ -288,21 +309,6 @@ class Controller:
                                     [self._host_snap_supply(h) for h in self.hosts.values()])
         if why:
             raise InvalidRequest(f"the job can never start: {why}", field="resreq")
-        rl = req.get("run_limit_s")
-        if rl is not None and rl <= 0:
-            raise InvalidRequest(f"run limit {rl} s: must be positive; -W takes [hours:]minutes, e.g. -W 30 or -W 1:30",
-                                 field="run_limit_s")
-        if rl is not None and queue.max_run_limit_s is not None and rl > queue.max_run_limit_s:
-            raise InvalidRequest(f"run limit {rl} s is over queue {qname}'s ceiling of {queue.max_run_limit_s} s",
-                                 field="run_limit_s")
-        if rl is None and queue.max_run_limit_s is not None:
-            rl = queue.max_run_limit_s  # JOB-2: the queue's ceiling is the limit of a job without one
-        mem = req.get("memory_limit_mb")
-        if mem is not None and mem <= 0:
-            raise InvalidRequest(f"memory limit {mem} MB: must be positive, e.g. -M 4GB", field="memory_limit_mb")
-        if mem is not None and queue.max_memory_mb is not None and mem > queue.max_memory_mb:
-            raise InvalidRequest(f"memory limit {mem} MB is over queue {qname}'s ceiling of {queue.max_memory_mb} MB",
-                                 field="memory_limit_mb")
         cwd = req.get("cwd") or ""
         if not os.path.isabs(cwd):
             raise InvalidRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
@@ -323,23 +329,23 @@ class Controller:
             "stdout": req.get("stdout"), "stderr": req.get("stderr"),
             "ntasks_min": nmin, "ntasks_max": nmax, "run_limit_s": rl, "memory_limit_mb": mem,
             "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
-            "resreq": texts,
+            "resreq": texts, "app": app, "app_params": eff.app_params, "exdata": eff.exdata,
+            "effective_resreq": render(resreq), "profile_env": eff.profile_env, "export_env": eff.export_env,
             "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
         }
         indices = array.indices if array else (0,)
         if dry_run:
-            from xced.resreq import render, to_json
-
-            warnings = []
+            warnings = list(eff.warnings)
             groups = [g for alt in resreq.rusage for g in alt] + [
                 g for p in resreq.parts for alt in p.resreq.rusage for g in alt]
             if any(g.duration_s is not None or g.decay is not None for g in groups):
                 warnings.append("rusage duration and decay are accepted, but this version holds every "
                                 "reservation for the life of the job")
-            return {"queue": qname, "ntasks_min": nmin, "ntasks_max": nmax, "run_limit_s": rl,
-                    "memory_limit_mb": mem, "name": name, "array_size": len(indices) if array else 0,
-                    "run_as": run_as, "resreq": to_json(resreq), "resreq_text": render(resreq),
-                    "_warnings": warnings}
+            merged = eff.to_json()
+            return {**merged, "queue": qname, "app": app or None, "ntasks_min": nmin, "ntasks_max": nmax,
+                    "run_limit_s": rl, "memory_limit_mb": mem, "name": name,
+                    "array_size": len(indices) if array else 0, "run_as": run_as, "resreq": to_json(resreq),
+                    "resreq_text": render(resreq), "_warnings": warnings}
         now = self.clock()
         with self.store.tx(durable=True):
             jid = self.store.next_job_id()
@@ -484,7 +490,8 @@ class Controller:
         return StartInfo(job.id, e.index, job.name, job.queue, job.user, sp["argv"], sp["cwd"], sp["env"],
                          sp.get("stdout"), sp.get("stderr"), sp.get("run_limit_s"), sp.get("memory_limit_mb"),
                          list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
-                         st.kill_interval_s, st.limit_grace_s, e.token or "")
+                         st.kill_interval_s, st.limit_grace_s, e.token or "", dict(sp.get("profile_env") or {}),
+                         dict(sp.get("export_env") or {}), sp.get("app") or None)
 
     # ------------------------------------------------------------------ worker reports
 

@@ -111,6 +111,11 @@ class StartInfo:
     kill_interval_s: float
     grace_s: float
     token: str = ""
+    #: PROF-10: the profile's env travels apart from the job's; the profile's names win
+    profile_env: dict[str, str] = field(default_factory=dict)
+    #: XCE_APP_PARAM_* and XCE_APP_ANN_* (PROF-6, PROF-7)
+    export_env: dict[str, str] = field(default_factory=dict)
+    app: str | None = None
 
 
 @dataclass(slots=True)

@@ -65,6 +65,10 @@ class LocalWorker:
                                   queue=info.queue, project=None, alloc=info.alloc, hostfile=hostfile,
                                   user=info.run_as if info.run_uid is not None else None, home=home)
             self._point_at_daemon(env)
+            env.update(info.profile_env)  # PROF-10: the profile's names win over the job's
+            env.update(info.export_env)
+            if info.app:
+                env["XCE_APP"] = info.app
             env.update(self.task_env(info.token))
             out = expand_output_path(info.stdout, info.job_id, info.index, info.cwd) if info.stdout else str(jd / "stdout")
             if info.stderr:

@@ -1,0 +1,516 @@
+"""The job-config merge (SPEC MERGE-1..MERGE-4, PROF-3..PROF-7, PROF-9, PROF-10).
+
+One pure function, `merge_job(job, profile, queue, project=None)`, turns what a
+job asked (`JobValues`, kept as submitted) plus its application profile and its
+queue's policy into the `Effective` values the scheduler places with and the
+worker runs. No I/O. Called at submit, by the scheduler (live while the job
+pends) and by the dry-run route; at dispatch its result is frozen on the
+dispatch record (MERGE-1).
+
+Rules, by SPEC id:
+
+- PROF-3: every profile value binds; a job may add, never change or remove.
+- PROF-4: select ANDed (profile first); rusage is the one per-resource default
+  (the job's term wins whole, in either direction; units must match; no `per`
+  is inherited); a profile span/same/order binds (a conflicting job value is a
+  `MergeError` naming both; an equal one is redundant, a warning).
+- PROF-5: compound/alternative job requests get the profile select ANDed into
+  every part; refused when the profile has rusage entries or span/same/order.
+- PROF-6/PROF-7: declared params with job overrides, exported as
+  `XCE_APP_PARAM_<NAME>`; annotations as `XCE_APP_ANN_<NAME>` (`export_name`).
+- PROF-9: a service profile is refused for a batch job.
+- PROF-10: the profile env and the job env are kept apart.
+- MERGE-2: queue ceilings never satisfiable -> `MergeError` (ntasks_min over
+  max_tasks, run limit over max_run_limit_s, memory over max_memory_mb); a job
+  without any run limit gets the queue's max_run_limit_s (JOB-2).
+- MERGE-3: rusage terms of value 0 are dropped.
+- MERGE-4: exdata rewritten (`env`, `limits`, `app_params`), `meta` kept as the
+  very same object; unknown top-level keys are left out with a warning.
+
+Origins: every effective value carries "job", "profile", "profile+job",
+"queue" or "default" in `Effective.origins` under keys "select",
+"rusage.<name>", "span", "same", "order", "ntasks", "run_limit",
+"memory_limit", "param.<NAME>".
+
+`project` is accepted now (MERGE-1) and not used until projects exist.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from xced.model.config import QueueConfig
+from xced.model.profile import (
+    ANNOTATION_ENV_PREFIX,
+    MAX_PARAM_BYTES,
+    PARAM_ENV_PREFIX,
+    Profile,
+    RusageEntry,
+    export_name,
+)
+from xced.resreq import (
+    Binary,
+    Expr,
+    OrderKey,
+    Part,
+    ResReq,
+    RusageGroup,
+    RusageTerm,
+    Span,
+    parse_select,
+    to_json,
+)
+
+__all__ = ["EXDATA_KEYS", "Effective", "JobValues", "MergeError", "merge_job"]
+
+#: The known top-level keys of exdata (MERGE-4).
+EXDATA_KEYS = ("env", "limits", "app_params", "meta")
+
+
+class MergeError(ValueError):
+    """A job that cannot be merged with its profile/queue; the message names both
+    values (the job's and the profile's or queue's) and what would be valid."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobValues:
+    """What the job itself asked, kept as submitted (MERGE-1)."""
+
+    resreq: ResReq
+    ntasks_min: int | None
+    ntasks_max: int | None
+    run_limit_s: int | None
+    memory_limit_mb: int | None
+    env: dict[str, str]
+    app_params: dict[str, str]
+    exdata: dict | str | None = None
+
+
+@dataclass(slots=True)
+class Effective:
+    """The merged values (MERGE-1), with origins and warnings."""
+
+    resreq: ResReq
+    ntasks_min: int
+    ntasks_max: int
+    run_limit_s: int | None
+    memory_limit_mb: int | None
+    job_env: dict[str, str]
+    profile_env: dict[str, str]
+    app_params: dict[str, str]
+    export_env: dict[str, str]
+    origins: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    exdata: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--dry-run --json` form."""
+        return {
+            "resreq": to_json(self.resreq),
+            "ntasks_min": self.ntasks_min,
+            "ntasks_max": self.ntasks_max,
+            "run_limit_s": self.run_limit_s,
+            "memory_limit_mb": self.memory_limit_mb,
+            "job_env": dict(self.job_env),
+            "profile_env": dict(self.profile_env),
+            "app_params": dict(self.app_params),
+            "export_env": dict(self.export_env),
+            "origins": dict(self.origins),
+            "warnings": list(self.warnings),
+            "exdata": self.exdata,
+        }
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _num(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else v
+
+
+def _fmt(v: float, unit: str | None) -> str:
+    n = _num(v)
+    return f"{n} {unit}" if unit else str(n)
+
+
+def _span_text(s: Span) -> str:
+    for key in ("ptile", "hosts", "block"):
+        value = getattr(s, key)
+        if value is not None:
+            return f"span[{key}={value}]"
+    return "span[]"  # pragma: no cover - a Span always has one field
+
+
+def _order_text(keys: tuple[OrderKey, ...]) -> str:
+    return "order[" + ":".join(("-" if k.desc else "") + k.name for k in keys) + "]"
+
+
+def _origin(profile_has: bool, job_has: bool) -> str:
+    if profile_has and job_has:
+        return "profile+job"
+    if profile_has:
+        return "profile"
+    if job_has:
+        return "job"
+    return "default"
+
+
+def _and(profile_sel: Expr | None, job_sel: Expr | None) -> Expr | None:
+    if profile_sel is None:
+        return job_sel
+    if job_sel is None:
+        return profile_sel
+    return Binary("&&", profile_sel, job_sel)
+
+
+def _select_into_parts(req: ResReq, sel: Expr) -> ResReq:
+    """PROF-5: AND the profile select into every simple leaf of a compound or
+    alternative request."""
+    if req.kind == "simple":
+        return replace(req, select=_and(sel, req.select))
+    return replace(req, parts=tuple(Part(p.count, _select_into_parts(p.resreq, sel)) for p in req.parts))
+
+
+def _profile_term(e: RusageEntry) -> RusageTerm:
+    # the profile term keeps its own `per` (PROF-4: no modifier is inherited)
+    unit = "MB" if e.unit == "MB" else None
+    return RusageTerm(name=e.name, value=_num(e.value), unit=unit, per=e.per)
+
+
+def _merge_rusage(
+    job_alts: tuple[tuple[RusageGroup, ...], ...],
+    profile: Profile | None,
+    origins: dict[str, str],
+    warnings: list[str],
+) -> tuple[tuple[RusageGroup, ...], ...]:
+    """PROF-4 / MERGE-3: profile entries are per-resource defaults applied into
+    every `||` alternative of the job; the job's term wins whole; 0 drops."""
+    entries = {e.name: e for e in profile.rusage} if profile is not None else {}
+    pname = profile.name if profile is not None else ""
+    alts = job_alts or ((),)
+    out: list[tuple[RusageGroup, ...]] = []
+    for alt in alts:
+        groups: list[RusageGroup] = []
+        job_names: set[str] = set()
+        for g in alt:
+            kept: list[RusageTerm] = []
+            for t in g.terms:
+                job_names.add(t.name)
+                e = entries.get(t.name)
+                if e is not None:
+                    punit = "MB" if e.unit == "MB" else e.unit
+                    if t.unit != punit:
+                        raise MergeError(
+                            f"rusage {t.name}: the job's {_fmt(t.value, t.unit)} is "
+                            f"{'in ' + t.unit if t.unit else 'without a unit'} but profile "
+                            f"{pname} gives {_fmt(e.value, e.unit)} "
+                            f"{'in ' + e.unit if e.unit else 'without a unit'}; "
+                            f"write the job's value {'in ' + e.unit if e.unit else 'without a unit'}"
+                        )
+                    if 0 < t.value < e.value:
+                        w = (f"rusage {t.name}: the job's {_fmt(t.value, t.unit)} is below "
+                             f"the profile's default {_fmt(e.value, e.unit)}")
+                        if w not in warnings:
+                            warnings.append(w)
+                if t.value == 0:
+                    continue  # MERGE-3: "none"
+                kept.append(t)
+                origins[f"rusage.{t.name}"] = "job"
+            if kept:
+                groups.append(RusageGroup(tuple(kept), g.duration_s, g.decay))
+        defaults = [
+            _profile_term(e) for name, e in entries.items() if name not in job_names and e.value != 0
+        ]
+        for t in defaults:
+            origins.setdefault(f"rusage.{t.name}", "profile")
+        if defaults:
+            groups.append(RusageGroup(tuple(defaults)))
+        if groups:
+            out.append(tuple(groups))
+    return tuple(out)
+
+
+def _profile_binds_shape(profile: Profile) -> list[str]:
+    what = []
+    if profile.rusage:
+        what.append("rusage defaults")
+    if profile.span is not None:
+        what.append("span")
+    if profile.same:
+        what.append("same")
+    if profile.order:
+        what.append("order")
+    return what
+
+
+def _merge_resreq(job: ResReq, profile: Profile | None, origins: dict[str, str], warnings: list[str]) -> ResReq:
+    psel = parse_select(profile.select) if profile is not None and profile.select else None
+    if job.kind != "simple":
+        # PROF-5
+        if profile is not None:
+            shape = _profile_binds_shape(profile)
+            if shape:
+                raise MergeError(
+                    f"profile {profile.name} has {'/'.join(shape)}; compound and alternative -R "
+                    f"are not supported with it (give a simple -R or use another profile)"
+                )
+        origins["select"] = _origin(psel is not None, True)
+        return _select_into_parts(job, psel) if psel is not None else job
+
+    pname = profile.name if profile is not None else ""
+    # select (PROF-4)
+    select = _and(psel, job.select)
+    if select is not None:
+        origins["select"] = _origin(psel is not None, job.select is not None)
+
+    # rusage (PROF-4, MERGE-3)
+    rusage = _merge_rusage(job.rusage, profile, origins, warnings)
+
+    # span (PROF-3/PROF-4: binds)
+    pspan = None
+    if profile is not None and profile.span is not None:
+        s = profile.span
+        pspan = Span(ptile=s.ptile, hosts=s.hosts, block=s.block)
+    span = job.span
+    if pspan is not None:
+        if job.span is not None and job.span != pspan:
+            raise MergeError(
+                f"span: the job asks {_span_text(job.span)} but profile {pname} requires "
+                f"{_span_text(pspan)}; leave span out or give {_span_text(pspan)}"
+            )
+        if job.span is not None:
+            warnings.append(f"span: the job's {_span_text(job.span)} is what the profile already requires")
+        span = pspan
+    if span is not None:
+        origins["span"] = "profile" if pspan is not None else "job"
+
+    # same (PROF-4: adding attributes is adding)
+    psame = tuple(profile.same) if profile is not None else ()
+    extra = tuple(a for a in job.same if a not in psame)
+    redundant = [a for a in job.same if a in psame]
+    if redundant:
+        warnings.append(f"same: the job's same[{':'.join(redundant)}] is what the profile already requires")
+    same = psame + tuple(dict.fromkeys(extra))
+    if same:
+        origins["same"] = _origin(bool(psame), bool(extra))
+
+    # order (PROF-4: binds; a job order when the profile has none is fine)
+    porder = tuple(OrderKey(k.name, k.desc) for k in profile.order) if profile is not None else ()
+    order = job.order
+    if porder:
+        if job.order and job.order != porder:
+            raise MergeError(
+                f"order: the job asks {_order_text(job.order)} but profile {pname} requires "
+                f"{_order_text(porder)}; leave order out or give {_order_text(porder)}"
+            )
+        if job.order:
+            warnings.append(f"order: the job's {_order_text(job.order)} is what the profile already requires")
+        order = porder
+    if order:
+        origins["order"] = "profile" if porder else "job"
+
+    return ResReq(kind="simple", select=select, order=order, rusage=rusage, span=span, same=same)
+
+
+def _merge_limit(
+    key: str,
+    label: str,
+    unit: str,
+    job_v: int | None,
+    prof_v: int | None,
+    pname: str,
+    origins: dict[str, str],
+    warnings: list[str],
+) -> int | None:
+    """PROF-3: a profile limit binds; the job may only tighten it."""
+    if prof_v is None:
+        origins[key] = "job" if job_v is not None else "default"
+        return job_v
+    if job_v is None:
+        origins[key] = "profile"
+        return prof_v
+    if job_v > prof_v:
+        raise MergeError(
+            f"{label}: the job asks {job_v} {unit} but profile {pname} allows at most "
+            f"{prof_v} {unit}; give {prof_v} {unit} or less"
+        )
+    if job_v == prof_v:
+        warnings.append(f"{label}: the job's {job_v} {unit} is what the profile already sets")
+    origins[key] = "job"
+    return job_v
+
+
+def _parse_exdata(raw: dict | str | None) -> dict:
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as e:
+            raise MergeError(f"exdata: not valid JSON ({e.msg} at column {e.colno}); give a JSON object") from None
+    if not isinstance(raw, dict):
+        raise MergeError(f"exdata: a JSON object is needed, got {type(raw).__name__}")
+    return raw
+
+
+# --------------------------------------------------------------------------- merge
+
+
+def merge_job(
+    job: JobValues,
+    profile: Profile | None,
+    queue: QueueConfig,
+    project: object | None = None,
+) -> Effective:
+    """Compute a job's effective values from the job, its profile, its queue and
+    (later) its project (MERGE-1). Pure; raises `MergeError` for a request that
+    can never run as asked. See the module docstring for the rules."""
+    del project  # MERGE-1: an input now; the projects issue fills it in
+    origins: dict[str, str] = {}
+    warnings: list[str] = []
+
+    # PROF-9
+    if profile is not None and profile.kind == "service":
+        raise MergeError(
+            f"profile {profile.name} is a service profile; a batch job needs a batch profile"
+        )
+    pname = profile.name if profile is not None else ""
+
+    resreq = _merge_resreq(job.resreq, profile, origins, warnings)
+
+    # limits (PROF-3) and queue ceilings (MERGE-2)
+    plim = profile.limits if profile is not None else None
+    run_limit = _merge_limit(
+        "run_limit", "run limit", "s", job.run_limit_s,
+        plim.run_limit_s if plim else None, pname, origins, warnings,
+    )
+    if run_limit is None and queue.max_run_limit_s is not None:
+        run_limit = queue.max_run_limit_s  # JOB-2
+        origins["run_limit"] = "queue"
+    memory = _merge_limit(
+        "memory_limit", "memory limit", "MB", job.memory_limit_mb,
+        plim.memory_limit_mb if plim else None, pname, origins, warnings,
+    )
+
+    tmin_p = plim.task_min if plim else None
+    tmax_p = plim.task_max if plim else None
+    if job.ntasks_min is None:
+        if tmin_p is not None:
+            nmin = tmin_p
+            nmax = tmax_p if tmax_p is not None else tmin_p
+            origins["ntasks"] = "profile"
+        else:
+            nmin = nmax = 1
+            origins["ntasks"] = "default"
+    else:
+        nmin = job.ntasks_min
+        nmax = job.ntasks_max if job.ntasks_max is not None else nmin
+        if nmax < nmin:
+            raise MergeError(f"-n {nmin},{nmax}: the maximum is below the minimum")
+        lo = tmin_p if tmin_p is not None else 1
+        if nmin < lo or (tmax_p is not None and nmax > tmax_p):
+            rng = f"{lo}..{tmax_p}" if tmax_p is not None else f"{lo} or more"
+            asked = f"{nmin}" if nmin == nmax else f"{nmin},{nmax}"
+            raise MergeError(
+                f"tasks: the job asks -n {asked} but profile {pname} allows {rng} tasks; "
+                f"give -n within {rng}"
+            )
+        origins["ntasks"] = "job"
+
+    if queue.max_tasks is not None:
+        if nmin > queue.max_tasks:
+            raise MergeError(
+                f"tasks: {nmin} ({origins['ntasks']}) is over queue {queue.name}'s max_tasks "
+                f"{queue.max_tasks}; give -n {queue.max_tasks} or less, or use another queue"
+            )
+        if nmax > queue.max_tasks:
+            warnings.append(
+                f"tasks: the maximum {nmax} is over queue {queue.name}'s max_tasks "
+                f"{queue.max_tasks}; at most {queue.max_tasks} tasks"
+            )
+            nmax = queue.max_tasks
+    if run_limit is not None and queue.max_run_limit_s is not None and run_limit > queue.max_run_limit_s:
+        raise MergeError(
+            f"run limit: {run_limit} s ({origins['run_limit']}) is over queue {queue.name}'s "
+            f"max_run_limit {queue.max_run_limit_s} s; give {queue.max_run_limit_s} s or less"
+        )
+    if memory is not None and queue.max_memory_mb is not None and memory > queue.max_memory_mb:
+        raise MergeError(
+            f"memory limit: {memory} MB ({origins['memory_limit']}) is over queue {queue.name}'s "
+            f"max_memory {queue.max_memory_mb} MB; give {queue.max_memory_mb} MB or less"
+        )
+
+    # env (PROF-10)
+    job_env = dict(job.env)
+    profile_env = dict(profile.env) if profile is not None else {}
+    for name in sorted(set(job_env) & set(profile_env)):
+        warnings.append(
+            f"env {name}: the job's value {job_env[name]!r} is overridden by profile {pname}'s "
+            f"{profile_env[name]!r} (the profile env wins)"
+        )
+
+    # params (PROF-6) and annotations (PROF-7)
+    declared = dict(profile.params) if profile is not None else {}
+    unknown = sorted(set(job.app_params) - set(declared))
+    if unknown:
+        if profile is None:
+            valid = "the job has no profile, so no params are declared"
+        elif declared:
+            valid = f"profile {pname} declares: {', '.join(sorted(declared))}"
+        else:
+            valid = f"profile {pname} declares no params"
+        raise MergeError(f"--app-param {', '.join(unknown)}: not declared; {valid}")
+    app_params: dict[str, str] = {}
+    for name, default in declared.items():
+        if name in job.app_params:
+            value = job.app_params[name]
+            if len(value.encode()) > MAX_PARAM_BYTES:
+                raise MergeError(
+                    f"--app-param {name}: the value is {len(value.encode())} bytes; "
+                    f"at most {MAX_PARAM_BYTES} bytes"
+                )
+            app_params[name] = value
+            origins[f"param.{name}"] = "job"
+            if value == default:
+                warnings.append(f"param {name}: the job's {value!r} is the profile's default")
+        else:
+            app_params[name] = default
+            origins[f"param.{name}"] = "profile"
+    export_env = {PARAM_ENV_PREFIX + export_name(k): v for k, v in app_params.items()}
+    if profile is not None:
+        export_env.update({ANNOTATION_ENV_PREFIX + export_name(k): v for k, v in profile.annotations.items()})
+
+    # exdata (MERGE-4)
+    given = _parse_exdata(job.exdata)
+    for key in given:
+        if key not in EXDATA_KEYS:
+            warnings.append(f"exdata: unknown key {key!r} left out (known: {', '.join(EXDATA_KEYS)})")
+    exdata: dict[str, Any] = {
+        "env": {"job": dict(job_env), "profile": dict(profile_env)},
+        "limits": {
+            "ntasks_min": nmin,
+            "ntasks_max": nmax,
+            "run_limit_s": run_limit,
+            "memory_limit_mb": memory,
+        },
+        "app_params": dict(app_params),
+    }
+    if "meta" in given:
+        exdata["meta"] = given["meta"]  # untouched: the very same object
+
+    return Effective(
+        resreq=resreq,
+        ntasks_min=nmin,
+        ntasks_max=nmax,
+        run_limit_s=run_limit,
+        memory_limit_mb=memory,
+        job_env=job_env,
+        profile_env=profile_env,
+        app_params=app_params,
+        export_env=export_env,
+        origins=origins,
+        warnings=warnings,
+        exdata=exdata,
+    )
