@@ -28,6 +28,8 @@ APPS = textwrap.dedent("""\
         tasks: "2,64"
         resreq:
           span: ptile=8
+      wrapped:
+        job_starter: "echo started by the job starter; exec %USRCMD"
     """)
 
 
@@ -39,7 +41,7 @@ def test_apps_listed_and_shown(topdir):
     d = Daemon(topdir).start()
     try:
         listing = json.loads(d.cli("apps", "--json", user="anyone", check=True).stdout)["apps"]
-        assert [a["name"] for a in listing] == ["default", "fluent", "mpi", "pytorch"]
+        assert [a["name"] for a in listing] == ["default", "fluent", "mpi", "pytorch", "wrapped"]
         assert [a["name"] for a in listing if a["default"]] == ["pytorch"]
         shown = json.loads(d.cli("apps", "show", "mpi", "--json", check=True).stdout)
         assert shown["profile"]["span"] == {"ptile": 8, "hosts": None, "block": None}
@@ -87,6 +89,9 @@ def test_submit_with_profile_merge_and_params(topdir, tmp_path):
         assert r.returncode == 1 and "LR" in r.stderr and "EPOCHS" in r.stderr
         r = d.cli("submit", "-a", "mpi", "-n", "8", "-R", "span[ptile=4]", "--", "true", cwd=tmp_path)
         assert r.returncode == 1 and "ptile=4" in r.stderr and "ptile=8" in r.stderr
+        r = d.cli("submit", "-K", "-a", "wrapped", "-o", "w.txt", "--", "echo", "the job", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "w.txt").read_text() == "started by the job starter\nthe job\n"  # JOB-7
         r = d.cli("submit", "-a", "nope", "--", "true", cwd=tmp_path)
         assert r.returncode == 1 and "unknown application profile 'nope'" in r.stderr
     finally:

@@ -223,3 +223,39 @@ def test_submits_behind_a_blocked_head_need_no_session(ctl):
         session(ctl)
         assert [j.elements[0].state for j in later] == ["RUN"] * 4 + ["PEND"]
     asyncio.run(main())
+
+
+def test_vanished_profile_declines_then_system_hold(tmp_path):
+    """DISPATCH-2: a job whose profile is gone at dispatch stays PEND (never EXIT); after
+    MAX_DECLINES declined dispatches in a row it gets a system hold that names the reason,
+    which resume (a user action) does not release."""
+    from xced.controller.controller import MAX_DECLINES
+    from xced.model.profile import Profile, builtin_profiles
+
+    apps = {**builtin_profiles(), "pytorch": Profile(name="pytorch")}
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
+                        hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)], applications=apps)
+    store = SqliteStore(tmp_path / "db")
+    c = Controller(cfg, store, tmp_path, clock=Clock())
+    c.workers["h1"] = FakeWorker()
+    c.hosts["h1"].status = "ok"
+    j = c.submit(req(app="pytorch"), ALICE)
+    c.config = cfg.model_copy(update={"applications": builtin_profiles()})  # the profile vanished
+    for i in range(MAX_DECLINES):
+        session(c)
+        e = j.elements[0]
+        assert e.state == ("PEND" if i < MAX_DECLINES - 1 else "PSUSP")
+    assert e.holds == {"system"} and "no longer exists" in e.pend_reason.main
+    with pytest.raises(Conflict):
+        c.resume(j.id, None, ALICE)
+    assert c.workers["h1"].started == []
+    store.close()
+
+
+def test_job_starter_wraps_the_command():
+    from xced.controller.controller import wrap_with_job_starter
+
+    assert wrap_with_job_starter("nice -n 5", ["python3", "-c", "print(1)"]) == \
+        ["/bin/sh", "-c", "nice -n 5 python3 -c 'print(1)'"]
+    assert wrap_with_job_starter("env A=1 %USRCMD; echo done", ["a b"]) == \
+        ["/bin/sh", "-c", "env A=1 'a b'; echo done"]

@@ -75,6 +75,19 @@ REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resu
 
 _NO_RESREQ = parse("")
 
+#: declined dispatches in a row before a job gets a system hold (DISPATCH-2)
+MAX_DECLINES = 5
+
+
+def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
+    """JOB-7 (LSF JOB_STARTER): run the job command through the profile's job starter, a
+    shell command line in which `%USRCMD` stands for the job's command (appended when absent)."""
+    import shlex
+
+    cmd = shlex.join(argv)
+    line = starter.replace("%USRCMD", cmd) if "%USRCMD" in starter else f"{starter} {cmd}"
+    return ["/bin/sh", "-c", line]
+
 
 def effective_resreq(texts: list[str]):
     """The job's effective requirement: its `-R` strings parsed and merged as LSF merges
@@ -112,6 +125,7 @@ class Controller:
         self._blocked_valid = False
         self._waiters: dict[int, list[tuple[asyncio.Future, int | None]]] = {}
         self._task_ids: dict[tuple[int, int], int] = {}
+        self._declines: dict[tuple[int, int], int] = {}
         self.sessions = 0
         self.last_trace: list[str] = []
         self._load()
@@ -453,6 +467,10 @@ class Controller:
                     continue
                 if not self._fits(d.reserve or {host: {"slots": n} for host, n in d.alloc}):
                     continue
+                app = job.spec.get("app")
+                if app and app not in self.config.applications:
+                    self._decline(e, f"application profile {app!r} no longer exists")
+                    continue
                 alloc = [(h, n) for h, n in d.alloc]
                 self._transition(e, "dispatch", "scheduler",
                                  "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc),
@@ -464,6 +482,17 @@ class Controller:
                 accepted.append(e)
         for e in accepted:
             self.workers[e.alloc[0][0]].start(self.start_info(e))
+
+    def _decline(self, e: Element, why: str) -> None:
+        """DISPATCH-2: a decision that cannot be applied leaves the element PEND (never EXIT);
+        after MAX_DECLINES in a row it gets a system hold with that reason. Called inside a tx."""
+        self._declines[(e.job.id, e.index)] = n = self._declines.get((e.job.id, e.index), 0) + 1
+        if n < MAX_DECLINES:
+            e.pend_reason = PendReason(f"Dispatch declined ({n} in a row): {why}")
+            return
+        e.holds.add("system")
+        self._transition(e, "hold", "system", f"held after {n} declined dispatches: {why}", holds=e.holds)
+        e.pend_reason = PendReason(f"Held by the system after {n} declined dispatches: {why}")
 
     def _fits(self, reserve: dict[str, dict[str, float]]) -> bool:
         """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the
@@ -487,7 +516,11 @@ class Controller:
         job = e.job
         sp = job.spec
         st = self.config.settings
-        return StartInfo(job.id, e.index, job.name, job.queue, job.user, sp["argv"], sp["cwd"], sp["env"],
+        argv = list(sp["argv"])
+        profile = self.config.applications.get(sp["app"]) if sp.get("app") else None
+        if profile is not None and profile.job_starter:
+            argv = wrap_with_job_starter(profile.job_starter, argv)
+        return StartInfo(job.id, e.index, job.name, job.queue, job.user, argv, sp["cwd"], sp["env"],
                          sp.get("stdout"), sp.get("stderr"), sp.get("run_limit_s"), sp.get("memory_limit_mb"),
                          list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
                          st.kill_interval_s, st.limit_grace_s, e.token or "", dict(sp.get("profile_env") or {}),
@@ -765,6 +798,8 @@ class Controller:
 
         env = job_environment(sp["env"], job_id=job_id, index=index, name=job.name, queue=job.queue, project=None,
                               alloc=e.alloc, hostfile=Path(f"{self.topdir}/jobs/{job_id}/{index}/hostfile"))
+        env.update(sp.get("profile_env") or {})  # PROF-10: remote tasks get both environments
+        env.update(sp.get("export_env") or {})
         n_on_host = dict(e.alloc)[host]
         env.update({"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host, "XCE_HOST_NTASKS": str(n_on_host)})
         task = TaskSpec(job_id, index, tid, list(argv), sp["cwd"], env, sp.get("run_uid"), sp.get("run_gid"),
