@@ -96,3 +96,36 @@ def test_submit_with_profile_merge_and_params(topdir, tmp_path):
         assert r.returncode == 1 and "unknown application profile 'nope'" in r.stderr
     finally:
         d.stop()
+
+
+def test_profile_bad_input(topdir, tmp_path):
+    """Fixes from a break-it pass: reserved env names and non-finite values refused at build;
+    merge warnings shown at submit; the profile shown on the job; NUL bytes refused; profile
+    names quoted in the URL."""
+    from tests.conftest import XCEADMIN
+
+    write_config(topdir)
+    cfg = topdir / "config" / "applications.yaml"
+    cfg.write_text("applications:\n  bad:\n    env: {XCE_JOBID: '9', LSB_HOSTS: x}\n"
+                   "    resreq:\n      rusage:\n        - {gpu: .inf}\n")
+    r = subprocess.run([XCEADMIN, "build", "--topdir", str(topdir)], capture_output=True, text=True)
+    assert r.returncode == 1
+    errors = [ln for ln in r.stderr.splitlines() if ": error: " in ln]
+    assert len(errors) == 3 and sum("is reserved" in ln for ln in errors) == 2
+    assert any("applications.yaml:6:" in ln and "gpu" in ln for ln in errors)
+    cfg.write_text(APPS)
+    d = Daemon(topdir).start()
+    try:
+        r = d.cli("submit", "-a", "pytorch", "--env", "OMP_NUM_THREADS=1", "--", "true", cwd=tmp_path)
+        assert r.returncode == 0 and "warning: " in r.stderr and "OMP_NUM_THREADS" in r.stderr
+        jid = int(r.stdout.split("<")[1].split(">")[0])
+        assert "Application:  pytorch EPOCHS=10" in d.cli("show", str(jid), check=True).stdout
+        assert d.cli("jobs", "-o", "id app", check=True).stdout.splitlines()[1].split() == [str(jid), "pytorch"]
+        body = json.dumps({"argv": ["true"], "cwd": "/tmp", "app": "pytorch", "app_params": {"EPOCHS": "a\u0000b"}})
+        r = d.cli("api", "POST", "/jobs", "--data", body)
+        assert r.returncode == 1 and "NUL" in r.stderr
+        r = d.cli("apps", "show", "pytorch?x=1")
+        assert r.returncode == 1 and "no application profile 'pytorch?x=1'" in r.stderr
+        assert d.cli("apps", "show", "").returncode == 2
+    finally:
+        d.stop()

@@ -61,7 +61,11 @@ def register_apps(app: typer.Typer) -> None:
         import json
         import sys
 
-        res = ctx.obj.client().request("GET", f"/apps/{name}")
+        from urllib.parse import quote
+
+        if not name.strip():
+            raise typer.BadParameter("the profile name is empty")
+        res = ctx.obj.client().request("GET", "/apps/" + quote(name, safe=""))
         if as_json:
             sys.stdout.buffer.write(res.body + b"\n")
             return

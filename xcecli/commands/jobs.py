@@ -10,7 +10,7 @@ import typer
 FIELDS = {
     "id": "JOBID", "user": "USER", "state": "STAT", "queue": "QUEUE", "hosts": "EXEC_HOST",
     "name": "JOB_NAME", "submit_time": "SUBMIT_TIME", "start_time": "START_TIME", "end_time": "END_TIME",
-    "exit_code": "EXIT_CODE", "ntasks": "NTASKS", "elements": "ELEMENTS", "run_as": "RUN_AS",
+    "exit_code": "EXIT_CODE", "ntasks": "NTASKS", "elements": "ELEMENTS", "run_as": "RUN_AS", "app": "APP",
     "reason": "PEND_REASON",
 }
 DEFAULT_FIELDS = ["id", "user", "state", "queue", "hosts", "name", "submit_time"]
@@ -51,6 +51,7 @@ def _getters():
     return {
         "id": lambda j, e: j["job_id"], "user": lambda j, e: j["user"], "state": lambda j, e: j["state"],
         "queue": lambda j, e: j["queue"], "run_as": lambda j, e: j["run_as"], "hosts": lambda j, e: _hosts(e),
+        "app": lambda j, e: j.get("app"),
         "name": lambda j, e: _name(j), "submit_time": lambda j, e: fmt_time(j["submit_time"]),
         "start_time": lambda j, e: fmt_time(e["start_time"]) if e else None,
         "end_time": lambda j, e: fmt_time(e["end_time"]) if e else None,
@@ -134,6 +135,8 @@ def register(app: typer.Typer) -> None:
             ("User", j.user + (" (asserted in test mode)" if j.asserted_user else "")),
             ("Runs as", j.run_as),
             ("Queue", j.queue),
+            ("Application", (j.app or "none") + (" " + " ".join(f"{k}={v}" for k, v in j.app_params.items())
+                                                 if j.app_params else "")),
             ("State", j.state.value),
             ("Command", " ".join(j.argv)),
             ("CWD", j.cwd),

@@ -143,6 +143,8 @@ def register(app: typer.Typer) -> None:
             return
         res = client.request("POST", "/jobs", json=body)
         out = res.json()
+        for w in out.get("warnings") or []:
+            err(f"warning: {w}")
         if as_json and not wait:
             print(json.dumps(out, indent=2))
         elif as_json:

@@ -80,6 +80,8 @@ class SubmitResponse(Body):
     name: str | None
     queue: str
     array_size: int = Field(0, description="number of elements, 0 for a plain job")
+    app: str | None = Field(None, description="the application profile the job runs with (PROF-2)")
+    warnings: list[str] = Field(default_factory=list, description="side effects of the merge (MERGE-1)")
 
 
 class HostShortfallOut(Body):
@@ -131,6 +133,8 @@ class JobOut(Body):
     run_as: str = Field(description="the user the job's processes run as (D-6)")
     asserted_user: bool = Field(False, description="submitted by a user asserted in test mode")
     queue: str
+    app: str | None = Field(None, description="the application profile (PROF-2); null: none")
+    app_params: dict[str, str] = Field(default_factory=dict, description="the profile params in force (PROF-6)")
     state: JobState = Field(description="the job's state; for an array the most active element state")
     submit_time: float
     argv: list[str]

@@ -58,6 +58,7 @@ secret-looking values; a select that no host of hosts.yaml matches.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +107,7 @@ from xced.model.profile import (
     builtin_profiles,
     export_name,
 )
-from xced.model.units import MAX_SLOTS, parse_memory_mb
+from xced.model.units import MAX_RESOURCE, MAX_SLOTS, parse_memory_mb
 from xced.resreq import (
     MEMORY_RESOURCES,
     ResReqError,
@@ -314,6 +315,10 @@ class _ProfileChecker:
             if not isinstance(k, str) or not ENV_RE.match(k):
                 self.err(_key_pos(env, k), f"env name must be {ENV_FORM}, got {_got(k)}")
                 continue
+            if k.startswith(("XCE_", "LSB_")):
+                self.err(_key_pos(env, k), f"env name {k!r} is reserved: XCE_* and LSB_* are set by XCE for "
+                                           "every job (JOB-3); params and annotations are exported for you")
+                continue
             value = self._string_value(env, k, f"env.{k}")
             if value is None:
                 continue
@@ -461,7 +466,7 @@ class _ProfileChecker:
         names = [h["name"] for h in self.hosts]
         self.warn(_value_pos(node, "select"),
                   f'resreq.select "{render_expr(expr)}" matches no host of hosts.yaml ({_one_of(names)}); '
-                  "jobs of this profile would pend until such a host joins (PROF-9)")
+                  "jobs of this profile are refused at submit until such a host exists (PROF-9)")
 
     def rusage(self, parent: Any) -> list[dict[str, Any]]:
         node = parent["rusage"]
@@ -525,8 +530,8 @@ class _ProfileChecker:
                                                        f'value as "4GB" instead), got {_got(values["unit"])}')
                     continue
             else:
-                if not _is_number(raw) or raw < 0:
-                    self.err(vpos, f"{what}: {rname} must be a number >= 0, got {_got(raw)}")
+                if not _is_number(raw) or not math.isfinite(float(raw)) or not 0 <= raw <= MAX_RESOURCE:
+                    self.err(vpos, f"{what}: {rname} must be a number from 0 to {MAX_RESOURCE:g}, got {_got(raw)}")
                     continue
                 entry["value"] = float(raw)
                 if values.get("unit") is not None:

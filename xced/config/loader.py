@@ -32,6 +32,7 @@ hosts.yaml
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -651,7 +652,7 @@ def _check_hosts(src: _Source, doc: Any) -> list[dict[str, Any]] | None:
                             _key_pos(res, rname),
                             f"{label}: resource name must be {RESOURCE_FORM}, got {_got(rname)}",
                         )
-                    elif not _is_number(rvalue) or rvalue < 0 or rvalue > MAX_RESOURCE:
+                    elif not _is_number(rvalue) or not math.isfinite(float(rvalue)) or not 0 <= rvalue <= MAX_RESOURCE:
                         src.error(
                             _value_pos(res, rname),
                             f"{label}: resources.{rname} must be a number from 0 to {MAX_RESOURCE:g}, got {_got(rvalue)}",

@@ -286,6 +286,13 @@ class Controller:
         mem = req.get("memory_limit_mb")
         if mem is not None and mem <= 0:
             raise InvalidRequest(f"memory limit {mem} MB: must be positive, e.g. -M 4GB", field="memory_limit_mb")
+        for what, mapping in (("--env", req.get("env") or {}), ("--app-param", req.get("app_params") or {})):
+            for k, v in mapping.items():
+                if not k or "\0" in k or "\0" in v or (what == "--env" and "=" in k):
+                    raise InvalidRequest(f"{what} {k!r}: names must be non-empty without '=' and names and values "
+                                         f"without NUL bytes", field="env" if what == "--env" else "app_params")
+        if any("\0" in a for a in req.get("argv") or []) or "\0" in (req.get("cwd") or ""):
+            raise InvalidRequest("the command or the working directory contains a NUL byte", field="argv")
         texts = list(req.get("resreq") or [])
         try:
             resreq = effective_resreq(texts)
@@ -345,6 +352,7 @@ class Controller:
             "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
             "resreq": texts, "app": app, "app_params": eff.app_params, "exdata": eff.exdata,
             "effective_resreq": render(resreq), "profile_env": eff.profile_env, "export_env": eff.export_env,
+            "warnings": list(eff.warnings),
             "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
         }
         indices = array.indices if array else (0,)

@@ -38,7 +38,8 @@ def job_dict(job, *, elements: bool = True) -> dict:
         counts[k] = counts.get(k, 0) + 1
     return {
         "job_id": job.id, "name": job.name, "user": job.user, "run_as": sp["run_as"],
-        "asserted_user": sp.get("asserted", False), "queue": job.queue, "state": job.state().value,
+        "asserted_user": sp.get("asserted", False), "queue": job.queue, "app": sp.get("app") or None,
+        "app_params": sp.get("app_params") or {}, "state": job.state().value,
         "submit_time": job.submit_time, "argv": sp["argv"], "cwd": sp["cwd"], "ntasks_min": sp["ntasks_min"],
         "ntasks_max": sp["ntasks_max"], "run_limit_s": sp.get("run_limit_s"),
         "memory_limit_mb": sp.get("memory_limit_mb"), "array_spec": sp.get("array_spec"),
