@@ -129,3 +129,50 @@ def test_profile_bad_input(topdir, tmp_path):
         assert d.cli("apps", "show", "").returncode == 2
     finally:
         d.stop()
+
+
+HOOKS = textwrap.dedent("""\
+    applications:
+      hooked:
+        pre_host_exec: "echo host-pre $XCE_HOST_NTASKS >> $HOOKLOG"
+        pre_job_exec: "echo job-pre $XCE_JOB_HOST_DIR >> $HOOKLOG"
+        post_job_exec: "echo job-post $XCE_JOB_EXIT_CODE >> $HOOKLOG"
+        post_host_exec: "echo host-post >> $HOOKLOG"
+      badpre:
+        pre_job_exec: "exit 2"
+        post_job_exec: "echo post-after-failed-pre >> $HOOKLOG"
+      slowpost:
+        post_job_exec: {command: "sleep 30", timeout: 1s}
+    """)
+
+
+def test_profile_hooks(topdir, tmp_path):
+    """JOB-6: pre/post hooks run around the job on its first host; post hooks run however the
+    job ends (a kill included); a failing or timed-out hook ends the job EXIT naming it."""
+    write_config(topdir)
+    (topdir / "config" / "applications.yaml").write_text(HOOKS)
+    d = Daemon(topdir).start()
+    log = tmp_path / "hooks.txt"
+    try:
+        r = d.cli("submit", "-K", "-a", "hooked", "-n", "2", "--env", f"HOOKLOG={log}", "--", "sh", "-c",
+                  f"echo job >> {log}", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        lines = log.read_text().splitlines()
+        assert [ln.split()[0] for ln in lines] == ["host-pre", "job-pre", "job", "job-post", "host-post"]
+        assert lines[0] == "host-pre 2" and lines[3] == "job-post 0" and "/jobs/" in lines[1]
+        log.unlink()
+        jid = d.submit("-a", "hooked", "--env", f"HOOKLOG={log}", "--", "sleep", "60", cwd=tmp_path)
+        d.wait_state(jid, ("RUN",))
+        d.cli("kill", str(jid), check=True)
+        d.wait_state(jid, ("EXIT",))
+        assert log.read_text().splitlines()[-2:] == ["job-post 130", "host-post"]  # killed by SIGINT: 128+2
+        log.unlink()
+        jid = d.submit("-a", "badpre", "--env", f"HOOKLOG={log}", "--", "true", cwd=tmp_path)
+        j = d.wait_state(jid, ("DONE", "EXIT"))
+        assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"] == "pre_job_exec exited 2"
+        assert log.read_text() == "post-after-failed-pre\n"  # post hooks still run
+        jid = d.submit("-a", "slowpost", "--", "true", cwd=tmp_path)
+        j = d.wait_state(jid, ("DONE", "EXIT"), timeout=20)
+        assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"].startswith("post_job_exec timed out after 1 s")
+    finally:
+        d.stop()

@@ -75,6 +75,8 @@ REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resu
 
 _NO_RESREQ = parse("")
 
+HOOK_NAMES = ("pre_host_exec", "pre_job_exec", "post_job_exec", "post_host_exec")
+
 #: declined dispatches in a row before a job gets a system hold (DISPATCH-2)
 MAX_DECLINES = 5
 
@@ -532,7 +534,9 @@ class Controller:
                          sp.get("stdout"), sp.get("stderr"), sp.get("run_limit_s"), sp.get("memory_limit_mb"),
                          list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
                          st.kill_interval_s, st.limit_grace_s, e.token or "", dict(sp.get("profile_env") or {}),
-                         dict(sp.get("export_env") or {}), sp.get("app") or None)
+                         dict(sp.get("export_env") or {}), sp.get("app") or None,
+                         {n: h.model_dump() for n in HOOK_NAMES if profile is not None
+                          and (h := getattr(profile, n)) is not None})
 
     # ------------------------------------------------------------------ worker reports
 

@@ -116,6 +116,8 @@ class StartInfo:
     #: XCE_APP_PARAM_* and XCE_APP_ANN_* (PROF-6, PROF-7)
     export_env: dict[str, str] = field(default_factory=dict)
     app: str | None = None
+    #: the profile's hooks (JOB-6): {"pre_job_exec": {"command": str, "timeout_s": float}, ...}
+    hooks: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -80,7 +80,8 @@ class LocalWorker:
             spec = {
                 "job_id": info.job_id, "index": info.index, "argv": list(info.argv), "cwd": info.cwd,
                 "env": env, "stdout": out, "stderr": err, "run_limit_s": info.run_limit_s,
-                "memory_limit_mb": info.memory_limit_mb,
+                "memory_limit_mb": info.memory_limit_mb, "hooks": info.hooks or None, "host": self.host,
+                "host_ntasks": dict(info.alloc).get(self.host, 1),
                 "grace_s": info.grace_s, "kill_interval_s": info.kill_interval_s,
                 "uid": info.run_uid, "gid": info.run_gid,
                 "groups": os.getgrouplist(info.run_as, info.run_gid) if info.run_uid is not None and info.run_gid is not None else None,

@@ -80,6 +80,9 @@ _SPEC_DEFAULTS: dict[str, Any] = {
     "uid": None,
     "gid": None,
     "groups": None,
+    "hooks": None,
+    "host": None,
+    "host_ntasks": None,
 }
 #: Files a previous run in the same JOBDIR may have left; launch() removes them.
 _STALE = (STATUS_FILE, JOB_FILE, PID_FILE, KILL_FILE)

@@ -78,6 +78,7 @@ JOB_FILE = "job.json"
 STATUS_FILE = "status.json"
 KILL_FILE = "kill_requested"
 LOG_FILE = "supervisor.log"
+HOOKS_LOG = "hooks.log"
 
 #: Files of the protocol; job output never goes to one of them.
 PROTOCOL_FILES = frozenset({SPEC_FILE, LOCK_FILE, PID_FILE, JOB_FILE, STATUS_FILE, KILL_FILE, LOG_FILE})
@@ -499,13 +500,16 @@ class Supervisor:
             os.killpg(self.pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        # post hooks run however the job ended (JOB-6), before the status is recorded
+        why = self.run_hooks(("post_job_exec", "post_host_exec"), {"XCE_JOB_EXIT_CODE": str(exit_code)},
+                             stop_at_failure=False)
         status = {
             "exit_code": exit_code,
             "signal": sig,
             "signal_name": signal_name(sig) if sig is not None else None,
             "start_time": self.start_time,
             "end_time": end_time,
-            "reason": self.reason,
+            "reason": self.reason or why,
         }
         write_json_atomic(self.path(STATUS_FILE), status)
         assert self.proc is not None
@@ -513,6 +517,60 @@ class Supervisor:
         os.close(self.pidfd)
         log(f"job ended: exit code {exit_code}" + (f" ({signal_name(sig)})" if sig else ""))
         return status
+
+    # ---- profile hooks (JOB-6) ---------------------------------------------
+
+    def run_hook(self, name: str, hook: dict, extra_env: dict | None = None) -> str | None:
+        """Run one hook with `/bin/sh -c` as the job's user, in the job's environment plus
+        XCE_JOB_HOST_DIR, XCE_HOST_NTASKS, XCE_HOST_TASK_INDEX and XCE_HOOK; its output goes
+        to JOBDIR/hooks.log. Returns None when it succeeded, else the reason that names it
+        ("pre_job_exec exited 2", "post_host_exec timed out after 300 s on h2")."""
+        spec = self.spec
+        timeout = float(hook.get("timeout_s", 300.0))
+        env = {str(k): str(v) for k, v in spec["env"].items()}
+        env.update({"XCE_JOB_HOST_DIR": self.jobdir, "XCE_HOST_NTASKS": str(spec.get("host_ntasks") or 1),
+                    "XCE_HOST_TASK_INDEX": "0", "XCE_HOOK": name})
+        env.update(extra_env or {})
+        ident = self.identity()
+        kwargs: dict = {}
+        if ident is not None:
+            kwargs = {"user": ident[0], "group": ident[1], "extra_groups": ident[2]}
+        cwd = spec["cwd"] if os.path.isdir(spec["cwd"]) else "/tmp"
+        logfd = os.open(self.path(HOOKS_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(logfd, f"--- {name}: {hook['command']}\n".encode())
+            p = subprocess.Popen(["/bin/sh", "-c", hook["command"]], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=logfd, stderr=logfd, close_fds=True, start_new_session=True, **kwargs)
+        except OSError as e:
+            return f"{name} could not start: {e.strerror}"
+        finally:
+            os.close(logfd)
+        try:
+            rc = p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            p.wait()
+            return f"{name} timed out after {timeout:g} s on {spec.get('host') or 'this host'}"
+        if rc < 0:
+            return f"{name} was killed by {signal_name(-rc)}"
+        return f"{name} exited {rc}" if rc != 0 else None
+
+    def run_hooks(self, names: tuple[str, ...], extra_env: dict | None = None, stop_at_failure: bool = True) -> str | None:
+        """Run the spec's hooks of `names` in order; the first failure's reason (or None)."""
+        hooks = self.spec.get("hooks") or {}
+        first = None
+        for name in names:
+            if name in hooks and hooks[name]:
+                why = self.run_hook(name, hooks[name], extra_env)
+                if why and first is None:
+                    first = why
+                    log(f"hook failed: {why}")
+                    if stop_at_failure:
+                        break
+        return first
 
     def write_failure(self, exit_code: int, reason: str) -> None:
         """status.json for a job that never started."""
@@ -542,6 +600,11 @@ class Supervisor:
                     self.spec = json.load(f)
                 if self.kill_flag or os.path.exists(self.path(KILL_FILE)):
                     raise _Setup(1, REASON_KILLED)
+                why = self.run_hooks(("pre_host_exec", "pre_job_exec"))  # JOB-6, JOB-7: outer layer
+                if why is not None:
+                    self.run_hooks(("post_job_exec", "post_host_exec"), {"XCE_JOB_EXIT_CODE": "1"},
+                                   stop_at_failure=False)
+                    raise _Setup(1, why)
                 self.start_job()
             except _Setup as e:
                 self.write_failure(e.exit_code, e.reason)
