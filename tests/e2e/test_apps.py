@@ -143,6 +143,8 @@ HOOKS = textwrap.dedent("""\
         post_job_exec: "echo post-after-failed-pre >> $HOOKLOG"
       slowpost:
         post_job_exec: {command: "sleep 30", timeout: 1s}
+      strict:
+        allow_job_pre_post_exec: false
     """)
 
 
@@ -171,6 +173,14 @@ def test_profile_hooks(topdir, tmp_path):
         j = d.wait_state(jid, ("DONE", "EXIT"))
         assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"] == "pre_job_exec exited 2"
         assert log.read_text() == "post-after-failed-pre\n"  # post hooks still run
+        log.unlink()
+        r = d.cli("submit", "-K", "-a", "hooked", "--env", f"HOOKLOG={log}", "-E", f"echo own-pre >> {log}",
+                  "-Ep", f"echo own-post >> {log}", "--", "sh", "-c", f"echo job >> {log}", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert [ln.split()[0] for ln in log.read_text().splitlines()] == [
+            "host-pre", "job-pre", "own-pre", "job", "own-post", "job-post", "host-post"]  # JOB-7 layers
+        r = d.cli("submit", "-a", "strict", "-E", "true", "--", "true", cwd=tmp_path)
+        assert r.returncode == 1 and "does not allow a job's own pre/post-exec" in r.stderr
         jid = d.submit("-a", "slowpost", "--", "true", cwd=tmp_path)
         j = d.wait_state(jid, ("DONE", "EXIT"), timeout=20)
         assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"].startswith("post_job_exec timed out after 1 s")

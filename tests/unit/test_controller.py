@@ -259,3 +259,30 @@ def test_job_starter_wraps_the_command():
         ["/bin/sh", "-c", "nice -n 5 python3 -c 'print(1)'"]
     assert wrap_with_job_starter("env A=1 %USRCMD; echo done", ["a b"]) == \
         ["/bin/sh", "-c", "env A=1 'a b'; echo done"]
+
+
+def test_profile_changed_between_decision_and_dispatch_is_declined(tmp_path):
+    """DISPATCH-1/2: the decision carries the profile's content hash; if the profile changed
+    before the dispatch is applied, the job stays PEND and the decline is counted."""
+    from xced.model.profile import Profile, builtin_profiles
+    from xced.scheduler.session import schedule
+
+    apps = {**builtin_profiles(), "p": Profile(name="p", env={"A": "1"})}
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
+                        hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)], applications=apps)
+    store = SqliteStore(tmp_path / "db")
+    c = Controller(cfg, store, tmp_path, clock=Clock())
+    c.workers["h1"] = FakeWorker()
+    c.hosts["h1"].status = "ok"
+    j = c.submit(req(app="p"), ALICE)
+    decision = schedule(c.snapshot(), 0.0)
+    assert decision.dispatches[0].profile_hash == apps["p"].content_hash()
+    c.config = cfg.model_copy(update={"applications": {**builtin_profiles(), "p": Profile(name="p", env={"A": "2"})}})
+    c.apply(decision)
+    e = j.elements[0]
+    assert e.state == "PEND" and "changed between decision and dispatch" in e.pend_reason.main
+    assert c.workers["h1"].started == []
+    session(c)  # a fresh decision with the new hash goes through
+    assert e.state == "RUN"
+    assert "(profile p " in [r for r in store.events(j.id) if r[3] == "DISPATCH"][0][7]
+    store.close()

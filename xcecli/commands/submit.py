@@ -70,6 +70,8 @@ def register(app: typer.Typer) -> None:
         resreq: List[str] = typer.Option([], "-R", help="resource requirement, LSF syntax (repeatable; merged as LSF does)"),
         app: Optional[str] = typer.Option(None, "-a", "--app", help="application profile (default: the cluster's default_application; '' for none)"),
         app_param: List[str] = typer.Option([], "--app-param", help="NAME=VALUE for a parameter the profile declares (repeatable)"),
+        pre_exec: Optional[str] = typer.Option(None, "-E", help="the job's own pre-exec command (runs inside the profile's)"),
+        post_exec: Optional[str] = typer.Option(None, "-Ep", help="the job's own post-exec command"),
         env: List[str] = typer.Option([], "--env", help="NAME=VALUE added to the job's environment (repeatable)"),
         wait: bool = typer.Option(False, "-K", "--wait", help="wait for the job to end and exit with its exit code"),
         parsable: bool = typer.Option(False, "--parsable", help="print only the job ID"),
@@ -88,7 +90,8 @@ def register(app: typer.Typer) -> None:
             cwd = os.getcwd()
         except FileNotFoundError:
             _usage("the current directory no longer exists; cd to a directory the job can run in")
-        for opt, val in (("-o", stdout), ("-e", stderr), ("-q", queue), ("-J", name)):
+        for opt, val in (("-o", stdout), ("-e", stderr), ("-q", queue), ("-J", name), ("-E", pre_exec),
+                         ("-Ep", post_exec)):
             if val is not None and not val.strip():
                 _usage(f"{opt} '': the value is empty")
         job_env = dict(os.environ)
@@ -126,7 +129,8 @@ def register(app: typer.Typer) -> None:
         # validates it strictly (D-2)
         body = {"argv": argv, "cwd": cwd, "env": job_env, "name": name, "queue": queue, "ntasks_min": nmin,
                 "ntasks_max": nmax, "stdout": stdout, "stderr": stderr, "run_limit_s": rl, "memory_limit_mb": mem,
-                "resreq": list(resreq) or None, "app": app, "app_params": params or None}
+                "resreq": list(resreq) or None, "app": app, "app_params": params or None,
+                "pre_exec": pre_exec, "post_exec": post_exec}
         body = {k: v for k, v in body.items() if v is not None}
         client = ctx.obj.client()
         if dry_run:

@@ -41,6 +41,8 @@ class SubmitRequest(Body):
     app: str | None = Field(None, max_length=256, description="-a profile; None: the cluster's default_application; "
                                                               "'': no profile (PROF-2)")
     app_params: dict[str, str] = Field(default_factory=dict, description="--app-param NAME=VALUE (PROF-6)")
+    pre_exec: str | None = Field(None, max_length=65536, description="-E: the job's own pre-exec (JOB-7 inner layer)")
+    post_exec: str | None = Field(None, max_length=65536, description="-Ep: the job's own post-exec")
     exdata: dict | None = Field(None, description="the job's JSON side record (MERGE-4): env, limits, app_params, meta")
 
 

@@ -274,6 +274,10 @@ class Controller:
             if profile is None:
                 raise InvalidRequest(f"unknown application profile {app!r}; profiles: "
                                      f"{', '.join(sorted(cfg.applications))} (xcecli apps lists them)", field="app")
+        own_hooks = {k: req.get(k) for k in ("pre_exec", "post_exec") if req.get(k)}
+        if own_hooks and profile is not None and not profile.allow_job_pre_post_exec:
+            raise InvalidRequest(f"profile {app} does not allow a job's own pre/post-exec (-E/-Ep): it runs its "
+                                 f"own hooks around every job (JOB-7)", field="pre_exec")
         # the job's own values: sanity only; policy is the merge's (MERGE-1, DESIGN rule 5)
         nmin, nmax = req.get("ntasks_min"), req.get("ntasks_max")
         if nmin is not None and nmin < 1:
@@ -354,7 +358,8 @@ class Controller:
             "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
             "resreq": texts, "app": app, "app_params": eff.app_params, "exdata": eff.exdata,
             "effective_resreq": render(resreq), "profile_env": eff.profile_env, "export_env": eff.export_env,
-            "warnings": list(eff.warnings),
+            "warnings": list(eff.warnings), "own_hooks": own_hooks,
+            "profile_hash": profile.content_hash() if profile is not None else None,
             "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
         }
         indices = array.indices if array else (0,)
@@ -415,15 +420,18 @@ class Controller:
         queues = [QueueSnap(q.name, q.priority, i, q.host_limit) for i, q in enumerate(self.config.queues)]
         pending: list[JobSnap] = []
         array_running: dict[int, int] = {}
+        apps = self.config.applications
         for job in self.active.values():
             sp = job.spec
             limit = sp.get("array_limit")
+            prof = apps.get(sp["app"]) if sp.get("app") else None
+            phash = prof.content_hash() if prof is not None else None
             nrun = 0
             for e in job.elements.values():
                 st = e.state
                 if st is S.PEND or st is S.PSUSP:
                     pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, sp["ntasks_min"],
-                                           sp["ntasks_max"], job.resreq, limit, st is S.PSUSP))
+                                           sp["ntasks_max"], job.resreq, limit, st is S.PSUSP, phash))
                 elif st is S.RUN or st is S.USUSP:
                     nrun += 1
             if limit is not None:
@@ -481,9 +489,13 @@ class Controller:
                 if app and app not in self.config.applications:
                     self._decline(e, f"application profile {app!r} no longer exists")
                     continue
+                if app and d.profile_hash is not None and self.config.applications[app].content_hash() != d.profile_hash:
+                    self._decline(e, f"application profile {app!r} changed between decision and dispatch")
+                    continue
                 alloc = [(h, n) for h, n in d.alloc]
                 self._transition(e, "dispatch", "scheduler",
-                                 "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc),
+                                 "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc)
+                                 + (f" (profile {app} {d.profile_hash[:12]})" if app and d.profile_hash else ""),
                                  alloc=alloc, start_time=now, end_time=None, exit_code=None,
                                  exit_signal=None, exit_reason=None, action=None, token=secrets.token_hex(16),
                                  reserve=d.reserve)
@@ -522,6 +534,18 @@ class Controller:
                     return False
         return True
 
+    @staticmethod
+    def _hooks(profile, sp: dict) -> dict[str, dict]:
+        """The hooks to run (JOB-6, JOB-7): the profile's (outer layer) and the job's own -E/-Ep
+        (inner layer; the job's own run with the profile's default timeout)."""
+        hooks = {n: h.model_dump() for n in HOOK_NAMES if profile is not None and (h := getattr(profile, n)) is not None}
+        own = sp.get("own_hooks") or {}
+        if own.get("pre_exec"):
+            hooks["job_pre_exec"] = {"command": own["pre_exec"], "timeout_s": 300.0}
+        if own.get("post_exec"):
+            hooks["job_post_exec"] = {"command": own["post_exec"], "timeout_s": 300.0}
+        return hooks
+
     def start_info(self, e: Element) -> StartInfo:
         job = e.job
         sp = job.spec
@@ -535,8 +559,7 @@ class Controller:
                          list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
                          st.kill_interval_s, st.limit_grace_s, e.token or "", dict(sp.get("profile_env") or {}),
                          dict(sp.get("export_env") or {}), sp.get("app") or None,
-                         {n: h.model_dump() for n in HOOK_NAMES if profile is not None
-                          and (h := getattr(profile, n)) is not None})
+                         self._hooks(profile, sp))
 
     # ------------------------------------------------------------------ worker reports
 

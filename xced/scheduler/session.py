@@ -34,6 +34,8 @@ class Dispatch:
     index: int
     alloc: list[tuple[str, int]]
     reserve: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the profile's content hash the decision was made with (DISPATCH-1)
+    profile_hash: str | None = None
 
     @property
     def ntasks(self) -> int:
@@ -125,7 +127,7 @@ def schedule(snapshot: Snapshot, now: float) -> SessionResult:
         out = place(req, list(supply.hosts.values()), max_host_lines=50)
         if isinstance(out, Plan):
             supply.take(out)
-            res.dispatches.append(Dispatch(j.job_id, j.index, list(out.alloc), out.reserve))
+            res.dispatches.append(Dispatch(j.job_id, j.index, list(out.alloc), out.reserve, j.profile_hash))
             if j.array_limit is not None:
                 array_running[j.job_id] = array_running.get(j.job_id, 0) + 1
             res.trace.append(f"{ref}: dispatch {out.ntasks} task(s) on " + " ".join(f"{h}:{n}" for h, n in out.alloc))

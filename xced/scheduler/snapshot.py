@@ -53,6 +53,8 @@ class JobSnap:
     resreq: ResReq = ResReq()
     array_limit: int | None = None
     held: bool = False
+    #: content hash of the job's profile as the snapshot saw it (DISPATCH-1), None: no profile
+    profile_hash: str | None = None
 
 
 @dataclass(slots=True)

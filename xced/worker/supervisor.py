@@ -501,8 +501,8 @@ class Supervisor:
         except (ProcessLookupError, PermissionError):
             pass
         # post hooks run however the job ended (JOB-6), before the status is recorded
-        why = self.run_hooks(("post_job_exec", "post_host_exec"), {"XCE_JOB_EXIT_CODE": str(exit_code)},
-                             stop_at_failure=False)
+        why = self.run_hooks(("job_post_exec", "post_job_exec", "post_host_exec"),
+                             {"XCE_JOB_EXIT_CODE": str(exit_code)}, stop_at_failure=False)
         status = {
             "exit_code": exit_code,
             "signal": sig,
@@ -600,9 +600,10 @@ class Supervisor:
                     self.spec = json.load(f)
                 if self.kill_flag or os.path.exists(self.path(KILL_FILE)):
                     raise _Setup(1, REASON_KILLED)
-                why = self.run_hooks(("pre_host_exec", "pre_job_exec"))  # JOB-6, JOB-7: outer layer
+                # JOB-6, JOB-7: the profile's hooks are the outer layer, the job's -E/-Ep the inner
+                why = self.run_hooks(("pre_host_exec", "pre_job_exec", "job_pre_exec"))
                 if why is not None:
-                    self.run_hooks(("post_job_exec", "post_host_exec"), {"XCE_JOB_EXIT_CODE": "1"},
+                    self.run_hooks(("job_post_exec", "post_job_exec", "post_host_exec"), {"XCE_JOB_EXIT_CODE": "1"},
                                    stop_at_failure=False)
                     raise _Setup(1, why)
                 self.start_job()
