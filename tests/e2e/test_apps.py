@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import textwrap
+import time
 
 import pytest
 
@@ -145,6 +146,9 @@ HOOKS = textwrap.dedent("""\
         post_job_exec: {command: "sleep 30", timeout: 1s}
       strict:
         allow_job_pre_post_exec: false
+      slowpre:
+        pre_job_exec: {command: "sleep 1234 & sleep 100000", timeout: 600}
+        post_job_exec: "echo post-after-kill >> $HOOKLOG"
     """)
 
 
@@ -181,6 +185,15 @@ def test_profile_hooks(topdir, tmp_path):
             "host-pre", "job-pre", "own-pre", "job", "own-post", "job-post", "host-post"]  # JOB-7 layers
         r = d.cli("submit", "-a", "strict", "-E", "true", "--", "true", cwd=tmp_path)
         assert r.returncode == 1 and "does not allow a job's own pre/post-exec" in r.stderr
+        log.unlink()
+        jid = d.submit("-a", "slowpre", "--env", f"HOOKLOG={log}", "--", "sh", "-c", f"echo job >> {log}",
+                       cwd=tmp_path)
+        d.wait_state(jid, ("RUN",))
+        time.sleep(0.3)
+        d.cli("kill", str(jid), check=True)  # a kill during a pre hook ends it; the job never starts
+        j = d.wait_state(jid, ("EXIT",), timeout=15)
+        assert j["elements"][0]["exit_reason"].startswith("killed by")
+        assert log.read_text() == "post-after-kill\n"
         jid = d.submit("-a", "slowpost", "--", "true", cwd=tmp_path)
         j = d.wait_state(jid, ("DONE", "EXIT"), timeout=20)
         assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"].startswith("post_job_exec timed out after 1 s")

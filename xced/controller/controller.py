@@ -242,6 +242,13 @@ class Controller:
             raise NotFound(f"job {job.id} has no element {index}; its indices are {job.spec['array_spec']}")
         return [e]
 
+    def _begin_action(self, job_id: int, caller: Caller) -> tuple[Job, str]:
+        """The job of a user action (kill/stop/resume/requeue) once the caller may change it,
+        and the actor name its events carry. Raises NotFound, PermissionDenied."""
+        job = self.job(job_id)
+        self._check_control(caller, job)
+        return job, f"user:{caller.user}"
+
     def _check_control(self, caller: Caller, job: Job) -> None:
         if not may_control_job(caller, job.user):
             raise PermissionDenied(f"job {job.id} belongs to {job.user}; only its owner or a cluster admin "
@@ -685,9 +692,7 @@ class Controller:
     def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli stop` (LSF bstop): a running element is stopped (SIGSTOP, USUSP); a pending
         one gets a `user` hold (PSUSP)."""
-        job = self.job(job_id)
-        self._check_control(caller, job)
-        actor = f"user:{caller.user}"
+        job, actor = self._begin_action(job_id, caller)
         done, sig = [], []
         with self.store.tx():
             for e in self._elements(job, index):
@@ -711,9 +716,7 @@ class Controller:
     def resume(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli resume` (LSF bresume): USUSP -> RUN (SIGCONT); releases the `user` hold of a
         PSUSP element, never a `system` hold (D-5)."""
-        job = self.job(job_id)
-        self._check_control(caller, job)
-        actor = f"user:{caller.user}"
+        job, actor = self._begin_action(job_id, caller)
         done, sig = [], []
         with self.store.tx():
             for e in self._elements(job, index):
@@ -738,9 +741,7 @@ class Controller:
     def requeue(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli requeue` (LSF brequeue): a running element is killed and returns to PEND
         with the same ID and submit time; a finished one returns to PEND at once."""
-        job = self.job(job_id)
-        self._check_control(caller, job)
-        actor = f"user:{caller.user}"
+        job, actor = self._begin_action(job_id, caller)
         done, kill = [], []
         with self.store.tx():
             for e in self._elements(job, index):

@@ -79,6 +79,8 @@ STATUS_FILE = "status.json"
 KILL_FILE = "kill_requested"
 LOG_FILE = "supervisor.log"
 HOOKS_LOG = "hooks.log"
+#: seconds between looks for a kill request while a pre hook runs
+HOOK_POLL_S = 0.1
 
 #: Files of the protocol; job output never goes to one of them.
 PROTOCOL_FILES = frozenset({SPEC_FILE, LOCK_FILE, PID_FILE, JOB_FILE, STATUS_FILE, KILL_FILE, LOG_FILE})
@@ -545,18 +547,33 @@ class Supervisor:
             return f"{name} could not start: {e.strerror}"
         finally:
             os.close(logfd)
-        try:
-            rc = p.wait(timeout)
-        except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + timeout
+        killable = name.startswith("pre_") or name == "job_pre_exec"
+        rc = None
+        why = None
+        while rc is None:
             try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            p.wait()
-            return f"{name} timed out after {timeout:g} s on {spec.get('host') or 'this host'}"
+                rc = p.wait(HOOK_POLL_S)
+            except subprocess.TimeoutExpired:
+                if killable and (self.kill_flag or os.path.exists(self.path(KILL_FILE))):
+                    why = REASON_KILLED  # a kill ends a pre hook at once; the job never starts
+                elif time.monotonic() >= deadline:
+                    why = f"{name} timed out after {timeout:g} s on {spec.get('host') or 'this host'}"
+                if why is not None:
+                    self._kill_group(p.pid)
+                    p.wait()
+                    return why
+        self._kill_group(p.pid)  # what the hook left running in its group ends with it
         if rc < 0:
             return f"{name} was killed by {signal_name(-rc)}"
         return f"{name} exited {rc}" if rc != 0 else None
+
+    @staticmethod
+    def _kill_group(pgid: int) -> None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def run_hooks(self, names: tuple[str, ...], extra_env: dict | None = None, stop_at_failure: bool = True) -> str | None:
         """Run the spec's hooks of `names` in order; the first failure's reason (or None)."""
@@ -602,6 +619,8 @@ class Supervisor:
                     raise _Setup(1, REASON_KILLED)
                 # JOB-6, JOB-7: the profile's hooks are the outer layer, the job's -E/-Ep the inner
                 why = self.run_hooks(("pre_host_exec", "pre_job_exec", "job_pre_exec"))
+                if why is None and (self.kill_flag or os.path.exists(self.path(KILL_FILE))):
+                    why = REASON_KILLED
                 if why is not None:
                     self.run_hooks(("job_post_exec", "post_job_exec", "post_host_exec"), {"XCE_JOB_EXIT_CODE": "1"},
                                    stop_at_failure=False)
