@@ -582,6 +582,21 @@ def _check_settings(src: _Source, doc: Any) -> tuple[dict[str, Any], Any]:
     return kwargs, doc
 
 
+def _check_unique(src: _Source, seen: dict[str, Pos], item: Any, name: Any, kind: str) -> None:
+    """Report a second queue/host of the same name at its own position, naming the first."""
+    if name is None:
+        return
+    if name in seen:
+        first = seen[name]
+        src.error(
+            _value_pos(item, "name"),
+            f'duplicate {kind} name "{name}" (first defined at line {first[0] + 1 if first else "?"}); '
+            f"{kind} names must be unique",
+        )
+    else:
+        seen[name] = _value_pos(item, "name")
+
+
 def _check_queues(src: _Source, doc: Any) -> list[dict[str, Any]] | None:
     items = _top_list(src, doc, "queues", "queues", '"queues: [{name: normal}]"')
     if items is None:
@@ -593,17 +608,7 @@ def _check_queues(src: _Source, doc: Any) -> list[dict[str, Any]] | None:
         values = _check_mapping(src, item, pos, _QUEUE_FIELDS, where=label, prefix=f"{label}: ")
         if values is None:
             continue
-        name = values.get("name")
-        if name is not None:
-            if name in seen:
-                first = seen[name]
-                src.error(
-                    _value_pos(item, "name"),
-                    f'duplicate queue name "{name}" (first defined at line {first[0] + 1 if first else "?"}); '
-                    "queue names must be unique",
-                )
-            else:
-                seen[name] = _value_pos(item, "name")
+        _check_unique(src, seen, item, values.get("name"), "queue")
         queues.append({_QUEUE_MODEL_NAMES.get(k, k): v for k, v in values.items()} | {"_node": item})
     return queues
 
@@ -620,17 +625,7 @@ def _check_hosts(src: _Source, doc: Any) -> list[dict[str, Any]] | None:
         values = _check_mapping(src, item, pos, _HOST_FIELDS, where=label, prefix=f"{label}: ")
         if values is None:
             continue
-        name = values.get("name")
-        if name is not None:
-            if name in seen:
-                first = seen[name]
-                src.error(
-                    _value_pos(item, "name"),
-                    f'duplicate host name "{name}" (first defined at line {first[0] + 1 if first else "?"}); '
-                    "host names must be unique",
-                )
-            else:
-                seen[name] = _value_pos(item, "name")
+        _check_unique(src, seen, item, values.get("name"), "host")
 
         host: dict[str, Any] = {k: values[k] for k in ("name", "slots") if k in values}
         if "memory" in values:
