@@ -10,9 +10,10 @@ dispatch record (MERGE-1).
 Rules, by SPEC id:
 
 - PROF-3: every profile value binds; a job may add, never change or remove.
-- PROF-4: select ANDed (profile first); rusage is the one per-resource default
-  (the job's term wins whole, in either direction; units must match; no `per`
-  is inherited); a profile span/same/order binds (a conflicting job value is a
+- PROF-4: select ANDed (profile first); rusage is the one per-resource default:
+  for an entry marked `default: true` the job's term wins whole, in either
+  direction; units must match; no `per` is inherited. An entry without the flag
+  binds like every profile value (PROF-3): a differing job term is refused; a profile span/same/order binds (a conflicting job value is a
   `MergeError` naming both; an equal one is redundant, a warning).
 - PROF-5: compound/alternative job requests get the profile select ANDed into
   every part; refused when the profile has rusage entries or span/same/order.
@@ -185,8 +186,10 @@ def _merge_rusage(
     origins: dict[str, str],
     warnings: list[str],
 ) -> tuple[tuple[RusageGroup, ...], ...]:
-    """PROF-4 / MERGE-3: profile entries are per-resource defaults applied into
-    every `||` alternative of the job; the job's term wins whole; 0 drops."""
+    """PROF-4 / MERGE-3: entries marked `default: true` are per-resource defaults
+    applied into every `||` alternative of the job, the job's term winning whole
+    (0 drops it); entries without the flag bind (PROF-3): always reserved, and a
+    job term that differs is a MergeError (an equal one is a redundant warning)."""
     entries = {e.name: e for e in profile.rusage} if profile is not None else {}
     pname = profile.name if profile is not None else ""
     alts = job_alts or ((),)
@@ -199,6 +202,19 @@ def _merge_rusage(
             for t in g.terms:
                 job_names.add(t.name)
                 e = entries.get(t.name)
+                if e is not None and not e.default:
+                    # PROF-3: an entry not marked `default: true` binds like every profile value
+                    mine = _profile_term(e)
+                    if (t.value, t.unit, t.per or "task") != (mine.value, mine.unit, mine.per or "task"):
+                        raise MergeError(
+                            f"rusage {t.name}: profile {pname} fixes {_fmt(e.value, e.unit)} per {e.per} "
+                            f"and a job may not change or remove it (PROF-3); the job asked "
+                            f"{_fmt(t.value, t.unit)} per {t.per or 'task'}. Drop the job's {t.name} term, "
+                            f"or an admin marks the entry `default: true` to make it a per-resource default")
+                    w = f"rusage {t.name}: the job's term repeats the profile's {_fmt(e.value, e.unit)}"
+                    if w not in warnings:
+                        warnings.append(w)
+                    continue  # the profile's own term is added below
                 if e is not None:
                     punit = "MB" if e.unit == "MB" else e.unit
                     if t.unit != punit:
@@ -221,7 +237,8 @@ def _merge_rusage(
             if kept:
                 groups.append(RusageGroup(tuple(kept), g.duration_s, g.decay))
         defaults = [
-            _profile_term(e) for name, e in entries.items() if name not in job_names and e.value != 0
+            _profile_term(e) for name, e in entries.items()
+            if (name not in job_names or not e.default) and e.value != 0
         ]
         for t in defaults:
             origins.setdefault(f"rusage.{t.name}", "profile")

@@ -71,7 +71,8 @@ def test_submit_with_profile_merge_and_params(topdir, tmp_path):
     value's origin (MERGE-1); conflicts and undeclared params are refused naming them."""
     write_config(topdir)
     (topdir / "config" / "applications.yaml").write_text(APPS.replace(
-        "    fluent:\n", "    fluent:\n") + "  licensed:\n    resreq:\n      rusage:\n        - {name: mem, value: 512, unit: MB}\n")
+        "    fluent:\n", "    fluent:\n") + "  licensed:\n    resreq:\n      rusage:\n        - {name: mem, value: 512, unit: MB, default: true}\n"
+        "  fixed:\n    resreq:\n      rusage:\n        - {name: mem, value: 512, unit: MB}\n")
     d = Daemon(topdir).start()
     try:
         r = d.cli("submit", "-K", "-a", "pytorch", "--app-param", "EPOCHS=3", "-o", "p.txt", "--", "sh", "-c",
@@ -86,6 +87,10 @@ def test_submit_with_profile_merge_and_params(topdir, tmp_path):
         assert eff["app"] == "licensed" and eff["origins"]["rusage.mem"] == "job"
         assert [t["value"] for t in eff["resreq"]["rusage"][0] if t["name"] == "mem"] == [256]
         assert any("below the profile" in w for w in out["warnings"]), out["warnings"]
+        # an entry without `default: true` binds (PROF-3): the job may not change it
+        r = d.cli("submit", "--dry-run", "-a", "fixed", "-R", "rusage[mem=256]", "--", "true", cwd=tmp_path)
+        assert r.returncode == 1
+        assert "profile fixed fixes 512 MB per task" in r.stderr and "256 MB" in r.stderr, r.stderr
         r = d.cli("submit", "-a", "pytorch", "--app-param", "LR=0.1", "--", "true", cwd=tmp_path)
         assert r.returncode == 1 and "LR" in r.stderr and "EPOCHS" in r.stderr
         r = d.cli("submit", "-a", "mpi", "-n", "8", "-R", "span[ptile=4]", "--", "true", cwd=tmp_path)

@@ -39,6 +39,7 @@ PROFILES = {
         ],
     ),
     "sel": Profile(name="sel", select="type==X86_64"),
+    "fixed": Profile(name="fixed", rusage=[{"name": "lic", "value": 2, "per": "job"}]),
     "ordered": Profile(name="ordered", order=[{"name": "slots", "desc": True}], same=["type"]),
     "svc": Profile(name="svc", kind="service", service={}),
 }
@@ -88,6 +89,10 @@ RESREQ_ROWS = [
     ("PROF-5 alternative holding compound", job("{2*{a>1} + 1*{b>1}} || {c>1}"), "sel",
      ("{2*{select[type == X86_64 && a > 1]} + 1*{select[type == X86_64 && b > 1]}} || "
      "{select[type == X86_64 && c > 1]}"), {}, None),
+    ("PROF-3 rusage entry without default binds: always reserved", job("rusage[mem=10]"), "fixed",
+     "rusage[mem=10, lic=2/job]", {"rusage.lic": "profile", "rusage.mem": "job"}, None),
+    ("PROF-3 binding rusage repeated: warning", job("rusage[lic=2/job]"), "fixed",
+     "rusage[lic=2/job]", {"rusage.lic": "profile"}, "rusage lic: the job's term repeats the profile's 2"),
     ("no profile: job values as they are", job("select[a>1] rusage[x=0:y=2]"), None,
      "select[a > 1] rusage[y=2]", {"select": "job", "rusage.y": "job"}, None),
 ]
@@ -109,8 +114,12 @@ def test_resreq_rows(rule, j, prof, want, origins, warning):
 # (rule, job, profile, queue, substrings of the message)
 ERROR_ROWS = [
     ("PROF-4 unit mismatch", job("rusage[scratch=10]"), Profile(
-        name="scr", rusage=[{"name": "scratch", "value": 100, "unit": "MB"}]), QUEUE,
+        name="scr", rusage=[{"name": "scratch", "value": 100, "unit": "MB", "default": True}]), QUEUE,
      ["scratch", "10", "100 MB", "scr"]),
+    ("PROF-3 binding rusage changed", job("rusage[lic=1/job]"), "fixed", QUEUE,
+     ["rusage lic: profile fixed fixes 2 per job", "may not change or remove", "`default: true`"]),
+    ("PROF-3 binding rusage removed with 0", job("rusage[lic=0]"), "fixed", QUEUE,
+     ["rusage lic: profile fixed fixes 2 per job", "the job asked 0 per task"]),
     ("PROF-4 unit mismatch other way", job("rusage[fluent_lic=1MB]"), "fluent", QUEUE,
      ["fluent_lic", "1 MB", "fluent"]),
     ("PROF-4 span conflict", job("span[ptile=4]"), "mpi", QUEUE,

@@ -25,7 +25,8 @@ itself refuses a name given twice)::
         resreq:
           select: "mem > 4GB && type == X86_64"   # validated, stored canonical
           rusage:                    # a list; each entry is either
-            - mem: 4GB               #   {RESOURCE: VALUE} (+ optional per/default keys)
+            - mem: 4GB               #   {RESOURCE: VALUE} (+ optional per/default keys);
+                                     #   without `default: true` an entry binds
             - {name: fluent_lic, value: 1, per: job, default: true}
           span: {ptile: 8}           # or "ptile=8"; exactly one of ptile, hosts (1|-1), block
           same: [rack]               # or "rack"

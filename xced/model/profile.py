@@ -79,8 +79,10 @@ class Hook(_Strict):
 class RusageEntry(_Strict):
     """One rusage entry of a profile (PROF-4). `value` is in MB for memory
     resources (`unit` "MB"), else in the resource's own unit (`unit` None).
-    `per`: task (default), host or job. `default`: the value is the profile's
-    per-resource default that a job's own term replaces whole (MERGE-3)."""
+    `per`: task (default), host or job. `default: true`: the value is the
+    profile's per-resource default that a job's own term replaces whole, in either
+    direction (PROF-4, MERGE-3). Without it the entry binds like every profile value
+    (PROF-3): every job reserves it and a job term that differs is refused."""
 
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     value: float = Field(ge=0)
