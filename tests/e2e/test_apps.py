@@ -154,6 +154,8 @@ HOOKS = textwrap.dedent("""\
       slowpre:
         pre_job_exec: {command: "sleep 1234 & sleep 100000", timeout: 600}
         post_job_exec: "echo post-after-kill >> $HOOKLOG"
+      chatty:
+        pre_job_exec: "head -c 3000000 /dev/zero | tr '\\\\0' x; echo done-pre >> $HOOKLOG"
     """)
 
 
@@ -202,5 +204,14 @@ def test_profile_hooks(topdir, tmp_path):
         jid = d.submit("-a", "slowpost", "--", "true", cwd=tmp_path)
         j = d.wait_state(jid, ("DONE", "EXIT"), timeout=20)
         assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"].startswith("post_job_exec timed out after 1 s")
+        log.unlink()
+        r = d.cli("submit", "-K", "-a", "chatty", "--env", f"HOOKLOG={log}", "--", "true", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr  # a hook that writes 3 MB still succeeds ...
+        assert log.read_text() == "done-pre\n"
+        jid = int(json.loads(d.cli("jobs", "-a", "--json", check=True).stdout)["jobs"][-1]["job_id"])
+        hooks_log = topdir / "jobs" / str(jid) / "0" / "hooks.log"
+        text = hooks_log.read_text()  # ... and hooks.log keeps 1 MiB of it
+        assert (1 << 20) < len(text) < (1 << 20) + 500
+        assert "1951424 more bytes of this hook's output dropped" in text
     finally:
         d.stop()

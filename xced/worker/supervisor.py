@@ -69,6 +69,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 SPEC_FILE = "spec.json"
@@ -81,6 +82,8 @@ LOG_FILE = "supervisor.log"
 HOOKS_LOG = "hooks.log"
 #: seconds between looks for a kill request while a pre hook runs
 HOOK_POLL_S = 0.1
+#: what one hook may write to hooks.log (bytes); the rest is counted and dropped
+HOOK_LOG_MAX_BYTES = 1 << 20
 
 #: Files of the protocol; job output never goes to one of them.
 PROTOCOL_FILES = frozenset({SPEC_FILE, LOCK_FILE, PID_FILE, JOB_FILE, STATUS_FILE, KILL_FILE, LOG_FILE})
@@ -106,6 +109,30 @@ def log(msg: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def _copy_capped(rfd: int, logfd: int, cap: int) -> None:
+    """Copy a hook's output from pipe `rfd` to `logfd` until EOF, keeping at most `cap`
+    bytes and noting how many were dropped; closes both fds."""
+    kept = dropped = 0
+    try:
+        while True:
+            chunk = os.read(rfd, 65536)
+            if not chunk:
+                break
+            room = cap - kept
+            if room > 0:
+                os.write(logfd, chunk[:room])
+                kept += min(room, len(chunk))
+            dropped += max(0, len(chunk) - max(room, 0))
+        if dropped:
+            os.write(logfd, f"\n[hooks.log: {dropped} more bytes of this hook's output dropped; "
+                            f"each hook keeps at most {cap} bytes]\n".encode())
+    except OSError:
+        pass
+    finally:
+        os.close(rfd)
+        os.close(logfd)
 
 
 def write_json_atomic(path: str, obj: object, *, durable: bool = True) -> None:
@@ -539,14 +566,26 @@ class Supervisor:
             kwargs = {"user": ident[0], "group": ident[1], "extra_groups": ident[2]}
         cwd = spec["cwd"] if os.path.isdir(spec["cwd"]) else "/tmp"
         logfd = os.open(self.path(HOOKS_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        rfd, wfd = os.pipe()
         try:
             os.write(logfd, f"--- {name}: {hook['command']}\n".encode())
             p = subprocess.Popen(["/bin/sh", "-c", hook["command"]], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=logfd, stderr=logfd, close_fds=True, start_new_session=True, **kwargs)
+                                 stdout=wfd, stderr=wfd, close_fds=True, start_new_session=True, **kwargs)
         except OSError as e:
+            os.close(rfd)
+            os.close(logfd)
             return f"{name} could not start: {e.strerror}"
         finally:
-            os.close(logfd)
+            os.close(wfd)
+        copier = threading.Thread(target=_copy_capped, args=(rfd, logfd, HOOK_LOG_MAX_BYTES), daemon=True)
+        copier.start()
+        try:
+            return self._wait_hook(name, p, timeout)
+        finally:
+            copier.join(5.0)
+
+    def _wait_hook(self, name: str, p: subprocess.Popen, timeout: float) -> str | None:
+        spec = self.spec
         deadline = time.monotonic() + timeout
         killable = name.startswith("pre_") or name == "job_pre_exec"
         rc = None
