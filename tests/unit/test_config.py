@@ -337,3 +337,25 @@ def test_parse_seconds_and_formatters() -> None:
     for s in (45, 90, 5400, 90061):
         assert parse_run_limit_s(format_duration(s)) == s
     assert [format_memory(m) for m in (512, 4096, 1536)] == ["512MB", "4GB", "1.5GB"]
+
+
+def test_live_checks_of_a_compiled_config():
+    """CFG-3: the daemon checks a compiled config again before it swaps it in."""
+    from xced.config.live import check_compiled, restart_only_changes
+    from xced.model.config import ClusterConfig
+
+    base = {"settings": {"cluster_name": "c"}, "queues": [{"name": "normal"}],
+            "hosts": [{"name": "h1", "slots": 2, "memory_mb": 100}]}
+    ok = ClusterConfig.model_validate(base)
+    assert check_compiled(ok) == []
+    bad = ClusterConfig.model_validate({**base, "settings": {"default_queue": "nope", "default_application": "x"},
+                                        "queues": [{"name": "normal"}, {"name": "normal"}]})
+    problems = check_compiled(bad)
+    assert "queue 'normal' is defined twice; names must be unique" in problems
+    assert "default_queue 'nope' is not a queue; valid: normal, normal" in problems
+    assert any(p.startswith("default_application 'x' is not a profile; valid: default") for p in problems)
+    moved = ClusterConfig.model_validate({**base, "settings": {"cluster_name": "c", "mode": "test"},
+                                          "hosts": []})
+    assert restart_only_changes(ok, moved) == [
+        "mode changed from 'production' to 'test'",
+        "hosts.yaml changed (hosts are read at start; workers that join are not affected)"]

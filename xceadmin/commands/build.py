@@ -12,7 +12,10 @@ HELP = (
     "and on success 'config OK: N queues, M hosts, hash SHA256' on stdout. "
     "Exit 0 when there is no error, 1 otherwise.\n\n"
     "--json prints {ok, hash, errors, warnings} on stdout instead, each diagnostic "
-    "being {severity, file, line, col, message}."
+    "being {severity, file, line, col, message}.\n\n"
+    "--apply then hands the compiled config to the TopDir's running xced (CFG-3), which checks "
+    "it again and swaps it in whole or refuses it whole; pending jobs are re-merged with the new "
+    "profiles and queues. Admins only. Exit 0 applied, 1 refused or invalid, 3 no daemon."
 )
 
 
@@ -30,6 +33,10 @@ def build(
         bool,
         typer.Option("--json", help="Print the result as one JSON object on stdout."),
     ] = False,
+    apply: Annotated[
+        bool,
+        typer.Option("--apply", help="Hand the compiled config to the running daemon (CFG-3)."),
+    ] = False,
 ) -> None:
     import json
     import sys
@@ -37,7 +44,11 @@ def build(
     from xced.config import load_cluster_config
     from xced.constants import resolve_topdir
 
-    result = load_cluster_config(resolve_topdir(topdir))
+    top = resolve_topdir(topdir)
+    result = load_cluster_config(top)
+    if apply and result.ok and result.config is not None:
+        _apply(top, result, as_json)
+        return
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
@@ -53,6 +64,25 @@ def build(
             if n > 1:
                 typer.echo(f"config has {n} errors; nothing compiled", err=True)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _apply(top, result, as_json: bool) -> None:
+    """Send the compiled config to the daemon of TopDir `top` and print what it did."""
+    import json
+    import sys
+
+    from xced.api.client import Client
+
+    _print_diagnostics(result.warnings)
+    with Client.connect(topdir=str(top)) as c:
+        out = c.apply_config(result.config.model_dump(mode="json"), result.hash)
+    if as_json:
+        sys.stdout.write(json.dumps({**result.to_dict(), "applied": out.model_dump()}, indent=2) + "\n")
+        return
+    typer.echo(f"config applied: hash {out.hash} (was {out.previous_hash}); "
+               f"{out.remerged} pending job{'s' if out.remerged != 1 else ''} re-merged")
+    for line in out.held:
+        typer.echo(f"held: {line}", err=True)
 
 
 def _print_diagnostics(diagnostics: list) -> None:

@@ -89,7 +89,7 @@ def register_apps(app: typer.Typer) -> None:
 def register_api(app: typer.Typer) -> None:
     @app.command("api")
     def api(ctx: typer.Context,
-            method: str = typer.Argument(..., help="GET or POST"),
+            method: str = typer.Argument(..., help="GET, POST or PUT"),
             path: str = typer.Argument(..., help="path under /xce/v1, e.g. /jobs/12"),
             data: str = typer.Option(None, "--data", "-d", help="JSON request body")) -> None:
         """Send one raw request to the daemon's API and print the JSON answer (for scripts and debugging)."""
@@ -97,8 +97,8 @@ def register_api(app: typer.Typer) -> None:
         import sys
 
         method = method.upper()
-        if method not in ("GET", "POST"):
-            raise typer.BadParameter(f"method {method!r}: use GET or POST")
+        if method not in ("GET", "POST", "PUT"):
+            raise typer.BadParameter(f"method {method!r}: use GET, POST or PUT")
         body = None
         if data is not None:
             try:

@@ -283,6 +283,13 @@ class Client:
 
         return _model(QueueList, self.request("GET", "/queues").body)
 
+    def apply_config(self, config: dict, content_hash: str):
+        """CFG-3: hand a compiled ClusterConfig (JSON dict) to the daemon; ApplyConfigResult."""
+        from xced.api.models import ApplyConfigResult
+
+        return _model(ApplyConfigResult,
+                      self.request("PUT", "/config", json={"config": config, "hash": content_hash}).body)
+
 
 def _model(cls, body: bytes):
     """Parse an answer into an API model; an answer that does not fit is the daemon's fault."""

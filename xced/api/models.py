@@ -266,6 +266,25 @@ class Info(Body):
     daemon_user: str
 
 
+class ApplyConfigRequest(Body):
+    """PUT /config (`xceadmin build --apply`, CFG-3): a compiled ClusterConfig (its
+    `model_dump(mode="json")`) and the hash the compiler gave it, which the daemon checks."""
+
+    config: dict
+    hash: str = Field(min_length=64, max_length=64)
+
+
+class ApplyConfigResult(Body):
+    """What a config swap did: the new and previous content hashes, how many pending jobs
+    were re-merged with the new profiles and queues, and one line per job the new config
+    refuses (each now on a system hold naming why)."""
+
+    hash: str
+    previous_hash: str
+    remerged: int
+    held: list[str]
+
+
 #: Models whose JSON Schema is published in docs/json/ (CLI-1 "stable, documented fields").
 PUBLISHED = {
     "submit": SubmitResponse,
@@ -281,4 +300,5 @@ PUBLISHED = {
     "app": AppOut,
     "why": WhyOut,
     "info": Info,
+    "config-apply": ApplyConfigResult,
 }

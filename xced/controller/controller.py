@@ -37,7 +37,7 @@ from xced.model.jobs import (
 )
 from xced.model.state import EndStatus, Element, HostState, Job, StartInfo, TaskSpec
 from xced.policy.rbac import Caller, may_control_job
-from xced.merge import JobValues, MergeError, merge_job
+from xced.merge import Effective, JobValues, MergeError, merge_job
 from xced.resreq import ResReqError, merge, parse, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 from xced.scheduler.session import SessionResult, schedule
@@ -130,7 +130,9 @@ class Controller:
         self._declines: dict[tuple[int, int], int] = {}
         self.sessions = 0
         self.last_trace: list[str] = []
+        self._config_hash = config.content_hash()
         self._load()
+        self.remerged_at_start = self._remerge_pending("system")
 
     # ------------------------------------------------------------------ loading
 
@@ -326,10 +328,11 @@ class Controller:
                                      field="ntasks_min")
             else:
                 nmin = nmax = total
+        job_values = {"ntasks_min": nmin, "ntasks_max": nmax if nmax is not None else nmin, "run_limit_s": rl,
+                      "memory_limit_mb": mem, "app_params": dict(req.get("app_params") or {}),
+                      "exdata": req.get("exdata")}
         try:
-            eff = merge_job(JobValues(resreq, nmin, nmax if nmax is not None else nmin, rl, mem,
-                                      dict(req.get("env") or {}), dict(req.get("app_params") or {}),
-                                      req.get("exdata")), profile, queue)
+            eff = self._merge(resreq, job_values, dict(req.get("env") or {}), profile, queue)
         except MergeError as e:
             raise InvalidRequest(str(e), field="app") from None
         resreq, nmin, nmax, rl, mem = eff.resreq, eff.ntasks_min, eff.ntasks_max, eff.run_limit_s, eff.memory_limit_mb
@@ -367,6 +370,7 @@ class Controller:
             "effective_resreq": render(resreq), "profile_env": eff.profile_env, "export_env": eff.export_env,
             "warnings": list(eff.warnings), "own_hooks": own_hooks,
             "profile_hash": profile.content_hash() if profile is not None else None,
+            "job_values": job_values, "config_hash": self._config_hash,
             "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
         }
         indices = array.indices if array else (0,)
@@ -404,6 +408,99 @@ class Controller:
         else:
             self.kick()
         return job
+
+    @staticmethod
+    def _merge(resreq, values: dict, env: dict, profile, queue) -> Effective:
+        """The one merge (MERGE-1) of the job's own values as submitted (`values`: ntasks_min,
+        ntasks_max, run_limit_s, memory_limit_mb, app_params, exdata) with its profile and
+        queue. Raises MergeError."""
+        return merge_job(JobValues(resreq, values["ntasks_min"], values["ntasks_max"], values["run_limit_s"],
+                                   values["memory_limit_mb"], env, dict(values["app_params"]), values["exdata"]),
+                         profile, queue)
+
+    def _remerge(self, job: Job) -> str | None:
+        """Re-merge a job none of whose elements has started with the config in force
+        (CFG-3: pending jobs see new profiles at their next session). Updates the job's
+        effective values in memory; the caller stores the spec. Returns None, or the merge's
+        refusal (the job then keeps its old values and gets a system hold)."""
+        sp = job.spec
+        values = sp.get("job_values")
+        if values is None:
+            return None  # submitted before job values were kept: its values stay as they were
+        app = sp.get("app") or ""
+        profile = self.config.applications.get(app) if app else None
+        if app and profile is None:
+            return f"its application profile {app!r} no longer exists"
+        queue = self.config.queue(job.queue)
+        if queue is None:
+            return f"its queue {job.queue!r} no longer exists"
+        try:
+            eff = self._merge(effective_resreq(sp.get("resreq") or []), values, dict(sp.get("env") or {}),
+                              profile, queue)
+        except (MergeError, ResReqError) as e:
+            return str(e)
+        sp.update({"ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
+                   "memory_limit_mb": eff.memory_limit_mb, "app_params": eff.app_params, "exdata": eff.exdata,
+                   "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env,
+                   "export_env": eff.export_env, "warnings": list(eff.warnings),
+                   "profile_hash": profile.content_hash() if profile is not None else None,
+                   "config_hash": self._config_hash})
+        job.resreq = eff.resreq
+        return None
+
+    def _remerge_pending(self, actor: str) -> tuple[int, list[str]]:
+        """Re-merge every job whose elements all pend and whose values came from another
+        config (CFG-3). A job the new config refuses gets a system hold naming why. Returns
+        (jobs re-merged, one line per refused job). Runs its own transaction."""
+        done = 0
+        refused: list[str] = []
+        with self.store.tx():
+            for job in list(self.active.values()):
+                sp = job.spec
+                if sp.get("config_hash") == self._config_hash or sp.get("job_values") is None:
+                    continue
+                if any(e.state not in (S.PEND, S.PSUSP) for e in job.elements.values()):
+                    continue  # an array with started elements keeps the values it started with
+                why = self._remerge(job)
+                if why is None:
+                    done += 1
+                    self.store.update_spec(job.id, sp)
+                    continue
+                refused.append(f"job {job.id}: {why}")
+                sp["config_hash"] = self._config_hash  # refused once per config, not every restart
+                self.store.update_spec(job.id, sp)
+                for e in job.elements.values():
+                    if "system" not in e.holds:
+                        e.holds.add("system")
+                        self._transition(e, "hold", actor, f"the new config refuses it: {why}", holds=e.holds)
+                    e.pend_reason = PendReason(f"Held by the system: the config {self._config_hash[:12]} "
+                                               f"refuses it: {why}")
+        return done, refused
+
+    def apply_config(self, new: ClusterConfig, caller: Caller) -> dict:
+        """CFG-3: validate `new` again and swap it in atomically, or refuse it whole.
+
+        Admins only (PermissionDenied). InvalidRequest lists every problem (cross-references,
+        settings only a restart can change). On success pending jobs are re-merged with the
+        new profiles and queues and a session is asked for. Returns {"hash", "previous_hash",
+        "remerged" (jobs), "held" (lines naming the jobs the new config refuses)}.
+        """
+        from xced.config.live import check_compiled, restart_only_changes
+
+        if not caller.is_admin:
+            raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the admins named in "
+                                   f"xce.yaml may apply a config")
+        problems = check_compiled(new) + [f"{p}: restart xced to apply it"
+                                          for p in restart_only_changes(self.config, new)]
+        if problems:
+            raise InvalidRequest("the daemon refused the config, nothing was applied: " + "; ".join(problems),
+                                 field="config")
+        previous = self._config_hash
+        self.config = new
+        self._config_hash = new.content_hash()
+        remerged, held = self._remerge_pending(f"admin:{caller.user}")
+        self.kick()
+        return {"hash": self._config_hash, "previous_hash": previous, "remerged": remerged, "held": held}
 
     # ------------------------------------------------------------------ scheduling
 

@@ -101,6 +101,10 @@ class SqliteStore:
         self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)",
                             ((job_id, i, state) for i in indices))
 
+    def update_spec(self, job_id: int, spec: dict) -> None:
+        """Replace a job's stored spec (CFG-3: a pending job re-merged under a new config)."""
+        self.db.execute("UPDATE jobs SET spec=? WHERE id=?", (json.dumps(spec, separators=(",", ":")), job_id))
+
     def update_element(self, job_id: int, idx: int, **fields: object) -> None:
         cols = []
         vals = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 import xced
-from xced.api.errors import NotFound
-from xced.api.models import AppList, AppOut, HostList, HostOut, Info, QueueList, QueueOut
+from xced.api.errors import InvalidRequest, NotFound, PermissionDenied
+from xced.api.models import ApplyConfigRequest, ApplyConfigResult, AppList, AppOut, HostList, HostOut, Info, QueueList, QueueOut
 from xced.model.jobs import JobState
 from xced.policy.rbac import Caller
 from xced.server.auth import caller_of
@@ -21,6 +21,33 @@ async def info(request: Request, caller: Caller = Depends(caller_of)) -> Info:
     return Info(cluster_name=s.cluster_name, mode=s.mode, version=xced.__version__,
                 config_hash=ctl.config.content_hash(), user=caller.user, asserted_user=caller.asserted,
                 is_admin=caller.is_admin, topdir=str(ctl.topdir), daemon_user=ctl.daemon_user)
+
+
+@router.put("/config", response_model=ApplyConfigResult)
+async def apply_config(body: ApplyConfigRequest, request: Request,
+                       caller: Caller = Depends(caller_of)) -> ApplyConfigResult:
+    """CFG-3: parse the compiled config again with the strict models, check its hash and
+    cross-references, and swap it in whole or refuse it whole (422 listing every problem)."""
+    from pydantic import ValidationError
+
+    from xced.model.config import ClusterConfig
+
+    ctl = request.app.state.controller
+    if not caller.is_admin:
+        raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the admins named in xce.yaml "
+                               "may apply a config")
+    try:
+        cfg = ClusterConfig.model_validate(body.config)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
+                             for err in e.errors()[:20])
+        raise InvalidRequest(f"the daemon refused the config, nothing was applied: {problems}",
+                             field="config") from None
+    if cfg.content_hash() != body.hash:
+        raise InvalidRequest("the daemon refused the config, nothing was applied: its content hash is "
+                             f"{cfg.content_hash()}, not {body.hash} as sent; compile it again with "
+                             "`xceadmin build --apply`", field="hash")
+    return ApplyConfigResult(**ctl.apply_config(cfg, caller))
 
 
 @router.get("/hosts", response_model=HostList)

@@ -1,0 +1,98 @@
+"""CFG-3: `xceadmin build --apply` swaps the running daemon's config whole or refuses it
+whole, and pending jobs run with the new profiles; a restart re-merges them too."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from tests.conftest import XCEADMIN, Daemon, write_config
+
+pytestmark = pytest.mark.timeout(120)
+
+APPS = textwrap.dedent("""\
+    applications:
+      pytorch:
+        env: {OMP_NUM_THREADS: "%s"}
+    """)
+
+
+def admin(topdir, *args: str, user: str = "admin") -> subprocess.CompletedProcess:
+    env = {**os.environ, "XCE_TEST_USER": user}
+    env.pop("XCE_SOCKET", None)
+    return subprocess.run([XCEADMIN, "build", "--topdir", str(topdir), *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def test_apply_changed_profile_reaches_pending_job(topdir, tmp_path):
+    write_config(topdir, slots=2)
+    apps = topdir / "config" / "applications.yaml"
+    apps.write_text(APPS % "4")
+    d = Daemon(topdir).start()
+    try:
+        filler = d.submit("-n", "2", "--", "sleep", "60")
+        d.wait_state(filler, ("RUN",))
+        jid = d.submit("-a", "pytorch", "-o", "omp.txt", "--", "sh", "-c", "echo $OMP_NUM_THREADS", cwd=tmp_path)
+        held = d.submit("-a", "pytorch", "-R", "rusage[mem=100]", "--", "true", cwd=tmp_path)
+        apps.write_text(APPS % "16" + "      # a binding rusage entry the second job's own term contradicts\n"
+                        "    resreq: {rusage: [{mem: 200MB}]}\n")
+        r = admin(topdir, "--apply", user="someone")
+        assert r.returncode == 1 and "someone is not a cluster admin" in r.stderr, r.stderr
+        r = admin(topdir, "--apply")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("config applied: hash ") and "1 pending job re-merged" in r.stdout
+        assert f"held: job {held}: rusage mem: profile pytorch fixes 200 MB per task" in r.stderr
+        j = d.show(held)
+        assert j["state"] == "PSUSP"
+        assert "the config" in j["elements"][0]["pend_reason"]["main"]
+        assert "refuses it: rusage mem" in j["elements"][0]["pend_reason"]["main"]
+        d.cli("kill", str(filler), check=True)
+        d.wait_state(jid, ("DONE",))
+        assert (tmp_path / "omp.txt").read_text() == "16\n"  # the job ran with the new profile
+        assert d.show(held)["state"] == "PSUSP"
+
+        # refused whole: a setting only a restart can change, and nothing changes
+        info_hash = json.loads(d.cli("api", "GET", "/info", check=True).stdout)["config_hash"]
+        xce = topdir / "config" / "xce.yaml"
+        xce.write_text(xce.read_text().replace("cluster_name: testcluster", "cluster_name: other"))
+        r = admin(topdir, "--apply")
+        assert r.returncode == 1
+        assert "refused the config, nothing was applied" in r.stderr
+        assert "cluster_name changed from 'testcluster' to 'other': restart xced to apply it" in r.stderr
+        assert json.loads(d.cli("api", "GET", "/info", check=True).stdout)["config_hash"] == info_hash
+        # an invalid config never leaves the admin's machine: file:line:col, exit 1
+        xce.write_text(xce.read_text().replace("cluster_name: other", "cluster_name: testcluster")
+                       + "default_application: nosuch\n")
+        r = admin(topdir, "--apply")
+        assert r.returncode == 1 and "xce.yaml:" in r.stderr and 'default_application "nosuch"' in r.stderr
+        # a config body that did not come from the compiler is checked again by the daemon
+        body = json.dumps({"config": {"settings": {}, "queues": [], "hosts": [], "bogus": 1}, "hash": "0" * 64})
+        r = d.cli("api", "PUT", "/config", "--data", body, user="admin")
+        assert r.returncode == 1 and "nothing was applied" in r.stderr and "bogus" in r.stderr
+    finally:
+        d.stop()
+
+
+def test_restart_remerges_pending_jobs(topdir, tmp_path):
+    """A pending job keeps the job's own values; at the next start it is merged with the
+    config then in force (the profile it names, as it is now)."""
+    write_config(topdir, slots=1)
+    apps = topdir / "config" / "applications.yaml"
+    apps.write_text(APPS % "4")
+    d = Daemon(topdir).start()
+    try:
+        filler = d.submit("--", "sleep", "60")
+        d.wait_state(filler, ("RUN",))
+        jid = d.submit("-a", "pytorch", "-o", "omp.txt", "--", "sh", "-c", "echo $OMP_NUM_THREADS", cwd=tmp_path)
+        d.stop()
+        apps.write_text(APPS % "32")
+        d.start()
+        d.cli("kill", str(filler), check=True)
+        d.wait_state(jid, ("DONE",))
+        assert (tmp_path / "omp.txt").read_text() == "32\n"
+    finally:
+        d.stop()
