@@ -366,3 +366,52 @@ def test_controller_restart_keeps_port_and_counts(cluster, tmp_path):
     assert all(h["slots_used"] == 0 and h["njobs"] == 0 for h in hosts.values()), hosts
     r = d.cli("submit", "--dry-run", "--json", "-R", "rusage[mem=1GB:duration=5]", "--", "true", cwd=tmp_path)
     assert "holds every reservation for the life of the job" in json.loads(r.stdout)["warnings"][0]
+
+
+HOST_HOOKS = """\
+applications:
+  hh:
+    pre_host_exec: 'echo "pre_host $XCE_HOST_NTASKS $XCE_HOST_TASK_INDEX $XCE_JOB_HOST_DIR" >> $HOOKLOG'
+    pre_job_exec: 'echo "pre_job $XCE_HOST_NTASKS" >> $HOOKLOG'
+    post_job_exec: 'echo "post_job $XCE_JOB_EXIT_CODE" >> $HOOKLOG'
+    post_host_exec: 'echo "post_host $XCE_JOB_EXIT_CODE $XCE_JOB_HOST_DIR" >> $HOOKLOG'
+  hbad:
+    pre_host_exec: '[ "$XCE_HOST_TASK_INDEX" = 0 ] || exit 3'
+    post_host_exec: 'echo "post_host $XCE_JOB_HOST_DIR" >> $HOOKLOG'
+"""
+
+
+def test_host_hooks_on_every_host_of_the_job(tmp_path):
+    """JOB-6: pre_host_exec/post_host_exec once on each host of a job, seeing that host's
+    XCE_JOB_HOST_DIR, XCE_HOST_NTASKS and XCE_HOST_TASK_INDEX; pre_job/post_job once on the
+    first host. A pre_host_exec failing on another host ends the job EXIT naming hook and
+    host, and post_host_exec still runs."""
+    top = short_tmpdir("xce-hh-")
+    c = Cluster(top)
+    (c.ctl_top / "config" / "applications.yaml").write_text(HOST_HOOKS)
+    log = tmp_path / "hooks.txt"
+    try:
+        c.start({"h1": ["--slots", "2"], "h2": ["--slots", "2"]})
+        d = c.ctl
+        r = d.cli("submit", "-K", "-a", "hh", "-n", "4", "-R", "span[ptile=2]", "--env", f"HOOKLOG={log}",
+                  "--", "sh", "-c", f"echo job >> {log}", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        lines = log.read_text().splitlines()
+        words = [ln.split()[0] for ln in lines]
+        assert words == ["pre_host", "pre_host", "pre_job", "job", "post_job", "post_host", "post_host"], lines
+        pre = sorted(ln.split()[1:] for ln in lines[:2])
+        assert [p[:2] for p in pre] == [["2", "0"], ["2", "2"]]  # 2 tasks each; first task index 0 and 2
+        assert {p[2].split("/jobs/")[0] for p in pre} == {str(top / "h1"), str(top / "h2")}  # each host's own dir
+        assert {ln.split()[2].split("/jobs/")[0] for ln in lines[5:]} == {str(top / "h1"), str(top / "h2")}
+        assert lines[4] == "post_job 0" and all(ln.split()[1] == "0" for ln in lines[5:])
+        log.unlink()
+        jid = d.submit("-a", "hbad", "-n", "4", "-R", "span[ptile=2]", "--env", f"HOOKLOG={log}", "--",
+                       "sh", "-c", f"echo job >> {log}", cwd=tmp_path)
+        j = d.wait_state(jid, ("DONE", "EXIT"), timeout=30)
+        assert j["state"] == "EXIT"
+        reason = j["elements"][0]["exit_reason"]
+        assert reason.startswith("pre_host_exec exited 3 on h"), reason
+        other = reason.rsplit(" ", 1)[1]
+        assert log.read_text().splitlines() == [f"post_host {top / other}/jobs/{jid}/0"]  # the job never ran
+    finally:
+        c.stop()

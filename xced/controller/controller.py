@@ -128,6 +128,8 @@ class Controller:
         self._waiters: dict[int, list[tuple[asyncio.Future, int | None]]] = {}
         self._task_ids: dict[tuple[int, int], int] = {}
         self._declines: dict[tuple[int, int], int] = {}
+        #: elements whose profile host hooks run on their other hosts too (JOB-6)
+        self._host_hooked: set[tuple[int, int]] = set()
         self.sessions = 0
         self.last_trace: list[str] = []
         self._config_hash = config.content_hash()
@@ -607,7 +609,101 @@ class Controller:
                 self._use(e, +1)
                 accepted.append(e)
         for e in accepted:
-            self.workers[e.alloc[0][0]].start(self.start_info(e))
+            self._start(e)
+
+    # ------------------------------------------------------------------ host hooks (JOB-6)
+
+    def _profile_of(self, job: Job):
+        app = job.spec.get("app")
+        return self.config.applications.get(app) if app else None
+
+    def _start(self, e: Element) -> None:
+        """Start a dispatched element on its first host. When its profile has a
+        pre_host_exec and the job spans several hosts, that hook runs first on each other
+        host (JOB-6: once on each host); the first host's own runs in its supervisor."""
+        info = self.start_info(e)
+        profile = self._profile_of(e.job)
+        others = [h for h, _ in e.alloc[1:]]
+        if profile is None or not others or (profile.pre_host_exec is None and profile.post_host_exec is None):
+            self.workers[e.alloc[0][0]].start(info)
+            return
+        self._host_hooked.add((e.job.id, e.index))
+        if profile.pre_host_exec is None:
+            self.workers[e.alloc[0][0]].start(info)
+            return
+        asyncio.ensure_future(self._start_after_host_hooks(e, info, profile.pre_host_exec.model_dump(), others))
+
+    async def _start_after_host_hooks(self, e: Element, info: StartInfo, hook: dict, hosts: list[str]) -> None:
+        why = await self._host_hooks(e, "pre_host_exec", hook, hosts)
+        if e.state not in ACTIVE:
+            return
+        if (e.action or "").startswith("kill:"):  # killed while the hooks ran: the job never starts
+            self.on_finished(e.job.id, e.index, EndStatus(130, None, None, self.clock(), "killed"))
+            return
+        if why is None:
+            w = self.workers.get(e.alloc[0][0])
+            if w is not None:
+                w.start(info)
+                return
+            why = f"host {e.alloc[0][0]} left while pre_host_exec ran on the job's other hosts"
+        self.on_finished(e.job.id, e.index, EndStatus(1, None, None, self.clock(), why))
+
+    async def _host_hooks(self, e: Element, name: str, hook: dict, hosts: list[str],
+                          extra: dict | None = None) -> str | None:
+        """Run hook `name` on each of `hosts` at once (as a task of the element, with the
+        job's environment, XCE_JOB_HOST_DIR, XCE_HOST_NTASKS, XCE_HOST_TASK_INDEX, XCE_HOOK)
+        and return the first failure's reason ("pre_host_exec exited 2 on h2",
+        "post_host_exec timed out after 300 s on h2"), or None."""
+        job = e.job
+        sp = job.spec
+        first_index: dict[str, int] = {}
+        n = 0
+        for h, k in e.alloc:
+            first_index.setdefault(h, n)
+            n += k
+
+        async def one(host: str) -> str | None:
+            w = self.workers.get(host)
+            if w is None:
+                return f"{name} could not run on {host}: its worker is not joined"
+            env = self._task_env(e, host)
+            env.update({"XCE_HOOK": name, "XCE_HOST_TASK_INDEX": str(first_index[host])})
+            env.update(extra or {})
+            self._task_ids[(job.id, e.index)] = tid = self._task_ids.get((job.id, e.index), 0) + 1
+            task = TaskSpec(job.id, e.index, tid, ["/bin/sh", "-c", hook["command"]], sp["cwd"], env,
+                            sp.get("run_uid"), sp.get("run_gid"), sp["run_as"], self.config.settings.kill_interval_s,
+                            float(hook.get("timeout_s", 300.0)))
+            self.store_event_only(job.id, e.index, "HOOK", "system", f"{name} on {host} (task {tid})")
+            try:
+                r = await w.launch_task(task)
+            except Exception as exc:  # noqa: BLE001 (a worker that vanished mid-hook)
+                return f"{name} could not run on {host}: {exc}"
+            if not isinstance(r, dict):
+                return f"{name} could not run on {host}: its worker did not answer"
+            if r.get("reason") == "run limit":
+                return f"{name} timed out after {float(hook.get('timeout_s', 300.0)):g} s on {host}"
+            if r.get("signal"):
+                return f"{name} was killed by {r['signal']} on {host}"
+            if r.get("exit_code"):
+                return f"{name} exited {r['exit_code']} on {host}"
+            return None
+
+        results = await asyncio.gather(*(one(h) for h in hosts))
+        return next((r for r in results if r), None)
+
+    def _task_env(self, e: Element, host: str) -> dict[str, str]:
+        """The environment of a task of element `e` on `host` (JOB-3, PROF-10: remote tasks
+        get the job's and the profile's environments)."""
+        from xced.worker.env import job_environment
+
+        job = e.job
+        sp = job.spec
+        env = job_environment(sp["env"], job_id=job.id, index=e.index, name=job.name, queue=job.queue, project=None,
+                              alloc=e.alloc, hostfile=Path(f"{self.topdir}/jobs/{job.id}/{e.index}/hostfile"))
+        env.update(sp.get("profile_env") or {})
+        env.update(sp.get("export_env") or {})
+        env["XCE_HOST_NTASKS"] = str(sum(k for h, k in e.alloc if h == host))
+        return env
 
     def _decline(self, e: Element, why: str) -> None:
         """DISPATCH-2: a decision that cannot be applied leaves the element PEND (never EXIT);
@@ -689,12 +785,36 @@ class Controller:
         self.kick()
 
     def on_finished(self, job_id: int, index: int, st: EndStatus) -> None:
-        """An element's processes ended (status from its supervisor's file, JOB-8)."""
+        """An element's processes ended (status from its supervisor's file, JOB-8). When its
+        profile has a post_host_exec and it ran on several hosts, its tasks end and that
+        hook runs on each other host before the end is recorded (JOB-6); a failing one makes
+        a DONE job EXIT with a reason naming the hook and host."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
         if e is None or e.state not in ACTIVE:
             log.warning("end of %s ignored: not running here", format_job_ref(job_id, index))
             return
+        if (job_id, index) in self._host_hooked:
+            self._host_hooked.discard((job_id, index))
+            profile = self._profile_of(job)
+            if profile is not None and profile.post_host_exec is not None:
+                asyncio.ensure_future(self._finish_after_host_hooks(e, st, profile.post_host_exec.model_dump()))
+                return
+        self._finish(e, st)
+
+    async def _finish_after_host_hooks(self, e: Element, st: EndStatus, hook: dict) -> None:
+        hosts = [h for h, _ in e.alloc[1:]]
+        self._end_tasks(e.job.id, e.index, hosts)
+        why = await self._host_hooks(e, "post_host_exec", hook, hosts, {"XCE_JOB_EXIT_CODE": str(st.exit_code)})
+        if e.state not in ACTIVE:
+            return
+        if why is not None and st.exit_code == 0 and not st.signal_name and not st.reason:
+            st = EndStatus(1, None, st.start_time, st.end_time, why)
+        self._finish(e, st)
+
+    def _finish(self, e: Element, st: EndStatus) -> None:
+        job = e.job
+        job_id, index = job.id, e.index
         host = e.alloc[0][0] if e.alloc else "?"
         hosts = [h for h, _ in e.alloc]
         action = e.action or ""
@@ -927,14 +1047,8 @@ class Controller:
             raise Conflict(f"host {host} is not reachable now (its worker has not joined)")
         self._task_ids[(job_id, index)] = tid = self._task_ids.get((job_id, index), 0) + 1
         sp = job.spec
-        from xced.worker.env import job_environment
-
-        env = job_environment(sp["env"], job_id=job_id, index=index, name=job.name, queue=job.queue, project=None,
-                              alloc=e.alloc, hostfile=Path(f"{self.topdir}/jobs/{job_id}/{index}/hostfile"))
-        env.update(sp.get("profile_env") or {})  # PROF-10: remote tasks get both environments
-        env.update(sp.get("export_env") or {})
-        n_on_host = dict(e.alloc)[host]
-        env.update({"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host, "XCE_HOST_NTASKS": str(n_on_host)})
+        env = self._task_env(e, host)
+        env.update({"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host})
         task = TaskSpec(job_id, index, tid, list(argv), sp["cwd"], env, sp.get("run_uid"), sp.get("run_gid"),
                         sp["run_as"], self.config.settings.kill_interval_s)
         self.store_event_only(job_id, index, "LAUNCH", f"user:{job.user}" if caller is None else f"user:{caller.user}",

@@ -135,6 +135,8 @@ class TaskSpec:
     run_gid: int | None
     run_as: str
     kill_interval_s: float
+    #: seconds before the task is ended (a host hook's timeout, JOB-6); None: no limit
+    run_limit_s: float | None = None
 
 
 @dataclass(slots=True)

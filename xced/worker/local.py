@@ -138,8 +138,9 @@ class LocalWorker:
             self._point_at_daemon(env)
             env.update(self.task_env(""))
             del env["XCE_JOB_TOKEN"]
+            env.setdefault("XCE_JOB_HOST_DIR", str(self.jobdir(task.job_id, task.index)))  # JOB-6 host hooks
             spec = {"job_id": task.job_id, "index": task.index, "argv": list(task.argv), "cwd": task.cwd,
-                    "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": None,
+                    "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": task.run_limit_s,
                     "kill_interval_s": task.kill_interval_s, "uid": task.run_uid, "gid": task.run_gid,
                     "groups": os.getgrouplist(task.run_as, task.run_gid)
                     if task.run_uid is not None and task.run_gid is not None else None}
