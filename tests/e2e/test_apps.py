@@ -154,6 +154,10 @@ HOOKS = textwrap.dedent("""\
       slowpre:
         pre_job_exec: {command: "sleep 1234 & sleep 100000", timeout: 600}
         post_job_exec: "echo post-after-kill >> $HOOKLOG"
+      limited:
+        run_limit: 2s
+        post_job_exec: "echo post-job $XCE_JOB_EXIT_CODE >> $HOOKLOG"
+        post_host_exec: "echo post-host >> $HOOKLOG"
       chatty:
         pre_job_exec: "head -c 3000000 /dev/zero | tr '\\\\0' x; echo done-pre >> $HOOKLOG"
     """)
@@ -204,6 +208,18 @@ def test_profile_hooks(topdir, tmp_path):
         jid = d.submit("-a", "slowpost", "--", "true", cwd=tmp_path)
         j = d.wait_state(jid, ("DONE", "EXIT"), timeout=20)
         assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"].startswith("post_job_exec timed out after 1 s")
+        # post hooks run however the job ends: at the run limit and at the memory limit (JOB-6)
+        log.unlink()
+        jid = d.submit("-a", "limited", "--env", f"HOOKLOG={log}", "--", "sleep", "60", cwd=tmp_path)
+        j = d.wait_state(jid, ("DONE", "EXIT"), timeout=30)
+        assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"] == "run limit"
+        assert log.read_text().splitlines() == ["post-job 143", "post-host"]  # SIGTERM: 128+15
+        log.unlink()
+        jid = d.submit("-a", "limited", "-M", "50MB", "--env", f"HOOKLOG={log}", "--", "python3", "-c",
+                       "import time; a = bytearray(300 * 2**20); time.sleep(30)", cwd=tmp_path)
+        j = d.wait_state(jid, ("DONE", "EXIT"), timeout=30)
+        assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"] == "memory limit"
+        assert [ln.split()[0] for ln in log.read_text().splitlines()] == ["post-job", "post-host"]
         log.unlink()
         r = d.cli("submit", "-K", "-a", "chatty", "--env", f"HOOKLOG={log}", "--", "true", cwd=tmp_path)
         assert r.returncode == 0, r.stderr  # a hook that writes 3 MB still succeeds ...

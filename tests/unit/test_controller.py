@@ -23,10 +23,11 @@ class FakeWorker:
     host = "h1"
 
     def __init__(self):
-        self.started, self.killed, self.signals = [], [], []
+        self.started, self.killed, self.signals, self.infos = [], [], [], []
 
     def start(self, info):
         self.started.append((info.job_id, info.index, info.alloc))
+        self.infos.append(info)
 
     def kill(self, job_id, index):
         self.killed.append((job_id, index))
@@ -285,4 +286,33 @@ def test_profile_changed_between_decision_and_dispatch_is_declined(tmp_path):
     session(c)  # a fresh decision with the new hash goes through
     assert e.state == "RUN"
     assert "(profile p " in [r for r in store.events(j.id) if r[3] == "DISPATCH"][0][7]
+    store.close()
+
+
+def test_requeue_and_restart_keep_the_profile_name(tmp_path):
+    """DISPATCH-2 / JOB-4: a requeued element and a restarted controller keep the job's profile
+    name, and every element of an array starts with that one profile."""
+    from xced.model.profile import Profile, builtin_profiles
+
+    apps = {**builtin_profiles(), "p": Profile(name="p", env={"A": "1"})}
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test", default_application="default"),
+                        queues=[QueueConfig(name="normal")],
+                        hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)], applications=apps)
+    store = SqliteStore(tmp_path / "db")
+    c = Controller(cfg, store, tmp_path, clock=Clock())
+    c.workers["h1"] = FakeWorker()
+    c.hosts["h1"].status = "ok"
+    j = c.submit(req(app="p", name="a[1-2]"), ALICE)
+    session(c)
+    assert [i.app for i in c.workers["h1"].infos] == ["p", "p"]
+    c.requeue(j.id, 1, ALICE)
+    end(c, j.id, 1, code=130, sig="SIGINT", reason="killed")
+    assert j.elements[1].state == "PEND"
+    store.close()
+    store = SqliteStore(tmp_path / "db")
+    c2 = Controller(cfg, store, tmp_path, clock=Clock())
+    c2.workers["h1"] = FakeWorker()
+    c2.hosts["h1"].status = "ok"
+    session(c2)
+    assert [(i.index, i.app, i.profile_env) for i in c2.workers["h1"].infos] == [(1, "p", {"A": "1"})]
     store.close()
