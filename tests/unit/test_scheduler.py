@@ -91,3 +91,106 @@ def test_never_dispatches_more_than_free():
             used[h] = used.get(h, 0) + n
     assert used == {"h1": 3, "h2": 1} or sum(used.values()) <= 5
     assert all(used[h.name] <= h.slots for h in hosts if h.name in used)
+
+
+# ---- EASY backfilling (SCHED-1), the unsatisfiable-request cache (SCHED-2), SCHED-3 ----------
+
+from xced.model.jobs import PendReason  # noqa: E402
+from xced.scheduler.snapshot import RunSnap  # noqa: E402
+
+BF = [QueueSnap("normal", 30, 0, backfill=True), QueueSnap("low", 10, 1)]
+
+
+def bjob(jid, n, limit_s, queue="normal", R=""):
+    return JobSnap(jid, 0, queue, float(jid), n, n, parse(R), run_limit_s=limit_s)
+
+
+def brun(hosts, jobs, running, queues=BF, **kw):
+    return schedule(Snapshot(hosts, queues, jobs, {}, running), 1000.0, **kw)
+
+
+def test_easy_backfill_starts_short_jobs_that_end_before_the_heads_reservation():
+    # 10 slots; 6 busy until now+100 (job 90) and 2 until now+500 (job 91): 2 free now.
+    # Head 1 needs 8: it fits when job 90 ends, at now+100, leaving 0 spare.
+    running = [RunSnap(90, 0, 1100.0, {"h1": {"slots": 6}}), RunSnap(91, 0, 1500.0, {"h1": {"slots": 2}})]
+    jobs = [bjob(1, 8, 50), bjob(2, 2, 100), bjob(3, 2, 60)]
+    r = brun([host("h1", 10, free=2)], jobs, running)
+    assert [(d.job_id, d.backfill) for d in r.dispatches] == [(2, True)]  # ends at +100: no delay
+    assert [(x.job, x.start) for x in r.reservations] == [("1", 1100.0)]
+    assert r.pend_reasons[(3, 0)].main.startswith("Not enough free slots")  # nothing left now
+    # a job that would outlast the reservation and take slots the head needs waits
+    r = brun([host("h1", 10, free=2)], [bjob(1, 8, 50), bjob(2, 2, 101)], running)
+    assert r.dispatches == []
+    assert r.pend_reasons[(2, 0)].main == ("Would delay job 1, which has resources reserved from now + 100 s "
+                                           "(backfill); a run limit (-W) ending by then would let it start now")
+    # without a run limit a job never ends: it cannot backfill into slots the head needs
+    r = brun([host("h1", 10, free=2)], [bjob(1, 8, 50), bjob(2, 1, None)], running)
+    assert r.dispatches == []
+
+
+def test_easy_backfill_uses_slots_the_head_leaves_spare():
+    # head needs 6 of the 8 free at +100: 2 spare then, so a long 2-slot job may start now
+    running = [RunSnap(90, 0, 1100.0, {"h1": {"slots": 6}})]
+    r = brun([host("h1", 10, free=4)], [bjob(1, 8, 50), bjob(2, 2, 10_000), bjob(3, 2, 10_000)], running)
+    assert [d.job_id for d in r.dispatches] == [2]  # the second long one would take the head's slots
+    assert r.pend_reasons[(3, 0)].main.startswith("Would delay job 1")
+
+
+def test_easy_backfill_general_request_checks_the_heads_plan_at_its_start():
+    # gpu head: needs gpu=2 on one host; h2's gpus are busy until +300
+    hosts = [HostSnap("h1", 4, 4, 8192, 8192, "ok", {"gpu": 2}, {"gpu": 2}),
+             HostSnap("h2", 4, 4, 8192, 8192, "ok", {"gpu": 2}, {"gpu": 0})]
+    running = [RunSnap(90, 0, 1300.0, {"h2": {"slots": 0, "gpu": 2}})]
+    head = JobSnap(1, 0, "normal", 1.0, 1, 1, parse("rusage[gpu=3] span[hosts=1]"), run_limit_s=50)
+    small = JobSnap(2, 0, "normal", 2.0, 1, 1, parse("rusage[gpu=1]"), run_limit_s=10_000)
+    r = brun(hosts, [head, small], running)
+    # gpu=3 on one host never fits (2 per host): no reservation, the small job runs
+    assert r.reservations == [] and [d.job_id for d in r.dispatches] == [2]
+    head = JobSnap(1, 0, "normal", 1.0, 1, 1, parse("rusage[gpu=2] span[hosts=1]"), run_limit_s=50)
+    hosts[0] = HostSnap("h1", 4, 4, 8192, 8192, "ok", {"gpu": 2}, {"gpu": 1})
+    running.append(RunSnap(91, 0, 5000.0, {"h1": {"slots": 0, "gpu": 1}}))
+    r = brun(hosts, [head, small], running)
+    # the head's reservation is h2 at +300; a long gpu=1 job on h1 does not touch it
+    assert [(x.job, x.start) for x in r.reservations] == [("1", 1300.0)]
+    assert [(d.job_id, d.alloc) for d in r.dispatches] == [(2, [("h1", 1)])]
+
+
+def test_non_backfill_queue_stays_strict_fcfs_and_lower_queues_respect_reservations():
+    running = [RunSnap(90, 0, 1100.0, {"h1": {"slots": 6}})]
+    fcfs = [QueueSnap("normal", 30, 0), QueueSnap("low", 10, 1)]
+    r = brun([host("h1", 10, free=4)], [bjob(1, 8, 50), bjob(2, 1, 10)], running, queues=fcfs)
+    assert r.dispatches == [] and r.pend_reasons[(2, 0)].main.startswith("Waiting behind job 1")
+    # a lower queue's long job may not take the reserved slots of the backfilling queue's head
+    r = brun([host("h1", 10, free=4)], [bjob(1, 8, 50), bjob(2, 4, 10_000, queue="low")], running)
+    assert r.dispatches == [] and r.pend_reasons[(2, 0)].main.startswith("Would delay job 1")
+
+
+def test_unsatisfiable_cache_restores_full_reasons_bug_1932():
+    """SCHED-2: identical requests after the first that proved it cannot start are not
+    searched again; each gets the full reason, and the trace says which job proved it."""
+    jobs = [bjob(k, 8, 50, R="span[hosts=1]") for k in (1, 2, 3)]
+    r = brun([host("h1", 10, free=2), host("h2", 4)], jobs, [])
+    first = r.pend_reasons[(1, 0)]
+    assert first.hosts and first.hint  # the full reason, per-host lines and hint
+    for k in (2, 3):
+        got = r.pend_reasons[(k, 0)]
+        assert (got.main, got.hosts, got.hint) == (first.main, first.hosts, first.hint)
+    for k in (2, 3):
+        assert f"{k}: no plan generated: skipped, same request as 1 proved unsatisfiable earlier this session" \
+            in r.trace
+    # the cache is per session: a new session with slots free dispatches
+    r = brun([host("h1", 10)], jobs, [])
+    assert [d.job_id for d in r.dispatches] == [1]
+
+
+def test_reason_equal_to_the_last_accepted_is_not_pushed_again():
+    """SCHED-3."""
+    r = run([host("h1", 4, free=2)], [job(1, 3), job(2, 1)])
+    last = {k: v for k, v in r.pend_reasons.items()}
+    again = [job(1, 3), job(2, 1)]
+    again[0].last_reason = PendReason(last[(1, 0)].main, list(last[(1, 0)].hosts), last[(1, 0)].hint)
+    again[1].last_reason = last[(2, 0)]
+    r = run([host("h1", 4, free=2)], again)
+    assert r.pend_reasons == {}
+    again[1].last_reason = PendReason("something else")
+    assert list(run([host("h1", 4, free=2)], again).pend_reasons) == [(2, 0)]

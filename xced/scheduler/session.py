@@ -1,34 +1,55 @@
-"""Scheduler sessions (D-4, SCHED-1 without backfill, RES-3..RES-6): `schedule(snapshot, now)`.
+"""Scheduler sessions (D-4, SCHED-1, SCHED-2, SCHED-3, RES-3..RES-6): `schedule(snapshot, now)`.
 
 Pure: reads a Snapshot, returns decisions and a trace; never writes state. The
-controller re-checks and applies the decisions (DESIGN rule 1); the simulator calls
-the same function.
+controller re-checks and applies the decisions (DESIGN rule 1); the simulator
+(`xced/sim/`) calls the same function.
 
-Policy: queues by priority (higher first; ties by their order in queues.yaml); within a
-queue, first come first served by submit time, then job ID, then array index. v1 is
-strict FCFS: when a queue's first waiting job cannot start, the jobs behind it in that
-queue wait too (no backfill yet), so jobs of one queue start in submit order. Held
-elements and elements over their array's `%N` limit never block.
+Policy (SCHED-1): queues by priority (higher first; ties by their order in queues.yaml);
+within a queue, first come first served by submit time, then job ID, then array index.
+When a queue's first waiting job (its head) cannot start:
+
+- without backfill (`backfill: false`), the jobs behind it in that queue wait too, so
+  jobs of one queue start in submit order;
+- with backfill (`backfill: true`, EASY backfilling), the head gets a reservation: the
+  earliest time it could start if every running job ran to its run limit (the estimate),
+  with the resources it would take then. A later job (of this queue or of any queue after
+  it in the session) may start now only if it does not delay any reservation made so far:
+  it ends by the reservation's start (now + its run limit), or the reserved head still
+  fits at that time with what the later job holds. A job without a run limit counts as
+  never ending. Reservations of different queues are computed independently.
+
+Held elements and elements over their array's `%N` limit never block.
 
 Placement is the planner's (`placement.place`): the largest task count in the job's
 range that fits now (RES-3), span/same/order/rusage and the queue's host limit
 (RES-4, RES-5), capacity-driven host order. What a dispatch reserves (slots, memory,
 resources) is taken from the session's free supply before the next job is placed.
+
+SCHED-2: within a session the free supply only shrinks, so a request proved unable to
+start now stays so. The first job that proves it leaves its full pend reason in the
+session's cache, keyed by the request (task range, resreq, host limit); later jobs with
+the same request get that reason without a search and the trace says so. The cache is
+new every session.
+
+SCHED-3: a reason equal to the one the controller last accepted for a job
+(`JobSnap.last_reason`) is left out of `SessionResult.pend_reasons`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import bisect
+from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import PendReason
-from xced.scheduler.placement import HostSupply, Plan, PlacementRequest, place
+from xced.scheduler.placement import HostSupply, Plan, PlacementRequest, Shortfall, place
 from xced.scheduler.snapshot import JobSnap, Snapshot
 
 
 @dataclass(slots=True)
 class Dispatch:
     """Start element (job_id, index) with `alloc` = [(host, slots), ...] (the first host runs
-    the script) and `reserve` = {host: {"slots": n, "mem": MB, res: amount}} held while it runs."""
+    the script) and `reserve` = {host: {"slots": n, "mem": MB, res: amount}} held while it runs.
+    `backfill`: it starts ahead of a reserved queue head (SCHED-1)."""
 
     job_id: int
     index: int
@@ -36,6 +57,7 @@ class Dispatch:
     reserve: dict[str, dict[str, float]] = field(default_factory=dict)
     #: the profile's content hash the decision was made with (DISPATCH-1)
     profile_hash: str | None = None
+    backfill: bool = False
 
     @property
     def ntasks(self) -> int:
@@ -43,97 +65,274 @@ class Dispatch:
 
 
 @dataclass(slots=True)
+class Reservation:
+    """A blocked queue head's reserved start (SCHED-1, EASY): `start` epoch seconds,
+    `job` its reference ("12" or "12[3]")."""
+
+    job: str
+    queue: str
+    start: float
+
+
+@dataclass(slots=True)
 class SessionResult:
-    """Decisions of one session: dispatches in order, pend reasons by (job_id, index), trace lines."""
+    """Decisions of one session: dispatches in order, pend reasons by (job_id, index) (only
+    those that changed, SCHED-3), the reservations made, and the decision trace (D-4)."""
 
     dispatches: list[Dispatch] = field(default_factory=list)
     pend_reasons: dict[tuple[int, int], PendReason] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
-    #: queues whose head could not start, with the reason every later job of the queue gets
+    #: queues whose head could not start and that do not backfill, with the reason every
+    #: later job of the queue gets
     blocked: dict[str, PendReason] = field(default_factory=dict)
+    reservations: list[Reservation] = field(default_factory=list)
 
 
 REASON_HELD = "The job is held while pending (PSUSP)"
 REASON_ARRAY_LIMIT = "The job array has reached its limit of {limit} running elements"
 REASON_BEHIND = "Waiting behind job {ref} in queue {queue} (first come, first served)"
 REASON_NO_HOSTS = "No host is available: every host is closed or down"
+REASON_DELAY = ("Would delay job {ref}, which has resources reserved from {when} (backfill); "
+                "a run limit (-W) ending by then would let it start now")
+TRACE_CACHE_HIT = "{ref}: no plan generated: skipped, same request as {proved} proved unsatisfiable earlier this session"
+
+_INF = float("inf")
+
+
+def _first(x: tuple) -> float:
+    return x[0]
 
 
 def _ref(j: JobSnap) -> str:
     return str(j.job_id) if j.index == 0 else f"{j.job_id}[{j.index}]"
 
 
-class _Supply:
-    """The session's free supply, updated as dispatches are decided."""
+def _when(t: float, now: float) -> str:
+    return f"now + {t - now:.0f} s"
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.hosts: dict[str, HostSupply] = {
-            h.name: HostSupply(h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, dict(h.resources),
-                               dict(h.resources_free), dict(h.attributes), frozenset(h.tags), h.status)
-            for h in snapshot.hosts}
+
+class _Supply:
+    """Free supply by host, updated as dispatches are decided (copy-on-write HostSupply)."""
+
+    __slots__ = ("hosts",)
+
+    def __init__(self, hosts: dict[str, HostSupply]) -> None:
+        self.hosts = hosts
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> "_Supply":
+        return cls({h.name: HostSupply(h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, dict(h.resources),
+                                       dict(h.resources_free), dict(h.attributes), frozenset(h.tags), h.status)
+                    for h in snapshot.hosts})
+
+    def copy(self) -> "_Supply":
+        return _Supply(dict(self.hosts))
 
     def usable(self) -> bool:
         return any(h.status == "ok" for h in self.hosts.values())
 
-    def take(self, plan: Plan) -> None:
-        for name, res in plan.reserve.items():
-            h = self.hosts[name]
-            free = dict(h.resources_free)
-            for k, v in res.items():
-                if k not in ("slots", "mem"):
-                    free[k] = free.get(k, 0.0) - v
-            self.hosts[name] = HostSupply(h.name, h.slots, h.slots_free - int(res.get("slots", 0)), h.mem_mb,
-                                          h.mem_free_mb - int(res.get("mem", 0)), h.resources, free, h.attributes,
-                                          h.tags, h.status)
+    def free_slots(self) -> int:
+        return sum(h.slots_free for h in self.hosts.values() if h.status == "ok")
+
+    def take(self, reserve: dict[str, dict[str, float]], sign: int = 1) -> None:
+        """Take (`sign` 1) or give back (-1) what `reserve` holds on each host."""
+        for name, res in reserve.items():
+            h = self.hosts.get(name)
+            if h is None:
+                continue
+            free = h.resources_free
+            if len(res) > 2 or any(k not in ("slots", "mem") for k in res):
+                free = dict(free)
+                for k, v in res.items():
+                    if k not in ("slots", "mem"):
+                        free[k] = free.get(k, 0.0) - sign * v
+            self.hosts[name] = HostSupply(h.name, h.slots, h.slots_free - sign * int(res.get("slots", 0)), h.mem_mb,
+                                          h.mem_free_mb - sign * int(res.get("mem", 0)), h.resources, free,
+                                          h.attributes, h.tags, h.status)
 
 
-def schedule(snapshot: Snapshot, now: float) -> SessionResult:
+@dataclass(slots=True)
+class _Reserved:
+    """A reservation in the making: the head's request, its start, and the free supply at
+    that start (less what later, longer backfilled jobs hold). For a request of slots
+    alone (`extra` is not None) only the count of slots to spare at the start matters."""
+
+    public: Reservation
+    req: PlacementRequest
+    start: float
+    supply: _Supply | None
+    extra: int | None
+
+
+def _slots_only(req: PlacementRequest) -> bool:
+    return req.host_limit is None and req.resreq.is_empty
+
+
+def _reserve(req: PlacementRequest, supply: _Supply, ends: list[tuple[float, dict]], now: float
+             ) -> tuple[float, _Supply | None, int | None] | None:
+    """The earliest time `req` fits if running work ends at its estimates (`ends`: sorted
+    (end, reserve)), with the supply then; None when it never fits that way."""
+    if _slots_only(req):
+        free = supply.free_slots()
+        ok = {n for n, h in supply.hosts.items() if h.status == "ok"}
+        need = req.ntasks_min
+        i, n = 0, len(ends)
+        while i < n:
+            t = ends[i][0]
+            while i < n and ends[i][0] == t:
+                free += sum(int(r.get("slots", 0)) for host, r in ends[i][1].items() if host in ok)
+                i += 1
+            if free >= need:
+                return max(t, now), None, free - need
+        return None
+    sup = supply.copy()
+    i, n = 0, len(ends)
+    while i < n:
+        t = ends[i][0]
+        while i < n and ends[i][0] == t:
+            sup.take(ends[i][1], -1)
+            i += 1
+        if isinstance(place(req, list(sup.hosts.values()), explain=False), Plan):
+            return max(t, now), sup, None
+    return None
+
+
+def _delays(r: _Reserved, plan: Plan) -> bool:
+    """Would `plan`, held past r.start, keep r's head from starting then?"""
+    if r.extra is not None:  # a head of slots alone can use any host
+        return plan.ntasks > r.extra
+    trial = r.supply.copy()
+    trial.take(plan.reserve)
+    return not isinstance(place(r.req, list(trial.hosts.values()), explain=False), Plan)
+
+
+def _copy_reason(pr: PendReason) -> PendReason:
+    """A deep copy of a pend reason (SCHED-2 keeps its own, bug-1932)."""
+    return PendReason(pr.main, [replace(h) for h in pr.hosts], pr.hint)
+
+
+def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> SessionResult:
     """Run one scheduling session over `snapshot` at time `now` (epoch seconds).
 
     Returns a SessionResult: dispatches (each with its host allocation and reservations),
-    a structured pend reason (RES-6) for every pending element not dispatched, and a
-    human-readable trace. Never raises for a well-formed snapshot.
+    a structured pend reason (RES-6) for every pending element not dispatched whose reason
+    changed (SCHED-3), the backfill reservations, and a human-readable trace (D-4). Never
+    raises for a well-formed snapshot. `explain=False` (the simulator) keeps pend reasons
+    to their main line: the decisions are the same, only the reasons are shorter.
     """
     res = SessionResult()
     queues = {q.name: q for q in snapshot.queues}
     qkey = {q.name: (-q.priority, q.position) for q in snapshot.queues}
     order = sorted(snapshot.pending,
                    key=lambda j: (qkey.get(j.queue, (0, 1 << 30)), j.submit_time, j.job_id, j.index))
-    supply = _Supply(snapshot)
+    supply = _Supply.of(snapshot)
     array_running = dict(snapshot.array_running)
     blocked = res.blocked  # queue -> the one reason shared by every job behind its head
-    res.trace.append(f"session at {now:.3f}: {len(order)} pending, "
-                     f"{sum(1 for h in supply.hosts.values() if h.status == 'ok')} usable hosts, "
-                     f"{sum(h.slots_free for h in supply.hosts.values() if h.status == 'ok')} free slots")
+    heads: set[str] = set()  # backfilling queues whose head is blocked
+    reserved: list[_Reserved] = []
+    ends: list[tuple[float, dict]] | None = None  # running work by estimated end, built on first need
+    started: list[tuple[float, dict]] = []  # this session's dispatches until `ends` is built
+    unsat: dict[tuple, tuple[PendReason, str]] = {}  # SCHED-2
+    trace = res.trace
+    reasons = res.pend_reasons
+    usable = supply.usable()
+    free_slots = supply.free_slots()  # on usable hosts, kept up to date as dispatches are decided
+    trace.append(f"session at {now:.3f}: {len(order)} pending, "
+                 f"{sum(1 for h in supply.hosts.values() if h.status == 'ok')} usable hosts, "
+                 f"{supply.free_slots()} free slots")
     no_hosts = PendReason(REASON_NO_HOSTS)
+
+    def pend(j: JobSnap, reason: PendReason) -> None:
+        last = j.last_reason
+        if last is not reason and last != reason:
+            reasons[(j.job_id, j.index)] = reason
+
     for j in order:
-        key = (j.job_id, j.index)
         if j.held:
             continue  # the controller keeps the hold's own reason
         if j.array_limit is not None and array_running.get(j.job_id, 0) >= j.array_limit:
-            res.pend_reasons[key] = PendReason(REASON_ARRAY_LIMIT.format(limit=j.array_limit))
+            pend(j, PendReason(REASON_ARRAY_LIMIT.format(limit=j.array_limit)))
             continue
         behind = blocked.get(j.queue)
         if behind is not None:
-            res.pend_reasons[key] = behind  # one shared object: cheap for 10,000 jobs behind a head
+            pend(j, behind)  # one shared object: cheap for 10,000 jobs behind a head
             continue
         ref = _ref(j)
-        if not supply.usable():
-            res.pend_reasons[key] = no_hosts
+        q = queues.get(j.queue)
+        if not usable:
+            pend(j, no_hosts)
             blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
             continue
-        q = queues.get(j.queue)
         req = PlacementRequest(j.ntasks_min, j.ntasks_max, j.resreq, q.host_limit if q else None)
-        out = place(req, list(supply.hosts.values()), max_host_lines=50)
-        if isinstance(out, Plan):
-            supply.take(out)
-            res.dispatches.append(Dispatch(j.job_id, j.index, list(out.alloc), out.reserve, j.profile_hash))
-            if j.array_limit is not None:
-                array_running[j.job_id] = array_running.get(j.job_id, 0) + 1
-            res.trace.append(f"{ref}: dispatch {out.ntasks} task(s) on " + " ".join(f"{h}:{n}" for h, n in out.alloc))
+        key = (req.ntasks_min, req.ntasks_max, req.resreq, req.host_limit)
+        hit = unsat.get(key)
+        end = now + j.run_limit_s if j.run_limit_s is not None else _INF
+        late = [r for r in reserved if end > r.start] if reserved else reserved
+        delayed = None
+        out: Plan | Shortfall | None = None
+        if hit is not None:
+            pass
+        elif not explain and req.ntasks_min > free_slots:
+            out = Shortfall(f"{req.ntasks_min} slots needed, {free_slots} free on the usable hosts")  # no search
+        else:
+            if late and req.ntasks_min <= free_slots and _slots_only(req):  # would the count it gets now
+                # delay a head of slots alone? (no search needed to know)
+                cnt = min(req.ntasks_max, free_slots)
+                delayed = next((r for r in late if r.extra is not None and cnt > r.extra), None)
+            if delayed is None:
+                out = place(req, list(supply.hosts.values()), explain=explain, max_host_lines=50)
+        if delayed is None and isinstance(out, Plan):
+            delayed = next((r for r in late if _delays(r, out)), None)
+            if delayed is None:
+                supply.take(out.reserve)
+                free_slots -= out.ntasks
+                for r in late:
+                    if r.extra is not None:
+                        r.extra -= out.ntasks
+                    else:
+                        r.supply.take(out.reserve)
+                backfill = j.queue in heads or bool(reserved)
+                res.dispatches.append(Dispatch(j.job_id, j.index, list(out.alloc), out.reserve, j.profile_hash,
+                                               backfill))
+                if end != _INF:
+                    if ends is None:
+                        started.append((end, out.reserve))
+                    else:
+                        bisect.insort(ends, (end, out.reserve), key=_first)
+                if j.array_limit is not None:
+                    array_running[j.job_id] = array_running.get(j.job_id, 0) + 1
+                trace.append(f"{ref}: {'backfill' if backfill else 'dispatch'} {out.ntasks} task(s) on "
+                             + " ".join(f"{h}:{n}" for h, n in out.alloc))
+                continue
+        if delayed is not None:
+            pend(j, PendReason(REASON_DELAY.format(ref=delayed.public.job, when=_when(delayed.start, now))))
+            trace.append(f"{ref}: pend: fits now but would delay the reservation of {delayed.public.job}")
             continue
-        pr = out.pend_reason()
-        res.pend_reasons[key] = pr
-        blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
-        res.trace.append(f"{ref}: pend: {pr.main}")
+        if hit is not None:
+            pr, proved = hit
+            trace.append(TRACE_CACHE_HIT.format(ref=ref, proved=proved))
+        else:
+            pr = out.pend_reason()
+            unsat[key] = (_copy_reason(pr), ref)
+            trace.append(f"{ref}: pend: {pr.main}")
+        pend(j, pr)
+        if j.queue in heads:
+            continue  # a later job of a backfilling queue: it just cannot start now
+        if q is None or not q.backfill:
+            blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
+            continue
+        heads.add(j.queue)
+        if ends is None:
+            ends = [(max(r.end_estimate, now), r.reserve) for r in snapshot.running if r.end_estimate is not None]
+            ends.extend(started)
+            ends.sort(key=_first)
+        got = _reserve(req, supply, ends, now)
+        if got is None:
+            trace.append(f"{ref}: no reservation: it fits only after work with no run limit ends")
+            continue
+        start, sup_then, extra = got
+        r = _Reserved(Reservation(ref, j.queue, start), req, start, sup_then, extra)
+        reserved.append(r)
+        res.reservations.append(r.public)
+        trace.append(f"{ref}: reserved from {_when(start, now)} (backfill)")
     return res

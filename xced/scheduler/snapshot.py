@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from xced.model.jobs import PendReason
 from xced.resreq import ResReq
 
 
@@ -31,12 +32,14 @@ class HostSnap:
 @dataclass(slots=True)
 class QueueSnap:
     """A queue's policy (MERGE-2): priority (higher first), position in queues.yaml for
-    ties, and its host limit per job (LSF HOSTLIMIT_PER_JOB)."""
+    ties, its host limit per job (LSF HOSTLIMIT_PER_JOB) and whether it backfills."""
 
     name: str
     priority: int
     position: int
     host_limit: int | None = None
+    #: EASY backfilling in this queue (SCHED-1); False: strict first come, first served
+    backfill: bool = False
 
 
 @dataclass(slots=True)
@@ -55,13 +58,31 @@ class JobSnap:
     held: bool = False
     #: content hash of the job's profile as the snapshot saw it (DISPATCH-1), None: no profile
     profile_hash: str | None = None
+    #: the effective run limit, seconds: the backfill estimate (SCHED-1); None: unbounded
+    run_limit_s: float | None = None
+    #: the pend reason the controller last accepted for it (SCHED-3: not pushed again)
+    last_reason: PendReason | None = None
+
+
+@dataclass(slots=True)
+class RunSnap:
+    """A running element as backfilling sees it (SCHED-1): when it is expected to end at
+    the latest (start + run limit, epoch seconds; None: no run limit) and what it holds,
+    {host: {"slots": n, "mem": MB, resource: amount}}."""
+
+    job_id: int
+    index: int
+    end_estimate: float | None
+    reserve: dict[str, dict[str, float]]
 
 
 @dataclass(slots=True)
 class Snapshot:
-    """Input of `schedule()`. `array_running` counts running elements per array job ID."""
+    """Input of `schedule()`. `array_running` counts running elements per array job ID;
+    `running` lists the running elements (needed for backfill reservations only)."""
 
     hosts: list[HostSnap]
     queues: list[QueueSnap]
     pending: list[JobSnap]
     array_running: dict[int, int] = field(default_factory=dict)
+    running: list[RunSnap] = field(default_factory=list)
