@@ -17,10 +17,11 @@ import typer
 
 from xceadmin.commands import build as _build
 from xceadmin.commands import init as _init
+from xceadmin.commands import sim as _sim
 
 app = typer.Typer(
     name="xceadmin",
-    help="XCE administration: make, check and compile the cluster config of a TopDir.",
+    help="XCE administration: make, check and compile the cluster config of a TopDir; replay workloads.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -34,7 +35,8 @@ def _root() -> None:
 
 app.command("init", help=_init.HELP, no_args_is_help=True)(_init.init)
 app.command("build", help=_build.HELP)(_build.build)
-# More subcommands (keys, hosts, sim) register here the same way.
+app.add_typer(_sim.app, name="sim")
+# More subcommands (keys, hosts) register here the same way.
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ The format (shared/data/README.md, after the Parallel Workloads Archive):
 
 - Lines whose first non-blank character is ``;`` are header comments.  ``; Key: value``
   lines are collected into a dict (``MaxProcs``, ``MaxNodes``, ``UnixStartTime``, ...).
-  A comment line that is not ``Key: value`` continues the previous key's value (the
+  An indented comment line that is not ``Key: value`` continues the previous key's value (the
   archive wraps long notes that way); a repeated key (``Queue:`` lines) keeps every
   value.  Continued and repeated values are joined with ``"\\n"``.
 - Blank lines are skipped.
@@ -278,8 +278,12 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], dict[str, int], list[l
                     header_lines[key] = lineno
                 last_key = key
             elif body.strip():
-                if last_key is not None:
+                # only an indented line continues the previous value (KTH's wrapped
+                # Information URLs); free text after "; MaxProcs: 10" is a comment
+                if last_key is not None and body[:2].isspace():
                     header[last_key] += "\n" + body.strip()
+                else:
+                    last_key = None
             else:
                 last_key = None
             continue

@@ -1,0 +1,75 @@
+"""`xceadmin sim run` through the real console script (SIM-1, CLI-1 exit codes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_xceadmin import run
+
+pytestmark = pytest.mark.timeout(120)
+
+KTH = Path(__file__).resolve().parents[3] / "shared" / "data" / "KTH-SP2-1996-2.1-cln.swf"
+
+SMALL = """\
+; MaxProcs: 10
+; a hand-made trace: job 1 fills 8 of 10 processors; job 3 backfills beside it
+    1    0  -1  100  8  -1 -1  8  100  -1 1 1 1 -1 -1 -1 -1 -1
+    2    1  -1  100 10  -1 -1 10  100  -1 1 1 1 -1 -1 -1 -1 -1
+    3    1  -1   50  2  -1 -1  2   50  -1 1 1 1 -1 -1 -1 -1 -1
+    4    2  -1   10  2  -1 -1 -1  500  -1 1 1 1 -1 -1 -1 -1 -1
+    5    3  -1   -1  2  -1 -1  2  500  -1 1 1 1 -1 -1 -1 -1 -1
+"""
+
+
+def test_sim_run_table_json_and_plot(tmp_path: Path) -> None:
+    swf = tmp_path / "small.swf"
+    swf.write_text(SMALL)
+    r = run("sim", "run", "--swf", str(swf), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "average bounded slowdown (tau 10 s)" in r.stdout
+    assert "4 of 5 (dropped: 1 no run time)" in r.stdout
+    r = run("sim", "run", "--swf", str(swf), "--json", "--plot", str(tmp_path / "s.png"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["jobs"], out["procs"], out["dropped"]) == (4, 10, {"no run time": 1})
+    # by hand: waits 0, 99 (job 2 starts at 100), 0 (job 3 backfills at 1), 198 (job 4 at 200)
+    assert out["metrics"]["avg_wait_s"] == pytest.approx((0 + 99 + 0 + 198) / 4)
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fcfs = json.loads(run("sim", "run", "--swf", str(swf), "--json", "--policy", "fcfs", cwd=tmp_path).stdout)
+    assert fcfs["metrics"]["avg_wait_s"] == pytest.approx((0 + 99 + 199 + 198) / 4)
+
+
+def test_sim_run_kth_json_matches_the_published_result(tmp_path: Path) -> None:
+    out = json.loads(run("sim", "run", "--swf", str(KTH), "--json", cwd=tmp_path).stdout)
+    assert out["jobs"] == 28_481
+    assert abs(out["metrics"]["avg_bounded_slowdown"] - 92.58) / 92.58 < 0.01
+    assert abs(out["metrics"]["avg_flow_s"] - 15_697) / 15_697 < 0.01
+
+
+@pytest.mark.parametrize("text,args,expect", [
+    ("; MaxProcs: 10\n1 0 -1 100 8 -1 -1 8 100 -1 1 1\n", [], "small.swf:2: "),
+    ("; MaxProcs: 10\n1 0 -1 1x0 8 -1 -1 8 100 -1 1 1 1 -1 -1 -1 -1 -1\n", [], "small.swf:2"),
+    ("1 0 -1 100 8 -1 -1 8 100 -1 1 1 1 -1 -1 -1 -1 -1\n", [], "give --procs N"),
+    ("; MaxProcs: 10\n", [], "small.swf"),
+    (SMALL, ["--policy", "sjf"], "valid policies are easy (FCFS with EASY backfilling) and fcfs"),
+    (SMALL, ["--plot", "out.txt"], "ending in .png, .svg or .pdf"),
+])
+def test_sim_run_bad_input_is_one_clear_line(tmp_path: Path, text: str, args: list[str], expect: str) -> None:
+    swf = tmp_path / "small.swf"
+    swf.write_text(text)
+    r = run("sim", "run", "--swf", str(swf), *args, cwd=tmp_path)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert expect in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_sim_run_missing_file_and_usage(tmp_path: Path) -> None:
+    r = run("sim", "run", "--swf", str(tmp_path / "nope.swf"), cwd=tmp_path)
+    assert r.returncode == 1 and "nope.swf" in r.stderr and "Traceback" not in r.stderr
+    r = run("sim", "run", cwd=tmp_path)
+    assert r.returncode == 2 and "--swf" in r.stderr
+    r = run("sim", "run", "--swf", "x", "--procs", "0", cwd=tmp_path)
+    assert r.returncode == 2
