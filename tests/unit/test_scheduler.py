@@ -194,3 +194,14 @@ def test_reason_equal_to_the_last_accepted_is_not_pushed_again():
     assert r.pend_reasons == {}
     again[1].last_reason = PendReason("something else")
     assert list(run([host("h1", 4, free=2)], again).pend_reasons) == [(2, 0)]
+
+
+def test_reservation_of_a_general_head_is_the_earliest_end_that_frees_enough():
+    """The reserved start of a head with span[hosts=1] is the first estimated end after which
+    one host has room (binary search over end times gives the same as a scan)."""
+    hosts = [host("h1", 8, free=0), host("h2", 8, free=1)]
+    running = [RunSnap(90 + k, 0, 1000.0 + 100 * k, {"h1" if k % 2 else "h2": {"slots": 1}}) for k in range(1, 16)]
+    head = JobSnap(1, 0, "normal", 1.0, 5, 5, parse("span[hosts=1]"), run_limit_s=10)
+    r = brun(hosts, [head], running)
+    # h2 frees one slot at +200, +400, ... : 1 + 4 -> 5 free at +800
+    assert [(x.job, x.start) for x in r.reservations] == [("1", 1800.0)]

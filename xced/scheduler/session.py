@@ -114,10 +114,26 @@ def _when(t: float, now: float) -> str:
 class _Supply:
     """Free supply by host, updated as dispatches are decided (copy-on-write HostSupply)."""
 
-    __slots__ = ("hosts",)
+    __slots__ = ("hosts", "_avail")
 
     def __init__(self, hosts: dict[str, HostSupply]) -> None:
         self.hosts = hosts
+        self._avail: list[HostSupply] | None = None
+
+    def avail(self) -> list[HostSupply]:
+        """The usable hosts with a free slot: the only ones a task can go to, so placement
+        searches these (a busy cluster of 5,000 hosts may have a few hundred)."""
+        if self._avail is None:
+            self._avail = [h for h in self.hosts.values() if h.slots_free > 0 and h.status == "ok"]
+        return self._avail
+
+    def place(self, req: PlacementRequest, explain: bool) -> Plan | Shortfall:
+        """`placement.place` over the hosts with a free slot; when nothing fits and a reason
+        is wanted, again over every host, for the full per-host reason (RES-6)."""
+        out = place(req, self.avail(), explain=False)
+        if isinstance(out, Plan) or not explain:
+            return out
+        return place(req, list(self.hosts.values()), explain=True, max_host_lines=50)
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> "_Supply":
@@ -136,6 +152,7 @@ class _Supply:
 
     def take(self, reserve: dict[str, dict[str, float]], sign: int = 1) -> None:
         """Take (`sign` 1) or give back (-1) what `reserve` holds on each host."""
+        self._avail = None
         for name, res in reserve.items():
             h = self.hosts.get(name)
             if h is None:
@@ -185,16 +202,38 @@ def _reserve(req: PlacementRequest, supply: _Supply, ends: list[tuple[float, dic
             if free >= need:
                 return max(t, now), None, free - need
         return None
-    sup = supply.copy()
-    i, n = 0, len(ends)
-    while i < n:
-        t = ends[i][0]
-        while i < n and ends[i][0] == t:
-            sup.take(ends[i][1], -1)
-            i += 1
-        if isinstance(place(req, list(sup.hosts.values()), explain=False), Plan):
-            return max(t, now), sup, None
-    return None
+    # Supply only grows as work ends, so whether the head fits is monotone in time: binary
+    # search the distinct end times (log2 of them placements, not one per end).
+    times: list[float] = []
+    upto: list[int] = []  # ends[:upto[k]] have ended by times[k]
+    for i, (t, _) in enumerate(ends):
+        if times and times[-1] == t:
+            upto[-1] = i + 1
+        else:
+            times.append(t)
+            upto.append(i + 1)
+
+    def at(k: int) -> _Supply:
+        sup = supply.copy()
+        for _, reserve in ends[:upto[k]]:
+            sup.take(reserve, -1)
+        return sup
+
+    hi = len(times) - 1
+    if hi < 0:
+        return None
+    best = at(hi)  # the supply at times[hi], where the head fits
+    if not isinstance(best.place(req, False), Plan):
+        return None
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi) // 2
+        sup = at(mid)
+        if isinstance(sup.place(req, False), Plan):
+            hi, best = mid, sup
+        else:
+            lo = mid + 1
+    return max(times[hi], now), best, None
 
 
 def _delays(r: _Reserved, plan: Plan) -> bool:
@@ -203,7 +242,7 @@ def _delays(r: _Reserved, plan: Plan) -> bool:
         return plan.ntasks > r.extra
     trial = r.supply.copy()
     trial.take(plan.reserve)
-    return not isinstance(place(r.req, list(trial.hosts.values()), explain=False), Plan)
+    return not isinstance(trial.place(r.req, False), Plan)
 
 
 def _copy_reason(pr: PendReason) -> PendReason:
@@ -280,7 +319,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                 cnt = min(req.ntasks_max, free_slots)
                 delayed = next((r for r in late if r.extra is not None and cnt > r.extra), None)
             if delayed is None:
-                out = place(req, list(supply.hosts.values()), explain=explain, max_host_lines=50)
+                out = supply.place(req, explain)
         if delayed is None and isinstance(out, Plan):
             delayed = next((r for r in late if _delays(r, out)), None)
             if delayed is None:
