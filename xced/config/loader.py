@@ -508,7 +508,7 @@ _QUEUE_FIELDS = {
     "max_run_limit": _Field(_nullable(_run_limit)),
     "max_memory": _Field(_nullable(_memory)),
     "host_limit": _Field(_nullable(_int(1, MAX_SLOTS))),
-    "backfill": _Field(_bool),  # accepted now; EASY backfilling itself comes with SCHED-1 (warned)
+    "backfill": _Field(_bool),  # EASY backfilling in this queue (SCHED-1)
 }
 _QUEUE_MODEL_NAMES = {"max_run_limit": "max_run_limit_s", "max_memory": "max_memory_mb"}
 
@@ -734,11 +734,6 @@ def _cross_checks(
     for q in queues:
         node = q["_node"]
         label = f'queue "{q["name"]}"'
-        if q.get("backfill"):
-            queues_src.warn(
-                _value_pos(node, "backfill"),
-                f"{label}: backfill is not built yet (SCHED-1); the queue schedules first come, first served",
-            )
         if not hosts:
             continue  # hosts come from workers that join: nothing to compare with
         if q.get("max_tasks") is not None and q["max_tasks"] > total_slots:

@@ -78,15 +78,17 @@ SKELETON_QUEUES = Template("""\
 #                  like "2:30", or with a unit: "90s", "30m", "2h"
 #   max_memory     largest memory limit (-M) of a job: MB, or "512MB", "4GB", "1TB"
 #   host_limit     most hosts one job may span, integer >= 1
-#   backfill       true to let short jobs run in the holes before a reservation
-#                  (EASY backfilling, SCHED-1: not built yet, so keep it false)
+#   backfill       true: EASY backfilling (SCHED-1). A queue head that cannot start
+#                  gets a reservation; later jobs may start first only if they end
+#                  by then (their run limit) or leave it the room it needs.
+#                  false: strict first come, first served
 
 queues:
   - name: normal
     priority: 30
     description: Default queue for batch work
     max_run_limit: "24:00"
-    backfill: false
+    backfill: true
     # max_tasks: 64
     # max_memory: 64GB
     # host_limit: 4
