@@ -163,3 +163,38 @@ def _plot(path: str, outcomes, procs: int, title: str) -> None:
         raise InvalidRequest(f"--plot {path}: cannot write it: {e.strerror}") from None
     finally:
         plt.close(fig)
+
+
+VERIFY_HELP = (
+    "Replay a recording made by `xceadmin sim record` through this scheduler and list every "
+    "decision that differs (a dispatch, an allocation, a reservation, a pend reason), one per "
+    "line. Exit 0 when none differs, 1 when some do (or the recording cannot be read)."
+)
+
+
+@app.command("verify", help=VERIFY_HELP)
+def verify(
+    recording: Annotated[str, typer.Argument(metavar="REC", help="A recording (JSON Lines).", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print {sessions, differences: [...]} on stdout.")] = False,
+) -> None:
+    import json
+    import sys
+
+    from xced.api.errors import InvalidRequest
+    from xced.sim.recording import RecordingError
+    from xced.sim.recording import verify as replay
+
+    try:
+        n, diffs = replay(recording)
+    except RecordingError as e:
+        raise InvalidRequest(str(e)) from None
+    if as_json:
+        sys.stdout.write(json.dumps({"sessions": n, "differences": [
+            {"session": d.seq, "line": d.line, "element": d.element, "what": d.what, "recorded": d.recorded,
+             "replayed": d.replayed} for d in diffs]}, indent=2) + "\n")
+    else:
+        for d in diffs:
+            typer.echo(str(d))
+        typer.echo(f"{n} session{'s' if n != 1 else ''} replayed, {len(diffs)} decision"
+                   f"{'s' if len(diffs) != 1 else ''} differ", err=bool(diffs))
+    raise typer.Exit(1 if diffs else 0)

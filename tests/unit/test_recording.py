@@ -1,0 +1,66 @@
+"""Recordings (SIM-2): a session's snapshot and decisions survive JSON, and verify() finds
+exactly the decisions that differ."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xced.model.config import ClusterConfig
+from xced.resreq import parse
+from xced.scheduler.session import schedule
+from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
+from xced.sim.recording import (RecordingError, header_line, session_line, snapshot_from_json,
+                                snapshot_to_json, verify)
+
+CFG = ClusterConfig.model_validate({"settings": {"cluster_name": "c"}, "queues": [{"name": "normal"}],
+                                    "hosts": []})
+
+
+def snap() -> Snapshot:
+    hosts = [HostSnap("h1", 8, 2, 8192, 4096, "ok", {"gpu": 2}, {"gpu": 1}, {"type": "X86_64"}, frozenset({"fast"})),
+             HostSnap("h2", 4, 4, 4096, 4096)]
+    pending = [JobSnap(1, 0, "normal", 10.0, 8, 8, parse("span[hosts=1]"), run_limit_s=600),
+               JobSnap(2, 3, "normal", 11.0, 2, 4, parse("select[type == X86_64] rusage[gpu=1]"), 10, False, "ab",
+                       60),
+               JobSnap(3, 0, "normal", 12.0, 1, 1, parse(""), run_limit_s=None)]
+    running = [RunSnap(9, 0, 1500.0, {"h1": {"slots": 6, "gpu": 1}})]
+    return Snapshot(hosts, [QueueSnap("normal", 30, 0, None, True)], pending, {2: 1}, running)
+
+
+def test_snapshot_round_trip():
+    s = snap()
+    assert snapshot_from_json(json.loads(json.dumps(snapshot_to_json(s)))) == s
+
+
+def test_verify_same_decisions_and_a_tampered_one(tmp_path):
+    s = snap()
+    rec = tmp_path / "rec.jsonl"
+    r = schedule(s, 1000.0)
+    assert r.dispatches  # something to compare
+    rec.write_text(header_line(CFG) + "\n" + session_line(1, 1000.0, CFG.content_hash(), s, r) + "\n")
+    assert verify(rec) == (1, [])
+    lines = rec.read_text().splitlines()
+    obj = json.loads(lines[1])
+    obj["decisions"]["dispatches"][0][2] = [["h9", 1]]
+    obj["decisions"]["reasons"][0][2]["main"] = "made up"
+    rec.write_text(lines[0] + "\n" + json.dumps(obj) + "\n")
+    n, diffs = verify(rec)
+    assert n == 1 and [(d.element, d.what) for d in diffs] == [("3", "allocation"), ("1", "pend reason")]
+    assert str(diffs[1]).startswith("session 1 (line 2): 1: pend reason: recorded 'made up', replay ")
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("", "empty; no header line"),
+    ("not json\n", ":1: not a JSON line"),
+    ('{"kind": "session"}\n', ":1: a session before the header line"),
+    ('{"kind": "header", "version": 7}\n', "recording version 7"),
+    ('{"kind": "header", "version": 1}\n{"kind": "session", "seq": 4, "now": 1}\n', ":2: session 4 is malformed"),
+])
+def test_bad_recordings(tmp_path, text, msg):
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text(text)
+    with pytest.raises(RecordingError, match=None) as info:
+        verify(rec)
+    assert msg in str(info.value)

@@ -1,0 +1,198 @@
+"""Recordings of live scheduler sessions and their replay (SIM-2, D-4).
+
+A recording is a JSON Lines file. Its first line is a header:
+`{"kind": "header", "version": 1, "cluster": NAME, "config_hash": SHA256, "config": {...}}`
+(the ClusterConfig in force, profiles included). Every later line is one session:
+`{"kind": "session", "seq": N, "now": EPOCH_S, "config_hash": SHA256, "snapshot": {...},
+"decisions": {...}}`, where the snapshot holds every input of `schedule()` (hosts, queues,
+pending elements with their effective resreq text, running elements, array counts) and
+the decisions hold its output (dispatches with hosts and reservations, backfill
+reservations, and the pend reasons pushed to the controller).
+
+`verify(path)` replays each session through today's `schedule()` and returns every
+decision that differs: a dispatch made or not, another allocation, another reservation,
+or another pushed pend reason. A recorded reason is compared with the reason the replay
+gives that element (the replay pushes every reason, the live session only those that
+changed, SCHED-3).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from xced.model.jobs import HostShortfall, PendReason
+from xced.resreq import parse, render
+from xced.scheduler.session import SessionResult, schedule
+from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
+
+__all__ = ["RecordingError", "Difference", "header_line", "session_line", "read_recording", "verify",
+           "snapshot_from_json", "snapshot_to_json"]
+
+VERSION = 1
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be read: FILE:LINE and what is wrong."""
+
+
+@dataclass(slots=True)
+class Difference:
+    """One decision that differs: session `seq` (line `line` of the file), the element
+    ("12" or "12[3]", or "-" for a reservation list), what was recorded and what the
+    replay decided."""
+
+    seq: int
+    line: int
+    element: str
+    what: str
+    recorded: Any
+    replayed: Any
+
+    def __str__(self) -> str:
+        return (f"session {self.seq} (line {self.line}): {self.element}: {self.what}: "
+                f"recorded {self.recorded!r}, replay {self.replayed!r}")
+
+
+def _ref(job_id: int, index: int) -> str:
+    return str(job_id) if index == 0 else f"{job_id}[{index}]"
+
+
+def snapshot_to_json(s: Snapshot) -> dict:
+    """Every input of `schedule()` as plain JSON (resreqs as canonical text)."""
+    return {
+        "hosts": [[h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, h.status, h.resources,
+                   h.resources_free, h.attributes, sorted(h.tags)] for h in s.hosts],
+        "queues": [[q.name, q.priority, q.position, q.host_limit, q.backfill] for q in s.queues],
+        "pending": [[j.job_id, j.index, j.queue, j.submit_time, j.ntasks_min, j.ntasks_max, render(j.resreq),
+                     j.array_limit, j.held, j.profile_hash, j.run_limit_s] for j in s.pending],
+        "running": [[r.job_id, r.index, r.end_estimate, r.reserve] for r in s.running],
+        "array_running": [[k, v] for k, v in s.array_running.items()],
+    }
+
+
+def snapshot_from_json(d: dict) -> Snapshot:
+    """The Snapshot of `snapshot_to_json`. Raises KeyError/TypeError/ValueError on a bad one."""
+    parsed: dict[str, Any] = {}
+
+    def rr(text: str):
+        got = parsed.get(text)
+        if got is None:
+            got = parsed[text] = parse(text)
+        return got
+
+    return Snapshot(
+        [HostSnap(n, sl, sf, m, mf, st, dict(r), dict(rf), dict(a), frozenset(t))
+         for n, sl, sf, m, mf, st, r, rf, a, t in d["hosts"]],
+        [QueueSnap(n, p, pos, hl, bool(bf)) for n, p, pos, hl, bf in d["queues"]],
+        [JobSnap(jid, idx, q, st, nmin, nmax, rr(text), al, bool(held), ph, rl)
+         for jid, idx, q, st, nmin, nmax, text, al, held, ph, rl in d["pending"]],
+        {int(k): v for k, v in d["array_running"]},
+        [RunSnap(jid, idx, end, {h: dict(v) for h, v in res.items()}) for jid, idx, end, res in d["running"]],
+    )
+
+
+def _reason_json(pr: PendReason) -> dict:
+    return {"main": pr.main, "hint": pr.hint,
+            "hosts": [[h.host, h.resource, h.free, h.needed, h.message] for h in pr.hosts]}
+
+
+def decisions_to_json(r: SessionResult) -> dict:
+    """A session's output: dispatches, reservations and the pushed pend reasons."""
+    return {
+        "dispatches": [[d.job_id, d.index, [list(a) for a in d.alloc], d.reserve, d.backfill] for d in r.dispatches],
+        "reservations": [[x.job, x.queue, x.start] for x in r.reservations],
+        "reasons": [[jid, idx, _reason_json(pr)] for (jid, idx), pr in r.pend_reasons.items()],
+    }
+
+
+def header_line(config) -> str:
+    """The first line of a recording: the ClusterConfig in force (profiles included)."""
+    return json.dumps({"kind": "header", "version": VERSION, "cluster": config.settings.cluster_name,
+                       "config_hash": config.content_hash(), "config": config.model_dump(mode="json")},
+                      separators=(",", ":"))
+
+
+def session_line(seq: int, now: float, config_hash: str, snapshot: Snapshot, result: SessionResult) -> str:
+    """One session of a recording (see the module docstring)."""
+    return json.dumps({"kind": "session", "seq": seq, "now": now, "config_hash": config_hash,
+                       "snapshot": snapshot_to_json(snapshot), "decisions": decisions_to_json(result)},
+                      separators=(",", ":"))
+
+
+def read_recording(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, session dict) for each session of the recording at `path`. Raises
+    RecordingError for a missing file, a line that is not JSON, or no header."""
+    p = Path(path)
+    try:
+        f = open(p, encoding="utf-8")
+    except OSError as e:
+        raise RecordingError(f"{p}: cannot read it: {e.strerror}") from None
+    with f:
+        header = False
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise RecordingError(f"{p}:{lineno}: not a JSON line ({e.msg}); a recording is JSON Lines as "
+                                     f"written by `xceadmin sim record`") from None
+            kind = obj.get("kind") if isinstance(obj, dict) else None
+            if kind == "header":
+                if obj.get("version") != VERSION:
+                    raise RecordingError(f"{p}:{lineno}: recording version {obj.get('version')!r}; this xceadmin "
+                                         f"reads version {VERSION}")
+                header = True
+            elif kind == "session":
+                if not header:
+                    raise RecordingError(f"{p}:{lineno}: a session before the header line")
+                yield lineno, obj
+            else:
+                raise RecordingError(f"{p}:{lineno}: kind {kind!r}; a recording has 'header' and 'session' lines")
+        if not header:
+            raise RecordingError(f"{p}: empty; no header line (is it a recording of `xceadmin sim record`?)")
+
+
+def verify(path: str | Path) -> tuple[int, list[Difference]]:
+    """Replay every session of the recording at `path`; (sessions replayed, differences).
+    Raises RecordingError for an unreadable recording or session."""
+    diffs: list[Difference] = []
+    n = 0
+    for lineno, obj in read_recording(path):
+        n += 1
+        seq = obj.get("seq", n)
+        try:
+            snap = snapshot_from_json(obj["snapshot"])
+            now = float(obj["now"])
+            rec = obj["decisions"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise RecordingError(f"{path}:{lineno}: session {seq} is malformed ({type(e).__name__}: {e})") from None
+        got = decisions_to_json(schedule(snap, now))
+        recd = {(d[0], d[1]): d for d in rec.get("dispatches", [])}
+        repd = {(d[0], d[1]): d for d in got["dispatches"]}
+        for key in sorted(set(recd) | set(repd)):
+            a, b = recd.get(key), repd.get(key)
+            el = _ref(*key)
+            if a is None or b is None:
+                diffs.append(Difference(seq, lineno, el, "dispatch", "dispatched" if a else "not dispatched",
+                                        "dispatched" if b else "not dispatched"))
+            elif a[2:] != b[2:]:
+                diffs.append(Difference(seq, lineno, el, "allocation", a[2], b[2]))
+        if rec.get("reservations", []) != got["reservations"]:
+            diffs.append(Difference(seq, lineno, "-", "reservations", rec.get("reservations"), got["reservations"]))
+        replay_reasons = {(jid, idx): r for jid, idx, r in got["reasons"]}
+        for jid, idx, r in rec.get("reasons", []):
+            mine = replay_reasons.get((jid, idx))
+            if mine != r:
+                diffs.append(Difference(seq, lineno, _ref(jid, idx), "pend reason",
+                                        r.get("main") if isinstance(r, dict) else r,
+                                        mine.get("main") if mine else None))
+    return n, diffs
+
+
+def reason_from_json(d: dict) -> PendReason:
+    """The PendReason of `_reason_json`."""
+    return PendReason(d["main"], [HostShortfall(*h) for h in d.get("hosts", [])], d.get("hint"))
