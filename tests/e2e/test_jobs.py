@@ -268,3 +268,36 @@ def test_wait_json_and_elements(shared_daemon, tmp_path):
     assert r.returncode == 1 and "has no element 8" in r.stderr
     r = d.cli("wait", "--timeout", "-1", str(jid))
     assert r.returncode == 2
+
+
+def test_dependency_waits_then_runs_and_bad_ones_are_refused(shared_daemon, tmp_path):
+    """JOB-5 (LSF bsub -w): a job waits PEND with the dependency's reason, then runs once the
+    job it names is DONE; a bad expression or an unknown job is refused (exit 1)."""
+    from xced.api.models import JobOut
+
+    d = shared_daemon
+    # `a` runs until the test lets it end (a file appears), so b's pending state is not a race
+    a = d.submit("--", "sh", "-c", "i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done",
+                 cwd=tmp_path)
+    b = d.submit("-w", f"done({a})", "--", "true", cwd=tmp_path)
+    j = d.show(b)
+    assert JobOut.model_validate(j).dependency == f"done({a})"
+    assert j["state"] == "PEND"
+    why = d.cli("why", str(b), check=True).stdout
+    assert why.startswith(f"{b} PEND: Dependency condition not satisfied: done({a}) (job {a} is "), why
+    assert f"Dependency:   done({a})" in d.cli("show", str(b), check=True).stdout
+    assert d.show(b)["state"] == "PEND"
+    (tmp_path / "go").touch()
+    assert d.wait_state(b, ("DONE", "EXIT"), timeout=30)["state"] == "DONE"
+    ea, eb = d.show(a)["elements"][0], d.show(b)["elements"][0]
+    assert eb["start_time"] >= ea["end_time"]
+    r = d.cli("submit", "-w", f"done({a}) && ended({a}", "--", "true", cwd=tmp_path)
+    col = len(f"done({a}) && ended({a}") + 1
+    assert r.returncode == 1 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("xcecli: error: dependency: ") and f"column {col}: expected ')'" in lines[0], r.stderr
+    assert lines[1:] == [f"  done({a}) && ended({a}", "  " + " " * (col - 1) + "^"]
+    r = d.cli("submit", "-w", "done(999999) || 1", "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "dependency: job 999999 does not exist" in r.stderr
+    dry = d.cli("submit", "--dry-run", "-w", f"{a}||exit({a},3)", "--", "true", cwd=tmp_path, check=True).stdout
+    assert f"dependency:      done({a}) || exit({a},==3)" in dry

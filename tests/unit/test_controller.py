@@ -316,3 +316,211 @@ def test_requeue_and_restart_keep_the_profile_name(tmp_path):
     session(c2)
     assert [(i.index, i.app, i.profile_env) for i in c2.workers["h1"].infos] == [(1, "p", {"A": "1"})]
     store.close()
+
+
+# ---------------------------------------------------------------- dependencies (JOB-5, LSF bsub -w)
+
+
+def test_dependency_refused_at_submit(ctl):
+    """LSF refuses a dependency on a job it cannot find at bsub; parse errors name the column."""
+    a = ctl.submit(req(), ALICE)
+    arr = ctl.submit(req(name="x[1-3]"), ALICE)
+    for text, match in [("done(99)", "^dependency: job 99 does not exist"),
+                        (f"done({a.id}) || ended(98)", "^dependency: job 98 does not exist"),
+                        (f"done({a.id}[1])", f"job {a.id} is not an array; refer to it as {a.id}"),
+                        (f"done({arr.id}[7])", f"job {arr.id} has no element 7; its indices are x\\[1-3\\]"),
+                        ("done(1 && done(2)", "column 8: expected '\\)' after job ID, found '&&'"),
+                        ("done(1) &&", "column 11: expected a condition .* after '&&', found end of input"),
+                        ("", "empty dependency expression")]:
+        with pytest.raises(InvalidRequest, match=match) as ei:
+            ctl.submit(req(dependency=text), ALICE)
+        assert ei.value.field == "dependency"
+    assert set(ctl.jobs) == {a.id, arr.id}
+
+
+def test_dependency_stored_canonical_and_in_dry_run(ctl):
+    a = ctl.submit(req(), ALICE)
+    b = ctl.submit(req(), ALICE)
+    text = f"{a.id}&&(ended( {b.id} )||exit({a.id},2))"
+    canon = f"done({a.id}) && (ended({b.id}) || exit({a.id},==2))"
+    eff = ctl.submit(req(dependency=text), ALICE, dry_run=True)
+    assert eff["dependency"] == canon
+    j = ctl.submit(req(dependency=text), ALICE)
+    assert j.spec["dependency"] == canon
+    assert ctl.submit(req(), ALICE).spec["dependency"] is None
+    assert ctl.submit(req(), ALICE, dry_run=True)["dependency"] is None
+
+
+def test_done_dependency_met_after_the_job_ends_done(ctl):
+    a = ctl.submit(req(), ALICE)
+    b = ctl.submit(req(dependency=f"done({a.id})"), ALICE)
+    e = b.elements[0]
+    assert e.pend_reason.main == f"Dependency condition not satisfied: done({a.id}) (job {a.id} is PEND)"
+    session(ctl)
+    assert a.elements[0].state == "RUN" and e.state == "PEND"
+    session(ctl)
+    assert e.pend_reason.main == f"Dependency condition not satisfied: done({a.id}) (job {a.id} is RUN)"
+    assert ctl.why(b.id, None)["main"] == e.pend_reason.main
+    assert [s[0] for s in ctl.fake.started] == [a.id]
+    end(ctl, a.id)
+    session(ctl)  # the next session (kick() after the end) starts it
+    assert e.state == "RUN" and e.pend_reason is None
+    assert [s[0] for s in ctl.fake.started] == [a.id, b.id]
+
+
+def test_dependency_on_a_finished_job_is_met_at_submit(ctl):
+    a = ctl.submit(req(), ALICE)
+    session(ctl)
+    end(ctl, a.id)
+    b = ctl.submit(req(dependency=str(a.id)), ALICE)  # a bare ID means done(ID)
+    assert b.spec["dependency"] == f"done({a.id})" and b.elements[0].pend_reason is None
+    session(ctl)
+    assert b.elements[0].state == "RUN"
+
+
+def test_exit_dependency_met_when_the_job_exits(ctl):
+    a = ctl.submit(req(), ALICE)
+    b = ctl.submit(req(dependency=f"exit({a.id})"), ALICE)
+    c = ctl.submit(req(dependency=f"exit({a.id}, > 3)"), ALICE)
+    d = ctl.submit(req(dependency=f"exit({a.id},==3)"), ALICE)
+    session(ctl)
+    end(ctl, a.id, code=3)
+    session(ctl)
+    assert b.elements[0].state == "RUN" and d.elements[0].state == "RUN"
+    assert c.elements[0].state == "PEND"
+    assert c.elements[0].pend_reason.main == (f"Dependency can never be met: exit({a.id},>3) "
+                                              f"(job {a.id} ended EXIT with code 3)")
+
+
+def test_never_dependency_leaves_the_job_pending_with_that_reason(ctl):
+    """SPEC JOB-5: a dependency that can never be met leaves the job pending (it is not ended),
+    and it never blocks its queue."""
+    a = ctl.submit(req(), ALICE)
+    b = ctl.submit(req(dependency=f"done({a.id})"), ALICE)
+    session(ctl)
+    end(ctl, a.id, code=1)
+    later = ctl.submit(req(), ALICE)
+    session(ctl)
+    e = b.elements[0]
+    assert e.state == "PEND"
+    assert e.pend_reason.main == f"Dependency can never be met: done({a.id}) (job {a.id} ended EXIT with code 1)"
+    assert ctl.why(b.id, None) == {"id": str(b.id), "state": "PEND", "main": e.pend_reason.main, "hosts": [],
+                                   "hint": None, "trace": []}
+    assert later.elements[0].state == "RUN"  # submitted after b, not held up by it
+    for _ in range(3):
+        session(ctl)
+    assert e.state == "PEND" and kinds(ctl, b.id) == ["SUBMIT"]
+    ctl.requeue(a.id, None, ALICE)  # NEVER is relative to now: a requeued job may still end DONE
+    session(ctl)
+    session(ctl)  # the one asked for after a watched job's dispatch
+    assert e.pend_reason.main == f"Dependency condition not satisfied: done({a.id}) (job {a.id} is RUN)"
+    end(ctl, a.id)
+    session(ctl)
+    assert e.state == "RUN"
+
+
+def test_waiting_dependency_never_blocks_a_strict_fcfs_queue(ctl):
+    """The strict FCFS shortcut (_blocked): a job that waits for a dependency is not in the
+    snapshot, so it is never a queue's blocking head, and jobs behind it start."""
+    big = ctl.submit(req(ntasks_min=3), ALICE)
+    dep = ctl.submit(req(ntasks_min=2, dependency=f"done({big.id})"), ALICE)
+    small = ctl.submit(req(), ALICE)
+    session(ctl)
+    assert [j.elements[0].state for j in (big, dep, small)] == ["RUN", "PEND", "RUN"]
+    assert ctl._blocked == {}
+    # a dependent job submitted behind a blocked head gets its dependency's reason, no session
+    head = ctl.submit(req(ntasks_min=2), ALICE)
+    session(ctl)
+    assert head.elements[0].pend_reason.main.startswith("Not enough free slots")
+    before = ctl.sessions
+    late = ctl.submit(req(dependency=f"done({small.id})"), ALICE)
+    assert ctl.sessions == before and not ctl._session_scheduled
+    assert late.elements[0].pend_reason.main.startswith("Dependency condition not satisfied")
+
+
+def test_whole_array_and_element_dependencies(ctl):
+    arr = ctl.submit(req(name="x[1-3]"), ALICE)
+    one = ctl.submit(req(dependency=f"ended({arr.id}[2])"), ALICE)
+    whole = ctl.submit(req(dependency=f"done({arr.id})"), ALICE)
+    session(ctl)
+    end(ctl, arr.id, 2, code=0)
+    session(ctl)
+    assert one.elements[0].state == "RUN"
+    w = whole.elements[0]
+    assert w.state == "PEND"
+    assert w.pend_reason.main == (f"Dependency condition not satisfied: done({arr.id}) "
+                                  f"(job {arr.id} elements: 1 DONE, 2 RUN)")
+    end(ctl, arr.id, 1, code=0)
+    end(ctl, arr.id, 3, code=2)  # one element EXIT: done(array) can never be met
+    session(ctl)
+    assert w.state == "PEND"
+    assert w.pend_reason.main == (f"Dependency can never be met: done({arr.id}) "
+                                  f"(job {arr.id}[3] ended EXIT with code 2)")
+
+
+def test_started_dependency_met_by_a_dispatch_runs_another_session(ctl):
+    """A dispatch runs no session of its own; when it meets a waiting started() dependency, the
+    controller asks for one after the session (an array with a dependency waits as a whole)."""
+    async def main():
+        a = ctl.submit(req(ntasks_min=2), ALICE)
+        arr = ctl.submit(req(name="y[1-2]", dependency=f"started({a.id})"), ALICE)
+        assert all(e.pend_reason.main == f"Dependency condition not satisfied: started({a.id}) (job {a.id} is PEND)"
+                   for e in arr.elements.values())
+        session(ctl)  # a starts in this session; arr's dependency was read before it did
+        assert a.elements[0].state == "RUN" and [e.state for e in arr.elements.values()] == ["PEND"] * 2
+        await asyncio.sleep(0)  # the check after the session
+        assert ctl._session_scheduled
+        session(ctl)
+        assert [e.state for e in arr.elements.values()] == ["RUN"] * 2
+        # a watched job that does not start asks for nothing (no polling)
+        big = ctl.submit(req(ntasks_min=4), ALICE)
+        ctl.submit(req(dependency=f"started({big.id})"), ALICE)
+        session(ctl)
+        await asyncio.sleep(0)
+        assert big.elements[0].state == "PEND" and not ctl._session_scheduled
+    asyncio.run(main())
+
+
+def test_not_dependency(ctl):
+    """'!' swaps met and never: !done(A) waits while A runs, is met once A exits, never once A is DONE."""
+    a = ctl.submit(req(), ALICE)
+    b = ctl.submit(req(), ALICE)
+    not_a = ctl.submit(req(dependency=f"!done({a.id})"), ALICE)
+    not_b = ctl.submit(req(dependency=f"!done({b.id})"), ALICE)
+    session(ctl)
+    session(ctl)  # the one asked for after a watched job's dispatch
+    assert not_a.elements[0].pend_reason.main == (f"Dependency condition not satisfied: !done({a.id}) "
+                                                  f"(job {a.id} is RUN)")
+    end(ctl, a.id, code=1)
+    end(ctl, b.id, code=0)
+    session(ctl)
+    assert not_a.elements[0].state == "RUN"
+    assert not_b.elements[0].state == "PEND"
+    assert not_b.elements[0].pend_reason.main == (f"Dependency can never be met: !done({b.id}) "
+                                                  f"(job {b.id} ended DONE)")
+
+
+def test_held_job_with_a_dependency_keeps_the_hold_reason(ctl):
+    a = ctl.submit(req(), ALICE)
+    b = ctl.submit(req(dependency=f"done({a.id})"), ALICE)
+    ctl.stop(b.id, None, ALICE)
+    session(ctl)
+    e = b.elements[0]
+    assert e.state == "PSUSP" and e.pend_reason.main.startswith("The job was suspended by the user")
+    ctl.resume(b.id, None, ALICE)
+    session(ctl)
+    assert e.state == "PEND" and e.pend_reason.main.startswith("Dependency condition not satisfied")
+
+
+def test_dependency_survives_reload(ctl, tmp_path):
+    a = ctl.submit(req(), ALICE)
+    b = ctl.submit(req(dependency=f"ended({a.id})"), ALICE)
+    session(ctl)
+    c2 = Controller(ctl.config, ctl.store, tmp_path, clock=Clock())
+    c2.workers["h1"] = w = FakeWorker()
+    c2.hosts["h1"].status = "ok"
+    session(c2)
+    assert c2.jobs[b.id].elements[0].pend_reason.main.startswith("Dependency condition not satisfied: ended(")
+    end(c2, a.id, code=4)
+    session(c2)
+    assert c2.jobs[b.id].elements[0].state == "RUN" and w.started[-1][0] == b.id

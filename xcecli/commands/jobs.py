@@ -147,6 +147,8 @@ def register(app: typer.Typer) -> None:
             ("Memory limit", f"{j.memory_limit_mb} MB" if j.memory_limit_mb else "none"),
             ("Submitted", fmt_time(j.submit_time)),
         ]
+        if j.dependency:  # LSF bjobs -l: "Dependency Condition"
+            lines.append(("Dependency", j.dependency))
         if j.array_spec:
             lines.append(("Array", j.array_spec + ("" if j.array_limit is None else f" (at most {j.array_limit} running)")))
             lines.append(("Elements", ", ".join(f"{n} {s}" for s, n in sorted(j.counts.items()))))

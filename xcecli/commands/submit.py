@@ -1,4 +1,4 @@
-"""`xcecli submit` (CLI-2): LSF spellings (`-n`, `-q`, `-J`, `-o`, `-e`, `-W`, `-M`, `-K`)."""
+"""`xcecli submit` (CLI-2): LSF spellings (`-n`, `-q`, `-J`, `-o`, `-e`, `-W`, `-M`, `-K`, `-w`)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,30 @@ def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]
     return argv
 
 
+def _post(client, path: str, body: dict):
+    """POST a submit body. When the daemon refuses the -w expression as unparsable, print its
+    one-line error and then the expression with a caret under the column (the parser is the
+    same pure module the daemon runs, xced.model.deps) and exit 1 (CLI-1: refused)."""
+    from xced.api.errors import InvalidRequest
+
+    try:
+        return client.request("POST", path, json=body)
+    except InvalidRequest as e:
+        if e.field != "dependency" or "dependency" not in body or "column" not in e.message:
+            raise
+        from xced.model.deps import DependencyError, parse_dependency
+
+        try:
+            parse_dependency(body["dependency"])
+        except DependencyError as de:
+            from xcecli.output import err
+
+            err(f"xcecli: error: {' '.join(e.message.split())}")
+            err("\n".join(de.pretty().splitlines()[1:]))
+            raise typer.Exit(e.exit_code) from None
+        raise
+
+
 def register(app: typer.Typer) -> None:
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(
@@ -72,6 +96,10 @@ def register(app: typer.Typer) -> None:
         app_param: List[str] = typer.Option([], "--app-param", help="NAME=VALUE for a parameter the profile declares (repeatable)"),
         pre_exec: Optional[str] = typer.Option(None, "-E", help="the job's own pre-exec command (runs inside the profile's)"),
         post_exec: Optional[str] = typer.Option(None, "-Ep", help="the job's own post-exec command"),
+        dependency: Optional[str] = typer.Option(None, "-w", "--dependency", metavar="EXPR",
+                                                 help="start only when EXPR is met, e.g. 'done(12) && ended(13[2])': "
+                                                      "done/ended/exit/started(ID or ID[INDEX]), exit(ID, >2), "
+                                                      "&&, ||, !, ( ); a bare ID means done(ID)"),
         env: List[str] = typer.Option([], "--env", help="NAME=VALUE added to the job's environment (repeatable)"),
         wait: bool = typer.Option(False, "-K", "--wait", help="wait for the job to end and exit with its exit code"),
         parsable: bool = typer.Option(False, "--parsable", help="print only the job ID"),
@@ -91,7 +119,7 @@ def register(app: typer.Typer) -> None:
         except FileNotFoundError:
             _usage("the current directory no longer exists; cd to a directory the job can run in")
         for opt, val in (("-o", stdout), ("-e", stderr), ("-q", queue), ("-J", name), ("-E", pre_exec),
-                         ("-Ep", post_exec)):
+                         ("-Ep", post_exec), ("-w", dependency)):
             if val is not None and not val.strip():
                 _usage(f"{opt} '': the value is empty")
         job_env = dict(os.environ)
@@ -130,22 +158,22 @@ def register(app: typer.Typer) -> None:
         body = {"argv": argv, "cwd": cwd, "env": job_env, "name": name, "queue": queue, "ntasks_min": nmin,
                 "ntasks_max": nmax, "stdout": stdout, "stderr": stderr, "run_limit_s": rl, "memory_limit_mb": mem,
                 "resreq": list(resreq) or None, "app": app, "app_params": params or None,
-                "pre_exec": pre_exec, "post_exec": post_exec}
+                "pre_exec": pre_exec, "post_exec": post_exec, "dependency": dependency}
         body = {k: v for k, v in body.items() if v is not None}
         client = ctx.obj.client()
         if dry_run:
-            res = client.request("POST", "/jobs/dry-run", json=body).json()
+            res = _post(client, "/jobs/dry-run", body).json()
             if as_json:
                 print(json.dumps(res, indent=2))
             else:
                 eff = res["effective"]
                 for k in ("queue", "ntasks_min", "ntasks_max", "run_limit_s", "memory_limit_mb", "name",
-                          "array_size", "run_as", "resreq_text"):
+                          "array_size", "run_as", "resreq_text", "dependency"):
                     print(f"{k + ':':<17}{'-' if eff.get(k) is None else eff[k]}")
                 for w in res.get("warnings", []):
                     err(f"warning: {w}")
             return
-        res = client.request("POST", "/jobs", json=body)
+        res = _post(client, "/jobs", body)
         out = res.json()
         for w in out.get("warnings") or []:
             err(f"warning: {w}")

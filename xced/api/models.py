@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from xced.model.deps import MAX_LENGTH as MAX_DEPENDENCY_LENGTH
 from xced.model.jobs import JobState
 
 
@@ -44,6 +45,9 @@ class SubmitRequest(Body):
     pre_exec: str | None = Field(None, max_length=65536, description="-E: the job's own pre-exec (JOB-7 inner layer)")
     post_exec: str | None = Field(None, max_length=65536, description="-Ep: the job's own post-exec")
     exdata: dict | None = Field(None, description="the job's JSON side record (MERGE-4): env, limits, app_params, meta")
+    dependency: str | None = Field(None, max_length=MAX_DEPENDENCY_LENGTH,
+                                   description="-w: dependency expression, e.g. 'done(12) && ended(13[2])' (JOB-5, "
+                                               "LSF bsub -w); every job it names must exist")
 
 
 class JobAction(Body):
@@ -147,6 +151,8 @@ class JobOut(Body):
     memory_limit_mb: int | None
     array_spec: str | None = None
     array_limit: int | None = None
+    dependency: str | None = Field(None, description="the -w dependency in canonical form (JOB-5), e.g. "
+                                                     "'done(12) && ended(13[2])'; null: none")
     counts: dict[str, int] = Field(default_factory=dict, description="elements per state")
     elements: list[ElementOut] = Field(default_factory=list)
 

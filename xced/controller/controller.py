@@ -25,10 +25,12 @@ from typing import Callable, Protocol
 
 from xced.api.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from xced.controller.transitions import next_state
+from xced.model import deps
 from xced.model.config import ClusterConfig
 from xced.model.jobs import (
     ACTIVE,
     FINISHED,
+    PENDING,
     ArraySpecError,
     JobState,
     PendReason,
@@ -358,6 +360,8 @@ class Controller:
                 name, array = parse_job_name(name)
             except ArraySpecError as e:
                 raise InvalidRequest(str(e), field="name") from None
+        # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
+        dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None
         # D-6: run as the submitting user when the daemon is root and the user is real
         if os.geteuid() == 0 and not caller.asserted and caller.uid is not None:
             run_as, run_uid, run_gid = caller.user, caller.uid, caller.gid
@@ -374,6 +378,7 @@ class Controller:
             "profile_hash": profile.content_hash() if profile is not None else None,
             "job_values": job_values, "config_hash": self._config_hash,
             "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
+            "dependency": deps.render(dependency) if dependency is not None else None,
         }
         indices = array.indices if array else (0,)
         if dry_run:
@@ -387,7 +392,7 @@ class Controller:
             return {**merged, "queue": qname, "app": app or None, "ntasks_min": nmin, "ntasks_max": nmax,
                     "run_limit_s": rl, "memory_limit_mb": mem, "name": name,
                     "array_size": len(indices) if array else 0, "run_as": run_as, "resreq": to_json(resreq),
-                    "resreq_text": render(resreq), "_warnings": warnings}
+                    "resreq_text": render(resreq), "dependency": spec["dependency"], "_warnings": warnings}
         now = self.clock()
         with self.store.tx(durable=True):
             jid = self.store.next_job_id()
@@ -396,12 +401,19 @@ class Controller:
                                  f"{len(indices)} elements" if array else None)
         job = Job(jid, name, caller.user, qname, now, spec)
         job.resreq = resreq
+        job.dependency = dependency
         job.elements = {i: Element(job, i, S.PEND) for i in indices}
         job.unfinished = len(indices)
         self.jobs[jid] = job
         self.active[jid] = job
+        waiting = self._dependency_reason(job, self._dependency_lookup({})) if dependency is not None else None
         behind = self._blocked.get(qname) if self._blocked_valid and not self._session_scheduled else None
-        if behind is not None:
+        if waiting is not None:
+            # JOB-5: not schedulable until its dependency is met, so no session is needed (snapshot()
+            # leaves it out; the job end that can meet it runs one); `why` shows the reason at once
+            for e in job.elements.values():
+                e.pend_reason = waiting
+        elif behind is not None:
             # v1 is strict FCFS: a job submitted behind a queue's blocked head cannot start
             # before it, and nothing else changed since the last session, so no session is
             # needed (D-4: sessions cost O(pending); this keeps submits cheap at depth).
@@ -410,6 +422,131 @@ class Controller:
         else:
             self.kick()
         return job
+
+    # ------------------------------------------------------------------ dependencies (JOB-5)
+
+    def _check_dependency(self, text: str):
+        """A submit's `-w` text -> its parsed form (xced.model.deps), or InvalidRequest naming
+        the column and what was expected, or the job or element it names that does not exist
+        (LSF refuses a dependency on a job it cannot find at bsub)."""
+        try:
+            expr = deps.parse_dependency(text)
+        except deps.DependencyError as e:
+            raise InvalidRequest(f"dependency: {e}", field="dependency") from None
+        for jid, idx in sorted(deps.refs(expr), key=lambda r: (r[0], r[1] or 0)):
+            job = self.jobs.get(jid)
+            if job is None:
+                raise InvalidRequest(f"dependency: job {jid} does not exist; `xcecli jobs -a -u all` lists the "
+                                     f"jobs the cluster knows", field="dependency")
+            if idx is None:
+                continue
+            if not job.is_array:
+                raise InvalidRequest(f"dependency: job {jid} is not an array; refer to it as {jid}",
+                                     field="dependency")
+            if idx not in job.elements:
+                raise InvalidRequest(f"dependency: job {jid} has no element {idx}; its indices are "
+                                     f"{job.spec['array_spec']}", field="dependency")
+        return expr
+
+    def _dependency_lookup(self, cache: dict) -> deps.Lookup:
+        """The lookup deps.evaluate() asks (JOB-5): a RefState for a plain job or an element, the
+        list of the elements' RefStates for a whole array (index None), None for what does not
+        exist. `cache` keeps answers for one evaluation round (a snapshot)."""
+        jobs = self.jobs
+
+        def lookup(job_id: int, index: int | None):
+            key = (job_id, index)
+            if key in cache:
+                return cache[key]
+            job = jobs.get(job_id)
+            got: deps.RefState | list[deps.RefState] | None = None
+            if job is not None:
+                if index is not None:
+                    e = job.elements.get(index) if job.is_array else None
+                    got = deps.RefState(e.state, e.exit_code, e.index) if e is not None else None
+                elif job.is_array:
+                    got = [deps.RefState(e.state, e.exit_code, e.index) for e in job.elements.values()]
+                elif 0 in job.elements:
+                    e = job.elements[0]
+                    got = deps.RefState(e.state, e.exit_code)
+            cache[key] = got
+            return got
+
+        return lookup
+
+    def _dependency_reason(self, job: Job, lookup: deps.Lookup) -> PendReason | None:
+        """None when the job's dependency is met (or it has none); else the pend reason, the
+        explain() line: "Dependency condition not satisfied: ..." while it may still be met,
+        "Dependency can never be met: ..." when it cannot (the job still pends, SPEC JOB-5)."""
+        text = job.spec.get("dependency")
+        if not text:
+            return None
+        if job.dependency is None:  # loaded from the store: the canonical text parses
+            job.dependency = deps.parse_dependency(text)
+        if deps.evaluate(job.dependency, lookup) is deps.Verdict.MET:
+            return None
+        return PendReason(deps.explain(job.dependency, lookup))
+
+    _DEPENDENCY_REASONS = ("Dependency condition not satisfied: ", "Dependency can never be met: ")
+
+    def _dependency_waits(self, job: Job, e: Element, batch: list) -> bool:
+        """snapshot()'s test (JOB-5): True when pending element `e` waits for its job's dependency,
+        so it is not offered to the scheduler (and never becomes a queue's blocking head). A PEND
+        element gets the dependency's reason; a held one (PSUSP) keeps its hold's. Once the
+        dependency is met, a dependency reason left on the element is cleared.
+
+        `batch` is the snapshot's pending list, which identifies one snapshot: the verdict is
+        worked out once per job and the referenced states read once per snapshot, however many
+        elements the job has.
+
+        A dispatch runs no session of its own, yet it can meet `started()` (and changes the
+        "(job 12 is PEND)" in a reason): so the referenced elements that pend now are watched,
+        and once the session is over, a session is asked for if one of them left PEND."""
+        if getattr(self, "_dep_batch", None) is not batch:
+            self._dep_batch = batch  # a strong reference: no other list can take its id meanwhile
+            self._dep_verdicts: dict[int, PendReason | None] = {}
+            self._dep_lookup = self._dependency_lookup({})
+            self._dep_watched: set[tuple[int, int | None]] = set()
+            self._dep_watch: list[Element] = []
+        verdicts = self._dep_verdicts
+        if job.id in verdicts:
+            reason = verdicts[job.id]
+        else:
+            reason = verdicts[job.id] = self._dependency_reason(job, self._dep_lookup)
+            if reason is not None:
+                self._dependency_watch(job)
+        pr = e.pend_reason
+        if reason is None:
+            if pr is not None and pr.main.startswith(self._DEPENDENCY_REASONS):
+                e.pend_reason = None
+            return False
+        if e.state is S.PEND and pr != reason:
+            e.pend_reason = reason
+        return True
+
+    def _dependency_watch(self, job: Job) -> None:
+        """Watch the pending elements that `job`'s waiting dependency names (see _dependency_waits);
+        the first one of a snapshot arranges the check after its session."""
+        first = not self._dep_watch
+        for key in deps.refs(job.dependency):
+            if key in self._dep_watched:
+                continue
+            self._dep_watched.add(key)
+            ref = self.jobs.get(key[0])
+            if ref is not None:
+                els = ref.elements.values() if key[1] is None else [ref.elements.get(key[1])]
+                self._dep_watch.extend(x for x in els if x is not None and x.state in PENDING)
+        if first and self._dep_watch:
+            try:
+                asyncio.get_running_loop().call_soon(self._dependency_recheck, self._dep_watch)
+            except RuntimeError:
+                pass  # no event loop (unit tests run sessions by hand)
+
+    def _dependency_recheck(self, watch: list[Element]) -> None:
+        """After a session: a watched element was dispatched (it no longer pends), so the
+        dependencies that name it are evaluated again (JOB-5)."""
+        if any(x.state not in PENDING for x in watch):
+            self.kick()
 
     @staticmethod
     def _merge(resreq, values: dict, env: dict, profile, queue) -> Effective:
@@ -536,6 +673,9 @@ class Controller:
             for e in job.elements.values():
                 st = e.state
                 if st is S.PEND or st is S.PSUSP:
+                    # JOB-5: an element waiting for its -w dependency is left out (reason set there)
+                    if sp.get("dependency") and self._dependency_waits(job, e, pending):
+                        continue
                     pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, sp["ntasks_min"],
                                            sp["ntasks_max"], job.resreq, limit, st is S.PSUSP, phash))
                 elif st is S.RUN or st is S.USUSP:

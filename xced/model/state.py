@@ -50,6 +50,7 @@ class Job:
     elements: dict[int, Element] = field(default_factory=dict)
     unfinished: int = 0  # elements not DONE/EXIT, kept by Controller._transition
     resreq: object = None  # the effective xced.resreq.ResReq (merged -R strings), parsed once
+    dependency: object = None  # the -w expression (xced.model.deps.DepExpr) of spec["dependency"], parsed once
 
     @property
     def array_limit(self) -> int | None:
