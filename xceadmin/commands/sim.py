@@ -198,3 +198,38 @@ def verify(
         typer.echo(f"{n} session{'s' if n != 1 else ''} replayed, {len(diffs)} decision"
                    f"{'s' if len(diffs) != 1 else ''} differ", err=bool(diffs))
     raise typer.Exit(1 if diffs else 0)
+
+
+RECORD_HELP = (
+    "Make the TopDir's running xced record every scheduling session (its snapshot, with the "
+    "config and profiles in force, and its decisions) to FILE, as JSON Lines; `--stop` ends "
+    "the recording. Replay it with `xceadmin sim verify FILE`. Admins only. Exit 0 done, "
+    "1 refused, 3 no daemon."
+)
+
+
+@app.command("record", help=RECORD_HELP)
+def record(
+    out: Annotated[Optional[str], typer.Option("--out", metavar="FILE",  # noqa: UP007
+                                               help="Where the daemon writes the recording (a new file).",
+                                               show_default=False)] = None,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the recording.")] = False,
+    topdir: Annotated[Optional[str], typer.Option("--topdir", metavar="DIR",  # noqa: UP007
+                                                  help="TopDir of the daemon; default $XCE_TOPDIR, else the "
+                                                       "user's data dir.", show_default=False)] = None,
+) -> None:
+    import os
+
+    from xced.api.client import Client
+    from xced.api.errors import InvalidRequest
+
+    if stop == (out is not None):
+        raise InvalidRequest("give either --out FILE (start recording) or --stop")
+    body = {"stop": True} if stop else {"path": os.path.abspath(out)}
+    with Client.connect(topdir=topdir) as c:
+        got = c.request("POST", "/sim/record", json=body).json()
+    if stop:
+        typer.echo(f"stopped: {got['sessions']} session{'s' if got['sessions'] != 1 else ''} recorded to "
+                   f"{got['path']}")
+    else:
+        typer.echo(f"recording sessions to {got['path']}; stop with `xceadmin sim record --stop`")

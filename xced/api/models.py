@@ -291,6 +291,21 @@ class ApplyConfigResult(Body):
     held: list[str]
 
 
+class RecordRequest(Body):
+    """POST /sim/record (`xceadmin sim record`, SIM-2): start recording every scheduler
+    session to `path` (absolute, a new file the daemon creates), or `stop`."""
+
+    path: str | None = Field(default=None, min_length=1, max_length=4096)
+    stop: bool = False
+
+
+class RecordResult(Body):
+    """The recording's file and how many sessions it holds so far."""
+
+    path: str
+    sessions: int
+
+
 #: Models whose JSON Schema is published in docs/json/ (CLI-1 "stable, documented fields").
 PUBLISHED = {
     "submit": SubmitResponse,
@@ -307,4 +322,5 @@ PUBLISHED = {
     "why": WhyOut,
     "info": Info,
     "config-apply": ApplyConfigResult,
+    "sim-record": RecordResult,
 }

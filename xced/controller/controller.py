@@ -12,6 +12,7 @@ host change) after a coalescing delay of at most 10 ms (D-4); there is no pollin
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import json
 import logging
@@ -43,7 +44,7 @@ from xced.merge import Effective, JobValues, MergeError, merge_job
 from xced.resreq import ResReqError, merge, parse, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 from xced.scheduler.session import SessionResult, schedule
-from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, Snapshot
+from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
 from xced.store.sqlite import SqliteStore
 
 log = logging.getLogger("xced.controller")
@@ -80,6 +81,8 @@ _NO_RESREQ = parse("")
 HOOK_NAMES = ("pre_host_exec", "pre_job_exec", "post_job_exec", "post_host_exec")
 
 #: declined dispatches in a row before a job gets a system hold (DISPATCH-2)
+#: sessions whose decision traces are kept for `xcecli why` (D-4)
+TRACE_SESSIONS = 64
 MAX_DECLINES = 5
 
 
@@ -134,6 +137,10 @@ class Controller:
         self._host_hooked: set[tuple[int, int]] = set()
         self.sessions = 0
         self.last_trace: list[str] = []
+        #: the decision traces of the last sessions, newest last (D-4, for `xcecli why`)
+        self.traces: collections.deque[list[str]] = collections.deque(maxlen=TRACE_SESSIONS)
+        #: an open recording of every session (SIM-2): [file, path, sessions written], or None
+        self.recorder: list | None = None
         self._config_hash = config.content_hash()
         self._load()
         self.remerged_at_start = self._remerge_pending("system")
@@ -638,6 +645,10 @@ class Controller:
         self.config = new
         self._config_hash = new.content_hash()
         remerged, held = self._remerge_pending(f"admin:{caller.user}")
+        if self.recorder is not None:  # SIM-2: the config in force from here on
+            from xced.sim.recording import header_line
+
+            self.recorder[0].write(header_line(new) + "\n")
         self.kick()
         return {"hash": self._config_hash, "previous_hash": previous, "remerged": remerged, "held": held}
 
@@ -660,8 +671,10 @@ class Controller:
     def snapshot(self) -> Snapshot:
         """The scheduler's view now (D-4): hosts with free supply, queues, pending elements."""
         hosts = [self._host_snap(h) for h in self.hosts.values()]
-        queues = [QueueSnap(q.name, q.priority, i, q.host_limit) for i, q in enumerate(self.config.queues)]
+        queues = [QueueSnap(q.name, q.priority, i, q.host_limit, q.backfill) for i, q in enumerate(self.config.queues)]
+        backfill = any(q.backfill for q in self.config.queues)
         pending: list[JobSnap] = []
+        running: list[RunSnap] = []
         array_running: dict[int, int] = {}
         apps = self.config.applications
         for job in self.active.values():
@@ -677,12 +690,17 @@ class Controller:
                     if sp.get("dependency") and self._dependency_waits(job, e, pending):
                         continue
                     pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, sp["ntasks_min"],
-                                           sp["ntasks_max"], job.resreq, limit, st is S.PSUSP, phash))
+                                           sp["ntasks_max"], job.resreq, limit, st is S.PSUSP, phash,
+                                           sp.get("run_limit_s"), e.pend_reason))
                 elif st is S.RUN or st is S.USUSP:
                     nrun += 1
+                    if backfill:  # SCHED-1: when the running work ends at the latest
+                        rl = sp.get("run_limit_s")
+                        running.append(RunSnap(job.id, e.index, e.start_time + rl if rl and e.start_time else None,
+                                               e.reserve or {h: {"slots": n} for h, n in e.alloc}))
             if limit is not None:
                 array_running[job.id] = nrun
-        return Snapshot(hosts, queues, pending, array_running)
+        return Snapshot(hosts, queues, pending, array_running, running)
 
     @staticmethod
     def _host_snap(h: HostState, idle: bool = False) -> HostSnap:
@@ -703,12 +721,60 @@ class Controller:
         snap = self.snapshot()
         if not snap.pending:
             return
-        result = schedule(snap, self.clock())
+        now = self.clock()
+        result = schedule(snap, now)
         self.sessions += 1
         self.last_trace = result.trace
+        self.traces.append(result.trace)
+        if self.recorder is not None:
+            self._record(now, snap, result)
         self.apply(result)
         self._blocked = result.blocked
         self._blocked_valid = not self._session_scheduled
+
+    # ------------------------------------------------------------------ recordings (SIM-2)
+
+    def record(self, path: str | None, caller: Caller) -> dict:
+        """Start recording every session to `path` (a new file, written by the daemon), or
+        stop with `path` None. Admins only. Returns {"path", "sessions"}. Raises
+        PermissionDenied, Conflict (already recording / not recording), InvalidRequest."""
+        from xced.sim.recording import header_line
+
+        if not caller.is_admin:
+            raise PermissionDenied(f"user {caller.user} is not a cluster admin; only admins may record sessions")
+        if path is None:
+            if self.recorder is None:
+                raise Conflict("no recording is running; start one with `xceadmin sim record --out FILE`")
+            f, where, n = self.recorder
+            self.recorder = None
+            f.close()
+            return {"path": where, "sessions": n}
+        if self.recorder is not None:
+            raise Conflict(f"already recording to {self.recorder[1]}; stop it first (`xceadmin sim record --stop`)")
+        if not os.path.isabs(path):
+            raise InvalidRequest(f"recording path {path!r} must be absolute", field="path")
+        try:
+            f = open(path, "x", encoding="utf-8")
+        except FileExistsError:
+            raise InvalidRequest(f"{path} exists already; a recording goes to a new file", field="path") from None
+        except OSError as e:
+            raise InvalidRequest(f"{path}: the daemon cannot create it: {e.strerror}", field="path") from None
+        f.write(header_line(self.config) + "\n")
+        f.flush()
+        self.recorder = [f, path, 0]
+        return {"path": path, "sessions": 0}
+
+    def _record(self, now: float, snap: Snapshot, result: SessionResult) -> None:
+        from xced.sim.recording import session_line
+
+        rec = self.recorder
+        rec[2] += 1
+        try:
+            rec[0].write(session_line(rec[2], now, self._config_hash, snap, result) + "\n")
+            rec[0].flush()
+        except OSError as e:
+            log.error("recording to %s stopped: %s", rec[1], e)
+            self.recorder = None
 
     def apply(self, result: SessionResult) -> None:
         """Apply a session's decisions (DESIGN rule 1): re-check each dispatch against the
@@ -1216,7 +1282,11 @@ class Controller:
             e = self._elements(job, index)[0]
         pr = e.pend_reason
         ref = e.ref
-        trace = [t for t in self.last_trace if t.startswith(f"{ref}:")]
+        trace: list[str] = []
+        for lines in reversed(self.traces):  # the newest session that said something about it
+            trace = [t for t in lines if t.startswith(f"{ref}:")]
+            if trace:
+                break
         main = pr.main if pr else None
         if main is None:
             main = {S.RUN: "The job is running", S.USUSP: "The job is stopped (USUSP)",

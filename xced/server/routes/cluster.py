@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Request
 
 import xced
 from xced.api.errors import InvalidRequest, NotFound, PermissionDenied
-from xced.api.models import ApplyConfigRequest, ApplyConfigResult, AppList, AppOut, HostList, HostOut, Info, QueueList, QueueOut
+from xced.api.models import ApplyConfigRequest, ApplyConfigResult, AppList, RecordRequest, RecordResult, AppOut, HostList, HostOut, Info, QueueList, QueueOut
 from xced.model.jobs import JobState
 from xced.policy.rbac import Caller
 from xced.server.auth import caller_of
@@ -48,6 +48,14 @@ async def apply_config(body: ApplyConfigRequest, request: Request,
                              f"{cfg.content_hash()}, not {body.hash} as sent; compile it again with "
                              "`xceadmin build --apply`", field="hash")
     return ApplyConfigResult(**ctl.apply_config(cfg, caller))
+
+
+@router.post("/sim/record", response_model=RecordResult)
+async def sim_record(body: RecordRequest, request: Request, caller: Caller = Depends(caller_of)) -> RecordResult:
+    """SIM-2: start or stop recording the scheduler's sessions (admins only)."""
+    if body.stop == (body.path is not None):
+        raise InvalidRequest("give either path (start recording) or stop: true", field="path")
+    return RecordResult(**request.app.state.controller.record(None if body.stop else body.path, caller))
 
 
 @router.get("/hosts", response_model=HostList)
