@@ -179,6 +179,10 @@ class _Reserved:
     start: float
     supply: _Supply | None
     extra: int | None
+    #: where the head would go at `start` (general requests), kept up to date
+    plan: Plan | None = None
+    #: the head's new plan found by the last `_delays` check that passed
+    pending_plan: Plan | None = None
 
 
 def _slots_only(req: PlacementRequest) -> bool:
@@ -186,9 +190,10 @@ def _slots_only(req: PlacementRequest) -> bool:
 
 
 def _reserve(req: PlacementRequest, supply: _Supply, ends: list[tuple[float, dict]], now: float
-             ) -> tuple[float, _Supply | None, int | None] | None:
+             ) -> tuple[float, _Supply | None, int | None, Plan | None] | None:
     """The earliest time `req` fits if running work ends at its estimates (`ends`: sorted
-    (end, reserve)), with the supply then; None when it never fits that way."""
+    (end, reserve)): (start, supply then, slots to spare (slots-only requests), the plan
+    then (other requests)); None when it never fits that way."""
     if _slots_only(req):
         free = supply.free_slots()
         ok = {n for n, h in supply.hosts.items() if h.status == "ok"}
@@ -200,49 +205,83 @@ def _reserve(req: PlacementRequest, supply: _Supply, ends: list[tuple[float, dic
                 free += sum(int(r.get("slots", 0)) for host, r in ends[i][1].items() if host in ok)
                 i += 1
             if free >= need:
-                return max(t, now), None, free - need
+                return max(t, now), None, free - need, None
         return None
-    # Supply only grows as work ends, so whether the head fits is monotone in time: binary
-    # search the distinct end times (log2 of them placements, not one per end).
+    # Distinct end times, and how many ends have passed by each.
     times: list[float] = []
-    upto: list[int] = []  # ends[:upto[k]] have ended by times[k]
+    upto: list[int] = []
     for i, (t, _) in enumerate(ends):
         if times and times[-1] == t:
             upto[-1] = i + 1
         else:
             times.append(t)
             upto.append(i + 1)
-
-    def at(k: int) -> _Supply:
-        sup = supply.copy()
-        for _, reserve in ends[:upto[k]]:
-            sup.take(reserve, -1)
-        return sup
-
-    hi = len(times) - 1
-    if hi < 0:
+    if not times:
         return None
-    best = at(hi)  # the supply at times[hi], where the head fits
-    if not isinstance(best.place(req, False), Plan):
+    # Supply only grows as work ends, so fitting is monotone in time. Skip the times before
+    # enough slots are free at all (a count), then gallop forward (1, 2, 4, ... times at a
+    # step, releasing as it goes), then bisect the last step from a copy taken before it:
+    # a few placements and each release applied about twice.
+    ok = {n for n, h in supply.hosts.items() if h.status == "ok"}
+    free = supply.free_slots()
+    k = 0
+    done = 0  # ends released into `cur` so far
+    while k < len(times):
+        while done < upto[k]:
+            free += sum(int(r.get("slots", 0)) for host, r in ends[done][1].items() if host in ok)
+            done += 1
+        if free >= req.ntasks_min:
+            break
+        k += 1
+    if k == len(times):
         return None
-    lo = 0
-    while lo < hi:
+    cur = supply.copy()
+    for _, reserve in ends[:upto[k]]:
+        cur.take(reserve, -1)
+    done = upto[k]
+    prev_k, prev = -1, None  # the last probe that did not fit, and its supply
+    step = 1
+    while True:
+        got = cur.place(req, False)
+        if isinstance(got, Plan):
+            break
+        if k == len(times) - 1:
+            return None
+        prev_k, prev = k, cur.copy()
+        k = min(k + step, len(times) - 1)
+        step *= 2
+        for _, reserve in ends[done:upto[k]]:
+            cur.take(reserve, -1)
+        done = upto[k]
+    lo, hi, best, plan = prev_k + 1, k, cur, got
+    while lo < hi and prev is not None:  # bisect (prev_k, k]: rebuild from `prev` each probe
         mid = (lo + hi) // 2
-        sup = at(mid)
-        if isinstance(sup.place(req, False), Plan):
-            hi, best = mid, sup
+        trial = prev.copy()
+        for _, reserve in ends[upto[prev_k]:upto[mid]]:
+            trial.take(reserve, -1)
+        out = trial.place(req, False)
+        if isinstance(out, Plan):
+            hi, best, plan = mid, trial, out
         else:
             lo = mid + 1
-    return max(times[hi], now), best, None
+    return max(times[hi], now), best, None, plan
 
 
 def _delays(r: _Reserved, plan: Plan) -> bool:
-    """Would `plan`, held past r.start, keep r's head from starting then?"""
+    """Would `plan`, held past r.start, keep r's head from starting then? When `plan`
+    touches none of the hosts of the head's planned placement, that placement still
+    stands; otherwise the head is placed again without what `plan` holds."""
     if r.extra is not None:  # a head of slots alone can use any host
         return plan.ntasks > r.extra
+    if r.plan is not None and not (plan.reserve.keys() & r.plan.reserve.keys()):
+        return False
     trial = r.supply.copy()
     trial.take(plan.reserve)
-    return not isinstance(trial.place(r.req, False), Plan)
+    got = trial.place(r.req, False)
+    if isinstance(got, Plan):
+        r.pending_plan = got
+        return False
+    return True
 
 
 def _copy_reason(pr: PendReason) -> PendReason:
@@ -330,6 +369,8 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                         r.extra -= out.ntasks
                     else:
                         r.supply.take(out.reserve)
+                        if r.pending_plan is not None:
+                            r.plan, r.pending_plan = r.pending_plan, None
                 backfill = j.queue in heads or bool(reserved)
                 res.dispatches.append(Dispatch(j.job_id, j.index, list(out.alloc), out.reserve, j.profile_hash,
                                                backfill))
@@ -344,6 +385,8 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                              + " ".join(f"{h}:{n}" for h, n in out.alloc))
                 continue
         if delayed is not None:
+            for r in late:
+                r.pending_plan = None
             pend(j, PendReason(REASON_DELAY.format(ref=delayed.public.job, when=_when(delayed.start, now))))
             trace.append(f"{ref}: pend: fits now but would delay the reservation of {delayed.public.job}")
             continue
@@ -369,8 +412,8 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
         if got is None:
             trace.append(f"{ref}: no reservation: it fits only after work with no run limit ends")
             continue
-        start, sup_then, extra = got
-        r = _Reserved(Reservation(ref, j.queue, start), req, start, sup_then, extra)
+        start, sup_then, extra, plan_then = got
+        r = _Reserved(Reservation(ref, j.queue, start), req, start, sup_then, extra, plan_then)
         reserved.append(r)
         res.reservations.append(r.public)
         trace.append(f"{ref}: reserved from {_when(start, now)} (backfill)")
