@@ -524,3 +524,30 @@ def test_dependency_survives_reload(ctl, tmp_path):
     end(c2, a.id, code=4)
     session(c2)
     assert c2.jobs[b.id].elements[0].state == "RUN" and w.started[-1][0] == b.id
+
+
+def test_submit_of_a_request_proved_unsatisfiable_needs_no_session(tmp_path):
+    """SCHED-2 at submit: when only submits happened since the last session and that session
+    proved the new job's very request cannot start, the job gets that full reason at once and
+    no session is asked for (a new job never lets another start); otherwise one is."""
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test"),
+                        queues=[QueueConfig(name="normal", max_run_limit_s=3600, backfill=True)],
+                        hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)])
+    store = SqliteStore(tmp_path / "db")
+    c = Controller(cfg, store, tmp_path, clock=Clock())
+    c.workers["h1"] = FakeWorker()
+    c.hosts["h1"].status = "ok"
+    c.submit(req(ntasks_min=3), ALICE)
+    session(c)
+    big = c.submit(req(ntasks_min=2), ALICE)
+    session(c)
+    first = big.elements[0].pend_reason
+    assert first.main == "Not enough free slots: 1 free on matching hosts, the job needs 2"
+    again = c.submit(req(ntasks_min=2), ALICE)
+    assert c._blocked_valid is True  # kick() was not called: no session asked for
+    assert again.elements[0].pend_reason is first
+    other = c.submit(req(ntasks_min=1), ALICE)  # a request not proved: a session decides
+    assert c._blocked_valid is False
+    session(c)
+    assert other.elements[0].state == "RUN"
+    store.close()

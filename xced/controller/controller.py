@@ -129,6 +129,8 @@ class Controller:
         #: strict FCFS shortcut: queues blocked at the last session, valid until anything but a
         #: submit happens (a job end, a kill, a release, a host joining...)
         self._blocked: dict[str, PendReason] = {}
+        #: requests the last session proved unable to start, with their reasons (SCHED-2)
+        self._unsat: dict[tuple, PendReason] = {}
         self._blocked_valid = False
         self._waiters: dict[int, list[tuple[asyncio.Future, int | None]]] = {}
         self._task_ids: dict[tuple[int, int], int] = {}
@@ -421,11 +423,19 @@ class Controller:
             for e in job.elements.values():
                 e.pend_reason = waiting
         elif behind is not None:
-            # v1 is strict FCFS: a job submitted behind a queue's blocked head cannot start
-            # before it, and nothing else changed since the last session, so no session is
-            # needed (D-4: sessions cost O(pending); this keeps submits cheap at depth).
+            # strict FCFS: a job submitted behind a queue's blocked head cannot start before
+            # it, and nothing else changed since the last session, so no session is needed
+            # (D-4: sessions cost O(pending); this keeps submits cheap at depth).
             for e in job.elements.values():
                 e.pend_reason = behind
+        elif (self._blocked_valid and not self._session_scheduled
+              and (proved := self._unsat.get((nmin, nmax, resreq, queue.host_limit))) is not None):
+            # A new job never lets another job start (it only adds demand), so when nothing but
+            # submits happened since the last session, a session could start only this job. The
+            # last session proved its very request cannot start (SCHED-2), and the free supply
+            # has only shrunk since: no session is needed, and the proof's full reason is its own.
+            for e in job.elements.values():
+                e.pend_reason = proved
         else:
             self.kick()
         return job
@@ -730,6 +740,7 @@ class Controller:
             self._record(now, snap, result)
         self.apply(result)
         self._blocked = result.blocked
+        self._unsat = result.unsatisfiable
         self._blocked_valid = not self._session_scheduled
 
     # ------------------------------------------------------------------ recordings (SIM-2)

@@ -86,6 +86,9 @@ class SessionResult:
     #: later job of the queue gets
     blocked: dict[str, PendReason] = field(default_factory=dict)
     reservations: list[Reservation] = field(default_factory=list)
+    #: the session's unsatisfiable-request cache (SCHED-2): (ntasks_min, ntasks_max, resreq,
+    #: host_limit) -> the full reason; still true after the session, as supply only shrank
+    unsatisfiable: dict[tuple, PendReason] = field(default_factory=dict)
 
 
 REASON_HELD = "The job is held while pending (PSUSP)"
@@ -396,6 +399,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
         else:
             pr = out.pend_reason()
             unsat[key] = (_copy_reason(pr), ref)
+            res.unsatisfiable[key] = pr
             trace.append(f"{ref}: pend: {pr.main}")
         pend(j, pr)
         if j.queue in heads:
