@@ -460,7 +460,7 @@ def merge_job(
         )
 
     # env (PROF-10)
-    job_env = dict(job.env)
+    job_env = job.env  # never changed here; shared, not copied (10,000 pending jobs keep it)
     profile_env = dict(profile.env) if profile is not None else {}
     for name in sorted(set(job_env) & set(profile_env)):
         warnings.append(
@@ -505,7 +505,7 @@ def merge_job(
         if key not in EXDATA_KEYS:
             warnings.append(f"exdata: unknown key {key!r} left out (known: {', '.join(EXDATA_KEYS)})")
     exdata: dict[str, Any] = {
-        "env": {"job": dict(job_env), "profile": dict(profile_env)},
+        "env": {"job": job_env, "profile": profile_env},
         "limits": {
             "ntasks_min": nmin,
             "ntasks_max": nmax,

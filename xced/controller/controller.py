@@ -345,7 +345,8 @@ class Controller:
                       "memory_limit_mb": mem, "app_params": dict(req.get("app_params") or {}),
                       "exdata": req.get("exdata")}
         try:
-            eff = self._merge(resreq, job_values, dict(req.get("env") or {}), profile, queue)
+            job_env = dict(req.get("env") or {})
+            eff = self._merge(resreq, job_values, job_env, profile, queue)
         except MergeError as e:
             raise InvalidRequest(str(e), field="app") from None
         resreq, nmin, nmax, rl, mem = eff.resreq, eff.ntasks_min, eff.ntasks_max, eff.run_limit_s, eff.memory_limit_mb
@@ -377,7 +378,7 @@ class Controller:
         else:
             run_as, run_uid, run_gid = self.daemon_user, None, None
         spec = {
-            "argv": list(req["argv"]), "cwd": cwd, "env": dict(req.get("env") or {}),
+            "argv": list(req["argv"]), "cwd": cwd, "env": job_env,  # the same dict as exdata's job env
             "stdout": req.get("stdout"), "stderr": req.get("stderr"),
             "ntasks_min": nmin, "ntasks_max": nmax, "run_limit_s": rl, "memory_limit_mb": mem,
             "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
