@@ -54,8 +54,7 @@ def test_sim_run_kth_json_matches_the_published_result(tmp_path: Path) -> None:
     ("; MaxProcs: 10\n1 0 -1 1x0 8 -1 -1 8 100 -1 1 1 1 -1 -1 -1 -1 -1\n", [], "small.swf:2"),
     ("1 0 -1 100 8 -1 -1 8 100 -1 1 1 1 -1 -1 -1 -1 -1\n", [], "give --procs N"),
     ("; MaxProcs: 10\n", [], "small.swf"),
-    (SMALL, ["--policy", "sjf"], "valid policies are easy (FCFS with EASY backfilling) and fcfs"),
-    (SMALL, ["--plot", "out.txt"], "ending in .png, .svg or .pdf"),
+    (SMALL, ["--plot", "/nonexistent/x.png"], "is not a writable directory"),
 ])
 def test_sim_run_bad_input_is_one_clear_line(tmp_path: Path, text: str, args: list[str], expect: str) -> None:
     swf = tmp_path / "small.swf"
@@ -66,6 +65,15 @@ def test_sim_run_bad_input_is_one_clear_line(tmp_path: Path, text: str, args: li
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_sim_run_lublin_needs_run_time_estimates(tmp_path: Path) -> None:
+    lublin = KTH.parent / "lublin_256.swf"
+    r = run("sim", "run", "--swf", str(lublin), cwd=tmp_path)
+    assert r.returncode == 1 and "--no-estimate run-time" in r.stderr
+    r = run("sim", "run", "--swf", str(lublin), "--no-estimate", "run-time", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"] == 10_000
+
+
 def test_sim_run_missing_file_and_usage(tmp_path: Path) -> None:
     r = run("sim", "run", "--swf", str(tmp_path / "nope.swf"), cwd=tmp_path)
     assert r.returncode == 1 and "nope.swf" in r.stderr and "Traceback" not in r.stderr
@@ -73,3 +81,10 @@ def test_sim_run_missing_file_and_usage(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--swf" in r.stderr
     r = run("sim", "run", "--swf", "x", "--procs", "0", cwd=tmp_path)
     assert r.returncode == 2
+    for bad in (["--policy", "sjf"], ["--plot", "out.txt"], ["--no-estimate", "guess"]):
+        r = run("sim", "run", "--swf", "x", *bad, cwd=tmp_path)
+        assert r.returncode == 2 and bad[0] in r.stderr, (bad, r.stderr)
+    r = run("sim", "run", "--swf", str(tmp_path / "nope.swf"), "--policy", "EASY", cwd=tmp_path)
+    assert r.returncode == 1 and "nope.swf" in r.stderr  # EASY is easy: the policy passed
+    r = run("sim", "record", cwd=tmp_path)
+    assert r.returncode == 2 and "--name NAME" in r.stderr

@@ -54,6 +54,20 @@ def test_apply_changed_profile_reaches_pending_job(topdir, tmp_path):
         d.wait_state(jid, ("DONE",))
         assert (tmp_path / "omp.txt").read_text() == "16\n"  # the job ran with the new profile
         assert d.show(held)["state"] == "PSUSP"
+        # the system hold: not a user's to resume; an admin's release is refused while the config
+        # still refuses the job; a config that takes it again lifts the hold by itself
+        r = d.cli("resume", str(held))
+        assert r.returncode == 1 and "nothing to resume" in r.stderr
+        r = d.cli("release", str(held))
+        assert r.returncode == 1 and "not a cluster admin" in r.stderr
+        r = d.cli("release", str(held), user="admin")
+        assert r.returncode == 1 and "the config in force still refuses it: rusage mem" in r.stderr
+        apps.write_text(APPS % "16")
+        r = admin(topdir, "--apply")
+        assert r.returncode == 0 and "held:" not in r.stderr, r.stderr
+        assert d.wait_state(held, ("DONE",))["state"] == "DONE"
+        assert any(ev["reason"] == "the new config takes it: system hold released"
+                   for ev in json.loads(d.cli("hist", str(held), "--json", check=True).stdout)["events"])
 
         # refused whole: a setting only a restart can change, and nothing changes
         info_hash = json.loads(d.cli("api", "GET", "/info", check=True).stdout)["config_hash"]

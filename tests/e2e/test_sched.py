@@ -24,12 +24,15 @@ def test_backfill_live_and_recording_verifies(topdir, tmp_path):
     write_config(topdir, slots=4)
     (topdir / "config" / "queues.yaml").write_text("queues:\n  - name: normal\n    backfill: true\n")
     d = Daemon(topdir).start()
-    rec = tmp_path / "sessions.jsonl"
+    rec = topdir / "recordings" / "sessions.jsonl"  # the daemon writes only under its TopDir
     try:
-        r = xceadmin(topdir, "sim", "record", "--out", str(rec), user="someone")
+        r = xceadmin(topdir, "sim", "record", "--name", "sessions", user="someone")
         assert r.returncode == 1 and "not a cluster admin" in r.stderr
-        r = xceadmin(topdir, "sim", "record", "--out", str(rec))
-        assert r.returncode == 0 and "recording sessions to" in r.stdout, r.stderr
+        r = xceadmin(topdir, "sim", "record", "--name", "../../etc/evil")
+        assert r.returncode == 1 and "recording name '../../etc/evil'" in r.stderr
+        r = xceadmin(topdir, "sim", "record", "--name", "sessions")
+        assert r.returncode == 0 and f"recording sessions to {rec}" in r.stdout, r.stderr
+        assert rec.stat().st_mode & 0o777 == 0o600
         a = d.submit("-n", "3", "-W", "10", "--", "sleep", "60")
         d.wait_state(a, ("RUN",))
         b = d.submit("-n", "4", "-W", "1", "--", "true")      # the head: reserved when a's limit ends
@@ -58,7 +61,7 @@ def test_backfill_live_and_recording_verifies(topdir, tmp_path):
         assert head["kind"] == "header" and "default" in head["config"]["applications"]
         r = xceadmin(topdir, "sim", "record", "--stop")
         assert r.returncode == 1 and "no recording is running" in r.stderr
-        r = xceadmin(topdir, "sim", "record", "--out", str(rec))
+        r = xceadmin(topdir, "sim", "record", "--name", "sessions.jsonl")
         assert r.returncode == 1 and "exists already" in r.stderr
     finally:
         d.stop()

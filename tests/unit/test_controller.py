@@ -250,6 +250,27 @@ def test_vanished_profile_declines_then_system_hold(tmp_path):
     with pytest.raises(Conflict):
         c.resume(j.id, None, ALICE)
     assert c.workers["h1"].started == []
+    # an admin releases it (D-5) once the profile is back; not a user, not while it is missing
+    with pytest.raises(PermissionDenied, match="only admins release a system hold"):
+        c.release(j.id, None, ALICE)
+    admin = Caller("root", 0, 0, False, True)
+    with pytest.raises(Conflict, match="still refuses it: its application profile 'pytorch' no longer exists"):
+        c.release(j.id, None, admin)
+    c.config = cfg
+    assert c.release(j.id, None, admin) == [str(j.id)]
+    assert e.state == "PEND" and e.holds == set()
+    session(c)
+    assert e.state == "RUN"
+    with pytest.raises(Conflict, match="nothing is held by the system"):
+        c.release(j.id, None, admin)
+    # requeue is refused when the profile (or the queue) is gone
+    end(c, j.id, code=0)
+    c.config = cfg.model_copy(update={"applications": builtin_profiles()})
+    with pytest.raises(Conflict, match="application profile 'pytorch' no longer exists"):
+        c.requeue(j.id, None, ALICE)
+    c.config = cfg.model_copy(update={"queues": [QueueConfig(name="other")]})
+    with pytest.raises(Conflict, match="its queue 'normal' no longer exists"):
+        c.requeue(j.id, None, ALICE)
     store.close()
 
 

@@ -157,7 +157,7 @@ def test_lublin_has_no_requested_times():
     msg = str(exc.value)
     assert "lublin_256.swf: empty trace: all 10000 jobs were dropped (10000 no requested time)" in msg
     assert "256 processors (MaxNodes header)" in msg
-    assert "missing_estimate='run_time'" in msg
+    assert "--no-estimate run-time" in msg
 
 
 def test_lublin_with_run_time_as_estimate():

@@ -44,23 +44,37 @@ def run(
                                                 show_default=False)] = None,
     per_time: Annotated[bool, typer.Option("--per-time", help="One session per distinct time (as the daemon "
                                            "coalesces events), not one per event (as pyss).")] = False,
+    no_estimate: Annotated[str, typer.Option("--no-estimate", metavar="drop|run-time",
+                                             help="Jobs with no requested time: drop them (the published rule), "
+                                                  "or use their run time as their estimate (e.g. lublin_256.swf, "
+                                                  "whose synthetic jobs have none).")] = "drop",
 ) -> None:
     import json
+    import os
     import sys
     import time
 
     from xced.api.errors import InvalidRequest
 
+    policy = policy.lower()
     if policy not in ("easy", "fcfs"):
-        raise InvalidRequest(f"--policy {policy!r}: valid policies are easy (FCFS with EASY backfilling) and fcfs")
-    if plot is not None and not plot.lower().endswith((".png", ".svg", ".pdf")):
-        raise InvalidRequest(f"--plot {plot!r}: give a file name ending in .png, .svg or .pdf")
+        raise typer.BadParameter(f"{policy!r}: valid policies are easy (FCFS with EASY backfilling) and fcfs",
+                                 param_hint="--policy")
+    if no_estimate not in ("drop", "run-time"):
+        raise typer.BadParameter(f"{no_estimate!r}: give drop or run-time", param_hint="--no-estimate")
+    if plot is not None:
+        if not plot.lower().endswith((".png", ".svg", ".pdf")):
+            raise typer.BadParameter(f"{plot!r}: give a file name ending in .png, .svg or .pdf", param_hint="--plot")
+        where = os.path.dirname(os.path.abspath(plot))
+        if not os.path.isdir(where) or not os.access(where, os.W_OK):
+            raise InvalidRequest(f"--plot {plot}: cannot write there ({where} is not a writable directory); "
+                                 f"checked before the replay so no time is lost")
     from xced.sim.engine import simulate
     from xced.sim.metrics import compute_metrics
     from xced.sim.swf import SwfError, read_swf
 
     try:
-        trace = read_swf(swf, procs)
+        trace = read_swf(swf, procs, missing_estimate="run_time" if no_estimate == "run-time" else "drop")
     except SwfError as e:
         raise InvalidRequest(str(e)) from None
     if not trace.jobs:
@@ -195,37 +209,36 @@ def verify(
     else:
         for d in diffs:
             typer.echo(str(d))
-        typer.echo(f"{n} session{'s' if n != 1 else ''} replayed, {len(diffs)} decision"
-                   f"{'s' if len(diffs) != 1 else ''} differ", err=bool(diffs))
+        typer.echo(f"{n} session{'s' if n != 1 else ''} replayed, {len(diffs)} "
+                   f"{'decision differs' if len(diffs) == 1 else 'decisions differ'}", err=bool(diffs))
     raise typer.Exit(1 if diffs else 0)
 
 
 RECORD_HELP = (
     "Make the TopDir's running xced record every scheduling session (its snapshot, with the "
-    "config and profiles in force, and its decisions) to FILE, as JSON Lines; `--stop` ends "
-    "the recording. Replay it with `xceadmin sim verify FILE`. Admins only. Exit 0 done, "
-    "1 refused, 3 no daemon."
+    "config and profiles in force, and its decisions) to <TopDir>/recordings/NAME.jsonl, as "
+    "JSON Lines; `--stop` ends the recording (so does a daemon restart). Replay it with "
+    "`xceadmin sim verify FILE`. Admins only. Exit 0 done, 1 refused, 2 usage, 3 no daemon."
 )
 
 
 @app.command("record", help=RECORD_HELP)
 def record(
-    out: Annotated[Optional[str], typer.Option("--out", metavar="FILE",  # noqa: UP007
-                                               help="Where the daemon writes the recording (a new file).",
-                                               show_default=False)] = None,
+    name: Annotated[Optional[str], typer.Option("--name", metavar="NAME",  # noqa: UP007
+                                                help="Recording name: <TopDir>/recordings/NAME.jsonl (a new file).",
+                                                show_default=False)] = None,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the recording.")] = False,
     topdir: Annotated[Optional[str], typer.Option("--topdir", metavar="DIR",  # noqa: UP007
                                                   help="TopDir of the daemon; default $XCE_TOPDIR, else the "
                                                        "user's data dir.", show_default=False)] = None,
 ) -> None:
-    import os
-
     from xced.api.client import Client
-    from xced.api.errors import InvalidRequest
 
-    if stop == (out is not None):
-        raise InvalidRequest("give either --out FILE (start recording) or --stop")
-    body = {"stop": True} if stop else {"path": os.path.abspath(out)}
+    if stop == (name is not None):
+        raise typer.BadParameter("give either --name NAME (start recording) or --stop")
+    if name is not None and not name.strip():
+        raise typer.BadParameter("--name is empty; give a file name such as night-1")
+    body = {"stop": True} if stop else {"name": name}
     with Client.connect(topdir=topdir) as c:
         got = c.request("POST", "/sim/record", json=body).json()
     if stop:

@@ -1,4 +1,5 @@
-"""`xcecli kill`, `stop`, `resume`, `requeue` (CLI-3; LSF bkill, bstop, bresume, brequeue)."""
+"""`xcecli kill`, `stop`, `resume`, `requeue`, `release` (CLI-3; LSF bkill, bstop, bresume, brequeue;
+Slurm scontrol release)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ _HELP = {
     "stop": "Stop jobs (LSF bstop): running jobs get SIGSTOP (USUSP); pending jobs are held (PSUSP).",
     "resume": "Resume stopped or held jobs (LSF bresume).",
     "requeue": "Requeue jobs (LSF brequeue): running jobs are killed and pend again with the same ID.",
+    "release": "Release the system hold of held jobs (Slurm scontrol release; admins only): holds set after "
+               "declined dispatches or by a config that refused the job, which must accept it now.",
 }
 
 

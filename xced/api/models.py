@@ -293,9 +293,9 @@ class ApplyConfigResult(Body):
 
 class RecordRequest(Body):
     """POST /sim/record (`xceadmin sim record`, SIM-2): start recording every scheduler
-    session to `path` (absolute, a new file the daemon creates), or `stop`."""
+    session to `<TopDir>/recordings/NAME.jsonl` (a new file the daemon creates), or `stop`."""
 
-    path: str | None = Field(default=None, min_length=1, max_length=4096)
+    name: str | None = Field(default=None, min_length=1, max_length=100)
     stop: bool = False
 
 

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import pwd
+import re
 import secrets
 import signal
 import time
@@ -83,6 +84,8 @@ HOOK_NAMES = ("pre_host_exec", "pre_job_exec", "post_job_exec", "post_host_exec"
 #: declined dispatches in a row before a job gets a system hold (DISPATCH-2)
 #: sessions whose decision traces are kept for `xcecli why` (D-4)
 TRACE_SESSIONS = 64
+#: what `xceadmin sim record --name` may be (a file name under <TopDir>/recordings)
+RECORDING_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 MAX_DECLINES = 5
 
 
@@ -621,10 +624,18 @@ class Controller:
                 why = self._remerge(job)
                 if why is None:
                     done += 1
+                    if sp.pop("config_refused", None):  # an earlier config refused it; this one takes it
+                        for e in job.elements.values():
+                            if e.state is S.PSUSP and "system" in e.holds:
+                                e.holds.discard("system")
+                                e.pend_reason = None
+                                self._transition(e, "release" if not e.holds else "release_one", actor,
+                                                 "the new config takes it: system hold released", holds=e.holds)
                     self.store.update_spec(job.id, sp)
                     continue
                 refused.append(f"job {job.id}: {why}")
                 sp["config_hash"] = self._config_hash  # refused once per config, not every restart
+                sp["config_refused"] = True
                 self.store.update_spec(job.id, sp)
                 for e in job.elements.values():
                     if "system" not in e.holds:
@@ -746,15 +757,17 @@ class Controller:
 
     # ------------------------------------------------------------------ recordings (SIM-2)
 
-    def record(self, path: str | None, caller: Caller) -> dict:
-        """Start recording every session to `path` (a new file, written by the daemon), or
-        stop with `path` None. Admins only. Returns {"path", "sessions"}. Raises
-        PermissionDenied, Conflict (already recording / not recording), InvalidRequest."""
+    def record(self, name: str | None, caller: Caller) -> dict:
+        """Start recording every session to `<TopDir>/recordings/NAME.jsonl` (a new file, mode
+        0600, given to the asking admin when the daemon runs as root), or stop with `name`
+        None. The daemon writes only under its TopDir, never where a caller points it.
+        Admins only. Returns {"path", "sessions"}. Raises PermissionDenied, Conflict (already
+        recording / not recording), InvalidRequest (a bad name, the file exists)."""
         from xced.sim.recording import header_line
 
         if not caller.is_admin:
             raise PermissionDenied(f"user {caller.user} is not a cluster admin; only admins may record sessions")
-        if path is None:
+        if name is None:
             if self.recorder is None:
                 raise Conflict("no recording is running; start one with `xceadmin sim record --out FILE`")
             f, where, n = self.recorder
@@ -763,14 +776,25 @@ class Controller:
             return {"path": where, "sessions": n}
         if self.recorder is not None:
             raise Conflict(f"already recording to {self.recorder[1]}; stop it first (`xceadmin sim record --stop`)")
-        if not os.path.isabs(path):
-            raise InvalidRequest(f"recording path {path!r} must be absolute", field="path")
+        if not RECORDING_NAME.fullmatch(name):
+            raise InvalidRequest(f"recording name {name!r}: use letters, digits, '.', '_' and '-' (at most 100, "
+                                 f"not starting with '.'); it is written to {self.topdir}/recordings/NAME.jsonl",
+                                 field="name")
+        rdir = self.topdir / "recordings"
+        path = str(rdir / (name if name.endswith(".jsonl") else name + ".jsonl"))
         try:
-            f = open(path, "x", encoding="utf-8")
+            rdir.mkdir(mode=0o755, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except FileExistsError:
-            raise InvalidRequest(f"{path} exists already; a recording goes to a new file", field="path") from None
+            raise InvalidRequest(f"{path} exists already; a recording goes to a new file", field="name") from None
         except OSError as e:
-            raise InvalidRequest(f"{path}: the daemon cannot create it: {e.strerror}", field="path") from None
+            raise InvalidRequest(f"{path}: the daemon cannot create it: {e.strerror}", field="name") from None
+        if os.geteuid() == 0 and caller.uid is not None and not caller.asserted:
+            try:
+                os.fchown(fd, caller.uid, caller.gid if caller.gid is not None else -1)
+            except OSError:
+                pass
+        f = os.fdopen(fd, "w", encoding="utf-8")
         f.write(header_line(self.config) + "\n")
         f.flush()
         self.recorder = [f, path, 0]
@@ -1173,10 +1197,47 @@ class Controller:
         self.kick()
         return done
 
+    def release(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli release` (Slurm scontrol release): an admin releases the `system` hold of PSUSP
+        elements (D-5: a user's resume never does), e.g. after declined dispatches (DISPATCH-2)
+        or a config that refused the job (CFG-3). The job is merged again with the config in
+        force first; if that still refuses it, the hold stays (Conflict naming why). Raises
+        PermissionDenied for a non-admin, Conflict when nothing is held by the system."""
+        job = self.job(job_id)
+        if not caller.is_admin:
+            raise PermissionDenied(f"user {caller.user} is not a cluster admin; only admins release a system hold "
+                                   f"(a hold of your own goes with `xcecli resume`)")
+        els = [e for e in self._elements(job, index) if e.state is S.PSUSP and "system" in e.holds]
+        if not els:
+            raise Conflict(f"job {job_id}: nothing is held by the system")
+        if all(e.state in PENDING for e in job.elements.values()):  # none started: merge it again now
+            why = self._remerge(job)
+            if why is not None:
+                raise Conflict(f"job {job_id}: the config in force still refuses it: {why}")
+        done = []
+        with self.store.tx():
+            job.spec.pop("config_refused", None)
+            self.store.update_spec(job.id, job.spec)
+            for e in els:
+                e.holds.discard("system")
+                self._declines.pop((job.id, e.index), None)
+                stim = "release" if not e.holds else "release_one"
+                e.pend_reason = None
+                self._transition(e, stim, f"admin:{caller.user}", "system hold released by an admin", holds=e.holds)
+                done.append(e.ref)
+        self.kick()
+        return done
+
     def requeue(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli requeue` (LSF brequeue): a running element is killed and returns to PEND
-        with the same ID and submit time; a finished one returns to PEND at once."""
+        with the same ID and submit time; a finished one returns to PEND at once. Refused
+        (Conflict) when its queue or its application profile no longer exists."""
         job, actor = self._begin_action(job_id, caller)
+        if self.config.queue(job.queue) is None:
+            raise Conflict(f"job {job_id}: its queue {job.queue!r} no longer exists; it cannot pend there again")
+        app = job.spec.get("app")
+        if app and app not in self.config.applications:
+            raise Conflict(f"job {job_id}: its application profile {app!r} no longer exists; it cannot run again")
         done, kill = [], []
         with self.store.tx():
             for e in self._elements(job, index):

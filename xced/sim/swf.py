@@ -418,7 +418,7 @@ def read_swf(
         hint = ""
         if n_noreq:
             hint = ("; for a trace without requested times, use each job's run time as its "
-                    "estimate (missing_estimate='run_time')")
+                    "estimate (xceadmin sim run --no-estimate run-time)")
         raise SwfError(f"{name}: empty trace: all {len(records)} jobs were dropped ({detail}) "
                        f"on a machine of {machine} processors ({source}){hint}")
     jobs.sort(key=lambda j: (j.submit, j.job_id))

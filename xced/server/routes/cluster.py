@@ -53,9 +53,9 @@ async def apply_config(body: ApplyConfigRequest, request: Request,
 @router.post("/sim/record", response_model=RecordResult)
 async def sim_record(body: RecordRequest, request: Request, caller: Caller = Depends(caller_of)) -> RecordResult:
     """SIM-2: start or stop recording the scheduler's sessions (admins only)."""
-    if body.stop == (body.path is not None):
-        raise InvalidRequest("give either path (start recording) or stop: true", field="path")
-    return RecordResult(**request.app.state.controller.record(None if body.stop else body.path, caller))
+    if body.stop == (body.name is not None):
+        raise InvalidRequest("give either name (start recording) or stop: true", field="name")
+    return RecordResult(**request.app.state.controller.record(None if body.stop else body.name, caller))
 
 
 @router.get("/hosts", response_model=HostList)

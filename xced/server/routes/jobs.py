@@ -1,4 +1,4 @@
-"""Job routes: submit, list, show, events, output, wait, kill/stop/resume/requeue (CLI-2, CLI-3)."""
+"""Job routes: submit, list, show, events, output, wait, kill/stop/resume/requeue/release (CLI-2, CLI-3)."""
 
 from __future__ import annotations
 
@@ -119,13 +119,14 @@ def _action(name: str):
               caller: Caller = Depends(caller_of)) -> ActionResult:
         index = body.index if body else None
         affected = getattr(_ctl(request), name)(job_id, index, caller)
-        verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued"}[name]
+        verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued",
+                "release": "system hold released"}[name]
         return ActionResult(job_id=job_id, affected=affected, message=f"{verb}: {', '.join(affected)}")
     route.__name__ = f"{name}_job"
     return route
 
 
-for _name in ("kill", "stop", "resume", "requeue"):
+for _name in ("kill", "stop", "resume", "requeue", "release"):
     router.add_api_route(f"/jobs/{{job_id}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult)
 
 
