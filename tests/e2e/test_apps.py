@@ -231,3 +231,20 @@ def test_profile_hooks(topdir, tmp_path):
         assert "1951424 more bytes of this hook's output dropped" in text
     finally:
         d.stop()
+
+
+def test_show_tells_the_requested_and_effective_resreq(topdir, tmp_path):
+    """bjobs -l shows the requested and the effective resource requirement; so does show."""
+    write_config(topdir, slots=8)
+    (topdir / "config" / "applications.yaml").write_text(APPS)
+    d = Daemon(topdir).start()
+    try:
+        jid = d.submit("-a", "mpi", "-n", "8", "-R", "select[mem>100]", "--", "true", cwd=tmp_path)
+        j = d.show(jid)
+        assert j["resreq_requested"] == ["select[mem>100]"]
+        assert j["resreq"] == "select[mem > 100] span[ptile=8]"
+        text = d.cli("show", str(jid), check=True).stdout
+        assert "Requested:    select[mem>100]\n" in text
+        assert "Effective:    select[mem > 100] span[ptile=8]\n" in text
+    finally:
+        d.stop()

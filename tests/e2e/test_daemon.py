@@ -195,7 +195,7 @@ def test_second_daemon_on_same_topdir_refused(daemon):
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("curl"),
                     reason="needs root (a root daemon runs jobs as their submitting user, D-6) and curl")
-def test_root_daemon_runs_job_as_submitting_user(shared_daemon):
+def test_root_daemon_runs_job_as_submitting_user(shared_daemon, request):
     """D-6: with xced running as root, a job submitted by a process running as `nobody`
     runs as nobody, and `show` says so; the caller's identity comes from SO_PEERCRED.
     (The client is curl on the Unix socket: nobody cannot read root's Python here.)"""
@@ -204,6 +204,7 @@ def test_root_daemon_runs_job_as_submitting_user(shared_daemon):
 
     nobody = pwd.getpwnam("nobody")
     work = tempfile.mkdtemp(prefix="xce-nobody-", dir="/tmp")
+    request.addfinalizer(lambda: shutil.rmtree(work, ignore_errors=True))
     os.chmod(work, 0o777)
     for p in (shared_daemon.top, shared_daemon.top / "run"):
         os.chmod(p, 0o755)

@@ -415,3 +415,4 @@ def test_host_hooks_on_every_host_of_the_job(tmp_path):
         assert log.read_text().splitlines() == [f"post_host {top / other}/jobs/{jid}/0"]  # the job never ran
     finally:
         c.stop()
+        shutil.rmtree(top, ignore_errors=True)

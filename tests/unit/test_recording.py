@@ -56,11 +56,25 @@ def test_verify_same_decisions_and_a_tampered_one(tmp_path):
     ("not json\n", ":1: not a JSON line"),
     ('{"kind": "session"}\n', ":1: a session before the header line"),
     ('{"kind": "header", "version": 7}\n', "recording version 7"),
-    ('{"kind": "header", "version": 1}\n{"kind": "session", "seq": 4, "now": 1}\n', ":2: session 4 is malformed"),
+    ('{"kind": "header", "version": 1, "config": "xyz"}\n', ":1: the header's config is not a valid cluster config"),
+    ("\x95\x00binary", "not text (not UTF-8)"),
 ])
 def test_bad_recordings(tmp_path, text, msg):
     rec = tmp_path / "rec.jsonl"
-    rec.write_text(text)
+    rec.write_bytes(text.encode("latin-1"))
     with pytest.raises(RecordingError, match=None) as info:
         verify(rec)
     assert msg in str(info.value)
+
+
+def test_verify_checks_the_config_hashes_and_malformed_sessions(tmp_path):
+    s = snap()
+    rec = tmp_path / "rec.jsonl"
+    good = header_line(CFG) + "\n" + session_line(1, 1000.0, CFG.content_hash(), s, schedule(s, 1000.0)) + "\n"
+    rec.write_text(good.replace(CFG.content_hash(), "0" * 64))
+    n, diffs = verify(rec)
+    assert [d.what for d in diffs] == ["header config hash", "config hash (not the config of the header before it)"]
+    rec.write_text(header_line(CFG) + '\n{"kind": "session", "seq": 4, "now": 1}\n')
+    with pytest.raises(RecordingError) as info:
+        verify(rec)
+    assert ":2: session 4 is malformed (missing 'snapshot')" in str(info.value)

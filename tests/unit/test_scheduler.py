@@ -121,7 +121,7 @@ def test_easy_backfill_starts_short_jobs_that_end_before_the_heads_reservation()
     # a job that would outlast the reservation and take slots the head needs waits
     r = brun([host("h1", 10, free=2)], [bjob(1, 8, 50), bjob(2, 2, 101)], running)
     assert r.dispatches == []
-    assert r.pend_reasons[(2, 0)].main == ("Would delay job 1, which has resources reserved from now + 100 s "
+    assert r.pend_reasons[(2, 0)].main == ("Would delay job 1, which has resources reserved from t=1100 s "
                                            "(backfill); a run limit (-W) ending by then would let it start now")
     # without a run limit a job never ends: it cannot backfill into slots the head needs
     r = brun([host("h1", 10, free=2)], [bjob(1, 8, 50), bjob(2, 1, None)], running)
@@ -163,6 +163,11 @@ def test_non_backfill_queue_stays_strict_fcfs_and_lower_queues_respect_reservati
     # a lower queue's long job may not take the reserved slots of the backfilling queue's head
     r = brun([host("h1", 10, free=4)], [bjob(1, 8, 50), bjob(2, 4, 10_000, queue="low")], running)
     assert r.dispatches == [] and r.pend_reasons[(2, 0)].main.startswith("Would delay job 1")
+    # ... and a strict queue whose first job waits for that reservation stays strict
+    r = brun([host("h1", 10, free=4)], [bjob(1, 8, 50), bjob(2, 4, 10_000, queue="low"),
+                                        bjob(3, 1, 10, queue="low")], running)
+    assert r.dispatches == []
+    assert r.pend_reasons[(3, 0)].main == "Waiting behind job 2 in queue low (first come, first served)"
 
 
 def test_unsatisfiable_cache_restores_full_reasons_bug_1932():

@@ -330,3 +330,9 @@ def test_corrupt_gzip(tmp_path):
 
 def test_errors_are_value_errors():
     assert issubclass(SwfError, ValueError)
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    p = tmp_path / "bom.swf"
+    p.write_bytes(b"\xef\xbb\xbf; MaxProcs: 4\n1 0 -1 10 2 -1 -1 2 20 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    assert [j.procs for j in read_swf(p).jobs] == [2]

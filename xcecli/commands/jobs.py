@@ -147,6 +147,9 @@ def register(app: typer.Typer) -> None:
             ("Memory limit", f"{j.memory_limit_mb} MB" if j.memory_limit_mb else "none"),
             ("Submitted", fmt_time(j.submit_time)),
         ]
+        if j.resreq_requested or j.resreq:  # LSF bjobs -l: "Requested Resources" / "Effective RESREQ"
+            lines.append(("Requested", " ".join(j.resreq_requested) or "-"))
+            lines.append(("Effective", j.resreq or "-"))
         if j.dependency:  # LSF bjobs -l: "Dependency Condition"
             lines.append(("Dependency", j.dependency))
         if j.array_spec:

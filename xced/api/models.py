@@ -151,6 +151,9 @@ class JobOut(Body):
     memory_limit_mb: int | None
     array_spec: str | None = None
     array_limit: int | None = None
+    resreq_requested: list[str] = Field(default_factory=list, description="the job's own -R strings, as given")
+    resreq: str = Field("", description="the effective resource requirement the scheduler places with: the job's "
+                                        "-R merged with its profile (MERGE-1), canonical; '' when none")
     dependency: str | None = Field(None, description="the -w dependency in canonical form (JOB-5), e.g. "
                                                      "'done(12) && ended(13[2])'; null: none")
     counts: dict[str, int] = Field(default_factory=dict, description="elements per state")

@@ -59,10 +59,16 @@ def check_compiled(cfg: ClusterConfig) -> list[str]:
 def restart_only_changes(old: ClusterConfig, new: ClusterConfig) -> list[str]:
     """What differs between `old` and `new` that only a daemon restart can take: one line
     each naming the setting; [] when the rest may be swapped in live."""
+    def shown(what: str, v) -> str:
+        if what == "listen":
+            return "no TCP listener" if v.port is None else f"{v.host}:{v.port}"
+        return repr(v)
+
     out = []
     for what in ("mode", "cluster_name", "listen"):
-        if getattr(old.settings, what) != getattr(new.settings, what):
-            out.append(f"{what} changed from {getattr(old.settings, what)!r} to {getattr(new.settings, what)!r}")
+        a, b = getattr(old.settings, what), getattr(new.settings, what)
+        if a != b:
+            out.append(f"{what} changed from {shown(what, a)} to {shown(what, b)}")
     if old.hosts != new.hosts:
         out.append("hosts.yaml changed (hosts are read at start; workers that join are not affected)")
     return out

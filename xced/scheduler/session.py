@@ -38,6 +38,7 @@ SCHED-3: a reason equal to the one the controller last accepted for a job
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import PendReason
@@ -111,7 +112,11 @@ def _ref(j: JobSnap) -> str:
 
 
 def _when(t: float, now: float) -> str:
-    return f"now + {t - now:.0f} s"
+    """A reservation's start as a reader sees it: a local clock time for the daemon (epoch
+    seconds), and seconds for the simulator's trace clock."""
+    if t > 10 ** 9:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    return f"t={t:.0f} s"
 
 
 class _Supply:
@@ -392,6 +397,10 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                 r.pending_plan = None
             pend(j, PendReason(REASON_DELAY.format(ref=delayed.public.job, when=_when(delayed.start, now))))
             trace.append(f"{ref}: pend: fits now but would delay the reservation of {delayed.public.job}")
+            if j.queue not in heads and (q is None or not q.backfill):
+                # a strict queue stays strict: its first job waits (for another queue's
+                # reservation), so the jobs behind it wait too
+                blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
             continue
         if hit is not None:
             pr, proved = hit

@@ -43,7 +43,8 @@ def job_dict(job, *, elements: bool = True) -> dict:
         "submit_time": job.submit_time, "argv": sp["argv"], "cwd": sp["cwd"], "ntasks_min": sp["ntasks_min"],
         "ntasks_max": sp["ntasks_max"], "run_limit_s": sp.get("run_limit_s"),
         "memory_limit_mb": sp.get("memory_limit_mb"), "array_spec": sp.get("array_spec"),
-        "array_limit": sp.get("array_limit"), "dependency": sp.get("dependency"), "counts": counts,
+        "array_limit": sp.get("array_limit"), "resreq_requested": sp.get("resreq") or [],
+        "resreq": sp.get("effective_resreq") or "", "dependency": sp.get("dependency"), "counts": counts,
         "elements": [element_dict(e) for e in job.elements.values()] if elements else [],
     }
 

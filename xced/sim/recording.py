@@ -123,8 +123,9 @@ def session_line(seq: int, now: float, config_hash: str, snapshot: Snapshot, res
 
 
 def read_recording(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """(line number, session dict) for each session of the recording at `path`. Raises
-    RecordingError for a missing file, a line that is not JSON, or no header."""
+    """(line number, line dict) for each header and session line of the recording at
+    `path`, in order. Raises RecordingError for a missing file, a line that is not JSON
+    or not UTF-8, or no header."""
     p = Path(path)
     try:
         f = open(p, encoding="utf-8")
@@ -132,7 +133,15 @@ def read_recording(path: str | Path) -> Iterator[tuple[int, dict]]:
         raise RecordingError(f"{p}: cannot read it: {e.strerror}") from None
     with f:
         header = False
-        for lineno, line in enumerate(f, 1):
+        lines = enumerate(f, 1)
+        while True:
+            try:
+                lineno, line = next(lines)
+            except StopIteration:
+                break
+            except UnicodeDecodeError:
+                raise RecordingError(f"{p}: not text (not UTF-8); a recording is JSON Lines as written by "
+                                     f"`xceadmin sim record`") from None
             if not line.strip():
                 continue
             try:
@@ -146,6 +155,7 @@ def read_recording(path: str | Path) -> Iterator[tuple[int, dict]]:
                     raise RecordingError(f"{p}:{lineno}: recording version {obj.get('version')!r}; this xceadmin "
                                          f"reads version {VERSION}")
                 header = True
+                yield lineno, obj
             elif kind == "session":
                 if not header:
                     raise RecordingError(f"{p}:{lineno}: a session before the header line")
@@ -159,17 +169,38 @@ def read_recording(path: str | Path) -> Iterator[tuple[int, dict]]:
 def verify(path: str | Path) -> tuple[int, list[Difference]]:
     """Replay every session of the recording at `path`; (sessions replayed, differences).
     Raises RecordingError for an unreadable recording or session."""
+    from pydantic import ValidationError
+
+    from xced.model.config import ClusterConfig
+
     diffs: list[Difference] = []
     n = 0
+    in_force: str | None = None  # the config hash of the last header
     for lineno, obj in read_recording(path):
+        if obj["kind"] == "header":
+            try:
+                cfg = ClusterConfig.model_validate(obj.get("config"))
+            except ValidationError as e:
+                raise RecordingError(f"{path}:{lineno}: the header's config is not a valid cluster config "
+                                     f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
+            in_force = cfg.content_hash()
+            if obj.get("config_hash") != in_force:
+                diffs.append(Difference(0, lineno, "-", "header config hash", obj.get("config_hash"), in_force))
+            continue
         n += 1
         seq = obj.get("seq", n)
+        if obj.get("config_hash") != in_force:
+            diffs.append(Difference(seq, lineno, "-", "config hash (not the config of the header before it)",
+                                    obj.get("config_hash"), in_force))
         try:
             snap = snapshot_from_json(obj["snapshot"])
             now = float(obj["now"])
             rec = obj["decisions"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise RecordingError(f"{path}:{lineno}: session {seq} is malformed ({type(e).__name__}: {e})") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            what = f"missing {e}" if isinstance(e, KeyError) else "a field has the wrong shape or type"
+            raise RecordingError(f"{path}:{lineno}: session {seq} is malformed ({what}); a session line holds "
+                                 f"seq, now, config_hash, snapshot and decisions as `xceadmin sim record` "
+                                 f"writes them") from None
         got = decisions_to_json(schedule(snap, now))
         recd = {(d[0], d[1]): d for d in rec.get("dispatches", [])}
         repd = {(d[0], d[1]): d for d in got["dispatches"]}

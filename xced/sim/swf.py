@@ -201,6 +201,8 @@ def _load_text(path: str | os.PathLike[str]) -> tuple[str, str]:
             raise SwfError(
                 f"{name}: cannot decompress ({exc}); a .gz trace must be a complete gzip file"
             ) from None
+    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte order mark some editors write
+        data = data[3:]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
