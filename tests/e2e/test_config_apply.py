@@ -68,6 +68,14 @@ def test_apply_changed_profile_reaches_pending_job(topdir, tmp_path):
         assert d.wait_state(held, ("DONE",))["state"] == "DONE"
         assert any(ev["reason"] == "the new config takes it: system hold released"
                    for ev in json.loads(d.cli("hist", str(held), "--json", check=True).stdout)["events"])
+        # a profile whose new select no host matches: its pending jobs are held, not left silently
+        filler = d.submit("-n", "2", "--", "sleep", "60")
+        d.wait_state(filler, ("RUN",))
+        stuck = d.submit("-a", "pytorch", "--", "true", cwd=tmp_path)
+        apps.write_text(APPS % "16" + "    resreq: {select: \"gpu > 0\"}\n")
+        r = admin(topdir, "--apply")
+        assert r.returncode == 0 and f"held: job {stuck}: the job can never start" in r.stderr, r.stderr
+        d.cli("kill", str(filler), check=True)
 
         # refused whole: a setting only a restart can change, and nothing changes
         info_hash = json.loads(d.cli("api", "GET", "/info", check=True).stdout)["config_hash"]

@@ -336,3 +336,10 @@ def test_a_byte_order_mark_is_skipped(tmp_path):
     p = tmp_path / "bom.swf"
     p.write_bytes(b"\xef\xbb\xbf; MaxProcs: 4\n1 0 -1 10 2 -1 -1 2 20 -1 1 1 1 -1 -1 -1 -1 -1\n")
     assert [j.procs for j in read_swf(p).jobs] == [2]
+
+
+def test_an_underscore_in_a_number_is_an_error(tmp_path):
+    p = tmp_path / "u.swf"
+    p.write_text("; MaxProcs: 4\n1 0 -1 1_000 2 -1 -1 2 20 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    with pytest.raises(SwfError, match=r"u.swf:2:9: '_' in a number"):
+        read_swf(p)

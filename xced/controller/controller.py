@@ -578,7 +578,7 @@ class Controller:
                                    values["memory_limit_mb"], env, dict(values["app_params"]), values["exdata"]),
                          profile, queue)
 
-    def _remerge(self, job: Job) -> str | None:
+    def _remerge(self, job: Job, check_hosts: bool = False) -> str | None:
         """Re-merge a job none of whose elements has started with the config in force
         (CFG-3: pending jobs see new profiles at their next session). Updates the job's
         effective values in memory; the caller stores the spec. Returns None, or the merge's
@@ -599,6 +599,11 @@ class Controller:
                               profile, queue)
         except (MergeError, ResReqError) as e:
             return str(e)
+        if check_hosts and self.hosts and (not eff.resreq.is_empty or queue.host_limit is not None):
+            never = never_satisfiable(PlacementRequest(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit),
+                                      [self._host_snap_supply(h) for h in self.hosts.values()])
+            if never:  # as at submit (MERGE-2): a job no host could ever take is not left pending silently
+                return f"the job can never start: {never}"
         sp.update({"ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
                    "memory_limit_mb": eff.memory_limit_mb, "app_params": eff.app_params, "exdata": eff.exdata,
                    "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env,
@@ -621,7 +626,7 @@ class Controller:
                     continue
                 if any(e.state not in (S.PEND, S.PSUSP) for e in job.elements.values()):
                     continue  # an array with started elements keeps the values it started with
-                why = self._remerge(job)
+                why = self._remerge(job, check_hosts=actor != "system")
                 if why is None:
                     done += 1
                     if sp.pop("config_refused", None):  # an earlier config refused it; this one takes it

@@ -296,6 +296,9 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], dict[str, int], list[l
                 f"{name}:{lineno}: {what}: found {n} fields, an SWF job line has exactly "
                 f"{_NFIELDS} whitespace-separated numbers (-1 when unknown)"
             )
+        if "_" in line:  # Python's int() takes "1_000"; SWF numbers are plain digits
+            col = line.index("_") + 1
+            raise SwfError(f"{name}:{lineno}:{col}: '_' in a number; SWF fields are plain numbers such as 1000")
         values: list[int | float] | None
         if mixed:  # this file writes decimals in fields 6/7: skip the all-int attempt
             values = _mixed_fields(parts)
