@@ -98,6 +98,8 @@ def test_workers_join_with_their_resources(cluster):
     assert hosts["h2"]["slots"] == 4 and hosts["h2"]["memory_mb"] == 4096
     assert hosts["h2"]["resources"] == {"gpu": 2.0} and hosts["h2"]["attributes"] == {"type": "x86_64"}
     assert hosts["h3"]["attributes"] == {"type": "aarch64"} and hosts["h1"]["slots"] == 2
+    h2 = [ln for ln in cluster.ctl.cli("hosts", check=True).stdout.splitlines() if ln.split()[:1] == ["h2"]]
+    assert h2 and "type=x86_64 gpu=2" in h2[0] and "gpu=2.0" not in h2[0], h2
 
 
 def test_job_across_hosts_host_file_and_launch(cluster, tmp_path):

@@ -343,3 +343,10 @@ def test_an_underscore_in_a_number_is_an_error(tmp_path):
     p.write_text("; MaxProcs: 4\n1 0 -1 1_000 2 -1 -1 2 20 -1 1 1 1 -1 -1 -1 -1 -1\n")
     with pytest.raises(SwfError, match=r"u.swf:2:9: '_' in a number"):
         read_swf(p)
+
+
+def test_maxprocs_given_twice_is_an_error(tmp_path):
+    p = tmp_path / "two.swf"
+    p.write_text("; MaxProcs: 8\n; MaxProcs: 16\n1 0 -1 10 2 -1 -1 2 20 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    with pytest.raises(SwfError, match=r"two.swf:1: header MaxProcs is given more than once \(8, 16\)"):
+        read_swf(p)

@@ -151,6 +151,7 @@ def _plot(path: str, outcomes, procs: int, title: str) -> None:
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 10))
     ax1.step([(t - t0) / 86400 for t, _ in q], [v for _, v in q], where="post", linewidth=0.6)
     ax1.set_ylabel("jobs waiting")
+    ax1.set_xlabel("days since the first submit")
     ax1.set_title(title)
     # utilisation as a daily mean: the raw step curve of a year is a solid block
     days = int((max(o.end for o in outcomes) - t0) // 86400) + 1

@@ -5,6 +5,11 @@ from __future__ import annotations
 import typer
 
 
+def _num(v):
+    """2.0 -> 2 (a resource count shown as the admin wrote it); strings unchanged."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def hosts(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
@@ -17,7 +22,7 @@ def register(app: typer.Typer) -> None:
             return
         table(["HOST_NAME", "STATUS", "MAX", "NJOBS", "RUN", "MEM_MB", "MEM_USED_MB", "ATTRIBUTES"],
               [[h.name, h.status, h.slots, h.njobs, h.slots_used, h.memory_mb, h.memory_used_mb,
-                " ".join(f"{k}={v}" for k, v in {**h.attributes, **h.resources}.items()) or None] for h in res.hosts])
+                " ".join(f"{k}={_num(v)}" for k, v in {**h.attributes, **h.resources}.items()) or None] for h in res.hosts])
 
     @app.command()
     def queues(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:

@@ -336,6 +336,9 @@ def _machine_size(name: str, header: dict[str, str], header_lines: dict[str, int
         raw = header.get(key)
         if raw is None:
             continue
+        if "\n" in raw:  # the key on several lines
+            raise SwfError(f"{name}:{header_lines[key]}: header {key} is given more than once "
+                           f"({', '.join(raw.splitlines())}); keep one, or give --procs N")
         try:
             value = int(raw)
         except ValueError:
