@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 from xced.scheduler.session import schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
@@ -121,7 +121,3 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
         result.last_end = max(o.end for o in result.outcomes)
     return result
 
-
-def outcomes_by_id(outcomes: Iterable[JobOutcome]) -> dict[int, JobOutcome]:
-    """Outcomes keyed by job ID."""
-    return {o.job_id: o for o in outcomes}

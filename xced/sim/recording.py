@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from xced.model.jobs import HostShortfall, PendReason
+from xced.model.jobs import PendReason
 from xced.resreq import parse, render
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
@@ -223,7 +223,3 @@ def verify(path: str | Path) -> tuple[int, list[Difference]]:
                                         mine.get("main") if mine else None))
     return n, diffs
 
-
-def reason_from_json(d: dict) -> PendReason:
-    """The PendReason of `_reason_json`."""
-    return PendReason(d["main"], [HostShortfall(*h) for h in d.get("hosts", [])], d.get("hint"))
