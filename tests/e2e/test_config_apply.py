@@ -57,7 +57,8 @@ def test_apply_changed_profile_reaches_pending_job(topdir, tmp_path):
         # the system hold: not a user's to resume; an admin's release is refused while the config
         # still refuses the job; a config that takes it again lifts the hold by itself
         r = d.cli("resume", str(held))
-        assert r.returncode == 1 and "nothing to resume" in r.stderr
+        assert r.returncode == 1 and "held by the system, not by its user" in r.stderr
+        assert f"`xcecli release {held}`" in d.cli("why", str(held), check=True).stdout
         r = d.cli("release", str(held))
         assert r.returncode == 1 and "not a cluster admin" in r.stderr
         r = d.cli("release", str(held), user="admin")

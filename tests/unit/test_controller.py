@@ -572,3 +572,33 @@ def test_submit_of_a_request_proved_unsatisfiable_needs_no_session(tmp_path):
     session(c)
     assert other.elements[0].state == "RUN"
     store.close()
+
+
+def test_requeue_merges_again_with_the_config_in_force(tmp_path):
+    """A requeued job runs with what the config says now (MERGE-1); a config that refuses it
+    refuses the requeue, and nothing changes."""
+    from xced.model.profile import Profile, builtin_profiles
+
+    def cfg_with(entry):
+        return ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
+                             hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)],
+                             applications={**builtin_profiles(), "p": Profile(name="p", rusage=[entry])})
+
+    store = SqliteStore(tmp_path / "db")
+    c = Controller(cfg_with({"name": "mem", "value": 100, "unit": "MB", "default": True}), store, tmp_path,
+                   clock=Clock())
+    c.workers["h1"] = FakeWorker()
+    c.hosts["h1"].status = "ok"
+    j = c.submit(req(app="p"), ALICE)
+    k = c.submit(req(app="p", resreq=["rusage[mem=200]"]), ALICE)
+    session(c)
+    end(c, j.id)
+    end(c, k.id)
+    c.config = cfg_with({"name": "mem", "value": 300, "unit": "MB", "default": True})
+    c.requeue(j.id, None, ALICE)
+    assert j.spec["effective_resreq"] == "rusage[mem=300/task]"
+    c.config = cfg_with({"name": "mem", "value": 100, "unit": "MB"})  # binding now: k's own 200 is refused
+    with pytest.raises(Conflict, match="refuses it, so it was not requeued: rusage mem: profile p fixes 100 MB"):
+        c.requeue(k.id, None, ALICE)
+    assert k.elements[0].state == "DONE" and k.spec["effective_resreq"] == "rusage[mem=200]"
+    store.close()

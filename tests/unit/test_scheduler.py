@@ -210,3 +210,29 @@ def test_reservation_of_a_general_head_is_the_earliest_end_that_frees_enough():
     r = brun(hosts, [head], running)
     # h2 frees one slot at +200, +400, ... : 1 + 4 -> 5 free at +800
     assert [(x.job, x.start) for x in r.reservations] == [("1", 1800.0)]
+
+
+def test_a_second_reservation_counts_what_the_first_head_will_take():
+    """8 slots, 6 busy until +60 (a low-queue job). mid's head needs 4 from +60 for 300 s;
+    low's head needs 8: not at +60 (mid's head holds 4 then) but at +360. A strict-queue job
+    of 2 slots ending at +180 delays neither and starts now."""
+    queues = [QueueSnap("mid", 40, 0, None, True), QueueSnap("low", 20, 1, None, True),
+              QueueSnap("strictlow", 10, 2, None, False)]
+    running = [RunSnap(66, 0, 1060.0, {"h1": {"slots": 6}})]
+    jobs = [bjob(67, 4, 300, queue="mid"), bjob(68, 8, 300, queue="low"), bjob(69, 2, 180, queue="strictlow")]
+    r = brun([host("h1", 8, free=2)], jobs, running, queues=queues)
+    assert [(x.job, x.start) for x in r.reservations] == [("67", 1060.0), ("68", 1360.0)]
+    assert [d.job_id for d in r.dispatches] == [69]
+
+
+def test_a_task_range_shrinks_to_backfill_beside_a_reservation():
+    """RES-3 with SCHED-1: -n 1,2 runs with 1 when 2 would take a slot the head needs."""
+    running = [RunSnap(90, 0, 1060.0, {"h1": {"slots": 6}})]
+    head = bjob(74, 7, 300)
+    ranged = JobSnap(75, 0, "normal", 75.0, 1, 2, parse(""), run_limit_s=None)
+    r = brun([host("h1", 8, free=2)], [head, ranged], running)
+    assert [(d.job_id, d.ntasks) for d in r.dispatches] == [(75, 1)]
+    # the same with a general head (span[hosts=1]): the smallest count is tried too
+    head = JobSnap(74, 0, "normal", 74.0, 7, 7, parse("span[hosts=1]"), run_limit_s=300)
+    r = brun([host("h1", 8, free=2)], [head, ranged], running)
+    assert [(d.job_id, d.ntasks) for d in r.dispatches] == [(75, 1)]

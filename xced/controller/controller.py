@@ -85,7 +85,7 @@ HOOK_NAMES = ("pre_host_exec", "pre_job_exec", "post_job_exec", "post_host_exec"
 #: sessions whose decision traces are kept for `xcecli why` (D-4)
 TRACE_SESSIONS = 64
 #: what `xceadmin sim record --name` may be (a file name under <TopDir>/recordings)
-RECORDING_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+RECORDING_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 MAX_DECLINES = 5
 
 
@@ -774,7 +774,7 @@ class Controller:
             raise PermissionDenied(f"user {caller.user} is not a cluster admin; only admins may record sessions")
         if name is None:
             if self.recorder is None:
-                raise Conflict("no recording is running; start one with `xceadmin sim record --out FILE`")
+                raise Conflict("no recording is running; start one with `xceadmin sim record --name NAME`")
             f, where, n = self.recorder
             self.recorder = None
             f.close()
@@ -783,9 +783,13 @@ class Controller:
             raise Conflict(f"already recording to {self.recorder[1]}; stop it first (`xceadmin sim record --stop`)")
         if not RECORDING_NAME.fullmatch(name):
             raise InvalidRequest(f"recording name {name!r}: use letters, digits, '.', '_' and '-' (at most 100, "
-                                 f"not starting with '.'); it is written to {self.topdir}/recordings/NAME.jsonl",
+                                 f"starting with a letter, digit or '_'); it is written to "
+                                 f"{self.topdir}/recordings/NAME.jsonl (NAME.jsonl names the same file)",
                                  field="name")
         rdir = self.topdir / "recordings"
+        if rdir.exists() and not rdir.is_dir():
+            raise InvalidRequest(f"{rdir} is not a directory; move it away so recordings can be written there",
+                                 field="name")
         path = str(rdir / (name if name.endswith(".jsonl") else name + ".jsonl"))
         try:
             rdir.mkdir(mode=0o755, exist_ok=True)
@@ -1198,6 +1202,9 @@ class Controller:
                 done.append(e.ref)
         self._each_first_host(sig, lambda w, e: w.signal(job.id, e.index, signal.SIGCONT))
         if not done:
+            if any(e.state is S.PSUSP and "system" in e.holds for e in self._elements(job, index)):
+                raise Conflict(f"job {job_id} is held by the system, not by its user; an admin releases it with "
+                               f"`xcecli release {job_id}`")
             raise Conflict(f"job {job_id}: nothing to resume (state {job.state()}); only stopped jobs resume")
         self.kick()
         return done
@@ -1235,16 +1242,28 @@ class Controller:
 
     def requeue(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli requeue` (LSF brequeue): a running element is killed and returns to PEND
-        with the same ID and submit time; a finished one returns to PEND at once. Refused
-        (Conflict) when its queue or its application profile no longer exists."""
+        with the same ID and submit time; a finished one returns to PEND at once. It is merged
+        again with the config in force (MERGE-1, CFG-3), as a pending job is when the config
+        changes (unless other elements of its array still run: they share one set of values).
+        Refused (Conflict) when its queue or its application profile no longer exists or the
+        config in force refuses it; then nothing changes."""
         job, actor = self._begin_action(job_id, caller)
         if self.config.queue(job.queue) is None:
             raise Conflict(f"job {job_id}: its queue {job.queue!r} no longer exists; it cannot pend there again")
         app = job.spec.get("app")
         if app and app not in self.config.applications:
             raise Conflict(f"job {job_id}: its application profile {app!r} no longer exists; it cannot run again")
+        chosen = {e.index for e in self._elements(job, index)}
+        remerged = False
+        if all(e.state not in ACTIVE for e in job.elements.values() if e.index not in chosen):
+            why = self._remerge(job, check_hosts=True)
+            if why is not None:
+                raise Conflict(f"job {job_id}: the config in force refuses it, so it was not requeued: {why}")
+            remerged = job.spec.get("job_values") is not None
         done, kill = [], []
         with self.store.tx():
+            if remerged:
+                self.store.update_spec(job.id, job.spec)
             for e in self._elements(job, index):
                 if e.state in ACTIVE:
                     e.action = f"requeue:{caller.user}"
@@ -1366,6 +1385,13 @@ class Controller:
             if trace:
                 break
         main = pr.main if pr else None
+        if e.state is S.PSUSP and "system" in e.holds:
+            if main is None or "system" not in main.lower():
+                main = f"Held by the system{': ' + main if main else ''}"
+            main += (f"; an admin releases it with `xcecli release {e.ref}`"
+                     + (f", and its user's own hold with `xcecli resume {e.ref}`" if "user" in e.holds else ""))
+        elif e.state is S.PSUSP and main is None:
+            main = f"Held by its user (xcecli stop); `xcecli resume {e.ref}` releases it"
         if main is None:
             main = {S.RUN: "The job is running", S.USUSP: "The job is stopped (USUSP)",
                     S.DONE: "The job has finished", S.EXIT: "The job has ended"}.get(e.state)

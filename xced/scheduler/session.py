@@ -191,6 +191,8 @@ class _Reserved:
     plan: Plan | None = None
     #: the head's new plan found by the last `_delays` check that passed
     pending_plan: Plan | None = None
+    #: when the head, started at `start`, ends at the latest (its run limit); inf: no limit
+    end: float = _INF
 
 
 def _slots_only(req: PlacementRequest) -> bool:
@@ -361,14 +363,28 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
         elif not explain and req.ntasks_min > free_slots:
             out = Shortfall(f"{req.ntasks_min} slots needed, {free_slots} free on the usable hosts")  # no search
         else:
-            if late and req.ntasks_min <= free_slots and _slots_only(req):  # would the count it gets now
-                # delay a head of slots alone? (no search needed to know)
-                cnt = min(req.ntasks_max, free_slots)
-                delayed = next((r for r in late if r.extra is not None and cnt > r.extra), None)
+            now_req = req
+            if late and req.ntasks_min <= free_slots and _slots_only(req):
+                # heads of slots alone leave `extra` slots spare at their start: a job that
+                # outlasts it takes at most that many (a task range shrinks to fit, RES-3)
+                caps = [r.extra for r in late if r.extra is not None]
+                if caps and min(caps) < req.ntasks_min:
+                    delayed = next(r for r in late if r.extra is not None and r.extra < req.ntasks_min)
+                elif caps and min(caps) < req.ntasks_max:
+                    now_req = PlacementRequest(req.ntasks_min, min(caps), req.resreq, req.host_limit)
             if delayed is None:
-                out = supply.place(req, explain)
+                out = supply.place(now_req, explain)
         if delayed is None and isinstance(out, Plan):
             delayed = next((r for r in late if _delays(r, out)), None)
+            if delayed is not None and req.ntasks_min < out.ntasks:
+                # the count that fits now delays a head: the smallest count of the range may not
+                small = supply.place(PlacementRequest(req.ntasks_min, req.ntasks_min, req.resreq, req.host_limit),
+                                     False)
+                if isinstance(small, Plan):
+                    for r in late:
+                        r.pending_plan = None
+                    if next((r for r in late if _delays(r, small)), None) is None:
+                        out, delayed = small, None
             if delayed is None:
                 supply.take(out.reserve)
                 free_slots -= out.ntasks
@@ -421,12 +437,34 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             ends = [(max(r.end_estimate, now), r.reserve) for r in snapshot.running if r.end_estimate is not None]
             ends.extend(started)
             ends.sort(key=_first)
-        got = _reserve(req, supply, ends, now)
+        search_supply, search_ends = supply, ends
+        if reserved:
+            # the heads reserved before this one hold what they will take, from now (which is
+            # on the safe side) until their own run limits end: a later head's reservation
+            # never counts on resources an earlier one has
+            search_supply = supply.copy()
+            search_ends = list(ends)
+            for r in reserved:
+                if r.plan is None:  # a head of slots alone: where it would go at its start
+                    then = supply.copy()
+                    for t_end, reserve in ends:
+                        if t_end > r.start:
+                            break
+                        then.take(reserve, -1)
+                    got_plan = then.place(PlacementRequest(r.req.ntasks_min, r.req.ntasks_min), False)
+                    if not isinstance(got_plan, Plan):
+                        continue
+                    r.plan = got_plan
+                search_supply.take(r.plan.reserve)
+                if r.end != _INF:
+                    bisect.insort(search_ends, (r.end, r.plan.reserve), key=_first)
+        got = _reserve(req, search_supply, search_ends, now)
         if got is None:
             trace.append(f"{ref}: no reservation: it fits only after work with no run limit ends")
             continue
         start, sup_then, extra, plan_then = got
-        r = _Reserved(Reservation(ref, j.queue, start), req, start, sup_then, extra, plan_then)
+        r = _Reserved(Reservation(ref, j.queue, start), req, start, sup_then, extra, plan_then,
+                      end=start + j.run_limit_s if j.run_limit_s is not None else _INF)
         reserved.append(r)
         res.reservations.append(r.public)
         trace.append(f"{ref}: reserved from {_when(start, now)} (backfill)")

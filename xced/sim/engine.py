@@ -15,7 +15,8 @@ before submissions; after each end a session runs; after each submission a sessi
 runs when the new job could start on the free processors (if it cannot, no decision
 can change: nothing was freed, and a job that cannot start cannot backfill). With
 `per_event=False` all events of one time are taken first and one session follows, as
-the daemon's coalescing delay does.
+the daemon's coalescing delay does (again only when an end or a submission that could
+start happened at that time).
 
 Policies: `"easy"` (FCFS with EASY backfilling: the queue's `backfill: true`) and
 `"fcfs"` (strict first come, first served).
@@ -95,6 +96,7 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
             seq += 1
             heapq.heappush(events, (now + j.duration_s, _END, seq, pos))
 
+    changed = False  # per_event=False: did an end, or a submission that fits, happen at this time?
     while events:
         now, kind, _, pos = heapq.heappop(events)
         j = jobs[pos]
@@ -105,15 +107,20 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
             done += 1
             if progress is not None and done % 1000 == 0:
                 progress(done)
-            if per_event or not events or events[0][0] != now:
+            if per_event:
                 session(now)
+            else:
+                changed = True
         else:
             pending[pos] = JobSnap(pos, 0, QUEUE, float(j.submit), j.procs, j.procs, run_limit_s=j.estimate_s)
             if per_event:
                 if j.procs <= free:
                     session(now)
-            elif not events or events[0][0] != now:
-                session(now)
+            else:
+                changed = changed or j.procs <= free
+        if not per_event and changed and (not events or events[0][0] != now):
+            session(now)
+            changed = False
     if progress is not None:
         progress(done)
     if result.outcomes:

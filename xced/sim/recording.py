@@ -19,6 +19,7 @@ changed, SCHED-3).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -196,12 +197,14 @@ def verify(path: str | Path) -> tuple[int, list[Difference]]:
             snap = snapshot_from_json(obj["snapshot"])
             now = float(obj["now"])
             rec = obj["decisions"]
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            if not math.isfinite(now):
+                raise ValueError("now")
+            got = decisions_to_json(schedule(snap, now))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             what = f"missing {e}" if isinstance(e, KeyError) else "a field has the wrong shape or type"
             raise RecordingError(f"{path}:{lineno}: session {seq} is malformed ({what}); a session line holds "
                                  f"seq, now, config_hash, snapshot and decisions as `xceadmin sim record` "
                                  f"writes them") from None
-        got = decisions_to_json(schedule(snap, now))
         recd = {(d[0], d[1]): d for d in rec.get("dispatches", [])}
         repd = {(d[0], d[1]): d for d in got["dispatches"]}
         for key in sorted(set(recd) | set(repd)):
@@ -210,8 +213,11 @@ def verify(path: str | Path) -> tuple[int, list[Difference]]:
             if a is None or b is None:
                 diffs.append(Difference(seq, lineno, el, "dispatch", "dispatched" if a else "not dispatched",
                                         "dispatched" if b else "not dispatched"))
-            elif a[2:] != b[2:]:
-                diffs.append(Difference(seq, lineno, el, "allocation", a[2], b[2]))
+            elif a[2:4] != b[2:4]:
+                diffs.append(Difference(seq, lineno, el, "allocation", a[2:4], b[2:4]))
+            elif a[4:] != b[4:]:
+                diffs.append(Difference(seq, lineno, el, "backfill (started ahead of a reserved head)",
+                                        bool(a[4]) if len(a) > 4 else None, bool(b[4])))
         if rec.get("reservations", []) != got["reservations"]:
             diffs.append(Difference(seq, lineno, "-", "reservations", rec.get("reservations"), got["reservations"]))
         replay_reasons = {(jid, idx): r for jid, idx, r in got["reasons"]}
