@@ -350,3 +350,24 @@ def test_maxprocs_given_twice_is_an_error(tmp_path):
     p.write_text("; MaxProcs: 8\n; MaxProcs: 16\n1 0 -1 10 2 -1 -1 2 20 -1 1 1 1 -1 -1 -1 -1 -1\n")
     with pytest.raises(SwfError, match=r"two.swf:1: header MaxProcs is given more than once \(8, 16\)"):
         read_swf(p)
+
+
+@pytest.mark.parametrize("field,token,expect", [
+    (5, "1.5", "field 5 (allocated_procs) is '1.5'; it must be a whole number"),
+    (4, "1e300", "field 4 (run_time) is '1e300'; it must be a whole number of at most 100,000,000,000"),
+])
+def test_absurd_values_are_errors(tmp_path, field, token, expect):
+    parts = "1 0 -1 10 2 -1 -1 2 20 -1 1 1 1 -1 -1 -1 -1 -1".split()
+    parts[field - 1] = token
+    p = tmp_path / "bad.swf"
+    p.write_text("; MaxProcs: 4\n" + " ".join(parts) + "\n")
+    with pytest.raises(SwfError, match=None) as info:
+        read_swf(p)
+    assert "bad.swf:2:" in str(info.value) and expect in str(info.value)
+
+
+def test_a_huge_integer_is_an_error(tmp_path):
+    p = tmp_path / "big.swf"
+    p.write_text("; MaxProcs: 4\n1 0 -1 999999999999999 2 -1 -1 2 9999999999999999 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    with pytest.raises(SwfError, match="job 1: a time or count beyond 100,000,000,000"):
+        read_swf(p)

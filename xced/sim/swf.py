@@ -95,6 +95,11 @@ DROP_NO_REQUESTED_TIME = "no requested time"
 DROP_REASONS: tuple[str, ...] = (DROP_MORE_PROCS, DROP_NO_PROCS, DROP_NO_RUN_TIME, DROP_NO_REQUESTED_TIME)
 
 _GZIP_MAGIC = b"\x1f\x8b"
+#: the largest time (s) or count an SWF field may hold here: about 3,000 years
+MAX_VALUE = 10 ** 11
+#: fields that may be written with decimals and are rounded (times, requested memory);
+#: counts, IDs and processors must be whole (0-based indexes)
+_ROUNDED_FIELDS = frozenset({1, 2, 3, 8, 9, 17})
 _TOKEN = re.compile(r"\S+")
 
 
@@ -248,8 +253,14 @@ def _slow_fields(name: str, lineno: int, line: str, parts: list[str]) -> list[in
             )
         if i in _FLOAT_FIELDS:
             values.append(int(value) if value.is_integer() else value)
+        elif abs(value) > MAX_VALUE or (i not in _ROUNDED_FIELDS and not value.is_integer()):
+            col = [m.start() + 1 for m in _TOKEN.finditer(line)][i]
+            raise SwfError(
+                f"{name}:{lineno}:{col}: field {i + 1} ({FIELD_NAMES[i]}) is {tok!r}; it must be a whole "
+                f"number of at most {MAX_VALUE:,} (-1 when unknown)"
+            )
         else:
-            values.append(round(value))
+            values.append(round(value))  # times and memory written with decimals are rounded
     return values
 
 
@@ -407,6 +418,9 @@ def read_swf(
         if run <= 0:
             n_norun += 1
             continue
+        if max(run, r[8], r[1], p) > MAX_VALUE:
+            raise SwfError(f"{name}: job {r[0]}: a time or count beyond {MAX_VALUE:,} (seconds or processors); "
+                           f"that is no real workload")
         est = r[8]
         if est <= 0:
             if not keep_without_estimate:
