@@ -245,6 +245,7 @@ class Controller:
             self.active[e.job.id] = e.job
 
     def job(self, job_id: int) -> Job:
+        """The job with ID `job_id`. Raises NotFound."""
         j = self.jobs.get(job_id)
         if j is None:
             raise NotFound(f"job {job_id} not found; `xcecli jobs -a -u all` lists the jobs the cluster knows")
@@ -998,6 +999,9 @@ class Controller:
         return hooks
 
     def start_info(self, e: Element) -> StartInfo:
+        """What the first host's worker needs to start element `e` (JOB-1, JOB-3, JOB-6, JOB-7):
+        the command (wrapped by the profile's job starter), limits (s, MB), allocation, the
+        job's and the profile's environments, and the hooks to run around it."""
         job = e.job
         sp = job.spec
         st = self.config.settings
