@@ -59,6 +59,12 @@ def test_apply_changed_profile_reaches_pending_job(topdir, tmp_path):
         r = d.cli("resume", str(held))
         assert r.returncode == 1 and "held by the system, not by its user" in r.stderr
         assert f"`xcecli release {held}`" in d.cli("why", str(held), check=True).stdout
+        d.cli("stop", str(held), check=True)  # a user hold on top keeps the system hold's reason
+        w = d.cli("why", str(held), check=True).stdout
+        assert "refuses it: rusage mem" in w and "Also held by its user" in w, w
+        d.cli("resume", str(held), check=True)
+        w = d.cli("why", str(held), check=True).stdout
+        assert "refuses it: rusage mem" in w and "Also held by its user" not in w, w
         r = d.cli("release", str(held))
         assert r.returncode == 1 and "not a cluster admin" in r.stderr
         r = d.cli("release", str(held), user="admin")

@@ -73,8 +73,31 @@ def test_verify_checks_the_config_hashes_and_malformed_sessions(tmp_path):
     good = header_line(CFG) + "\n" + session_line(1, 1000.0, CFG.content_hash(), s, schedule(s, 1000.0)) + "\n"
     rec.write_text(good.replace(CFG.content_hash(), "0" * 64))
     n, diffs = verify(rec)
-    assert [d.what for d in diffs] == ["header config hash", "config hash (not the config of the header before it)"]
+    assert [d.what for d in diffs] == ["header config hash"]  # said once, not again for every session
+    head, sess = good.splitlines()
+    rec.write_text(head + "\n" + sess.replace(CFG.content_hash(), "1" * 64) + "\n")
+    n, diffs = verify(rec)
+    assert [d.what for d in diffs] == ["config hash (not the config of the header before it)"]
     rec.write_text(header_line(CFG) + '\n{"kind": "session", "seq": 4, "now": 1}\n')
     with pytest.raises(RecordingError) as info:
         verify(rec)
     assert ":2: session 4 is malformed (missing 'snapshot')" in str(info.value)
+
+
+def test_verify_finds_missing_repeated_and_moved_sessions(tmp_path):
+    s = snap()
+    r = schedule(s, 1000.0)
+    lines = [header_line(CFG)] + [session_line(k, 1000.0, CFG.content_hash(), s, r) for k in (1, 2, 3)]
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("\n".join(lines) + "\n")
+    assert verify(rec) == (3, [])
+    for body in ([lines[0], lines[1], lines[3]], [lines[0], lines[2], lines[1], lines[3]],
+                 [lines[0], lines[1], lines[1], lines[2], lines[3]]):
+        rec.write_text("\n".join(body) + "\n")
+        n, diffs = verify(rec)
+        assert any(d.what.startswith("session number") for d in diffs), body
+    bad = json.loads(lines[1])
+    bad["snapshot"]["hosts"][0][1] = -3
+    rec.write_text("\n".join([lines[0], json.dumps(bad)]) + "\n")
+    with pytest.raises(RecordingError, match="session 1 is malformed"):
+        verify(rec)

@@ -236,3 +236,20 @@ def test_a_task_range_shrinks_to_backfill_beside_a_reservation():
     head = JobSnap(74, 0, "normal", 74.0, 7, 7, parse("span[hosts=1]"), run_limit_s=300)
     r = brun([host("h1", 8, free=2)], [head, ranged], running)
     assert [(d.job_id, d.ntasks) for d in r.dispatches] == [(75, 1)]
+
+
+def test_smaller_count_hint_tells_the_reservation_it_must_not_delay():
+    """RES-6 with SCHED-1: "would start now with -n 1" is said only when 1 task would not
+    delay a reserved head; otherwise the hint says the run limit it also needs."""
+    running = [RunSnap(32, 0, 1120.0, {"h1": {"slots": 4}}), RunSnap(33, 0, 1600.0, {"h1": {"slots": 2}})]
+    head = bjob(34, 5, 300)
+    ranged = JobSnap(37, 0, "normal", 37.0, 1, 2, parse(""), run_limit_s=None)
+    two = JobSnap(38, 0, "normal", 38.0, 2, 2, parse(""), run_limit_s=None)
+    r = brun([host("h1", 8, free=2)], [head, ranged, two], running)
+    assert [(d.job_id, d.ntasks) for d in r.dispatches] == [(37, 1)]  # 1 spare at +120 for the head
+    hint = r.pend_reasons[(38, 0)].hint
+    assert hint == ("would start now with -n 1 and a run limit (-W) ending by t=1120 s, "
+                    "so as not to delay job 34's reservation")
+    short = JobSnap(39, 0, "normal", 39.0, 2, 2, parse(""), run_limit_s=60)  # ends before +120
+    r = brun([host("h1", 8, free=2)], [head, ranged, short], running)
+    assert r.pend_reasons[(39, 0)].hint == "would start now with -n 1"

@@ -80,7 +80,8 @@ def _apply(top, result, as_json: bool) -> None:
         sys.stdout.write(json.dumps({**result.to_dict(), "applied": out.model_dump()}, indent=2) + "\n")
         return
     typer.echo(f"config applied: hash {out.hash} (was {out.previous_hash}); "
-               f"{out.remerged} pending job{'s' if out.remerged != 1 else ''} re-merged")
+               f"{out.remerged} pending job{'s' if out.remerged != 1 else ''} re-merged"
+               + (f", {len(out.held)} held (listed on stderr)" if out.held else ""))
     for line in out.held:
         typer.echo(f"held: {line}", err=True)
 

@@ -298,7 +298,7 @@ class RecordRequest(Body):
     """POST /sim/record (`xceadmin sim record`, SIM-2): start recording every scheduler
     session to `<TopDir>/recordings/NAME.jsonl` (a new file the daemon creates), or `stop`."""
 
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: str | None = Field(default=None, min_length=1, max_length=1000)  # the daemon says what is valid
     stop: bool = False
 
 

@@ -1175,7 +1175,8 @@ class Controller:
                     e.holds.add("user")
                     self._transition(e, "hold", actor, "The job was suspended by user while pending",
                                      holds=e.holds)
-                    e.pend_reason = PendReason(REASON_USER_HOLD)
+                    if "system" not in e.holds:  # a system hold keeps its own reason (why names both)
+                        e.pend_reason = PendReason(REASON_USER_HOLD)
                 else:
                     continue
                 done.append(e.ref)
@@ -1392,8 +1393,9 @@ class Controller:
         if e.state is S.PSUSP and "system" in e.holds:
             if main is None or "system" not in main.lower():
                 main = f"Held by the system{': ' + main if main else ''}"
-            main += (f"; an admin releases it with `xcecli release {e.ref}`"
-                     + (f", and its user's own hold with `xcecli resume {e.ref}`" if "user" in e.holds else ""))
+            main += f"; an admin releases it with `xcecli release {e.ref}`"
+            if "user" in e.holds:
+                main += f". Also held by its user (xcecli stop); `xcecli resume {e.ref}` releases that hold"
         elif e.state is S.PSUSP and main is None:
             main = f"Held by its user (xcecli stop); `xcecli resume {e.ref}` releases it"
         if main is None:

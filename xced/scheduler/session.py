@@ -294,6 +294,24 @@ def _delays(r: _Reserved, plan: Plan) -> bool:
     return True
 
 
+HINT_SMALLER = "would start now with -n "
+
+
+def _hint_with_reservations(pr: PendReason, late: list[_Reserved], now: float) -> PendReason:
+    """RES-6 under SCHED-1: "would start now with -n N" is true only if N tasks would not
+    delay a reserved head the job outlasts; otherwise say what else it needs."""
+    try:
+        n = int(pr.hint[len(HINT_SMALLER):].split()[0])
+    except (ValueError, IndexError):
+        return pr
+    caps = [r.extra for r in late if r.extra is not None]
+    if len(caps) == len(late) and n <= min(caps):
+        return pr  # heads of slots alone with room to spare: the hint holds
+    first = min(late, key=lambda r: r.start)
+    return PendReason(pr.main, pr.hosts, f"{pr.hint} and a run limit (-W) ending by {_when(first.start, now)}, "
+                                         f"so as not to delay job {first.public.job}'s reservation")
+
+
 def _copy_reason(pr: PendReason) -> PendReason:
     """A deep copy of a pend reason (SCHED-2 keeps its own, bug-1932)."""
     return PendReason(pr.main, [replace(h) for h in pr.hosts], pr.hint)
@@ -426,6 +444,8 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             unsat[key] = (_copy_reason(pr), ref)
             res.unsatisfiable[key] = pr
             trace.append(f"{ref}: pend: {pr.main}")
+        if late and pr.hint and pr.hint.startswith(HINT_SMALLER):
+            pr = _hint_with_reservations(pr, late, now)
         pend(j, pr)
         if j.queue in heads:
             continue  # a later job of a backfilling queue: it just cannot start now

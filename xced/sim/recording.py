@@ -84,9 +84,14 @@ def snapshot_from_json(d: dict) -> Snapshot:
             got = parsed[text] = parse(text)
         return got
 
+    hosts = [HostSnap(n, sl, sf, m, mf, st, dict(r), dict(rf), dict(a), frozenset(t))
+             for n, sl, sf, m, mf, st, r, rf, a, t in d["hosts"]]
+    for h in hosts:
+        if not (isinstance(h.slots, int) and isinstance(h.slots_free, int) and 0 <= h.slots_free <= h.slots
+                and isinstance(h.mem_mb, int) and h.mem_mb >= 0):
+            raise ValueError(f"host {h.name!r}: slots {h.slots!r}, free {h.slots_free!r}, memory {h.mem_mb!r}")
     return Snapshot(
-        [HostSnap(n, sl, sf, m, mf, st, dict(r), dict(rf), dict(a), frozenset(t))
-         for n, sl, sf, m, mf, st, r, rf, a, t in d["hosts"]],
+        hosts,
         [QueueSnap(n, p, pos, hl, bool(bf)) for n, p, pos, hl, bf in d["queues"]],
         [JobSnap(jid, idx, q, st, nmin, nmax, rr(text), al, bool(held), ph, rl)
          for jid, idx, q, st, nmin, nmax, text, al, held, ph, rl in d["pending"]],
@@ -177,6 +182,7 @@ def verify(path: str | Path) -> tuple[int, list[Difference]]:
     diffs: list[Difference] = []
     n = 0
     in_force: str | None = None  # the config hash of the last header
+    last_seq = 0
     for lineno, obj in read_recording(path):
         if obj["kind"] == "header":
             try:
@@ -187,9 +193,14 @@ def verify(path: str | Path) -> tuple[int, list[Difference]]:
             in_force = cfg.content_hash()
             if obj.get("config_hash") != in_force:
                 diffs.append(Difference(0, lineno, "-", "header config hash", obj.get("config_hash"), in_force))
+                in_force = obj.get("config_hash")  # the sessions are held to what the header says
             continue
         n += 1
         seq = obj.get("seq", n)
+        if seq != last_seq + 1:  # sessions are numbered 1, 2, 3, ... by the recorder
+            diffs.append(Difference(seq, lineno, "-", "session number (a session missing, repeated or moved)",
+                                    last_seq + 1, seq))
+        last_seq = seq if isinstance(seq, int) else last_seq + 1
         if obj.get("config_hash") != in_force:
             diffs.append(Difference(seq, lineno, "-", "config hash (not the config of the header before it)",
                                     obj.get("config_hash"), in_force))
@@ -224,8 +235,13 @@ def verify(path: str | Path) -> tuple[int, list[Difference]]:
         for jid, idx, r in rec.get("reasons", []):
             mine = replay_reasons.get((jid, idx))
             if mine != r:
-                diffs.append(Difference(seq, lineno, _ref(jid, idx), "pend reason",
-                                        r.get("main") if isinstance(r, dict) else r,
-                                        mine.get("main") if mine else None))
+                if isinstance(r, dict) and mine is not None and r.get("main") == mine.get("main"):
+                    part = "hint" if r.get("hint") != mine.get("hint") else "hosts"
+                    diffs.append(Difference(seq, lineno, _ref(jid, idx), f"pend reason ({part})", r.get(part),
+                                            mine.get(part)))
+                else:
+                    diffs.append(Difference(seq, lineno, _ref(jid, idx), "pend reason",
+                                            r.get("main") if isinstance(r, dict) else r,
+                                            mine.get("main") if mine else None))
     return n, diffs
 
