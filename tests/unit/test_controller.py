@@ -73,6 +73,14 @@ def ctl(tmp_path):
     store.close()
 
 
+def controller_on(store, cfg, tmp_path):
+    """A Controller over `store` with config `cfg` and a joined fake worker on host h1."""
+    c = Controller(cfg, store, tmp_path, clock=Clock())
+    c.workers["h1"] = FakeWorker()
+    c.hosts["h1"].status = "ok"
+    return c
+
+
 def req(**kw):
     base = {"argv": ["true"], "cwd": "/tmp", "ntasks_min": 1}
     base.update(kw)
@@ -237,9 +245,7 @@ def test_vanished_profile_declines_then_system_hold(tmp_path):
     cfg = ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
                         hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)], applications=apps)
     store = SqliteStore(tmp_path / "db")
-    c = Controller(cfg, store, tmp_path, clock=Clock())
-    c.workers["h1"] = FakeWorker()
-    c.hosts["h1"].status = "ok"
+    c = controller_on(store, cfg, tmp_path)
     j = c.submit(req(app="pytorch"), ALICE)
     c.config = cfg.model_copy(update={"applications": builtin_profiles()})  # the profile vanished
     for i in range(MAX_DECLINES):
@@ -293,9 +299,7 @@ def test_profile_changed_between_decision_and_dispatch_is_declined(tmp_path):
     cfg = ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
                         hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)], applications=apps)
     store = SqliteStore(tmp_path / "db")
-    c = Controller(cfg, store, tmp_path, clock=Clock())
-    c.workers["h1"] = FakeWorker()
-    c.hosts["h1"].status = "ok"
+    c = controller_on(store, cfg, tmp_path)
     j = c.submit(req(app="p"), ALICE)
     decision = schedule(c.snapshot(), 0.0)
     assert decision.dispatches[0].profile_hash == apps["p"].content_hash()
@@ -320,9 +324,7 @@ def test_requeue_and_restart_keep_the_profile_name(tmp_path):
                         queues=[QueueConfig(name="normal")],
                         hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)], applications=apps)
     store = SqliteStore(tmp_path / "db")
-    c = Controller(cfg, store, tmp_path, clock=Clock())
-    c.workers["h1"] = FakeWorker()
-    c.hosts["h1"].status = "ok"
+    c = controller_on(store, cfg, tmp_path)
     j = c.submit(req(app="p", name="a[1-2]"), ALICE)
     session(c)
     assert [i.app for i in c.workers["h1"].infos] == ["p", "p"]
@@ -331,9 +333,7 @@ def test_requeue_and_restart_keep_the_profile_name(tmp_path):
     assert j.elements[1].state == "PEND"
     store.close()
     store = SqliteStore(tmp_path / "db")
-    c2 = Controller(cfg, store, tmp_path, clock=Clock())
-    c2.workers["h1"] = FakeWorker()
-    c2.hosts["h1"].status = "ok"
+    c2 = controller_on(store, cfg, tmp_path)
     session(c2)
     assert [(i.index, i.app, i.profile_env) for i in c2.workers["h1"].infos] == [(1, "p", {"A": "1"})]
     store.close()
@@ -555,9 +555,7 @@ def test_submit_of_a_request_proved_unsatisfiable_needs_no_session(tmp_path):
                         queues=[QueueConfig(name="normal", max_run_limit_s=3600, backfill=True)],
                         hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)])
     store = SqliteStore(tmp_path / "db")
-    c = Controller(cfg, store, tmp_path, clock=Clock())
-    c.workers["h1"] = FakeWorker()
-    c.hosts["h1"].status = "ok"
+    c = controller_on(store, cfg, tmp_path)
     c.submit(req(ntasks_min=3), ALICE)
     session(c)
     big = c.submit(req(ntasks_min=2), ALICE)
@@ -585,10 +583,7 @@ def test_requeue_merges_again_with_the_config_in_force(tmp_path):
                              applications={**builtin_profiles(), "p": Profile(name="p", rusage=[entry])})
 
     store = SqliteStore(tmp_path / "db")
-    c = Controller(cfg_with({"name": "mem", "value": 100, "unit": "MB", "default": True}), store, tmp_path,
-                   clock=Clock())
-    c.workers["h1"] = FakeWorker()
-    c.hosts["h1"].status = "ok"
+    c = controller_on(store, cfg_with({"name": "mem", "value": 100, "unit": "MB", "default": True}), tmp_path)
     j = c.submit(req(app="p"), ALICE)
     k = c.submit(req(app="p", resreq=["rusage[mem=200]"]), ALICE)
     session(c)
