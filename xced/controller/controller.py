@@ -633,10 +633,7 @@ class Controller:
                     if sp.pop("config_refused", None):  # an earlier config refused it; this one takes it
                         for e in job.elements.values():
                             if e.state is S.PSUSP and "system" in e.holds:
-                                e.holds.discard("system")
-                                e.pend_reason = None
-                                self._transition(e, "release" if not e.holds else "release_one", actor,
-                                                 "the new config takes it: system hold released", holds=e.holds)
+                                self._release_system_hold(e, actor, "the new config takes it: system hold released")
                     self.store.update_spec(job.id, sp)
                     continue
                 refused.append(f"job {job.id}: {why}")
@@ -1236,14 +1233,18 @@ class Controller:
             job.spec.pop("config_refused", None)
             self.store.update_spec(job.id, job.spec)
             for e in els:
-                e.holds.discard("system")
-                self._declines.pop((job.id, e.index), None)
-                stim = "release" if not e.holds else "release_one"
-                e.pend_reason = None
-                self._transition(e, stim, f"admin:{caller.user}", "system hold released by an admin", holds=e.holds)
+                self._release_system_hold(e, f"admin:{caller.user}", "system hold released by an admin")
                 done.append(e.ref)
         self.kick()
         return done
+
+    def _release_system_hold(self, e: Element, actor: str, reason: str) -> None:
+        """Drop element `e`'s `system` hold (D-5) inside the caller's transaction; a `user` hold
+        stays. The declined-dispatch count starts again (DISPATCH-2)."""
+        e.holds.discard("system")
+        self._declines.pop((e.job.id, e.index), None)
+        e.pend_reason = None
+        self._transition(e, "release" if not e.holds else "release_one", actor, reason, holds=e.holds)
 
     def requeue(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli requeue` (LSF brequeue): a running element is killed and returns to PEND
