@@ -5,7 +5,6 @@ DESIGN "Conventions": environment names live here and nowhere else.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -17,6 +16,8 @@ ENV_TEST_USER = "XCE_TEST_USER"
 
 API_PREFIX = "/xce/v1"
 SOCKET_NAME = "xced.sock"
+#: in run/: the socket's absolute path, when it is not run/xced.sock (D-7)
+SOCKET_PATH_FILE = "xced.sock.path"
 PORT_FILE = "xced.port"
 PID_FILE = "xced.pid"
 DB_NAME = "xce.db"
@@ -42,18 +43,21 @@ def resolve_topdir(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 
 def socket_path(topdir: Path) -> Path:
-    """The daemon's Unix socket for TopDir `topdir` (DESIGN "Sockets and ports").
-
-    `<TopDir>/run/xced.sock`, or, when that path would pass the 107-byte limit
-    of AF_UNIX, a short path under the runtime dir named by a hash of the TopDir.
-    XCE_SOCKET is applied by the caller, not here.
-    """
-    p = topdir / "run" / SOCKET_NAME
-    if len(os.fsencode(str(p))) <= MAX_SOCKET_PATH:
-        return p
-    digest = hashlib.sha256(os.fsencode(str(topdir))).hexdigest()[:16]
-    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/xce-{os.getuid()}"
-    return Path(base) / f"xced-{digest}.sock"
+    """Where clients find the socket of the daemon of TopDir `topdir` (D-7): the path
+    recorded in `<TopDir>/run/xced.sock.path` when the daemon put its socket elsewhere
+    (its path would pass the 107-byte limit of AF_UNIX, or XCE_SOCKET said so), else
+    `<TopDir>/run/xced.sock`. Clients of every user read the same record, so they find a
+    root daemon's socket too; none computes it from its own uid. XCE_SOCKET is applied by
+    the caller, not here. The daemon's side is `xced.config.topdir.daemon_socket_path`."""
+    run = topdir / "run"
+    try:
+        with open(run / SOCKET_PATH_FILE, "rb") as f:
+            recorded = os.fsdecode(f.read(4096).strip())
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        recorded = ""
+    if recorded.startswith("/"):
+        return Path(recorded)
+    return run / SOCKET_NAME
 
 
 def client_socket_path(topdir: str | os.PathLike[str] | None = None) -> Path:

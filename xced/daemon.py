@@ -21,7 +21,7 @@ from pathlib import Path
 
 import typer
 
-from xced.constants import ENV_TOPDIR, PID_FILE, PORT_FILE, default_topdir, socket_path
+from xced.constants import ENV_SOCKET, ENV_TOPDIR, PID_FILE, PORT_FILE, SOCKET_PATH_FILE, default_topdir
 
 log = logging.getLogger("xced")
 
@@ -62,7 +62,9 @@ def prepare_topdir(explicit: str | None) -> Path:
         return top
     top = default_topdir()
     if not (top / "config" / "xce.yaml").exists():
-        top.mkdir(parents=True, exist_ok=True)
+        from xced.config.topdir import make_layout
+
+        make_layout(top, check=False)  # D-7: the modes of LAYOUT; secure_topdir checks them after
         try:
             write_personal_config(top)
         except FileExistsError as e:
@@ -72,10 +74,24 @@ def prepare_topdir(explicit: str | None) -> Path:
     return top
 
 
+def secure_topdir(top: Path, dirs: tuple[str, ...] | None = None) -> None:
+    """Make the TopDir's directories with their modes and refuse a TopDir that lets other
+    users change what xced trusts (D-7): each problem names the path, its mode and owner,
+    and the mode it needs. `dirs`: the layout entries this role uses (default: all)."""
+    from xced.config.topdir import UnsafeDirectory, check_store_file, make_layout
+
+    try:
+        problems = make_layout(top, only=dirs) + (check_store_file(top) if dirs is None else [])
+    except UnsafeDirectory as e:
+        raise StartupError(str(e)) from None
+    if problems:
+        raise StartupError("the TopDir lets other users change what xced trusts (the store, job specs, the "
+                           "socket); refusing to start:\n  " + "\n  ".join(str(p) for p in problems))
+
+
 def _lock_topdir(top: Path) -> int:
     run = top / "run"
-    run.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run / "xced.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(run / "xced.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -105,19 +121,56 @@ def _local_host(config, host_name: str | None) -> str | None:
     return None
 
 
+def _socket_place(top: Path) -> Path:
+    """Where to bind (D-7): XCE_SOCKET, else `daemon_socket_path`. The directory is checked
+    first: the fallback one must be this user's own (made 0711), any other must not let
+    another user swap the socket. Raises StartupError saying why and what to do."""
+    from xced.config.topdir import (UnsafeDirectory, check_socket_parent, daemon_socket_path,
+                                    fallback_socket_dir, private_socket_dir)
+
+    env_sock = os.environ.get(ENV_SOCKET)
+    sock = Path(env_sock).absolute() if env_sock else daemon_socket_path(top)
+    try:
+        if sock.parent == fallback_socket_dir():
+            private_socket_dir(sock.parent)
+        elif sock.parent != top / "run":
+            check_socket_parent(sock)
+    except UnsafeDirectory as e:
+        raise StartupError(str(e)) from None
+    except OSError as e:
+        raise StartupError(f"cannot make the socket directory {sock.parent}: {e.strerror}") from None
+    if len(os.fsencode(str(sock))) > 107:
+        raise StartupError(f"the socket path {sock} is longer than the 107 bytes of a Unix socket path; set "
+                           f"XCE_SOCKET to a shorter one")
+    return sock
+
+
 def _unix_listener(path: Path):
     """The Unix socket for local clients, mode 0666: anyone may connect, and the daemon
-    knows who from SO_PEERCRED (D-6)."""
+    knows who from SO_PEERCRED (D-6). The mode comes from the umask at bind, never from a
+    chmod by path, which would follow a symlink swapped in meanwhile (D-7)."""
     import socket
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() or path.is_symlink():
         path.unlink()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(str(path))
-    os.chmod(path, 0o666)
+    old = os.umask(0o111)
+    try:
+        s.bind(str(path))
+    finally:
+        os.umask(old)
     s.listen(512)
     return s
+
+
+def _write_public(path: Path, text: str) -> None:
+    """A file of run/ that any user may read (the port), mode 0644 whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.fchmod(fd, 0o644)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 def _tcp_listener(host: str, port: int):
@@ -180,17 +233,17 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     gc.freeze()
     gc.set_threshold(GC_THRESHOLD0, 50, 100)
     local = _local_host(config, host_name) if run_jobs_here else None
-    sock = socket_path(top)
-    env_sock = os.environ.get("XCE_SOCKET")
-    if env_sock:
-        sock = Path(env_sock)
+    sock = _socket_place(top)
     worker = None
     if local is not None:
         worker = LocalWorker(local, top, ctl, {"XCE_SOCKET": str(sock)})
         ctl.attach_worker(worker)
     elif run_jobs_here:
         log.warning("no host in hosts.yaml is this machine (%s); this xced runs no jobs itself", host_name)
+    from xced.config.topdir import write_socket_path_file
+
     listeners = [_unix_listener(sock)]
+    write_socket_path_file(top, sock)
     tcp_note = ""
     listen = config.settings.listen
     if listen.port is not None:
@@ -205,7 +258,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         if tcp is None:
             tcp = _tcp_listener(listen.host, listen.port)
         port = tcp.getsockname()[1]
-        (top / "run" / PORT_FILE).write_text(f"{port}\n")
+        _write_public(top / "run" / PORT_FILE, f"{port}\n")
         listeners.append(tcp)
         tcp_note = f", peers on tcp://{listen.host}:{port}"
     fastapi_app = create_app(ctl)
@@ -243,7 +296,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         if worker is not None:
             await worker.close()
         store.close()
-        for p in (sock, top / "run" / "xced.ready"):  # run/xced.port stays: the next start reuses it
+        for p in (sock, top / "run" / "xced.ready", top / "run" / SOCKET_PATH_FILE):  # run/xced.port stays
             try:
                 p.unlink()
             except OSError:
@@ -264,6 +317,7 @@ def run(
     tag: list[str] = typer.Option([], "--tag", help="worker: a boolean resource (repeatable)"),
 ) -> None:
     """Start the daemon in the foreground."""
+    os.umask(0o077)  # D-7: what the daemon makes is its user's alone unless it says otherwise
     logging.basicConfig(level=os.environ.get("XCE_LOG_LEVEL", "INFO"), stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     wanted = {r.strip() for r in roles.split(",") if r.strip()}
@@ -293,6 +347,7 @@ def run(
             _die(f"{len(result.errors)} error(s) in the config of {top}; fix them (check with `xceadmin build --topdir {top}`)")
         for w in result.warnings:
             print(str(w), file=sys.stderr)
+        secure_topdir(top)
         lock_fd = _lock_topdir(top)
         asyncio.run(serve(top, result.config, host_name, run_jobs_here))
         os.close(lock_fd)
@@ -341,7 +396,6 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
         _die(f"--controller {controller!r}: expected tcp://HOST:PORT with a port from 1 to 65535 "
              f"(the controller's run/xced.port)", 2)
     top = Path(topdir or os.environ[ENV_TOPDIR]).expanduser().absolute()
-    top.mkdir(parents=True, exist_ok=True)
     if slots is not None and slots < 1:
         _die(f"--slots {slots}: must be at least 1", 2)
     try:
@@ -355,9 +409,12 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
     except ValidationError as e:
         _die(f"bad worker description: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}", 2)
     try:
+        secure_topdir(top, ("", "run", "jobs"))
         lock_fd = _lock_topdir(top)
     except StartupError as e:
         _die(str(e))
+    except OSError as e:
+        _die(f"cannot make the worker's TopDir {top}: {e.strerror}")
     try:
         asyncio.run(serve_worker(top, controller, join))
     except ValueError as e:

@@ -2,20 +2,61 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sqlite3
+import stat
+
 import pytest
 
-from xced.store.sqlite import SqliteStore
+from xced.store.sqlite import SqliteStore, _migrations, token_hash
 
 
 def test_wal_and_migrations(tmp_path):
     s = SqliteStore(tmp_path / "x.db")
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert s.schema_version() == 3
+    assert s.schema_version() == 4
     s.close()
     s = SqliteStore(tmp_path / "x.db")  # reopening applies nothing twice
-    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 3
+    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 4
     cols = [r[1] for r in s.db.execute("PRAGMA table_info(elements)")]
-    assert "token" in cols and "reserve" in cols  # 0002, 0003
+    assert "token" in cols and "reserve" in cols and "token_hash" in cols  # 0002, 0003, 0004
+
+
+def test_store_file_is_the_daemons_alone(tmp_path):
+    """D-7: the store holds every job's environment: made 0600 whatever the umask, its WAL too."""
+    old = os.umask(0o022)
+    try:
+        s = SqliteStore(tmp_path / "state" / "x.db")
+        with s.tx():
+            s.insert_job(s.next_job_id(), None, "u", "q", 1.0, {"env": {"SECRET": "s3"}}, [0], "PEND")
+    finally:
+        os.umask(old)
+    for name in ("x.db", "x.db-wal", "x.db-shm"):
+        assert stat.S_IMODE((tmp_path / "state" / name).stat().st_mode) == 0o600, name
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+    s.close()
+
+
+def test_plain_tokens_of_an_older_store_become_hashes(tmp_path):
+    """D-7: a store written before launch tokens were hashed keeps no token in the clear after
+    the next open; the hash is what a launch is checked against."""
+    path = tmp_path / "x.db"
+    db = sqlite3.connect(path)
+    db.executescript("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied REAL);")
+    for version, name, sql in _migrations()[:3]:
+        db.executescript(sql)
+        db.execute("INSERT INTO schema_migrations VALUES (?,?,0)", (version, name))
+    db.execute("INSERT INTO jobs VALUES (1, NULL, 'u', 'q', 1.0, '{}')")
+    db.execute("INSERT INTO elements (job_id, idx, state, token) VALUES (1, 0, 'RUN', 'cafe0123')")
+    db.commit()
+    db.close()
+    s = SqliteStore(path)
+    (row,) = s.db.execute("SELECT token, token_hash FROM elements").fetchall()
+    assert row == (None, token_hash("cafe0123"))
+    assert row[1] == hashlib.sha256(b"cafe0123").hexdigest()
+    assert b"cafe0123" not in path.read_bytes() + (tmp_path / "x.db-wal").read_bytes()
+    s.close()
 
 
 def test_job_ids_and_rollback(tmp_path):

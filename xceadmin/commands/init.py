@@ -24,6 +24,7 @@ def init(
 
     from xced.config.loader import CONFIG_DIR, REQUIRED_FILES
     from xced.config.personal import write_skeleton
+    from xced.config.topdir import UnsafeDirectory, make_layout
 
     def fail(message: str) -> typer.Exit:
         typer.echo(f"xceadmin init: error: {message}", err=True)
@@ -37,9 +38,12 @@ def init(
     if topdir.exists() and not topdir.is_dir():
         raise fail(f"{topdir} exists and is not a directory")
     try:
-        topdir.mkdir(parents=True, exist_ok=True)
+        problems = make_layout(topdir)  # D-7: config/ and run/ 0755, state/ 0700, jobs/ 0711
+        if problems:
+            raise fail("the directory lets other users change what xced will trust:\n  "
+                       + "\n  ".join(str(p) for p in problems))
         written = write_skeleton(topdir)
-    except FileExistsError as e:
+    except (FileExistsError, UnsafeDirectory) as e:
         raise fail(str(e)) from None
     except OSError as e:
         raise fail(f"cannot write the config of {topdir}: {e.strerror or e}") from None

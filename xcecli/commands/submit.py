@@ -160,6 +160,9 @@ def register(app: typer.Typer) -> None:
                 "resreq": list(resreq) or None, "app": app, "app_params": params or None,
                 "pre_exec": pre_exec, "post_exec": post_exec, "dependency": dependency}
         body = {k: v for k, v in body.items() if v is not None}
+        umask = os.umask(0o022)  # D-7: the job makes its files with the submitter's umask, as in LSF and Slurm
+        os.umask(umask)
+        body["umask"] = umask
         client = ctx.obj.client()
         if dry_run:
             res = _post(client, "/jobs/dry-run", body).json()

@@ -33,6 +33,8 @@ from xced.constants import (
     ENV_SOCKET,
     ENV_TEST_USER,
     ENV_TOPDIR,
+    MAX_SOCKET_PATH,
+    SOCKET_PATH_FILE,
     client_socket_path,
     resolve_topdir,
 )
@@ -165,6 +167,11 @@ class Client:
         if body is None:
             headers.pop("Content-Type", None)
         tmo = self.timeout if timeout is None else timeout
+        if self.socket is not None and len(os.fsencode(str(self.socket))) > MAX_SOCKET_PATH:
+            raise errors.DaemonUnreachable(
+                f"cannot reach xced: its socket would be {self.socket}, longer than the 107 bytes a Unix socket "
+                f"path may have, and no run/{SOCKET_PATH_FILE} in the TopDir says where the daemon put it (is it "
+                f"running?); start it with `xced`, or set XCE_SOCKET to the path it printed")
         for attempt in (1, 2):
             conn = self._connection(tmo)
             fresh = conn.sock is None

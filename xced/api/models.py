@@ -48,6 +48,9 @@ class SubmitRequest(Body):
     dependency: str | None = Field(None, max_length=MAX_DEPENDENCY_LENGTH,
                                    description="-w: dependency expression, e.g. 'done(12) && ended(13[2])' (JOB-5, "
                                                "LSF bsub -w); every job it names must exist")
+    umask: int = Field(0o022, ge=0, le=0o777, description="the submitter's umask as an integer (18 for 022): the "
+                                                           "job's output files are made with it and the job runs "
+                                                           "with it (D-7, as in LSF and Slurm); default 0o022")
 
 
 class JobAction(Body):
@@ -158,6 +161,10 @@ class JobOut(Body):
                                                      "'done(12) && ended(13[2])'; null: none")
     counts: dict[str, int] = Field(default_factory=dict, description="elements per state")
     elements: list[ElementOut] = Field(default_factory=list)
+    env: dict[str, str] | None = Field(None, description="the job's environment as submitted (D-7): in `show` "
+                                                         "for the job's owner and cluster admins only; null "
+                                                         "for anyone else and in listings")
+    umask: int | None = Field(None, description="the umask the job runs with (D-7), e.g. 18 for 022")
 
 
 class JobList(Body):

@@ -46,7 +46,7 @@ from xced.resreq import ResReqError, merge, parse, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
-from xced.store.sqlite import SqliteStore
+from xced.store.sqlite import SqliteStore, token_hash
 
 log = logging.getLogger("xced.controller")
 
@@ -73,6 +73,9 @@ def _daemon_user() -> str:
     except KeyError:
         return str(os.geteuid())
 
+
+#: the umask of a job whose submit named none (D-7: LSF's and Slurm's default)
+DEFAULT_UMASK = 0o022
 
 REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resume releases it)"
 
@@ -157,11 +160,11 @@ class Controller:
             job = self.jobs[jid] = Job(jid, name, user, queue, submit_time, json.loads(spec))
             eff_text = job.spec.get("effective_resreq")
             job.resreq = parse(eff_text) if eff_text else effective_resreq(job.spec.get("resreq") or [])
-        for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, token,
+        for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, thash,
              reserve) in self.store.load_elements():
             job = self.jobs[jid]
             e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
-                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token=token,
+                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token_hash=thash,
                         reserve=json.loads(reserve) if reserve else {})
             job.elements[idx] = e
             if e.state not in FINISHED:
@@ -393,6 +396,7 @@ class Controller:
             "job_values": job_values, "config_hash": self._config_hash,
             "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
             "dependency": deps.render(dependency) if dependency is not None else None,
+            "umask": req["umask"] if req.get("umask") is not None else DEFAULT_UMASK,
         }
         indices = array.indices if array else (0,)
         if dry_run:
@@ -848,12 +852,14 @@ class Controller:
                     self._decline(e, f"application profile {app!r} changed between decision and dispatch")
                     continue
                 alloc = [(h, n) for h, n in d.alloc]
+                token = secrets.token_hex(16)  # D-7: the store keeps its hash only
                 self._transition(e, "dispatch", "scheduler",
                                  "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc)
                                  + (f" (profile {app} {d.profile_hash[:12]})" if app and d.profile_hash else ""),
                                  alloc=alloc, start_time=now, end_time=None, exit_code=None,
-                                 exit_signal=None, exit_reason=None, action=None, token=secrets.token_hex(16),
+                                 exit_signal=None, exit_reason=None, action=None, token_hash=token_hash(token),
                                  reserve=d.reserve)
+                e.token = token
                 e.pend_reason = None
                 self._use(e, +1)
                 accepted.append(e)
@@ -921,7 +927,7 @@ class Controller:
             self._task_ids[(job.id, e.index)] = tid = self._task_ids.get((job.id, e.index), 0) + 1
             task = TaskSpec(job.id, e.index, tid, ["/bin/sh", "-c", hook["command"]], sp["cwd"], env,
                             sp.get("run_uid"), sp.get("run_gid"), sp["run_as"], self.config.settings.kill_interval_s,
-                            float(hook.get("timeout_s", 300.0)))
+                            float(hook.get("timeout_s", 300.0)), sp.get("umask", DEFAULT_UMASK))
             self.store_event_only(job.id, e.index, "HOOK", "system", f"{name} on {host} (task {tid})")
             try:
                 r = await w.launch_task(task)
@@ -1009,11 +1015,21 @@ class Controller:
         return StartInfo(job.id, e.index, job.name, job.queue, job.user, argv, sp["cwd"], sp["env"],
                          sp.get("stdout"), sp.get("stderr"), sp.get("run_limit_s"), sp.get("memory_limit_mb"),
                          list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
-                         st.kill_interval_s, st.limit_grace_s, e.token or "", dict(sp.get("profile_env") or {}),
+                         st.kill_interval_s, st.limit_grace_s, e.token or "", sp.get("umask", DEFAULT_UMASK),
+                         dict(sp.get("profile_env") or {}),
                          dict(sp.get("export_env") or {}), sp.get("app") or None,
                          self._hooks(profile, sp))
 
     # ------------------------------------------------------------------ worker reports
+
+    def element_host(self, job_id: int, index: int) -> str | None:
+        """The first host of element (job_id, index) while it runs (RUN or USUSP, dispatched
+        there), else None: the only worker whose reports about it count (D-7)."""
+        job = self.jobs.get(job_id)
+        e = job.elements.get(index) if job else None
+        if e is None or e.state not in ACTIVE or not e.alloc:
+            return None
+        return e.alloc[0][0]
 
     def on_started(self, job_id: int, index: int, start_time: float) -> None:
         """The worker saw the job's process start: show the real start time. Kept in memory
@@ -1330,22 +1346,33 @@ class Controller:
         return e, text
 
     async def launch(self, job_id: int, index: int, host: str, argv: list[str], token: str | None,
-                     caller: Caller | None) -> dict:
+                     caller: Caller | None, peer_uid: int | None = None) -> dict:
         """`xcecli launch HOST -- CMD` (LSF blaunch, JOB-7): start one task of running element
-        (job_id, index) on `host`, one of the job's hosts, and return how it ended:
-        {"host", "task_id", "exit_code", "signal", "reason", "output"} (output capped at 1 MB).
-        Allowed with the element's token (the job's own tasks) or for its owner or an admin.
-        Raises NotFound, PermissionDenied, Conflict (not running, host not in the job)."""
+        (job_id, index) on `host`, one of the job's hosts, as the job's user, and return how
+        it ended: {"host", "task_id", "exit_code", "signal", "reason", "output"} (output capped
+        at 1 MB).
+
+        Who may (D-7): the job's owner (`caller`, without a token), or a process inside the
+        job, which proves it with the element's launch token (XCE_JOB_TOKEN) and, on the Unix
+        socket, by running as the job's user (`peer_uid` from SO_PEERCRED). Cluster admins
+        may not: a task runs as the job's user, so that would let an admin act as any user.
+        Raises NotFound, PermissionDenied (a wrong, old or other job's token; another user),
+        Conflict (not running, host not in the job)."""
         job = self.job(job_id)
         e = job.elements.get(index)
         if e is None:
             raise NotFound(f"job {job_id} has no element {index}")
         if token is not None:
-            if not e.token or not secrets.compare_digest(token, e.token):
-                raise PermissionDenied(f"job {e.ref}: wrong launch token; `xcecli launch` works from inside the job")
-        elif caller is None or not may_control_job(caller, job.user):
-            raise PermissionDenied(f"job {e.ref} belongs to {job.user}; only its own tasks, its owner or an admin "
-                                   f"may launch tasks in it")
+            if not e.token_hash or not secrets.compare_digest(token_hash(token), e.token_hash):
+                raise PermissionDenied(f"job {e.ref}: the launch token is not this job's (wrong, from an earlier run "
+                                       f"of it, or another job's); `xcecli launch` works from inside the job")
+            run_uid = job.spec.get("run_uid")
+            if peer_uid is not None and peer_uid != (run_uid if run_uid is not None else os.geteuid()):
+                raise PermissionDenied(f"job {e.ref} runs as {job.spec['run_as']}; its launch token works only for "
+                                       f"processes of that user inside the job")
+        elif caller is None or caller.user != job.user:
+            raise PermissionDenied(f"job {e.ref} belongs to {job.user}; only its owner and its own tasks may launch "
+                                   f"tasks in it")
         if e.state not in ACTIVE:
             raise Conflict(f"job {e.ref} is {e.state}; tasks can be launched only while it runs")
         hosts = [h for h, _ in e.alloc]
@@ -1359,7 +1386,7 @@ class Controller:
         env = self._task_env(e, host)
         env.update({"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host})
         task = TaskSpec(job_id, index, tid, list(argv), sp["cwd"], env, sp.get("run_uid"), sp.get("run_gid"),
-                        sp["run_as"], self.config.settings.kill_interval_s)
+                        sp["run_as"], self.config.settings.kill_interval_s, umask=sp.get("umask", DEFAULT_UMASK))
         self.store_event_only(job_id, index, "LAUNCH", f"user:{job.user}" if caller is None else f"user:{caller.user}",
                               f"task {tid} on {host}: {' '.join(argv)[:200]}")
         result = await w.launch_task(task)

@@ -28,7 +28,11 @@ class Element:
     alloc: list[tuple[str, int]] = field(default_factory=list)
     action: str | None = None  # "kill:ACTOR" or "requeue:ACTOR" while a running element is being ended
     pend_reason: PendReason | None = None
-    token: str | None = None  # secret of the running element's own tasks (xcecli launch)
+    #: the running element's launch token (XCE_JOB_TOKEN, how its own tasks prove they run inside
+    #: it to `xcecli launch`): the plain token in memory from dispatch to start only, its SHA-256
+    #: in the store (D-7)
+    token: str | None = None
+    token_hash: str | None = None
     #: what the running element holds per host: {"h1": {"slots": 4, "mem": 4096, "gpu": 1}}
     reserve: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -112,6 +116,9 @@ class StartInfo:
     kill_interval_s: float
     grace_s: float
     token: str = ""
+    #: the submitter's umask (e.g. 0o022): the job's output files are made with it and the job
+    #: runs with it (D-7, as LSF and Slurm do)
+    umask: int = 0o022
     #: PROF-10: the profile's env travels apart from the job's; the profile's names win
     profile_env: dict[str, str] = field(default_factory=dict)
     #: XCE_APP_PARAM_* and XCE_APP_ANN_* (PROF-6, PROF-7)
@@ -138,6 +145,8 @@ class TaskSpec:
     kill_interval_s: float
     #: seconds before the task is ended (a host hook's timeout, JOB-6); None: no limit
     run_limit_s: float | None = None
+    #: the job's umask (D-7): the task runs with it
+    umask: int = 0o022
 
 
 @dataclass(slots=True)

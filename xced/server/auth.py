@@ -49,6 +49,20 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
+#: D-7, KEY-1: until peers authenticate with host keys, production TCP takes no user request
+TCP_REFUSED = ("production mode: xced takes no user or launch request over TCP until peers authenticate with "
+               "host keys (KEY-1); use the Unix socket on the controller host")
+
+
+def launch_peer(request: Request) -> tuple[int, int, int] | None:
+    """A launch with a token (D-7): the Unix-socket peer's (pid, uid, gid), or None over TCP,
+    which only test mode accepts. Raises PermissionDenied for TCP in production."""
+    peer = request.scope.get(PEER_KEY)
+    if peer is None and request.app.state.controller.config.settings.mode != "test":
+        raise PermissionDenied(TCP_REFUSED)
+    return peer
+
+
 async def caller_of(request: Request) -> Caller:
     """FastAPI dependency: the Caller of this request. Raises PermissionDenied for an
     asserted user in production mode or a TCP caller without one (user requests over
@@ -66,7 +80,8 @@ async def caller_of(request: Request) -> Caller:
             raise PermissionDenied(f"--as-user {asserted!r}: not a valid user name")
         return Caller(name, None, None, True, name in settings.admins)
     if peer is None:
-        raise PermissionDenied("requests over TCP must assert a user in test mode; production clients use the Unix socket")
+        raise PermissionDenied(TCP_REFUSED if settings.mode != "test" else
+                               "requests over TCP must assert a user in test mode (--as-user, XCE_TEST_USER)")
     _, uid, gid = peer
     name = _user_name(uid)
     return Caller(name, uid, gid, False, name in settings.admins)

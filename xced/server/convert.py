@@ -30,7 +30,8 @@ def element_dict(e) -> dict:
     }
 
 
-def job_dict(job, *, elements: bool = True) -> dict:
+def job_dict(job, *, elements: bool = True, env: bool = False) -> dict:
+    """The JobOut of `job`; `env`: include its environment (D-7: only for who may see it)."""
     sp = job.spec
     counts: dict[str, int] = {}
     for e in job.elements.values():
@@ -46,6 +47,7 @@ def job_dict(job, *, elements: bool = True) -> dict:
         "array_limit": sp.get("array_limit"), "resreq_requested": sp.get("resreq") or [],
         "resreq": sp.get("effective_resreq") or "", "dependency": sp.get("dependency"), "counts": counts,
         "elements": [element_dict(e) for e in job.elements.values()] if elements else [],
+        "env": dict(sp.get("env") or {}) if env else None, "umask": sp.get("umask"),
     }
 
 

@@ -13,13 +13,21 @@ they are rebuilt from the jobs' own records (the supervisor fsyncs status.json, 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Iterator
+
+
+def token_hash(token: str) -> str:
+    """The stored form of a launch token (D-7): hex SHA-256. Tokens are 128 random bits, so a
+    fast hash is enough; the store never holds a token itself."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class StoreError(RuntimeError):
@@ -39,7 +47,15 @@ class SqliteStore:
     """The durable store of one TopDir: `<TopDir>/state/xce.db`."""
 
     def __init__(self, path: Path, *, synchronous: str = "NORMAL") -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            # D-7: the store holds every job's environment; made 0600 before SQLite opens it,
+            # and SQLite gives its -wal and -shm files the database file's mode
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise StoreError(f"cannot create the store {path}: {e.strerror}") from e
         try:
             self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -47,6 +63,7 @@ class SqliteStore:
             self._sync = synchronous
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self._hash_plain_tokens()
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the store {path}: {e}") from e
         self.path = path
@@ -62,6 +79,19 @@ class SqliteStore:
                     if stmt.strip():
                         self.db.execute(stmt)
                 self.db.execute("INSERT INTO schema_migrations VALUES (?,?,?)", (version, name, time.time()))
+
+    def _hash_plain_tokens(self) -> None:
+        """D-7: launch tokens an older version stored in the clear become their SHA-256; the
+        plain column is cleared with secure_delete, so the old pages hold no copy."""
+        rows = self.db.execute("SELECT job_id, idx, token FROM elements WHERE token IS NOT NULL").fetchall()
+        if not rows:
+            return
+        self.db.execute("PRAGMA secure_delete=ON")
+        with self.tx():
+            self.db.executemany("UPDATE elements SET token_hash=?, token=NULL WHERE job_id=? AND idx=?",
+                                ((token_hash(t) if t else None, j, i) for j, i, t in rows))
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the new pages overwrite the old ones now
+        self.db.execute("PRAGMA secure_delete=OFF")
 
     def schema_version(self) -> int:
         return self.db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
@@ -128,10 +158,10 @@ class SqliteStore:
         return self.db.execute("SELECT id, name, user, queue, submit_time, spec FROM jobs ORDER BY id")
 
     def load_elements(self) -> Iterator[tuple]:
-        """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action, token,
-        reserve)."""
+        """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action,
+        token_hash, reserve)."""
         return self.db.execute("SELECT job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, "
-                               "exit_reason, alloc, action, token, reserve FROM elements ORDER BY job_id, idx")
+                               "exit_reason, alloc, action, token_hash, reserve FROM elements ORDER BY job_id, idx")
 
     def events(self, job_id: int) -> list[tuple]:
         return self.db.execute("SELECT time, job_id, idx, kind, from_state, to_state, actor, reason FROM events "

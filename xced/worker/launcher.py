@@ -32,7 +32,7 @@ def _child(jobdir: str) -> int:
     from xced.worker.supervisor import LOG_FILE, Supervisor
 
     os.setsid()
-    fd = os.open(os.path.join(jobdir, LOG_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(os.path.join(jobdir, LOG_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(fd, 1)

@@ -19,6 +19,19 @@ from xced.worker.env import expand_output_path, hosts_per_slot, job_environment
 log = logging.getLogger("xced.worker")
 
 
+def write_user_file(path: Path, text: str, uid: int | None, gid: int | None) -> None:
+    """Write a file of the job directory that the job reads (the host file): mode 0600,
+    handed to the job's user when the daemon runs as root (D-7). Never through a symlink."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        if uid is not None and os.geteuid() == 0:
+            os.fchown(fd, uid, gid if gid is not None else -1)
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 class LocalWorker:
     """Serves host `host` for `controller`; job directories under `<TopDir>/jobs/ID/INDEX`."""
 
@@ -31,9 +44,58 @@ class LocalWorker:
         self.client_env = dict(client_env or {})
         self._tasks: set[asyncio.Task] = set()
         self.launcher = procs.Launcher()
+        self._groups: dict[tuple[int, int], bool] = {}
 
     def jobdir(self, job_id: int, index: int) -> Path:
         return self.jobs_dir / str(job_id) / str(index)
+
+    def make_jobdir(self, job_id: int, index: int, uid: int | None, gid: int | None) -> Path:
+        """Make (or fix) `jobs/ID` and `jobs/ID/INDEX` so that only the job's user and the
+        daemon's user can read them (D-7). They stay the daemon's (root's) to write, so a
+        job's user can never forge its spec.json or status.json. A job of another user (the
+        daemon runs as root) gets group = the user's primary group and mode 0750 when that
+        group is the user's own (useradd's default), else mode 0711 (reachable by name,
+        listable by nobody else); every file in it is 0600 of its reader. Otherwise 0700."""
+        mode, group = 0o700, -1
+        if uid is not None and gid is not None and os.geteuid() == 0 and uid != 0:
+            if self._private_group(uid, gid):
+                mode, group = 0o750, gid
+            else:
+                mode, group = 0o711, 0
+        jd = self.jobdir(job_id, index)
+        for d in (jd.parent, jd):
+            try:
+                os.mkdir(d, 0o700)
+            except FileExistsError:
+                pass
+            except FileNotFoundError:  # jobs/ itself (a worker's first job): 0711, D-7
+                self.jobs_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
+                os.mkdir(d, 0o700)
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                if group != -1:
+                    os.fchown(fd, 0, group)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+        return jd
+
+    def _private_group(self, uid: int, gid: int) -> bool:
+        """True when group `gid` is user `uid`'s alone: no other member, no other user's
+        primary group (a user-private group). Cached per (uid, gid)."""
+        key = (uid, gid)
+        if key not in self._groups:
+            import grp
+
+            try:
+                name = pwd.getpwuid(uid).pw_name
+                members = set(grp.getgrgid(gid).gr_mem)
+            except KeyError:
+                self._groups[key] = False
+            else:
+                self._groups[key] = members <= {name} and not any(
+                    p.pw_gid == gid and p.pw_uid != uid for p in pwd.getpwall())
+        return self._groups[key]
 
     def _spawn(self, coro) -> None:
         t = asyncio.get_running_loop().create_task(coro)
@@ -47,14 +109,10 @@ class LocalWorker:
         spec, launch its supervisor, and watch it. Failure to launch -> on_start_failed."""
         jd = self.jobdir(info.job_id, info.index)
         try:
-            try:
-                os.mkdir(jd)
-            except FileNotFoundError:
-                jd.mkdir(parents=True, exist_ok=True)
-            except FileExistsError:
-                pass
+            self.make_jobdir(info.job_id, info.index, info.run_uid, info.run_gid)
             hostfile = jd / "hostfile"
-            hostfile.write_text("".join(h + "\n" for h in hosts_per_slot(info.alloc)))
+            write_user_file(hostfile, "".join(h + "\n" for h in hosts_per_slot(info.alloc)), info.run_uid,
+                            info.run_gid)
             home = None
             if info.run_uid is not None:
                 try:
@@ -76,7 +134,7 @@ class LocalWorker:
             else:
                 err = out if info.stdout else str(jd / "stderr")
             # the job directory stays the daemon's: a job's user must not be able to forge
-            # job.json or status.json (the host file is world-readable)
+            # spec.json, job.json or status.json (D-7: see make_jobdir)
             spec = {
                 "job_id": info.job_id, "index": info.index, "argv": list(info.argv), "cwd": info.cwd,
                 "env": env, "stdout": out, "stderr": err, "run_limit_s": info.run_limit_s,
@@ -85,6 +143,7 @@ class LocalWorker:
                 "grace_s": info.grace_s, "kill_interval_s": info.kill_interval_s,
                 "uid": info.run_uid, "gid": info.run_gid,
                 "groups": os.getgrouplist(info.run_as, info.run_gid) if info.run_uid is not None and info.run_gid is not None else None,
+                "umask": info.umask,
             }
             handle = procs.launch(jd, spec, self.launcher)
         except OSError as e:
@@ -132,7 +191,9 @@ class LocalWorker:
         in JOBDIR/tasks/ID, and return how it ended with its output (at most 1 MB)."""
         td = self.jobdir(task.job_id, task.index) / "tasks" / str(task.task_id)
         try:
-            td.mkdir(parents=True, exist_ok=True)
+            self.make_jobdir(task.job_id, task.index, task.run_uid, task.run_gid)
+            (td.parent).mkdir(mode=0o700, exist_ok=True)
+            td.mkdir(mode=0o700, exist_ok=True)
             out = td / "output"
             env = dict(task.env)
             self._point_at_daemon(env)
@@ -143,7 +204,7 @@ class LocalWorker:
                     "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": task.run_limit_s,
                     "kill_interval_s": task.kill_interval_s, "uid": task.run_uid, "gid": task.run_gid,
                     "groups": os.getgrouplist(task.run_as, task.run_gid)
-                    if task.run_uid is not None and task.run_gid is not None else None}
+                    if task.run_uid is not None and task.run_gid is not None else None, "umask": task.umask}
             handle = procs.launch(td, spec, self.launcher)
         except (OSError, ValueError) as e:
             return {"host": self.host, "task_id": task.task_id, "exit_code": 1, "signal": None,

@@ -83,6 +83,7 @@ _SPEC_DEFAULTS: dict[str, Any] = {
     "hooks": None,
     "host": None,
     "host_ntasks": None,
+    "umask": 0o022,
 }
 #: Files a previous run in the same JOBDIR may have left; launch() removes them.
 _STALE = (STATUS_FILE, JOB_FILE, PID_FILE, KILL_FILE)
@@ -349,6 +350,9 @@ def _validate_spec(spec: dict[str, Any]) -> dict[str, Any]:
     for key in ("uid", "gid"):
         if full[key] is not None and (isinstance(full[key], bool) or not isinstance(full[key], int)):
             raise ValueError(f"spec: field {key!r} must be an integer or null, got {full[key]!r}")
+    um = full["umask"]
+    if isinstance(um, bool) or not isinstance(um, int) or not 0 <= um <= 0o777:
+        raise ValueError(f"spec: field 'umask' must be an integer from 0 to 0o777 (511), got {um!r}")
     groups = full["groups"]
     if groups is not None and not (isinstance(groups, list) and all(isinstance(g, int) for g in groups)):
         raise ValueError(f"spec: field 'groups' must be a list of integers or null, got {groups!r}")
@@ -444,7 +448,7 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launc
     jobdir = Path(jobdir).absolute()
     full = _validate_spec(spec)
     if not jobdir.is_dir():
-        jobdir.mkdir(parents=True, exist_ok=True)
+        jobdir.mkdir(mode=0o700, parents=True, exist_ok=True)
     if _lock_held(jobdir):
         raise JobDirBusy(errno.EBUSY, "a supervisor is still running in this job directory (lock held)", str(jobdir))
     for name in _STALE:
@@ -456,7 +460,7 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launc
     if launcher is not None:
         pid, pidfd = launcher.spawn(jobdir)
         return SupervisorHandle(jobdir, pid, pidfd)
-    log_fd = os.open(jobdir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    log_fd = os.open(jobdir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         popen = subprocess.Popen(
             [sys.executable, "-m", "xced.worker.supervisor", str(jobdir)],
@@ -571,7 +575,7 @@ def request_kill(jobdir: str | os.PathLike[str]) -> bool:
     jobdir = Path(jobdir)
     if (jobdir / STATUS_FILE).exists() or not (jobdir / SPEC_FILE).exists():
         return False
-    fd = os.open(jobdir / KILL_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(jobdir / KILL_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     os.close(fd)
     if not _lock_held(jobdir):
         # Not started yet (it will see the marker), or already gone.

@@ -96,21 +96,37 @@ class RemoteWorkerLink:
                 fut.set_result(None)
 
 
-def handle_worker_message(ctl, link: RemoteWorkerLink, msg: dict) -> None:
-    """Apply one message from a joined worker to the controller."""
+#: the worker's reports about an element; each is accepted only from the element's first host
+_ELEMENT_REPORTS = ("started", "finished", "start_failed")
+
+
+def handle_worker_message(ctl, link: RemoteWorkerLink, msg: dict) -> bool:
+    """Apply one message from a joined worker to the controller. A report about an element
+    (started, finished, start_failed) is accepted only when that element runs on this very
+    worker's host, i.e. was dispatched to it (D-7): a worker may not end, or claim, a job of
+    another host. Anything else is refused and logged. Returns whether it was accepted."""
     op = msg.get("op")
+    if op in _ELEMENT_REPORTS:
+        job_id, index = int(msg["job_id"]), int(msg["index"])
+        host = ctl.element_host(job_id, index)
+        if host != link.host:
+            log.warning("worker %s reported %s of job %s, which %s; refused", link.host, op,
+                        f"{job_id}[{index}]" if index else job_id,
+                        "is not running" if host is None else f"runs on {host}, not on {link.host}")
+            return False
     if op == "started":
-        ctl.on_started(int(msg["job_id"]), int(msg["index"]), float(msg["start_time"]))
+        ctl.on_started(job_id, index, float(msg["start_time"]))
     elif op == "finished":
         st = EndStatusMsg.model_validate(msg["status"])
-        ctl.on_finished(int(msg["job_id"]), int(msg["index"]),
-                        EndStatus(st.exit_code, st.signal_name, st.start_time, st.end_time, st.reason))
+        ctl.on_finished(job_id, index, EndStatus(st.exit_code, st.signal_name, st.start_time, st.end_time, st.reason))
     elif op == "start_failed":
-        ctl.on_start_failed(int(msg["job_id"]), int(msg["index"]), str(msg["reason"]))
+        ctl.on_start_failed(job_id, index, str(msg["reason"]))
     elif op == "reply":
         link.resolve(int(msg["rid"]), msg.get("result"))
     else:
-        log.warning("worker %s sent an unknown message %r", link.host, op)
+        log.warning("worker %s sent an unknown message %r; refused", link.host, op)
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------- worker side

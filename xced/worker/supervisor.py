@@ -142,7 +142,7 @@ def write_json_atomic(path: str, obj: object, *, durable: bool = True) -> None:
     directory = os.path.dirname(path) or "."
     tmp = f"{path}.{os.getpid()}.tmp"
     data = json.dumps(obj, separators=(",", ":")).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -222,14 +222,15 @@ class _AsUser:
         os.setgroups(groups)
 
 
-def _open_append(path: str, *, nofollow: bool = False) -> int:
+def _open_append(path: str, *, nofollow: bool = False, mode: int = 0o666) -> int:
+    """Open `path` for appending, creating it (and its parents) with `mode` less the umask."""
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
     if nofollow:
         flags |= os.O_NOFOLLOW
-    return os.open(path, flags, 0o666)
+    return os.open(path, flags, mode)
 
 
 def _is_inside(path: str, directory: str) -> bool:
@@ -268,7 +269,7 @@ class Supervisor:
         """Open JOBDIR/lock and flock it; the fd is never inherited. None if someone holds it."""
         import fcntl
 
-        fd = os.open(self.path(LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.path(LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -332,16 +333,20 @@ class Supervisor:
         return uid, int(gid), [int(g) for g in groups]
 
     def open_output(self, path: str, ident: tuple[int, int, list[int]] | None) -> int:
-        """Open one output file as the job's user; inside JOBDIR fall back to root plus fchown."""
+        """Open one output file as the job's user, created with the job's umask (D-7); inside
+        JOBDIR (the default output files) mode 0600 whatever the umask, created by root and
+        handed to the job's user (the directory is not the user's to write)."""
+        inside = _is_inside(path, self.jobdir)
+        if inside and os.path.basename(path) in PROTOCOL_FILES:
+            raise PermissionError(13, "output may not go to a file of the job directory's protocol", path)
+        mode = 0o600 if inside else 0o666
         try:
             with _AsUser(ident):
-                return _open_append(path)
+                return _open_append(path, nofollow=inside, mode=mode)
         except PermissionError:
-            if ident is None or not _is_inside(path, self.jobdir) or os.path.basename(path) in PROTOCOL_FILES:
+            if ident is None or not inside:
                 raise
-        # The default output files live in the root-owned job directory: create
-        # them as root, then hand them to the job's user.
-        fd = _open_append(path, nofollow=True)
+        fd = _open_append(path, nofollow=True, mode=0o600)
         try:
             st = os.fstat(fd)
             if st.st_uid == 0:
@@ -565,7 +570,7 @@ class Supervisor:
         if ident is not None:
             kwargs = {"user": ident[0], "group": ident[1], "extra_groups": ident[2]}
         cwd = spec["cwd"] if os.path.isdir(spec["cwd"]) else "/tmp"
-        logfd = os.open(self.path(HOOKS_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        logfd = self.open_hooks_log(ident)
         rfd, wfd = os.pipe()
         try:
             os.write(logfd, f"--- {name}: {hook['command']}\n".encode())
@@ -583,6 +588,19 @@ class Supervisor:
             return self._wait_hook(name, p, timeout)
         finally:
             copier.join(5.0)
+
+    def open_hooks_log(self, ident: tuple[int, int, list[int]] | None) -> int:
+        """JOBDIR/hooks.log, mode 0600, the job's user's (D-7): the hooks' output is theirs."""
+        fd = os.open(self.path(HOOKS_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        if ident is not None:
+            try:
+                if os.fstat(fd).st_uid != ident[0]:
+                    os.fchown(fd, ident[0], ident[1])
+            except OSError:
+                os.close(fd)
+                raise
+        return fd
 
     def _wait_hook(self, name: str, p: subprocess.Popen, timeout: float) -> str | None:
         spec = self.spec
@@ -654,6 +672,8 @@ class Supervisor:
             try:
                 with open(self.path(SPEC_FILE), "rb") as f:
                     self.spec = json.load(f)
+                # D-7: the job, its hooks and its output files get the submitter's umask
+                os.umask(int(self.spec.get("umask", 0o022)) & 0o777)
                 if self.kill_flag or os.path.exists(self.path(KILL_FILE)):
                     raise _Setup(1, REASON_KILLED)
                 # JOB-6, JOB-7: the profile's hooks are the outer layer, the job's -E/-Ep the inner

@@ -21,8 +21,8 @@ from xced.api.models import (
     WhyOut,
 )
 from xced.model.jobs import FINISHED, JobState
-from xced.policy.rbac import Caller
-from xced.server.auth import caller_of
+from xced.policy.rbac import Caller, may_view_env
+from xced.server.auth import caller_of, launch_peer
 from xced.server.convert import event_dict, job_dict, json_response
 
 router = APIRouter()
@@ -84,8 +84,9 @@ async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-async def show_job(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> Response:
-    return json_response(job_dict(_ctl(request).job(job_id)))
+async def show_job(job_id: int, request: Request, caller: Caller = Depends(caller_of)) -> Response:
+    job = _ctl(request).job(job_id)
+    return json_response(job_dict(job, env=may_view_env(caller, job.user)))
 
 
 @router.get("/jobs/{job_id}/events", response_model=EventList)
@@ -133,7 +134,13 @@ for _name in ("kill", "stop", "resume", "requeue", "release"):
 
 @router.post("/jobs/{job_id}/launch", response_model=LaunchResult)
 async def launch_task(job_id: int, body: LaunchRequest, request: Request) -> LaunchResult:
-    """Start a task on one of a running job's hosts and answer when it ends (JOB-7)."""
-    caller = None if body.token is not None else await caller_of(request)
-    res = await _ctl(request).launch(job_id, body.index, body.host, body.argv, body.token, caller)
+    """Start a task on one of a running job's hosts and answer when it ends (JOB-7). With a
+    token the caller proves it runs inside the job; on the Unix socket it must also run as
+    the job's user. Over TCP only test mode takes a token (production: KEY-1, D-7)."""
+    if body.token is not None:
+        peer = launch_peer(request)
+        caller, peer_uid = None, peer[1] if peer is not None else None
+    else:
+        caller, peer_uid = await caller_of(request), None
+    res = await _ctl(request).launch(job_id, body.index, body.host, body.argv, body.token, caller, peer_uid)
     return LaunchResult(**res)
