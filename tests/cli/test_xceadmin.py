@@ -29,6 +29,24 @@ def test_init_then_build(tmp_path: Path) -> None:
     assert re.fullmatch(r"config OK: 2 queues, 1 host, hash [0-9a-f]{64}\n", build.stdout)
 
 
+def test_init_makes_a_topdir_that_keeps_users_apart(tmp_path: Path) -> None:
+    """D-7: config and run/ readable by all, state/ the daemon user's alone, jobs/ reachable
+    by name only; a directory others may write is refused with the fix."""
+    import os
+    import stat
+
+    assert run("init", "top", cwd=tmp_path).returncode == 0
+    top = tmp_path / "top"
+    modes = {rel: stat.S_IMODE((top / rel).stat().st_mode) for rel in ("", "config", "run", "state", "jobs")}
+    assert modes == {"": 0o755, "config": 0o755, "run": 0o755, "state": 0o700, "jobs": 0o711}
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    os.chmod(loose, 0o777)
+    r = run("init", "loose", cwd=tmp_path)
+    assert r.returncode == 1 and f"{loose}: mode 0777" in r.stderr and f"chmod 0755 {loose}" in r.stderr
+    assert not (loose / "config" / "xce.yaml").exists()
+
+
 def test_build_uses_xce_topdir(tmp_path: Path) -> None:
     assert run("init", "top", cwd=tmp_path).returncode == 0
     build = run("build", cwd=tmp_path, env={"XCE_TOPDIR": str(tmp_path / "top")})

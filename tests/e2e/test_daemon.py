@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -253,6 +254,13 @@ def test_personal_cluster_on_first_start(tmp_path):
         info = json.loads(subprocess.run([XCECLI, "api", "GET", "/info"], env=env, capture_output=True,
                                          text=True, timeout=30).stdout)
         assert info["mode"] == "production" and info["topdir"] == str(top)
+        # D-7: the personal cluster's TopDir keeps the store and the jobs' files private
+        modes = {rel: stat.S_IMODE((top / rel).stat().st_mode) for rel in ("", "run", "state", "jobs")}
+        assert modes == {"": 0o755, "run": 0o755, "state": 0o700, "jobs": 0o711}
+        assert stat.S_IMODE((top / "state" / "xce.db").stat().st_mode) == 0o600
+        stdout = next((top / "jobs").glob("*/0/stdout"))
+        assert stat.S_IMODE(stdout.stat().st_mode) == 0o600
+        assert stat.S_IMODE(stdout.parent.stat().st_mode) == 0o700  # jobs run as the daemon's user
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -1,0 +1,63 @@
+"""The worker channel's controller end (D-1, D-7): a worker's reports count only for the
+elements dispatched to that worker's host."""
+
+from __future__ import annotations
+
+import logging
+
+from tests.unit.test_controller import ALICE, FakeWorker, Clock, req, session
+from xced.controller.controller import Controller
+from xced.model.config import ClusterConfig, ClusterSettings, HostConfig, QueueConfig
+from xced.store.sqlite import SqliteStore
+from xced.worker.remote import RemoteWorkerLink, handle_worker_message
+
+
+def _two_hosts(tmp_path):
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
+                        hosts=[HostConfig(name="h1", slots=1, memory_mb=1000),
+                               HostConfig(name="h2", slots=1, memory_mb=1000)])
+    c = Controller(cfg, SqliteStore(tmp_path / "db"), tmp_path, clock=Clock())
+    for h in ("h1", "h2"):
+        w = FakeWorker()
+        w.host = h
+        c.workers[h] = w
+        c.hosts[h].status = "ok"
+    return c
+
+
+def _finished(job_id: int, code: int = 0) -> dict:
+    return {"op": "finished", "job_id": job_id, "index": 0,
+            "status": {"exit_code": code, "start_time": 1000.0, "end_time": 1001.0}}
+
+
+def test_a_worker_cannot_end_a_job_of_another_host(tmp_path, caplog):
+    c = _two_hosts(tmp_path)
+    job = c.submit(req(), ALICE)
+    session(c)
+    e = job.elements[0]
+    assert e.state == "RUN"
+    host = e.alloc[0][0]
+    other = RemoteWorkerLink("h2" if host == "h1" else "h1", lambda m: None)
+    own = RemoteWorkerLink(host, lambda m: None)
+    with caplog.at_level(logging.WARNING, "xced.worker.remote"):
+        assert handle_worker_message(c, other, _finished(job.id)) is False
+        assert handle_worker_message(c, other, {"op": "started", "job_id": job.id, "index": 0,
+                                                "start_time": 5.0}) is False
+        assert handle_worker_message(c, other, {"op": "start_failed", "job_id": job.id, "index": 0,
+                                                "reason": "x"}) is False
+    assert e.state == "RUN" and e.start_time != 5.0
+    assert f"runs on {host}, not on {other.host}; refused" in caplog.text
+    assert handle_worker_message(c, own, _finished(job.id)) is True
+    assert e.state == "DONE"
+    # after its end, even its own host's reports about it are refused
+    assert handle_worker_message(c, own, _finished(job.id, 3)) is False
+    assert e.state == "DONE" and e.exit_code == 0
+
+
+def test_reports_about_unknown_jobs_and_unknown_messages_are_refused(tmp_path, caplog):
+    c = _two_hosts(tmp_path)
+    link = RemoteWorkerLink("h1", lambda m: None)
+    with caplog.at_level(logging.WARNING, "xced.worker.remote"):
+        assert handle_worker_message(c, link, _finished(99)) is False
+        assert handle_worker_message(c, link, {"op": "submit"}) is False
+    assert "is not running; refused" in caplog.text and "unknown message 'submit'; refused" in caplog.text
