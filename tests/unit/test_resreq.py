@@ -1,7 +1,7 @@
 """RES-1: the LSF resource requirement grammar (xced.resreq).
 
 Three groups of examples:
-- the ten strings of shared/data/lsf_resreq_examples.md with their meaning;
+- the ten strings of tests/data/lsf_resreq_examples.md with their meaning;
 - more examples from LSF manuals, each with the URL of the page it was read on;
 - parse errors (column + what was expected), merging, and select evaluation.
 """
@@ -64,7 +64,7 @@ def roundtrip(text: str) -> ResReq:
 
 
 class TestSharedExamples:
-    """shared/data/lsf_resreq_examples.md, in its order."""
+    """tests/data/lsf_resreq_examples.md, in its order."""
 
     def test_1_bare_expression_is_a_select(self):
         req = roundtrip("rhel6 || rhel7")

@@ -1,4 +1,4 @@
-"""xced.sim.swf: the SWF reader (SPEC SIM-1) on the real traces in shared/data and on
+"""xced.sim.swf: the SWF reader (SPEC SIM-1) on the real traces in tests/data and on
 small bad files written to tmp_path.
 
 What a user sees: how many jobs a trace holds and keeps, why the others were dropped,
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import DATA
 from xced.sim.swf import (
     DROP_REASONS,
     FIELD_NAMES,
@@ -23,11 +24,10 @@ from xced.sim.swf import (
     read_swf_records,
 )
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-KTH = DATA / "KTH-SP2-1996-2.1-cln.swf"
+KTH = DATA / "KTH-SP2-1996-2.1-cln.swf.gz"
 SDSC = DATA / "SDSC-SP2-1998-4.2-cln.swf.gz"
-ALEA = DATA / "alea_hpc2n.swf"
-LUBLIN = DATA / "lublin_256.swf"
+ALEA = DATA / "alea_hpc2n.swf.gz"
+LUBLIN = DATA / "lublin_256.swf.gz"
 
 HEADER = "; Version: 2.2\n; MaxProcs: 8\n;\n"
 
@@ -155,7 +155,7 @@ def test_lublin_has_no_requested_times():
     with pytest.raises(SwfError) as exc:
         read_swf(LUBLIN)
     msg = str(exc.value)
-    assert "lublin_256.swf: empty trace: all 10000 jobs were dropped (10000 no requested time)" in msg
+    assert "lublin_256.swf.gz: empty trace: all 10000 jobs were dropped (10000 no requested time)" in msg
     assert "256 processors (MaxNodes header)" in msg
     assert "--no-estimate run-time" in msg
 
