@@ -9,9 +9,11 @@ Three groups of examples:
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from tests.conftest import DATA
 from xced.resreq import (
     Binary,
     Name,
@@ -131,6 +133,27 @@ class TestSharedExamples:
     def test_10_hosts_1(self):
         req = roundtrip("span[hosts=1]")
         assert to_json(req)["span"] == {"ptile": None, "hosts": 1, "block": None}
+
+    def test_the_file_holds_these_ten_strings_and_each_parses(self):
+        """The tests above are the file's ten, in its order: a changed or added line fails here."""
+        text = (DATA / "lsf_resreq_examples.md").read_text(encoding="utf-8")
+        strings = re.findall(r"^(\d+)\. `(.+?)` \u2014 ", text, flags=re.M)
+        assert [int(n) for n, _ in strings] == list(range(1, 11))
+        assert [s for _, s in strings] == [
+            "rhel6 || rhel7",
+            "swp > 15 && hpux order[ut]",
+            "select[hname!='host06-x12']",
+            "select[slots>4 && maxslots < 10 || mem > 10] order[-slots:maxslots:maxmem:ut]",
+            "select [swp > 15 && maxmem > 100] rusage[mem = 100]",
+            "rusage[mem=20, license=1:duration=2]",
+            "rusage[mem=50:duration=100:decay=1]",
+            "rusage[app_lic_v201=1||app_lic_v15=1]",
+            '-n 16 -R "span[ptile=4]"',
+            "span[hosts=1]",
+        ]
+        for _, s in strings:
+            m = re.fullmatch(r'-n \d+ -R "(.+)"', s)  # a bsub command line: its -R argument
+            roundtrip(m.group(1) if m else s)
 
 
 # --------------------------------------------------------------------------- documented

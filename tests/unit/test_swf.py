@@ -9,6 +9,7 @@ wrong and what would be valid.
 from __future__ import annotations
 
 import gzip
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,21 @@ def write(tmp_path: Path, text: str, name: str = "t.swf") -> Path:
 
 
 # --- the real traces ---------------------------------------------------------------
+
+
+# sha256 of each trace uncompressed, as tests/data/README.md lists them: a copy that was
+# edited, truncated or converted again fails here by name, before any count below.
+TRACE_SHA256 = {
+    KTH: "df76b94e5f670db52179688a98deec3e1887d10adb39f96c900b8e92abb386ab",
+    SDSC: "2bb635f4b5793f52bd49ccb8fd913d95f9c5be6346925162cadcaf0117e28cf2",
+    ALEA: "eaaccb339ef0f313d1b975cf02cc518b7cc012fb0c609ef2af2dbd0291aa74ba",
+    LUBLIN: "a394ab3d81179ebcf645a1cbd593a60b6dff7f11a510e1e6285c45f43310c962",
+}
+
+
+@pytest.mark.parametrize("path", list(TRACE_SHA256), ids=lambda p: p.name)
+def test_trace_copies_are_unchanged(path):
+    assert hashlib.sha256(gzip.decompress(path.read_bytes())).hexdigest() == TRACE_SHA256[path]
 
 
 @pytest.fixture(scope="module")
