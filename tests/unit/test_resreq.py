@@ -197,7 +197,7 @@ def _check_mem_swp_hour(req):
 
 
 def _check_swp_decay(req):
-    # The manual's prose says 50 MB of swap but its string says 20 (reference §7): keep the string.
+    # The manual's prose says 50 MB of swap but its string says 20 (docs/lsf-behaviour.md §7): keep the string.
     assert terms(req) == [("swp", 20, "MB", None, 7200, 1), ("license", 1, None, None, 120, None)]
 
 
