@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import getpass
+import gzip
 import os
 import shutil
 import signal
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = ROOT.parent / "shared/data/KTH-SP2-1996-2.1-cln.swf"
+DEFAULT_TRACE = ROOT / "tests" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"  # sources: tests/data/README.md
 BIN = Path(sys.executable).parent
 HOST_SLOTS = 100
 HOST_NAME = "kth-sp2"
@@ -64,10 +65,11 @@ class TraceJob:
 
 
 def read_swf(path: Path, limit: int | None = None) -> list[TraceJob]:
-    """The jobs of a Standard Workload Format file, in file order (minimal reader:
-    header `;` lines skipped, unknown run time taken as 0, unknown processors as 1)."""
+    """The jobs of a Standard Workload Format file, plain or gzip-compressed (`.gz`), in file
+    order (minimal reader: header `;` lines skipped, unknown run time taken as 0, unknown
+    processors as 1)."""
     jobs: list[TraceJob] = []
-    with open(path) as f:
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as f:
         for lineno, line in enumerate(f, 1):
             line = line.strip()
             if not line or line.startswith(";"):
@@ -447,7 +449,7 @@ def kill_leftovers(client) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="SWF trace (default: %(default)s)")
+    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="SWF trace, plain or .gz (default: %(default)s)")
     ap.add_argument("--jobs", type=int, default=300, help="replay the first N jobs (default: %(default)s)")
     ap.add_argument("--scale", type=float, default=14400.0,
                     help="trace seconds per real second (default: %(default)s, 1 trace hour = 0.25 s)")

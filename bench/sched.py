@@ -34,7 +34,7 @@ from xced.sim.engine import simulate  # noqa: E402
 from xced.sim.metrics import compute_metrics  # noqa: E402
 from xced.sim.swf import read_swf  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"  # traces; sources in tests/data/README.md
 RESULTS = ROOT / "bench" / "RESULTS.md"
 BEGIN, END = "<!-- SCHED:BEGIN (bench/sched.py rewrites this block) -->", "<!-- SCHED:END -->"
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     runs_sim, runs_s = (1, 1) if a.quick else (3, 5)
     rows = []
-    for name, path in (("KTH-SP2", DATA / "KTH-SP2-1996-2.1-cln.swf"),
+    for name, path in (("KTH-SP2", DATA / "KTH-SP2-1996-2.1-cln.swf.gz"),
                        ("SDSC-SP2", DATA / "SDSC-SP2-1998-4.2-cln.swf.gz")):
         med, rate, m = sim_rate(path, runs_sim)
         rows.append((f"sim {name}, EASY", f"{med:.2f} s ({rate:,.0f} jobs/s)",

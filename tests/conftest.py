@@ -25,7 +25,7 @@ BIN = Path(sys.executable).parent
 XCED = str(BIN / "xced")
 XCECLI = str(BIN / "xcecli")
 XCEADMIN = str(BIN / "xceadmin")
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parent / "data"  # traces and LSF examples; sources in tests/data/README.md
 
 
 def write_config(top: Path, *, mode: str = "test", slots: int = 4, admins: tuple[str, ...] = ("admin",),

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_xceadmin import run
+from tests.conftest import DATA
 
 pytestmark = pytest.mark.timeout(120)
 
-KTH = Path(__file__).resolve().parents[3] / "shared" / "data" / "KTH-SP2-1996-2.1-cln.swf"
+KTH = DATA / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 SMALL = """\
 ; MaxProcs: 10
@@ -66,7 +67,7 @@ def test_sim_run_bad_input_is_one_clear_line(tmp_path: Path, text: str, args: li
 
 
 def test_sim_run_lublin_needs_run_time_estimates(tmp_path: Path) -> None:
-    lublin = KTH.parent / "lublin_256.swf"
+    lublin = DATA / "lublin_256.swf.gz"
     r = run("sim", "run", "--swf", str(lublin), cwd=tmp_path)
     assert r.returncode == 1 and "--no-estimate run-time" in r.stderr
     r = run("sim", "run", "--swf", str(lublin), "--no-estimate", "run-time", "--json", cwd=tmp_path)

@@ -1,5 +1,5 @@
 """The placement planner over plain HostSupply lists, no daemon (RES-3, RES-4, RES-5,
-RES-6, MERGE-2). LSF behaviour cited from shared/reference/lsf-behaviour.md sections 1-2.
+RES-6, MERGE-2). LSF behaviour cited from docs/lsf-behaviour.md sections 1-2.
 """
 
 from __future__ import annotations

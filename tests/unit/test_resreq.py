@@ -1,7 +1,7 @@
 """RES-1: the LSF resource requirement grammar (xced.resreq).
 
 Three groups of examples:
-- the ten strings of shared/data/lsf_resreq_examples.md with their meaning;
+- the ten strings of tests/data/lsf_resreq_examples.md with their meaning;
 - more examples from LSF manuals, each with the URL of the page it was read on;
 - parse errors (column + what was expected), merging, and select evaluation.
 """
@@ -9,9 +9,11 @@ Three groups of examples:
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from tests.conftest import DATA
 from xced.resreq import (
     Binary,
     Name,
@@ -64,7 +66,7 @@ def roundtrip(text: str) -> ResReq:
 
 
 class TestSharedExamples:
-    """shared/data/lsf_resreq_examples.md, in its order."""
+    """tests/data/lsf_resreq_examples.md, in its order."""
 
     def test_1_bare_expression_is_a_select(self):
         req = roundtrip("rhel6 || rhel7")
@@ -132,6 +134,27 @@ class TestSharedExamples:
         req = roundtrip("span[hosts=1]")
         assert to_json(req)["span"] == {"ptile": None, "hosts": 1, "block": None}
 
+    def test_the_file_holds_these_ten_strings_and_each_parses(self):
+        """The tests above are the file's ten, in its order: a changed or added line fails here."""
+        text = (DATA / "lsf_resreq_examples.md").read_text(encoding="utf-8")
+        strings = re.findall(r"^(\d+)\. `(.+?)` \u2014 ", text, flags=re.M)
+        assert [int(n) for n, _ in strings] == list(range(1, 11))
+        assert [s for _, s in strings] == [
+            "rhel6 || rhel7",
+            "swp > 15 && hpux order[ut]",
+            "select[hname!='host06-x12']",
+            "select[slots>4 && maxslots < 10 || mem > 10] order[-slots:maxslots:maxmem:ut]",
+            "select [swp > 15 && maxmem > 100] rusage[mem = 100]",
+            "rusage[mem=20, license=1:duration=2]",
+            "rusage[mem=50:duration=100:decay=1]",
+            "rusage[app_lic_v201=1||app_lic_v15=1]",
+            '-n 16 -R "span[ptile=4]"',
+            "span[hosts=1]",
+        ]
+        for _, s in strings:
+            m = re.fullmatch(r'-n \d+ -R "(.+)"', s)  # a bsub command line: its -R argument
+            roundtrip(m.group(1) if m else s)
+
 
 # --------------------------------------------------------------------------- documented
 
@@ -174,7 +197,7 @@ def _check_mem_swp_hour(req):
 
 
 def _check_swp_decay(req):
-    # The manual's prose says 50 MB of swap but its string says 20 (reference §7): keep the string.
+    # The manual's prose says 50 MB of swap but its string says 20 (docs/lsf-behaviour.md §7): keep the string.
     assert terms(req) == [("swp", 20, "MB", None, 7200, 1), ("license", 1, None, None, 120, None)]
 
 

@@ -2,21 +2,19 @@
 
 The correctness target is a published result: on KTH-SP2, FCFS with EASY backfilling on
 100 processors, average bounded slowdown 92.58 and average flow time 15,697 s (Gaussier,
-Glesser, Reis and Trystram, SC'15, pyss; quoted in ../shared/data/README.md).
+Glesser, Reis and Trystram, SC'15, pyss; see tests/data/README.md).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.conftest import DATA
 from xced.sim.engine import simulate
 from xced.sim.metrics import compute_metrics
 from xced.sim.swf import SimJob, read_swf
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-KTH = DATA / "KTH-SP2-1996-2.1-cln.swf"
+KTH = DATA / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""xced.sim.swf: the SWF reader (SPEC SIM-1) on the real traces in shared/data and on
+"""xced.sim.swf: the SWF reader (SPEC SIM-1) on the real traces in tests/data and on
 small bad files written to tmp_path.
 
 What a user sees: how many jobs a trace holds and keeps, why the others were dropped,
@@ -9,10 +9,12 @@ wrong and what would be valid.
 from __future__ import annotations
 
 import gzip
+import hashlib
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import DATA
 from xced.sim.swf import (
     DROP_REASONS,
     FIELD_NAMES,
@@ -23,11 +25,10 @@ from xced.sim.swf import (
     read_swf_records,
 )
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-KTH = DATA / "KTH-SP2-1996-2.1-cln.swf"
+KTH = DATA / "KTH-SP2-1996-2.1-cln.swf.gz"
 SDSC = DATA / "SDSC-SP2-1998-4.2-cln.swf.gz"
-ALEA = DATA / "alea_hpc2n.swf"
-LUBLIN = DATA / "lublin_256.swf"
+ALEA = DATA / "alea_hpc2n.swf.gz"
+LUBLIN = DATA / "lublin_256.swf.gz"
 
 HEADER = "; Version: 2.2\n; MaxProcs: 8\n;\n"
 
@@ -49,6 +50,21 @@ def write(tmp_path: Path, text: str, name: str = "t.swf") -> Path:
 
 
 # --- the real traces ---------------------------------------------------------------
+
+
+# sha256 of each trace uncompressed, as tests/data/README.md lists them: a copy that was
+# edited, truncated or converted again fails here by name, before any count below.
+TRACE_SHA256 = {
+    KTH: "df76b94e5f670db52179688a98deec3e1887d10adb39f96c900b8e92abb386ab",
+    SDSC: "2bb635f4b5793f52bd49ccb8fd913d95f9c5be6346925162cadcaf0117e28cf2",
+    ALEA: "eaaccb339ef0f313d1b975cf02cc518b7cc012fb0c609ef2af2dbd0291aa74ba",
+    LUBLIN: "a394ab3d81179ebcf645a1cbd593a60b6dff7f11a510e1e6285c45f43310c962",
+}
+
+
+@pytest.mark.parametrize("path", list(TRACE_SHA256), ids=lambda p: p.name)
+def test_trace_copies_are_unchanged(path):
+    assert hashlib.sha256(gzip.decompress(path.read_bytes())).hexdigest() == TRACE_SHA256[path]
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +171,7 @@ def test_lublin_has_no_requested_times():
     with pytest.raises(SwfError) as exc:
         read_swf(LUBLIN)
     msg = str(exc.value)
-    assert "lublin_256.swf: empty trace: all 10000 jobs were dropped (10000 no requested time)" in msg
+    assert "lublin_256.swf.gz: empty trace: all 10000 jobs were dropped (10000 no requested time)" in msg
     assert "256 processors (MaxNodes header)" in msg
     assert "--no-estimate run-time" in msg
 

@@ -29,8 +29,8 @@ every resource its rusage names (``mem`` always exists) and it defines every
 ``same[]`` attribute. A resource listed in ``resources`` but missing from
 ``resources_free`` counts as 0 free (never over-commit).
 
-Rules (IBM Spectrum LSF 10.1 span/order/usage/same pages; shared reference
-lsf-behaviour.md sections 1-2; where XCE differs, SPEC wins):
+Rules (IBM Spectrum LSF 10.1 span/order/usage/same pages; docs/lsf-behaviour.md
+sections 1-2; where XCE differs, SPEC wins):
 
 - rusage (RES-2, PROF-4): a term reserves per task unless it says ``/host`` (once on
   every host used) or ``/job`` (once for the whole job, on its first host; for a

@@ -2,7 +2,7 @@
 
 Pure and standalone: the standard library only.
 
-Definitions, as in shared/data/README.md's reference result (Gaussier, Glesser, Reis and
+Definitions, as in tests/data/README.md's reference result (Gaussier, Glesser, Reis and
 Trystram, SC'15, pyss) and SPEC SIM-1 (wait time, bounded slowdown, utilization,
 makespan).  For a job with submit time ``s``, start ``b``, end ``e`` on ``p`` processors:
 
@@ -91,7 +91,7 @@ class Metrics:
 
 def bounded_slowdown(wait_s: float, duration_s: float, tau_s: float = TAU_S) -> float:
     """``max(1, (wait + duration) / max(tau, duration))``, dimensionless (tau = 10 s;
-    data/README.md's reference definition)."""
+    tests/data/README.md's reference definition)."""
     return max(1.0, (wait_s + duration_s) / max(tau_s, duration_s))
 
 

@@ -2,7 +2,7 @@
 
 Pure and standalone: the standard library only, no I/O besides reading the one file.
 
-The format (shared/data/README.md, after the Parallel Workloads Archive):
+The format (tests/data/README.md, after the Parallel Workloads Archive):
 
 - Lines whose first non-blank character is ``;`` are header comments.  ``; Key: value``
   lines are collected into a dict (``MaxProcs``, ``MaxNodes``, ``UnixStartTime``, ...).
@@ -13,7 +13,7 @@ The format (shared/data/README.md, after the Parallel Workloads Archive):
 - Every other line is one job: exactly 18 whitespace-separated numbers, -1 for unknown.
 
 Conversion to simulator jobs (:func:`read_swf`), the rule behind the published KTH-SP2
-reference result (Gaussier, Glesser, Reis and Trystram, SC'15, pyss; data/README.md):
+reference result (Gaussier, Glesser, Reis and Trystram, SC'15, pyss; tests/data/README.md):
 
 - processors = requested processors (field 8), or allocated processors (field 5) when
   field 8 is unknown (-1; any value <= 0 is treated as unknown);
@@ -380,7 +380,7 @@ def read_swf(
     rule) drops jobs with no requested time; ``"run_time"`` keeps them with their run
     time as their estimate.
 
-    The conversion and the drop rule are in the module docstring (data/README.md's
+    The conversion and the drop rule are in the module docstring (tests/data/README.md's
     reference: KTH-SP2 keeps 28,481 of 28,489 jobs).
 
     Raises :class:`SwfError` (a ``ValueError``) with ``FILE:LINE`` for: a missing or
