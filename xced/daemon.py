@@ -145,6 +145,18 @@ def _socket_place(top: Path) -> Path:
     return sock
 
 
+def _closed_to_others(sock: Path) -> Path | None:
+    """The first directory on the socket's path that other users cannot pass (no x for
+    others), or None when every user can reach the socket."""
+    for d in reversed(sock.parents):
+        try:
+            if not os.stat(d).st_mode & 0o001:
+                return d
+        except OSError:
+            return d
+    return None
+
+
 def _unix_listener(path: Path):
     """The Unix socket for local clients, mode 0666: anyone may connect, and the daemon
     knows who from SO_PEERCRED (D-6). The mode comes from the umask at bind, never from a
@@ -269,6 +281,10 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     print(f"xced: cluster {config.settings.cluster_name!r} ({config.settings.mode} mode), "
           f"TopDir {top}, {'host ' + local if local else 'no jobs on this machine'}, socket {sock}{tcp_note}",
           file=sys.stderr, flush=True)
+    closed = _closed_to_others(sock)
+    if closed is not None and config.settings.mode == "production" and os.geteuid() == 0:
+        print(f"xced: note: other users cannot reach the socket: {closed} is not open to them (mode "
+              f"{closed.stat().st_mode & 0o777:04o}); only root's clients can submit (D-7)", file=sys.stderr, flush=True)
     orig_startup = server.startup
 
     async def startup(sockets=None):

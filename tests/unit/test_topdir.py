@@ -37,13 +37,14 @@ def test_a_short_topdir_keeps_its_socket_in_run(tmp_path):
 
 
 def test_a_long_topdir_puts_its_socket_in_the_daemon_users_own_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    tmp = Path("/tmp/xce-tmpdir-test")  # a short TMPDIR (nothing is made in it here)
+    monkeypatch.setenv("TMPDIR", str(tmp))
     top = _long(tmp_path)
     digest = hashlib.sha256(os.fsencode(str(top))).hexdigest()[:16]
     sock = daemon_socket_path(top)
-    assert sock == tmp_path / "tmp" / f"xce-{os.geteuid()}" / f"xced-{digest}.sock"
+    assert sock == tmp / f"xce-{os.geteuid()}" / f"xced-{digest}.sock"
     assert len(os.fsencode(str(sock))) <= 107
-    assert fallback_socket_dir(1234) == tmp_path / "tmp" / "xce-1234"
+    assert fallback_socket_dir(1234) == tmp / "xce-1234"
     monkeypatch.setenv("TMPDIR", "/" + "z" * 90)  # too long to hold a socket name: /tmp
     assert daemon_socket_path(top).parent == Path(f"/tmp/xce-{os.geteuid()}")
 
