@@ -398,3 +398,26 @@ def test_an_older_topdirs_readable_store_is_tightened(base):
         assert stat.S_IMODE((top / "jobs").stat().st_mode) == 0o711
     finally:
         d.stop()
+
+
+def test_only_the_daemons_own_user_may_assert_users_in_test_mode(base, users):
+    """A root daemon in test mode runs an asserted user's job as root: bob may not assert
+    anyone (403); unasserted, he is himself and his job runs as him."""
+    alice, bob = users
+    top = base / "top"
+    top.mkdir(mode=0o755)
+    write_config(top, mode="test")
+    d = Daemon(top).start()
+    try:
+        home = _home(base, bob)
+        argv = [CURL, "-s", "-w", "\n%{http_code}", "--unix-socket", str(_sock(d)), "-H", "X-XCE-As-User: root",
+                "http://xced/xce/v1/info"]
+        r = bob.run(argv)
+        assert r.stdout.endswith("\n403") and "only for root" in r.stdout, r.stdout
+        code, info = bob.api(_sock(d), "GET", "/info")
+        assert code == 200 and info["user"] == "xce-bob" and info["asserted_user"] is False
+        job = _submit(d, bob, home, ["/bin/sh", "-c", "id -u > me.txt"])
+        assert _wait(d, job, ("DONE", "EXIT"))["run_as"] == "xce-bob"
+        assert (home / "me.txt").read_text().strip() == str(bob.uid)
+    finally:
+        d.stop()

@@ -5,6 +5,7 @@ claim in the request; in test mode a client may assert a user with the
 
 from __future__ import annotations
 
+import os
 import pwd
 import socket
 import struct
@@ -66,11 +67,25 @@ def launch_peer(request: Request) -> tuple[int, int, int] | None:
 async def caller_of(request: Request) -> Caller:
     """FastAPI dependency: the Caller of this request. Raises PermissionDenied for an
     asserted user in production mode or a TCP caller without one (user requests over
-    TCP come through an authenticated API server, KEY-3, later)."""
+    TCP come through an authenticated API server, KEY-3, later).
+
+    A daemon that does not run as root runs every job as its own user (D-6), so it serves
+    only its own user and root on the Unix socket: anyone else would get that user's
+    identity (D-7; slurmd run as a user likewise runs jobs of that user only). For the same
+    reason only those two may assert a user in test mode: an asserted user's job runs as
+    the daemon's user, root's included."""
     ctl = request.app.state.controller
     settings = ctl.config.settings
     peer = request.scope.get(PEER_KEY)
     asserted = request.headers.get(AS_USER_HEADER)
+    euid = os.geteuid()
+    if peer is not None and peer[1] not in (euid, 0) and (asserted is not None or euid != 0):
+        me = ctl.daemon_user
+        if asserted is not None:
+            raise PermissionDenied(f"--as-user (XCE_TEST_USER) is only for {me}, the user this xced runs as, and "
+                                   f"root: an asserted user's job runs as {me}")
+        raise PermissionDenied(f"this xced runs as {me}, not root, so it would run your jobs as {me}; it serves only "
+                               f"{me} (and root). Ask for a cluster whose xced runs as root, or start your own `xced`")
     if asserted is not None:
         if settings.mode != "test":
             raise PermissionDenied("--as-user (XCE_TEST_USER) is refused: the cluster runs in production mode; "
