@@ -14,6 +14,7 @@ from xced.api import errors
 from xced.api.client import Client
 from xced.config.topdir import (
     UnsafeDirectory,
+    check_socket_parent,
     check_store_file,
     daemon_socket_path,
     fallback_socket_dir,
@@ -121,3 +122,15 @@ def test_loose_modes_are_named_with_the_fix(tmp_path):
     assert len(problems) == 2
     assert problems[0].startswith(f"{top / 'state'}: mode 0777") and f"chmod 0700 {top / 'state'}" in problems[0]
     assert problems[1].startswith(f"{top / 'state' / 'xce.db'}: mode 0646") and "needs mode 0600" in problems[1]
+
+
+def test_an_explicit_socket_must_not_sit_where_others_may_write(tmp_path):
+    """XCE_SOCKET in /tmp (sticky, world-writable) is refused: while the daemon is down anyone
+    may bind that name and catch its clients; a directory of the daemon's user is fine."""
+    with pytest.raises(UnsafeDirectory, match="lets other users put a socket of their own there"):
+        check_socket_parent(Path("/tmp/xced-test.sock"))
+    mine = tmp_path / "sockets"
+    mine.mkdir(mode=0o755)
+    check_socket_parent(mine / "xced.sock")
+    with pytest.raises(UnsafeDirectory, match="does not exist"):
+        check_socket_parent(tmp_path / "nowhere" / "xced.sock")

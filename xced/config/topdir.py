@@ -234,19 +234,20 @@ def private_socket_dir(path: Path) -> None:
 
 def check_socket_parent(sock: Path) -> None:
     """The directory holding an explicit socket path (XCE_SOCKET) must not let another user
-    swap the socket: owned by this user or root, and not writable by others unless sticky
-    (like /tmp). Raises UnsafeDirectory."""
+    put a socket of their own at that name: owned by this user or root and writable by
+    nobody else. A sticky shared directory like /tmp is refused too: while the daemon is
+    down, anyone may create the name there and catch its clients. Raises UnsafeDirectory."""
     parent = sock.parent
     try:
         st = os.stat(parent)
     except FileNotFoundError:
         raise UnsafeDirectory(f"the socket's directory {parent} does not exist (XCE_SOCKET={sock})") from None
     euid = os.geteuid()
-    sticky = bool(st.st_mode & stat.S_ISVTX)
-    if st.st_uid not in (euid, 0) or (st.st_mode & 0o022 and not sticky):
+    if st.st_uid not in (euid, 0) or st.st_mode & 0o022:
         raise UnsafeDirectory(f"refusing XCE_SOCKET={sock}: its directory {parent} (mode "
-                              f"{stat.S_IMODE(st.st_mode):04o}, owned by {_user(st.st_uid)}) lets other users swap the "
-                              f"socket; use a directory owned by {_user(euid)} that others cannot write")
+                              f"{stat.S_IMODE(st.st_mode):04o}, owned by {_user(st.st_uid)}) lets other users put "
+                              f"a socket of their own there; use a directory owned by {_user(euid)} that nobody "
+                              f"else may write, or leave XCE_SOCKET unset")
 
 
 def write_socket_path_file(top: Path, sock: Path) -> None:
