@@ -238,7 +238,7 @@ def test_vanished_profile_declines_then_system_hold(tmp_path):
     """DISPATCH-2: a job whose profile is gone at dispatch stays PEND (never EXIT); after
     MAX_DECLINES declined dispatches in a row it gets a system hold that names the reason,
     which resume (a user action) does not release."""
-    from xced.controller.controller import MAX_DECLINES
+    from xced.controller.machine import MAX_DECLINES
     from xced.model.profile import Profile, builtin_profiles
 
     apps = {**builtin_profiles(), "pytorch": Profile(name="pytorch")}

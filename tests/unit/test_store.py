@@ -15,12 +15,13 @@ from xced.store.sqlite import SqliteStore, _migrations, token_hash
 def test_wal_and_migrations(tmp_path):
     s = SqliteStore(tmp_path / "x.db")
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert s.schema_version() == 4
+    assert s.schema_version() == 5
     s.close()
     s = SqliteStore(tmp_path / "x.db")  # reopening applies nothing twice
-    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 4
+    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 5
     cols = [r[1] for r in s.db.execute("PRAGMA table_info(elements)")]
     assert "token" in cols and "reserve" in cols and "token_hash" in cols  # 0002, 0003, 0004
+    assert "stimulus" in [r[1] for r in s.db.execute("PRAGMA table_info(events)")]  # 0005
 
 
 def test_store_file_is_the_daemons_alone(tmp_path):

@@ -181,6 +181,9 @@ class EventOut(Body):
     to_state: JobState | None = None
     actor: str
     reason: str | None = None
+    stimulus: str | None = Field(None, description="the ID of the request, scheduler session or worker report "
+                                                   "that caused it (e.g. 'kill-3f2a.12'); events recorded "
+                                                   "before IDs were kept have none")
 
 
 class EventList(Body):

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from xced.api.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from xced.controller.transitions import next_state
+from xced.controller import machine as m
+from xced.controller.machine import IllegalTransition, Outcome, Stimulus, transition
 from xced.model import deps
 from xced.model.config import ClusterConfig
 from xced.model.jobs import (
@@ -67,6 +68,16 @@ class WorkerLink(Protocol):
     def end_tasks(self, job_id: int, index: int) -> None: ...
 
 
+def _stored(fields: dict) -> dict:
+    """An outcome's stored fields as the store's columns take them."""
+    out = dict(fields)
+    if "state" in out:
+        out["state"] = str(out["state"])
+    if "holds" in out:
+        out["holds"] = ",".join(sorted(out["holds"]))
+    return out
+
+
 def _daemon_user() -> str:
     try:
         return pwd.getpwuid(os.geteuid()).pw_name
@@ -77,19 +88,14 @@ def _daemon_user() -> str:
 #: the umask of a job whose submit named none (D-7: LSF's and Slurm's default)
 DEFAULT_UMASK = 0o022
 
-REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resume releases it)"
-
-
 _NO_RESREQ = parse("")
 
 HOOK_NAMES = ("pre_host_exec", "pre_job_exec", "post_job_exec", "post_host_exec")
 
-#: declined dispatches in a row before a job gets a system hold (DISPATCH-2)
 #: sessions whose decision traces are kept for `xcecli why` (D-4)
 TRACE_SESSIONS = 64
 #: what `xceadmin sim record --name` may be (a file name under <TopDir>/recordings)
 RECORDING_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
-MAX_DECLINES = 5
 
 
 def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
@@ -140,7 +146,6 @@ class Controller:
         self._blocked_valid = False
         self._waiters: dict[int, list[tuple[asyncio.Future, int | None]]] = {}
         self._task_ids: dict[tuple[int, int], int] = {}
-        self._declines: dict[tuple[int, int], int] = {}
         #: elements whose profile host hooks run on their other hosts too (JOB-6)
         self._host_hooked: set[tuple[int, int]] = set()
         self.sessions = 0
@@ -150,6 +155,8 @@ class Controller:
         #: an open recording of every session (SIM-2): [file, path, sessions written], or None
         self.recorder: list | None = None
         self._config_hash = config.content_hash()
+        self._boot = format(int(time.time()) % 36**6, "x")
+        self._stim_seq = 0
         self._load()
         self.remerged_at_start = self._remerge_pending("system")
 
@@ -227,25 +234,85 @@ class Controller:
 
     # ------------------------------------------------------------------ helpers
 
-    def _transition(self, e: Element, stimulus: str, actor: str, reason: str | None, **fields) -> None:
-        """Apply one transition inside the caller's transaction: state, fields, event."""
-        new = next_state(stimulus, e.state)
-        old = e.state
-        e.state = new
-        for k, v in fields.items():
+    def _sid(self, kind: str) -> str:
+        """A new stimulus ID: `KIND-BOOT.N` (BOOT names this daemon run), on every event it causes."""
+        self._stim_seq += 1
+        return f"{kind}-{self._boot}.{self._stim_seq}"
+
+    def _stim(self, cls, kind: str, actor: str, **args) -> Stimulus:
+        return cls(self._sid(kind), actor, self.clock(), **args)
+
+    def _commit(self, changes: list[tuple[Element, Stimulus, Outcome]], extra: Callable[[], None] | None = None,
+                durable: bool = False, memory: Callable[[], None] | None = None) -> None:
+        """The shell (DESIGN rule 2): write every change's stored fields and events (and
+        `extra`'s writes, such as a job's new spec) in one store transaction; only after the
+        commit change memory (`memory` first: the job-level values `extra` stored), then run
+        the effects. A transaction that fails raises and leaves memory as it was."""
+        store = self.store
+        writes = [(e, st, out) for e, st, out in changes if out.fields or out.events]
+        if writes or extra is not None:
+            with store.tx(durable=durable):
+                for e, st, out in writes:
+                    if out.fields:
+                        store.update_element(e.job.id, e.index, **_stored(out.fields))
+                    for ev in out.events:
+                        store.add_event(st.time, e.job.id, e.index, ev.kind, ev.from_state, ev.to_state,
+                                        ev.actor or st.actor, ev.reason, st.id)
+                if extra is not None:
+                    extra()
+        if memory is not None:
+            memory()
+        for e, _, out in changes:
+            self._apply_memory(e, out)
+        for e, _, out in changes:
+            for eff in out.effects:
+                self._effect(e, eff)
+
+    def _apply_memory(self, e: Element, out: Outcome) -> None:
+        """After the commit: the element's new fields, what it holds on its hosts (RES-2), and
+        the job's unfinished count and place among the active jobs."""
+        old, new = e.state, out.state
+        if old in ACTIVE and new not in ACTIVE:
+            self._use(e, -1)  # with what it held
+        for k, v in out.fields.items():
             setattr(e, k, v)
-        upd = dict(fields)
-        upd["state"] = str(new)
-        if "holds" in upd:
-            upd["holds"] = ",".join(sorted(e.holds))
-        self.store.update_element(e.job.id, e.index, **upd)
-        self.store.add_event(self.clock(), e.job.id, e.index, stimulus.upper(), str(old), str(new), actor, reason)
+        for k, v in out.memory.items():
+            setattr(e, k, v)
+        if new in ACTIVE and old not in ACTIVE:
+            self._use(e, +1)
         if new in FINISHED and old not in FINISHED:
-            e.pend_reason = None
             e.job.unfinished -= 1
         elif old in FINISHED and new not in FINISHED:
             e.job.unfinished += 1
             self.active[e.job.id] = e.job
+
+    def _effect(self, e: Element, eff) -> None:
+        """Run one effect of a committed change (the only place changes reach workers)."""
+        job_id, index = e.job.id, e.index
+        if isinstance(eff, m.StartElement):
+            self._start(e)
+        elif isinstance(eff, m.KillElement):
+            self._each_first_host([e], lambda w, x: w.kill(job_id, index))
+            self._end_tasks(job_id, index, [h for h, _ in e.alloc[1:]])
+        elif isinstance(eff, m.SignalElement):
+            self._each_first_host([e], lambda w, x: w.signal(job_id, index, eff.sig))
+        elif isinstance(eff, m.EndTasks):
+            self._end_tasks(job_id, index, list(eff.hosts))
+        else:  # pragma: no cover - a new effect type without its runner
+            raise TypeError(f"no runner for effect {eff!r}")
+
+    def _changes(self, elements: list[Element], stim: Stimulus) -> list[tuple[Element, Stimulus, Outcome]]:
+        """The outcomes of `stim` on each of `elements` that it applies to: a pair the table
+        refuses (kill a finished element of an array) or asks nothing of is left out."""
+        out = []
+        for e in elements:
+            try:
+                o = transition(e, stim)
+            except IllegalTransition:
+                continue
+            if o is not None:
+                out.append((e, stim, o))
+        return out
 
     def job(self, job_id: int) -> Job:
         """The job with ID `job_id`. Raises NotFound."""
@@ -583,73 +650,88 @@ class Controller:
                                    values["memory_limit_mb"], env, dict(values["app_params"]), values["exdata"]),
                          profile, queue)
 
-    def _remerge(self, job: Job, check_hosts: bool = False) -> str | None:
+    def _remerged(self, job: Job, check_hosts: bool = False) -> tuple[str | None, dict | None, object]:
         """Re-merge a job none of whose elements has started with the config in force
-        (CFG-3: pending jobs see new profiles at their next session). Updates the job's
-        effective values in memory; the caller stores the spec. Returns None, or the merge's
-        refusal (the job then keeps its old values and gets a system hold)."""
+        (CFG-3: pending jobs see new profiles at their next session), changing nothing:
+        (None, its new spec, its new effective resreq), or (the merge's refusal, None, None)
+        (the job then keeps its old values and gets a system hold). A job submitted before
+        job values were kept gives (None, None, None): its values stay as they were."""
         sp = job.spec
         values = sp.get("job_values")
         if values is None:
-            return None  # submitted before job values were kept: its values stay as they were
+            return None, None, None
         app = sp.get("app") or ""
         profile = self.config.applications.get(app) if app else None
         if app and profile is None:
-            return f"its application profile {app!r} no longer exists"
+            return f"its application profile {app!r} no longer exists", None, None
         queue = self.config.queue(job.queue)
         if queue is None:
-            return f"its queue {job.queue!r} no longer exists"
+            return f"its queue {job.queue!r} no longer exists", None, None
         try:
             eff = self._merge(effective_resreq(sp.get("resreq") or []), values, dict(sp.get("env") or {}),
                               profile, queue)
         except (MergeError, ResReqError) as e:
-            return str(e)
+            return str(e), None, None
         if check_hosts and self.hosts and (not eff.resreq.is_empty or queue.host_limit is not None):
             never = never_satisfiable(PlacementRequest(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit),
                                       [self._host_snap_supply(h) for h in self.hosts.values()])
             if never:  # as at submit (MERGE-2): a job no host could ever take is not left pending silently
-                return f"the job can never start: {never}"
-        sp.update({"ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
-                   "memory_limit_mb": eff.memory_limit_mb, "app_params": eff.app_params, "exdata": eff.exdata,
-                   "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env,
-                   "export_env": eff.export_env, "warnings": list(eff.warnings),
-                   "profile_hash": profile.content_hash() if profile is not None else None,
-                   "config_hash": self._config_hash})
-        job.resreq = eff.resreq
-        return None
+                return f"the job can never start: {never}", None, None
+        new = dict(sp)  # the env dict stays shared with exdata's job env (one copy in memory)
+        new.update({"ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
+                    "memory_limit_mb": eff.memory_limit_mb, "app_params": eff.app_params, "exdata": eff.exdata,
+                    "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env,
+                    "export_env": eff.export_env, "warnings": list(eff.warnings),
+                    "profile_hash": profile.content_hash() if profile is not None else None,
+                    "config_hash": self._config_hash})
+        return None, new, eff.resreq
+
+    def _respec(self, specs: list[tuple[Job, dict, object]]) -> tuple[Callable[[], None], Callable[[], None]]:
+        """The (store write, memory change) pair that gives each job its new spec (and its new
+        effective resreq when not None), for `_commit`."""
+        def write() -> None:
+            for job, sp, _ in specs:
+                self.store.update_spec(job.id, sp)
+
+        def remember() -> None:
+            for job, sp, rr in specs:
+                job.spec = sp
+                if rr is not None:
+                    job.resreq = rr
+        return write, remember
 
     def _remerge_pending(self, actor: str) -> tuple[int, list[str]]:
         """Re-merge every job whose elements all pend and whose values came from another
-        config (CFG-3). A job the new config refuses gets a system hold naming why. Returns
-        (jobs re-merged, one line per refused job). Runs its own transaction."""
+        config (CFG-3). A job the new config refuses gets a system hold naming why; one an
+        earlier config refused and this one takes has that hold released. Returns (jobs
+        re-merged, one line per refused job). One transaction."""
         done = 0
         refused: list[str] = []
-        with self.store.tx():
-            for job in list(self.active.values()):
-                sp = job.spec
-                if sp.get("config_hash") == self._config_hash or sp.get("job_values") is None:
-                    continue
-                if any(e.state not in (S.PEND, S.PSUSP) for e in job.elements.values()):
-                    continue  # an array with started elements keeps the values it started with
-                why = self._remerge(job, check_hosts=actor != "system")
-                if why is None:
-                    done += 1
-                    if sp.pop("config_refused", None):  # an earlier config refused it; this one takes it
-                        for e in job.elements.values():
-                            if e.state is S.PSUSP and "system" in e.holds:
-                                self._release_system_hold(e, actor, "the new config takes it: system hold released")
-                    self.store.update_spec(job.id, sp)
-                    continue
-                refused.append(f"job {job.id}: {why}")
-                sp["config_hash"] = self._config_hash  # refused once per config, not every restart
-                sp["config_refused"] = True
-                self.store.update_spec(job.id, sp)
-                for e in job.elements.values():
-                    if "system" not in e.holds:
-                        e.holds.add("system")
-                        self._transition(e, "hold", actor, f"the new config refuses it: {why}", holds=e.holds)
-                    e.pend_reason = PendReason(f"Held by the system: the config {self._config_hash[:12]} "
-                                               f"refuses it: {why}")
+        specs: list[tuple[Job, dict, object]] = []
+        changes: list = []
+        sid, now = self._sid("config"), self.clock()
+        for job in list(self.active.values()):
+            sp = job.spec
+            if sp.get("config_hash") == self._config_hash or sp.get("job_values") is None:
+                continue
+            if any(e.state not in (S.PEND, S.PSUSP) for e in job.elements.values()):
+                continue  # an array with started elements keeps the values it started with
+            why, new, rr = self._remerged(job, check_hosts=actor != "system")
+            if why is None:
+                done += 1
+                if new.pop("config_refused", None):  # an earlier config refused it; this one takes it
+                    changes += self._changes(list(job.elements.values()), m.Release(
+                        sid, actor, now, reason="the new config takes it: system hold released"))
+                specs.append((job, new, rr))
+                continue
+            refused.append(f"job {job.id}: {why}")
+            new = {**sp, "config_hash": self._config_hash, "config_refused": True}  # refused once per config
+            specs.append((job, new, None))
+            changes += self._changes(list(job.elements.values()), m.SystemHold(
+                sid, actor, now, reason=f"the new config refuses it: {why}",
+                pend_reason=f"Held by the system: the config {self._config_hash[:12]} refuses it: {why}"))
+        write, remember = self._respec(specs)
+        self._commit(changes, write, memory=remember)
         return done, refused
 
     def apply_config(self, new: ClusterConfig, caller: Caller) -> dict:
@@ -832,39 +914,39 @@ class Controller:
                 e = job.elements[idx]
                 if e.state is S.PEND and e.pend_reason is not reason and e.pend_reason != reason:
                     e.pend_reason = reason  # SCHED-3: only a changed reason replaces the last one
-        accepted: list[Element] = []
         if not result.dispatches:
             return
-        now = self.clock()
-        with self.store.tx():
-            for d in result.dispatches:
-                job = self.jobs.get(d.job_id)
-                e = job.elements.get(d.index) if job else None
-                if e is None or e.state is not S.PEND:
-                    continue
-                if not self._fits(d.reserve or {host: {"slots": n} for host, n in d.alloc}):
-                    continue
-                app = job.spec.get("app")
-                if app and app not in self.config.applications:
-                    self._decline(e, f"application profile {app!r} no longer exists")
-                    continue
-                if app and d.profile_hash is not None and self.config.applications[app].content_hash() != d.profile_hash:
-                    self._decline(e, f"application profile {app!r} changed between decision and dispatch")
-                    continue
-                alloc = [(h, n) for h, n in d.alloc]
-                token = secrets.token_hex(16)  # D-7: the store keeps its hash only
-                self._transition(e, "dispatch", "scheduler",
-                                 "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc)
-                                 + (f" (profile {app} {d.profile_hash[:12]})" if app and d.profile_hash else ""),
-                                 alloc=alloc, start_time=now, end_time=None, exit_code=None,
-                                 exit_signal=None, exit_reason=None, action=None, token_hash=token_hash(token),
-                                 reserve=d.reserve)
-                e.token = token
-                e.pend_reason = None
-                self._use(e, +1)
-                accepted.append(e)
-        for e in accepted:
-            self._start(e)
+        sid, now = self._sid("session"), self.clock()
+        changes: list = []
+        taken: dict[str, dict[str, float]] = {}  # what this session's accepted dispatches take, per host
+        for d in result.dispatches:
+            job = self.jobs.get(d.job_id)
+            e = job.elements.get(d.index) if job else None
+            if e is None or e.state is not S.PEND or any(x is e for x, _, _ in changes):
+                continue
+            reserve = d.reserve or {host: {"slots": n} for host, n in d.alloc}
+            if not self._fits(reserve, taken):
+                continue
+            app = job.spec.get("app")
+            why = None
+            if app and app not in self.config.applications:
+                why = f"application profile {app!r} no longer exists"
+            elif app and d.profile_hash is not None and self.config.applications[app].content_hash() != d.profile_hash:
+                why = f"application profile {app!r} changed between decision and dispatch"
+            if why is not None:
+                stim = m.Declined(sid, "system", now, why=why)
+                changes.append((e, stim, transition(e, stim)))
+                continue
+            token = secrets.token_hex(16)  # D-7: the store keeps its hash only
+            stim = m.Dispatch(sid, "scheduler", now, alloc=tuple((h, n) for h, n in d.alloc), reserve=d.reserve or {},
+                              token=token, token_hash=token_hash(token),
+                              note=f" (profile {app} {d.profile_hash[:12]})" if app and d.profile_hash else "")
+            changes.append((e, stim, transition(e, stim)))
+            for host, held in reserve.items():
+                t = taken.setdefault(host, {})
+                for k, v in held.items():
+                    t[k] = t.get(k, 0.0) + v
+        self._commit(changes)
 
     # ------------------------------------------------------------------ host hooks (JOB-6)
 
@@ -960,25 +1042,17 @@ class Controller:
         env["XCE_HOST_NTASKS"] = str(sum(k for h, k in e.alloc if h == host))
         return env
 
-    def _decline(self, e: Element, why: str) -> None:
-        """DISPATCH-2: a decision that cannot be applied leaves the element PEND (never EXIT);
-        after MAX_DECLINES in a row it gets a system hold with that reason. Called inside a tx."""
-        self._declines[(e.job.id, e.index)] = n = self._declines.get((e.job.id, e.index), 0) + 1
-        if n < MAX_DECLINES:
-            e.pend_reason = PendReason(f"Dispatch declined ({n} in a row): {why}")
-            return
-        e.holds.add("system")
-        self._transition(e, "hold", "system", f"held after {n} declined dispatches: {why}", holds=e.holds)
-        e.pend_reason = PendReason(f"Held by the system after {n} declined dispatches: {why}")
-
-    def _fits(self, reserve: dict[str, dict[str, float]]) -> bool:
+    def _fits(self, reserve: dict[str, dict[str, float]], taken: dict[str, dict[str, float]]) -> bool:
         """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the
-        decision reserves on it."""
+        decision reserves on it, beyond what `taken` (this session's accepted dispatches,
+        not yet in memory) takes."""
         for host, held in reserve.items():
             h = self.hosts.get(host)
             if h is None or h.status != "ok" or host not in self.workers:
                 return False
+            t = taken.get(host, {})
             for k, v in held.items():
+                v += t.get(k, 0.0)
                 if k == "slots":
                     if h.slots - h.slots_used < v:
                         return False
@@ -1038,7 +1112,8 @@ class Controller:
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
         if e is not None and e.state in ACTIVE:
-            e.start_time = start_time
+            stim = m.Started("report", "worker", 0.0, start_time=start_time)  # writes nothing: no ID needed
+            self._commit([(e, stim, transition(e, stim))])
 
     def on_start_failed(self, job_id: int, index: int, reason: str) -> None:
         """The worker could not start the element at all: back to PEND (retryable)."""
@@ -1046,10 +1121,8 @@ class Controller:
         e = job.elements.get(index) if job else None
         if e is None or e.state is not S.RUN:
             return
-        with self.store.tx():
-            self._use(e, -1)
-            self._transition(e, "dispatch_failed", f"worker:{e.alloc[0][0] if e.alloc else '?'}", reason,
-                             alloc=[], start_time=None)
+        stim = self._stim(m.StartFailed, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", reason=reason)
+        self._commit([(e, stim, transition(e, stim))])
         self.kick()
 
     def on_finished(self, job_id: int, index: int, st: EndStatus) -> None:
@@ -1081,35 +1154,11 @@ class Controller:
         self._finish(e, st)
 
     def _finish(self, e: Element, st: EndStatus) -> None:
-        job = e.job
-        job_id, index = job.id, e.index
-        host = e.alloc[0][0] if e.alloc else "?"
-        hosts = [h for h, _ in e.alloc]
-        action = e.action or ""
-        with self.store.tx():
-            self._use(e, -1)
-            if action.startswith("requeue:"):
-                self._transition(e, "requeue", "user:" + action.split(":", 1)[1], "requeued; the running job was killed",
-                                 alloc=[], reserve={}, start_time=None, end_time=None, exit_code=None, exit_signal=None,
-                                 exit_reason=None, action=None)
-            elif st.reason == "supervisor lost":
-                self._transition(e, "lost", f"worker:{host}", "the job's supervisor was lost",
-                                 end_time=st.end_time, exit_code=st.exit_code, exit_signal=st.signal_name,
-                                 exit_reason="supervisor lost", action=None)
-            else:
-                reason = st.reason
-                if action.startswith("kill:") and st.reason == "killed":
-                    reason = f"killed by {action.split(':', 1)[1]}"
-                elif reason is None and st.signal_name:
-                    reason = f"killed by signal {st.signal_name}"
-                elif reason is None and st.exit_code != 0:
-                    reason = f"exited with code {st.exit_code}"
-                stim = "done" if st.exit_code == 0 and not st.signal_name and not st.reason else "exit"
-                self._transition(e, stim, f"worker:{host}", reason,
-                                 start_time=st.start_time or e.start_time, end_time=st.end_time,
-                                 exit_code=st.exit_code, exit_signal=st.signal_name, exit_reason=reason, action=None)
-        self._end_tasks(job_id, index, hosts)
-        self._job_changed(job)
+        """Record the end of element `e` (the machine's Finished), then end its tasks and
+        wake its waiters."""
+        stim = self._stim(m.Finished, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", status=st)
+        self._commit([(e, stim, transition(e, stim))])
+        self._job_changed(e.job)
         self.kick()
 
     def _each_first_host(self, elements: list[Element], act: Callable[[WorkerLink, Element], object]) -> None:
@@ -1145,87 +1194,42 @@ class Controller:
 
     def kill(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli kill` (LSF bkill): pending elements end EXIT at once; running ones get
-        INT, TERM, KILL spaced by kill_interval (the supervisor runs the sequence)."""
-        job = self.job(job_id)
-        self._check_control(caller, job)
-        els = self._elements(job, index)
-        actor = f"user:{caller.user}"
-        done: list[str] = []
-        to_signal: list[Element] = []
-        with self.store.tx():
-            for e in els:
-                if e.state in (S.PEND, S.PSUSP):
-                    self._transition(e, "kill", actor, f"killed by {caller.user} while pending",
-                                     end_time=self.clock(), exit_reason=f"killed by {caller.user} while pending",
-                                     holds=set())
-                    done.append(e.ref)
-                elif e.state in ACTIVE:
-                    e.action = f"kill:{caller.user}"
-                    self.store.update_element(job.id, e.index, action=e.action)
-                    self.store.add_event(self.clock(), job.id, e.index, "KILL_REQUEST", None, None, actor, None)
-                    to_signal.append(e)
-                    done.append(e.ref)
-        self._each_first_host(to_signal, lambda w, e: w.kill(job.id, e.index))
-        for e in to_signal:
-            self._end_tasks(job.id, e.index, [h for h, _ in e.alloc[1:]])
-        if not done:
+        INT, TERM, KILL spaced by kill_interval (the supervisor runs the sequence) and end when
+        their processes do. Raises Conflict when every element has finished."""
+        job, actor = self._begin_action(job_id, caller)
+        changes = self._changes(self._elements(job, index), self._stim(m.Kill, "kill", actor, user=caller.user))
+        if not changes:
             raise Conflict(f"job {job_id} has already finished; nothing to kill")
+        self._commit(changes)
         self._job_changed(job)
         self.kick()  # a killed pending job may have been the head that blocked its queue
-        return done
+        return [e.ref for e, _, _ in changes]
 
     def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli stop` (LSF bstop): a running element is stopped (SIGSTOP, USUSP); a pending
-        one gets a `user` hold (PSUSP)."""
+        one gets a `user` hold (PSUSP). Raises Conflict when nothing could be stopped."""
         job, actor = self._begin_action(job_id, caller)
-        done, sig = [], []
-        with self.store.tx():
-            for e in self._elements(job, index):
-                if e.state is S.RUN:
-                    self._transition(e, "stop", actor, "The job was suspended by user")
-                    sig.append(e)
-                elif e.state in (S.PEND, S.PSUSP) and "user" not in e.holds:
-                    e.holds.add("user")
-                    self._transition(e, "hold", actor, "The job was suspended by user while pending",
-                                     holds=e.holds)
-                    if "system" not in e.holds:  # a system hold keeps its own reason (why names both)
-                        e.pend_reason = PendReason(REASON_USER_HOLD)
-                else:
-                    continue
-                done.append(e.ref)
-        self._each_first_host(sig, lambda w, e: w.signal(job.id, e.index, signal.SIGSTOP))
-        if not done:
+        changes = self._changes(self._elements(job, index), self._stim(m.Stop, "stop", actor))
+        if not changes:
             raise Conflict(f"job {job_id}: nothing to stop (state {job.state()})")
+        self._commit(changes)
         self.kick()  # a held head no longer blocks its queue
-        return done
+        return [e.ref for e, _, _ in changes]
 
     def resume(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli resume` (LSF bresume): USUSP -> RUN (SIGCONT); releases the `user` hold of a
-        PSUSP element, never a `system` hold (D-5)."""
+        PSUSP element, never a `system` hold (D-5). Raises Conflict when nothing resumes."""
         job, actor = self._begin_action(job_id, caller)
-        done, sig = [], []
-        with self.store.tx():
-            for e in self._elements(job, index):
-                if e.state is S.USUSP:
-                    self._transition(e, "resume", actor, "resumed by user")
-                    sig.append(e)
-                elif e.state is S.PSUSP and "user" in e.holds:
-                    e.holds.discard("user")
-                    stim = "release" if not e.holds else "release_one"
-                    e.pend_reason = None if not e.holds else e.pend_reason
-                    self._transition(e, stim, actor, "Waiting for re-scheduling after being resumed by user",
-                                     holds=e.holds)
-                else:
-                    continue
-                done.append(e.ref)
-        self._each_first_host(sig, lambda w, e: w.signal(job.id, e.index, signal.SIGCONT))
-        if not done:
-            if any(e.state is S.PSUSP and "system" in e.holds for e in self._elements(job, index)):
+        els = self._elements(job, index)
+        changes = self._changes(els, self._stim(m.Resume, "resume", actor))
+        if not changes:
+            if any(e.state is S.PSUSP and "system" in e.holds for e in els):
                 raise Conflict(f"job {job_id} is held by the system, not by its user; an admin releases it with "
                                f"`xcecli release {job_id}`")
             raise Conflict(f"job {job_id}: nothing to resume (state {job.state()}); only stopped jobs resume")
+        self._commit(changes)
         self.kick()
-        return done
+        return [e.ref for e, _, _ in changes]
 
     def release(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli release` (Slurm scontrol release): an admin releases the `system` hold of PSUSP
@@ -1240,27 +1244,19 @@ class Controller:
         els = [e for e in self._elements(job, index) if e.state is S.PSUSP and "system" in e.holds]
         if not els:
             raise Conflict(f"job {job_id}: nothing is held by the system")
+        new, rr = dict(job.spec), None
         if all(e.state in PENDING for e in job.elements.values()):  # none started: merge it again now
-            why = self._remerge(job)
+            why, merged, rr = self._remerged(job)
             if why is not None:
                 raise Conflict(f"job {job_id}: the config in force still refuses it: {why}")
-        done = []
-        with self.store.tx():
-            job.spec.pop("config_refused", None)
-            self.store.update_spec(job.id, job.spec)
-            for e in els:
-                self._release_system_hold(e, f"admin:{caller.user}", "system hold released by an admin")
-                done.append(e.ref)
+            new = merged or new
+        new.pop("config_refused", None)
+        changes = self._changes(els, self._stim(m.Release, "release", f"admin:{caller.user}",
+                                                reason="system hold released by an admin"))
+        write, remember = self._respec([(job, new, rr)])
+        self._commit(changes, write, memory=remember)
         self.kick()
-        return done
-
-    def _release_system_hold(self, e: Element, actor: str, reason: str) -> None:
-        """Drop element `e`'s `system` hold (D-5) inside the caller's transaction; a `user` hold
-        stays. The declined-dispatch count starts again (DISPATCH-2)."""
-        e.holds.discard("system")
-        self._declines.pop((e.job.id, e.index), None)
-        e.pend_reason = None
-        self._transition(e, "release" if not e.holds else "release_one", actor, reason, holds=e.holds)
+        return [e.ref for e, _, _ in changes]
 
     def requeue(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli requeue` (LSF brequeue): a running element is killed and returns to PEND
@@ -1275,35 +1271,22 @@ class Controller:
         app = job.spec.get("app")
         if app and app not in self.config.applications:
             raise Conflict(f"job {job_id}: its application profile {app!r} no longer exists; it cannot run again")
-        chosen = {e.index for e in self._elements(job, index)}
-        remerged = False
+        els = self._elements(job, index)
+        chosen = {e.index for e in els}
+        specs: list[tuple[Job, dict, object]] = []
         if all(e.state not in ACTIVE for e in job.elements.values() if e.index not in chosen):
-            why = self._remerge(job, check_hosts=True)
+            why, new, rr = self._remerged(job, check_hosts=True)
             if why is not None:
                 raise Conflict(f"job {job_id}: the config in force refuses it, so it was not requeued: {why}")
-            remerged = job.spec.get("job_values") is not None
-        done, kill = [], []
-        with self.store.tx():
-            if remerged:
-                self.store.update_spec(job.id, job.spec)
-            for e in self._elements(job, index):
-                if e.state in ACTIVE:
-                    e.action = f"requeue:{caller.user}"
-                    self.store.update_element(job.id, e.index, action=e.action)
-                    self.store.add_event(self.clock(), job.id, e.index, "REQUEUE_REQUEST", None, None, actor, None)
-                    kill.append(e)
-                elif e.state in FINISHED:
-                    self._transition(e, "requeue", actor, f"requeued by {caller.user}", alloc=[],
-                                     start_time=None, end_time=None, exit_code=None, exit_signal=None,
-                                     exit_reason=None)
-                else:
-                    continue
-                done.append(e.ref)
-        self._each_first_host(kill, lambda w, e: w.kill(job.id, e.index))
-        if not done:
+            if new is not None:
+                specs.append((job, new, rr))
+        changes = self._changes(els, self._stim(m.Requeue, "requeue", actor, user=caller.user))
+        if not changes:
             raise Conflict(f"job {job_id} is pending; only running or finished jobs can be requeued")
+        write, remember = self._respec(specs)
+        self._commit(changes, write if specs else None, memory=remember)
         self.kick()
-        return done
+        return [e.ref for e, _, _ in changes]
 
     async def wait(self, job_id: int, timeout: float, index: int | None = None) -> Job:
         """Return the job once every element (or element `index`) has finished, or after
@@ -1397,9 +1380,9 @@ class Controller:
         return result
 
     def store_event_only(self, job_id: int, index: int | None, kind: str, actor: str, reason: str | None) -> None:
-        """Record an event that is not a state transition (e.g. a task launch)."""
+        """Record an event that is not a state transition (a task launch, a hook run)."""
         with self.store.tx():
-            self.store.add_event(self.clock(), job_id, index, kind, None, None, actor, reason)
+            self.store.add_event(self.clock(), job_id, index, kind, None, None, actor, reason, self._sid(kind.lower()))
 
     def why(self, job_id: int, index: int | None) -> dict:
         """`xcecli why` (RES-6): the element's state, its structured pend reason and hint, and

@@ -33,6 +33,8 @@ class Element:
     #: in the store (D-7)
     token: str | None = None
     token_hash: str | None = None
+    #: dispatches declined in a row (DISPATCH-2), in memory
+    declines: int = 0
     #: what the running element holds per host: {"h1": {"slots": 4, "mem": 4096, "gpu": 1}}
     reserve: dict[str, dict[str, float]] = field(default_factory=dict)
 

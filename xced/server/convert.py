@@ -52,6 +52,7 @@ def job_dict(job, *, elements: bool = True, env: bool = False) -> dict:
 
 
 def event_dict(row) -> dict:
-    t, jid, idx, kind, fs, ts, actor, reason = row
+    t, jid, idx, kind, fs, ts, actor, reason = row[:8]
     return {"time": t, "id": format_job_ref(jid, idx) if idx is not None else str(jid), "kind": kind,
-            "from_state": fs, "to_state": ts, "actor": actor, "reason": reason}
+            "from_state": fs, "to_state": ts, "actor": actor, "reason": reason,
+            "stimulus": row[8] if len(row) > 8 else None}

@@ -147,9 +147,10 @@ class SqliteStore:
         self.db.execute(f"UPDATE elements SET {', '.join(cols)} WHERE job_id=? AND idx=?", vals)
 
     def add_event(self, t: float, job_id: int, idx: int | None, kind: str, from_state: str | None,
-                  to_state: str | None, actor: str, reason: str | None) -> None:
-        self.db.execute("INSERT INTO events (time, job_id, idx, kind, from_state, to_state, actor, reason) VALUES (?,?,?,?,?,?,?,?)",
-                        (t, job_id, idx, kind, from_state, to_state, actor, reason))
+                  to_state: str | None, actor: str, reason: str | None, stimulus: str | None = None) -> None:
+        """One history row (D-5); `stimulus` is the ID of what caused it."""
+        self.db.execute("INSERT INTO events (time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus) "
+                        "VALUES (?,?,?,?,?,?,?,?,?)", (t, job_id, idx, kind, from_state, to_state, actor, reason, stimulus))
 
     # -------------------------------------------------------------- reads
 
@@ -164,12 +165,6 @@ class SqliteStore:
                                "exit_reason, alloc, action, token_hash, reserve FROM elements ORDER BY job_id, idx")
 
     def events(self, job_id: int) -> list[tuple]:
-        return self.db.execute("SELECT time, job_id, idx, kind, from_state, to_state, actor, reason FROM events "
-                               "WHERE job_id=? ORDER BY seq", (job_id,)).fetchall()
-
-    def all_events(self, kinds: tuple[str, ...] | None = None) -> list[tuple]:
-        q = "SELECT time, job_id, idx, kind, from_state, to_state, actor, reason FROM events"
-        if kinds:
-            q += f" WHERE kind IN ({','.join('?' * len(kinds))})"
-            return self.db.execute(q + " ORDER BY seq", kinds).fetchall()
-        return self.db.execute(q + " ORDER BY seq").fetchall()
+        """Rows (time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus) of a job, in order."""
+        return self.db.execute("SELECT time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus "
+                               "FROM events WHERE job_id=? ORDER BY seq", (job_id,)).fetchall()

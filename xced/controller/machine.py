@@ -1,0 +1,421 @@
+"""The job state machine (DESIGN rule 2, D-5): typed stimuli in, changes out. No I/O.
+
+`transition(element, stimulus)` looks up the pair (type of stimulus, element state) in
+TABLE and returns an Outcome: the stored fields to set, the memory-only fields (pend
+reason, declined-dispatch count, the plain launch token), the events to write and the
+effects to run. It never changes the element: the controller's shell writes the fields
+and events in one store transaction, and only after the commit changes memory and runs
+the effects, so a failed commit leaves memory exactly as it was. A pair that is not in
+TABLE raises IllegalTransition; an entry may return None when the stimulus asks for
+nothing to change in that state (stopping a job already held by its user).
+
+The rules, as LSF states them (bkill, bstop, bresume, brequeue; "pending reasons"):
+
+- A kill ends a pending element at once (EXIT, "killed by USER while pending"); a running
+  one gets LSF's kill sequence and ends when its processes do (KillRequested).
+- A stop suspends a running element (USUSP, SIGSTOP) and puts a `user` hold on a pending
+  one (PSUSP); a resume undoes only those: it never releases a `system` hold, which only an
+  admin's release does (D-5, two hold kinds that never release each other).
+- A requeue of a running element kills it and it pends again when it has ended; a
+  finished one pends again at once, with the same ID and submit time.
+- A dispatch the controller cannot apply is declined, never failed: the element stays
+  PEND, and after MAX_DECLINES in a row it gets a `system` hold (DISPATCH-2).
+- An element ends DONE on exit 0 with no signal and no reason, else EXIT with the reason
+  ("run limit", "killed by USER", "exited with code N", "killed by signal SIGTERM").
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+from xced.model.jobs import FINISHED, HoldKind, JobState, PendReason
+from xced.model.state import Element, EndStatus
+
+S = JobState
+
+#: declined dispatches in a row before an element gets a system hold (DISPATCH-2)
+MAX_DECLINES = 5
+REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resume releases it)"
+REASON_SUPERVISOR_LOST = "supervisor lost"
+
+
+# ---------------------------------------------------------------------- stimuli
+
+
+@dataclass(frozen=True, slots=True)
+class Stimulus:
+    """What happened, to whom: `id` names the request, session or report that caused it
+    (recorded on every event it causes, for `xcecli hist`), `actor` who ("user:alice",
+    "scheduler", "worker:h1", "admin:root", "system"), `time` when (epoch seconds)."""
+
+    id: str
+    actor: str
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch(Stimulus):
+    """The scheduler's decision, re-checked by the controller (DISPATCH-2): start on `alloc`
+    ([(host, slots)]) holding `reserve` per host; `token`/`token_hash` are the new launch
+    token and its SHA-256 (D-7); `note` ends the event's reason (the profile and its hash)."""
+
+    alloc: tuple[tuple[str, int], ...] = ()
+    reserve: dict = field(default_factory=dict)
+    token: str = ""
+    token_hash: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Declined(Stimulus):
+    """A decision that cannot be applied (the profile vanished or changed): `why`."""
+
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StartFailed(Stimulus):
+    """The worker could not start the element at all (retryable): `reason`."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Started(Stimulus):
+    """The worker saw the job's process start at `start_time` (memory only: the end's record
+    carries it durably)."""
+
+    start_time: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(Stimulus):
+    """The element's processes ended, as its supervisor recorded it (JOB-8)."""
+
+    status: EndStatus | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Kill(Stimulus):
+    """`xcecli kill` by `user` (LSF bkill)."""
+
+    user: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop(Stimulus):
+    """`xcecli stop` (LSF bstop)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resume(Stimulus):
+    """`xcecli resume` (LSF bresume)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue(Stimulus):
+    """`xcecli requeue` by `user` (LSF brequeue)."""
+
+    user: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SystemHold(Stimulus):
+    """Hold by the system (a config that refuses the job, CFG-3; PRJ-5 later): `reason` on
+    the event, `pend_reason` what `why` shows."""
+
+    reason: str = ""
+    pend_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Release(Stimulus):
+    """Release of a `system` hold (an admin's `xcecli release`, or a config that takes the job
+    again): `reason` on the event."""
+
+    reason: str = ""
+
+
+AnyStimulus = Union[Dispatch, Declined, StartFailed, Started, Finished, Kill, Stop, Resume, Requeue, SystemHold,
+                    Release]
+STIMULI: tuple[type, ...] = (Dispatch, Declined, StartFailed, Started, Finished, Kill, Stop, Resume, Requeue,
+                             SystemHold, Release)
+
+
+# ---------------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One row of the job's history (D-5): `kind` (DISPATCH, DONE, HOLD, KILL_REQUEST...),
+    the states before and after (None for an event that changes no state), the reason, and
+    the actor when it is not the stimulus's (the user whose requeue a job end completes)."""
+
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    reason: str | None
+    actor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StartElement:
+    """Start the dispatched element on its first host (its profile's host hooks first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KillElement:
+    """Run the kill sequence on the element's first host and end its tasks on the others."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignalElement:
+    """Send `sig` to the element's process group on its first host (SIGSTOP, SIGCONT)."""
+
+    sig: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndTasks:
+    """The element's script ended: end its launched tasks on every host it ran on."""
+
+    hosts: tuple[str, ...]
+
+
+Effect = Union[StartElement, KillElement, SignalElement, EndTasks]
+
+#: stored element fields an outcome may set (the store's columns)
+STORED = frozenset({"state", "holds", "start_time", "end_time", "exit_code", "exit_signal", "exit_reason", "alloc",
+                    "action", "token_hash", "reserve"})
+#: memory-only element fields an outcome may set (a start time the worker saw is kept in memory
+#: only: the end's record carries it durably)
+MEMORY = frozenset({"pend_reason", "declines", "token", "start_time"})
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one stimulus does to one element: `fields` (stored), `memory` (memory-only),
+    `events` and `effects`. `state` is the element's state afterwards."""
+
+    state: S
+    fields: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    effects: list = field(default_factory=list)
+
+
+class IllegalTransition(Exception):
+    """`stimulus` is not allowed in state `state`; the message says which states allow it."""
+
+    def __init__(self, stimulus: str, state: S) -> None:
+        allowed = sorted(str(f) for (s, f) in TABLE if s.__name__ == stimulus)
+        super().__init__(f"cannot {stimulus.lower()} a job in state {state}; allowed from: "
+                         f"{', '.join(allowed) or 'none'}")
+        self.stimulus = stimulus
+        self.state = state
+
+
+def _move(e: Element, new: S, kind: str, reason: str | None, **fields) -> Outcome:
+    """An outcome that moves `e` to `new` with one event of `kind`; a finished element has
+    no pend reason."""
+    out = Outcome(new, {"state": new, **fields}, {}, [Event(kind, str(e.state), str(new), reason)])
+    if new in FINISHED:
+        out.memory["pend_reason"] = None
+    return out
+
+
+def _note(e: Element, kind: str, reason: str | None, **fields) -> Outcome:
+    """An event that changes no state (a kill or requeue asked of a running element)."""
+    return Outcome(e.state, dict(fields), {}, [Event(kind, None, None, reason)])
+
+
+# ---------------------------------------------------------------------- the table's functions
+
+
+def _dispatch(e: Element, s: Dispatch) -> Outcome:
+    alloc = [(h, n) for h, n in s.alloc]
+    out = _move(e, S.RUN, "DISPATCH", "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc) + s.note,
+                alloc=alloc, start_time=s.time, end_time=None, exit_code=None, exit_signal=None, exit_reason=None,
+                action=None, token_hash=s.token_hash, reserve=dict(s.reserve))
+    out.memory.update(pend_reason=None, declines=0, token=s.token)
+    out.effects.append(StartElement())
+    return out
+
+
+def _declined(e: Element, s: Declined) -> Outcome:
+    n = e.declines + 1
+    if n < MAX_DECLINES:
+        return Outcome(e.state, {}, {"declines": n,
+                                     "pend_reason": PendReason(f"Dispatch declined ({n} in a row): {s.why}")})
+    out = _hold(e, HoldKind.SYSTEM, "HOLD", f"held after {n} declined dispatches: {s.why}")
+    out.memory.update(declines=n, pend_reason=PendReason(f"Held by the system after {n} declined dispatches: "
+                                                         f"{s.why}"))
+    return out
+
+
+def _start_failed(e: Element, s: StartFailed) -> Outcome:
+    return _move(e, S.PEND, "DISPATCH_FAILED", s.reason, alloc=[], start_time=None, reserve={})
+
+
+def _started(e: Element, s: Started) -> Outcome:
+    return Outcome(e.state, {}, {"start_time": s.start_time})
+
+
+def _finished(e: Element, s: Finished) -> Outcome:
+    st = s.status
+    assert st is not None, "Finished needs the status its supervisor recorded"
+    action = e.action or ""
+    hosts = tuple(h for h, _ in e.alloc)
+    if action.startswith("requeue:"):
+        out = _move(e, S.PEND, "REQUEUE", "requeued; the running job was killed", alloc=[], reserve={},
+                    start_time=None, end_time=None, exit_code=None, exit_signal=None, exit_reason=None, action=None)
+        out.events[0] = Event("REQUEUE", str(e.state), str(S.PEND), "requeued; the running job was killed",
+                              "user:" + action.split(":", 1)[1])  # the requeue's user, not the worker
+        out.effects.append(EndTasks(hosts))
+        return out
+    if st.reason == REASON_SUPERVISOR_LOST:
+        out = _move(e, S.EXIT, "LOST", "the job's supervisor was lost", end_time=st.end_time,
+                    exit_code=st.exit_code, exit_signal=st.signal_name, exit_reason=REASON_SUPERVISOR_LOST,
+                    action=None)
+        out.effects.append(EndTasks(hosts))
+        return out
+    reason = st.reason
+    if action.startswith("kill:") and st.reason == "killed":
+        reason = f"killed by {action.split(':', 1)[1]}"
+    elif reason is None and st.signal_name:
+        reason = f"killed by signal {st.signal_name}"
+    elif reason is None and st.exit_code != 0:
+        reason = f"exited with code {st.exit_code}"
+    done = st.exit_code == 0 and not st.signal_name and not st.reason
+    out = _move(e, S.DONE if done else S.EXIT, "DONE" if done else "EXIT", reason,
+                start_time=st.start_time or e.start_time, end_time=st.end_time, exit_code=st.exit_code,
+                exit_signal=st.signal_name, exit_reason=reason, action=None)
+    out.effects.append(EndTasks(hosts))
+    return out
+
+
+def _kill_pending(e: Element, s: Kill) -> Outcome:
+    why = f"killed by {s.user} while pending"
+    return _move(e, S.EXIT, "KILL", why, end_time=s.time, exit_reason=why, holds=set())
+
+
+def _kill_running(e: Element, s: Kill) -> Outcome:
+    out = _note(e, "KILL_REQUEST", None, action=f"kill:{s.user}")
+    out.effects.append(KillElement())
+    return out
+
+
+def _hold(e: Element, kind: HoldKind, event: str, reason: str) -> Outcome:
+    holds = set(e.holds) | {str(kind)}
+    return _move(e, S.PSUSP, event, reason, holds=holds)
+
+
+def _stop_running(e: Element, s: Stop) -> Outcome:
+    out = _move(e, S.USUSP, "STOP", "The job was suspended by user")
+    out.effects.append(SignalElement(signal.SIGSTOP))
+    return out
+
+
+def _stop_pending(e: Element, s: Stop) -> Outcome | None:
+    if HoldKind.USER in e.holds:
+        return None
+    out = _hold(e, HoldKind.USER, "HOLD", "The job was suspended by user while pending")
+    if HoldKind.SYSTEM not in e.holds:  # a system hold keeps its own reason (why names both)
+        out.memory["pend_reason"] = PendReason(REASON_USER_HOLD)
+    return out
+
+
+def _resume_stopped(e: Element, s: Resume) -> Outcome:
+    out = _move(e, S.RUN, "RESUME", "resumed by user")
+    out.effects.append(SignalElement(signal.SIGCONT))
+    return out
+
+
+def _release(e: Element, kind: HoldKind, reason: str) -> Outcome | None:
+    """Drop hold `kind`: PEND when no hold is left (event RELEASE), else PSUSP (RELEASE_ONE)."""
+    if kind not in e.holds:
+        return None
+    holds = set(e.holds) - {str(kind)}
+    if holds:
+        return _move(e, S.PSUSP, "RELEASE_ONE", reason, holds=holds)
+    out = _move(e, S.PEND, "RELEASE", reason, holds=holds)
+    out.memory["pend_reason"] = None
+    return out
+
+
+def _resume_held(e: Element, s: Resume) -> Outcome | None:
+    return _release(e, HoldKind.USER, "Waiting for re-scheduling after being resumed by user")
+
+
+def _release_system(e: Element, s: Release) -> Outcome | None:
+    out = _release(e, HoldKind.SYSTEM, s.reason)
+    if out is not None:
+        out.memory.update(declines=0, pend_reason=None)
+    return out
+
+
+def _system_hold(e: Element, s: SystemHold) -> Outcome:
+    if HoldKind.SYSTEM in e.holds:
+        out = Outcome(e.state)
+    else:
+        out = _hold(e, HoldKind.SYSTEM, "HOLD", s.reason)
+    out.memory["pend_reason"] = PendReason(s.pend_reason or s.reason)
+    return out
+
+
+def _requeue_running(e: Element, s: Requeue) -> Outcome:
+    out = _note(e, "REQUEUE_REQUEST", None, action=f"requeue:{s.user}")
+    out.effects.append(KillElement())
+    return out
+
+
+def _requeue_finished(e: Element, s: Requeue) -> Outcome:
+    return _move(e, S.PEND, "REQUEUE", f"requeued by {s.user}", alloc=[], reserve={}, start_time=None,
+                 end_time=None, exit_code=None, exit_signal=None, exit_reason=None)
+
+
+Transition = Callable[[Element, AnyStimulus], "Outcome | None"]
+
+#: (stimulus type, state) -> the function that makes the outcome. A pair not here is refused.
+TABLE: dict[tuple[type, S], Transition] = {
+    (Dispatch, S.PEND): _dispatch,
+    (Declined, S.PEND): _declined,
+    (StartFailed, S.RUN): _start_failed,
+    (Started, S.RUN): _started,
+    (Started, S.USUSP): _started,
+    (Finished, S.RUN): _finished,
+    (Finished, S.USUSP): _finished,
+    (Kill, S.PEND): _kill_pending,
+    (Kill, S.PSUSP): _kill_pending,
+    (Kill, S.RUN): _kill_running,
+    (Kill, S.USUSP): _kill_running,
+    (Stop, S.RUN): _stop_running,
+    (Stop, S.PEND): _stop_pending,
+    (Stop, S.PSUSP): _stop_pending,
+    (Resume, S.USUSP): _resume_stopped,
+    (Resume, S.PSUSP): _resume_held,
+    (Requeue, S.RUN): _requeue_running,
+    (Requeue, S.USUSP): _requeue_running,
+    (Requeue, S.DONE): _requeue_finished,
+    (Requeue, S.EXIT): _requeue_finished,
+    (SystemHold, S.PEND): _system_hold,
+    (SystemHold, S.PSUSP): _system_hold,
+    (Release, S.PSUSP): _release_system,
+}
+
+
+def allowed(stimulus: type, state: S) -> bool:
+    """Whether the pair is in TABLE."""
+    return (stimulus, state) in TABLE
+
+
+def transition(e: Element, s: AnyStimulus) -> Outcome | None:
+    """The outcome of stimulus `s` on element `e` (which it never changes), or None when
+    `s` asks for nothing to change in `e`'s state. Raises IllegalTransition for a pair not
+    in TABLE (kill a finished job, dispatch a running one)."""
+    fn = TABLE.get((type(s), e.state))
+    if fn is None:
+        raise IllegalTransition(type(s).__name__, e.state)
+    return fn(e, s)
