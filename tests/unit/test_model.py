@@ -1,5 +1,5 @@
-"""Pure model pieces: array specs (JOB-4), job refs, the transition table (D-5, rule 2),
-the job environment (JOB-3), output paths (%J/%I)."""
+"""Pure model pieces: array specs (JOB-4), job refs, the job environment (JOB-3), output
+paths (%J/%I). The state machine's own tests are in test_machine.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from xced.controller.transitions import TABLE, IllegalTransition, next_state
 from xced.model.jobs import ArraySpecError, JobState, format_job_ref, parse_job_name, parse_job_ref
 from xced.worker.env import expand_output_path, job_environment
 
@@ -37,20 +36,6 @@ def test_job_refs():
     for bad in ("", "x", "12[", "-1", "1[a]"):
         with pytest.raises(ValueError):
             parse_job_ref(bad)
-
-
-def test_transition_table():
-    S = JobState
-    assert next_state("dispatch", S.PEND) is S.RUN
-    assert next_state("stop", S.RUN) is S.USUSP
-    assert next_state("hold", S.PEND) is S.PSUSP
-    assert next_state("requeue", S.EXIT) is S.PEND
-    with pytest.raises(IllegalTransition, match="cannot dispatch a job in state DONE; allowed from: PEND"):
-        next_state("dispatch", S.DONE)
-    # no transition leaves a finished state except requeue
-    for (stim, frm), to in TABLE.items():
-        if frm in (S.DONE, S.EXIT):
-            assert stim == "requeue" and to is S.PEND
 
 
 def test_job_environment():

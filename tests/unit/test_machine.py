@@ -1,0 +1,215 @@
+"""The job state machine (xced/controller/machine.py; D-5, DESIGN rule 2), by stimulus: each
+test feeds a stimulus to an element and compares the outcome (state, stored fields, events,
+effects), as dask's worker state machine tests compare instruction lists. The shell's rule
+(commit, then memory, then effects) is tested with a store whose commit fails."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import sqlite3
+
+import pytest
+
+from tests.unit.test_controller import ADMIN, ALICE, ctl, req, session  # noqa: F401 (ctl: a fixture)
+from xced.controller import machine as m
+from xced.controller.machine import IllegalTransition, TABLE, transition
+from xced.model.jobs import JobState as S
+from xced.model.state import Element, EndStatus, Job
+
+T = 1000.0
+
+
+def _el(state: S, holds=(), alloc=(("h1", 2), ("h2", 1)), action=None, declines=0) -> Element:
+    job = Job(7, None, "alice", "normal", 1.0, {})
+    e = Element(job, 0, state, set(holds), alloc=list(alloc), action=action, declines=declines)
+    job.elements[0] = e
+    return e
+
+
+def _stim(cls, **kw):
+    return cls("s-1", "user:alice", T, **kw)
+
+
+def _kinds(out):
+    return [(ev.kind, ev.from_state, ev.to_state) for ev in out.events]
+
+
+#: one stimulus of each type, for the exhaustive table test
+SAMPLES = {
+    m.Dispatch: _stim(m.Dispatch, alloc=(("h1", 1),), token="t", token_hash="h"),
+    m.Declined: _stim(m.Declined, why="profile gone"),
+    m.StartFailed: _stim(m.StartFailed, reason="no launcher"),
+    m.Started: _stim(m.Started, start_time=T),
+    m.Finished: _stim(m.Finished, status=EndStatus(0, None, T, T + 1, None)),
+    m.Kill: _stim(m.Kill, user="alice"),
+    m.Stop: _stim(m.Stop),
+    m.Resume: _stim(m.Resume),
+    m.Requeue: _stim(m.Requeue, user="alice"),
+    m.SystemHold: _stim(m.SystemHold, reason="config refuses it"),
+    m.Release: _stim(m.Release, reason="released"),
+}
+
+
+def test_every_pair_is_in_the_table_or_refused():
+    assert set(SAMPLES) == set(m.STIMULI)
+    for cls, state in itertools.product(m.STIMULI, S):
+        e = _el(state, holds=("user", "system") if state is S.PSUSP else ())
+        before = (e.state, set(e.holds), list(e.alloc))
+        if (cls, state) in TABLE:
+            out = transition(e, SAMPLES[cls])
+            assert out is None or isinstance(out, m.Outcome)
+        else:
+            with pytest.raises(IllegalTransition, match=f"cannot {cls.__name__.lower()} a job in state {state}"):
+                transition(e, SAMPLES[cls])
+        assert (e.state, set(e.holds), list(e.alloc)) == before  # the machine never changes the element
+
+
+def test_nothing_leaves_a_finished_state_but_a_requeue():
+    for (cls, state), _ in TABLE.items():
+        if state in (S.DONE, S.EXIT):
+            assert cls is m.Requeue
+
+
+def test_dispatch_starts_the_element_with_a_fresh_token():
+    out = transition(_el(S.PEND, alloc=()), _stim(m.Dispatch, alloc=(("h1", 2),), reserve={"h1": {"slots": 2}},
+                                                  token="tok", token_hash="hash", note=" (profile p abc)"))
+    assert out.state is S.RUN and _kinds(out) == [("DISPATCH", "PEND", "RUN")]
+    assert out.events[0].reason == "dispatched to h1:2 (profile p abc)"
+    assert out.fields["alloc"] == [("h1", 2)] and out.fields["token_hash"] == "hash" and out.fields["start_time"] == T
+    assert "token" not in out.fields and out.memory["token"] == "tok"  # D-7: the plain token is never stored
+    assert out.effects == [m.StartElement()]
+
+
+def test_declines_count_then_hold_the_element():
+    out = transition(_el(S.PEND), _stim(m.Declined, why="profile gone"))
+    assert out.state is S.PEND and out.fields == {} and out.events == []
+    assert out.memory["declines"] == 1 and "Dispatch declined (1 in a row): profile gone" in out.memory["pend_reason"].main
+    out = transition(_el(S.PEND, declines=m.MAX_DECLINES - 1), _stim(m.Declined, why="profile gone"))
+    assert out.state is S.PSUSP and out.fields["holds"] == {"system"} and _kinds(out) == [("HOLD", "PEND", "PSUSP")]
+    assert out.memory["pend_reason"].main.startswith(f"Held by the system after {m.MAX_DECLINES} declined")
+
+
+@pytest.mark.parametrize("status,state,kind,reason", [
+    (EndStatus(0, None, T, T + 1, None), S.DONE, "DONE", None),
+    (EndStatus(3, None, T, T + 1, None), S.EXIT, "EXIT", "exited with code 3"),
+    (EndStatus(143, "SIGTERM", T, T + 1, None), S.EXIT, "EXIT", "killed by signal SIGTERM"),
+    (EndStatus(143, "SIGTERM", T, T + 1, "run limit"), S.EXIT, "EXIT", "run limit"),
+    (EndStatus(1, None, T, T + 1, "supervisor lost"), S.EXIT, "LOST", "the job's supervisor was lost"),
+])
+def test_ends(status, state, kind, reason):
+    out = transition(_el(S.RUN), _stim(m.Finished, status=status))
+    assert out.state is state and _kinds(out) == [(kind, "RUN", str(state))] and out.events[0].reason == reason
+    assert out.fields["end_time"] == T + 1 and out.memory["pend_reason"] is None
+    assert out.effects == [m.EndTasks(("h1", "h2"))]
+
+
+def test_the_end_of_a_killed_or_requeued_element():
+    out = transition(_el(S.RUN, action="kill:bob"), _stim(m.Finished, status=EndStatus(130, None, T, T + 1, "killed")))
+    assert out.state is S.EXIT and out.fields["exit_reason"] == "killed by bob"
+    out = transition(_el(S.USUSP, action="requeue:bob"), _stim(m.Finished, status=EndStatus(137, "SIGKILL", T, T, "killed")))
+    assert out.state is S.PEND and out.fields["alloc"] == [] and out.fields["action"] is None
+    assert out.events[0].actor == "user:bob" and _kinds(out) == [("REQUEUE", "USUSP", "PEND")]
+
+
+def test_kill():
+    out = transition(_el(S.PSUSP, holds=("user",)), _stim(m.Kill, user="alice"))
+    assert out.state is S.EXIT and out.fields["holds"] == set() and out.fields["exit_reason"] == "killed by alice while pending"
+    out = transition(_el(S.RUN), _stim(m.Kill, user="alice"))
+    assert out.state is S.RUN and out.fields == {"action": "kill:alice"} and _kinds(out) == [("KILL_REQUEST", None, None)]
+    assert out.effects == [m.KillElement()]
+
+
+def test_stop_and_resume_and_the_two_hold_kinds():
+    out = transition(_el(S.RUN), _stim(m.Stop))
+    assert out.state is S.USUSP and out.effects == [m.SignalElement(signal.SIGSTOP)]
+    out = transition(_el(S.USUSP), _stim(m.Resume))
+    assert out.state is S.RUN and out.effects == [m.SignalElement(signal.SIGCONT)]
+    out = transition(_el(S.PEND), _stim(m.Stop))
+    assert out.state is S.PSUSP and out.fields["holds"] == {"user"} and out.memory["pend_reason"].main.startswith(
+        "The job was suspended by the user")
+    assert transition(_el(S.PSUSP, holds=("user",)), _stim(m.Stop)) is None  # already held by its user
+    out = transition(_el(S.PSUSP, holds=("system",)), _stim(m.Stop))
+    assert out.fields["holds"] == {"system", "user"} and "pend_reason" not in out.memory  # the system's reason stays
+    # a resume releases the user hold only; the system hold stays (D-5)
+    out = transition(_el(S.PSUSP, holds=("user", "system")), _stim(m.Resume))
+    assert out.state is S.PSUSP and out.fields["holds"] == {"system"} and _kinds(out) == [("RELEASE_ONE", "PSUSP", "PSUSP")]
+    assert transition(_el(S.PSUSP, holds=("system",)), _stim(m.Resume)) is None
+    out = transition(_el(S.PSUSP, holds=("system",)), _stim(m.Release, reason="by an admin"))
+    assert out.state is S.PEND and out.fields["holds"] == set() and out.memory["declines"] == 0
+    assert transition(_el(S.PSUSP, holds=("user",)), _stim(m.Release, reason="x")) is None
+
+
+def test_requeue():
+    out = transition(_el(S.RUN), _stim(m.Requeue, user="alice"))
+    assert out.state is S.RUN and out.fields == {"action": "requeue:alice"} and out.effects == [m.KillElement()]
+    out = transition(_el(S.EXIT), _stim(m.Requeue, user="alice"))
+    assert out.state is S.PEND and out.fields["exit_code"] is None and out.events[0].reason == "requeued by alice"
+    with pytest.raises(IllegalTransition):
+        transition(_el(S.PEND), _stim(m.Requeue, user="alice"))
+
+
+def test_system_hold_keeps_one_hold():
+    out = transition(_el(S.PEND), _stim(m.SystemHold, reason="refused: x", pend_reason="Held by the system: x"))
+    assert out.state is S.PSUSP and out.fields["holds"] == {"system"} and out.memory["pend_reason"].main == \
+        "Held by the system: x"
+    out = transition(_el(S.PSUSP, holds=("system",)), _stim(m.SystemHold, reason="again"))
+    assert out.fields == {} and out.events == [] and out.memory["pend_reason"].main == "again"
+
+
+class FailingCommit(Exception):
+    pass
+
+
+def _break_commits(store):
+    """Make every later transaction of `store` fail at its first write (as a full disk does)."""
+    real = store.update_element
+
+    def boom(*a, **k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    store.update_element = boom
+    return real
+
+
+def test_a_failed_commit_leaves_memory_as_it_was(ctl):
+    """D-8 (the shell's rule): the store refuses the transaction, so nothing changes in memory:
+    the element stays RUN with its slot, its events are not written, no worker is told."""
+    job = ctl.submit(req(), ALICE)
+    session(ctl)
+    e = job.elements[0]
+    assert e.state is S.RUN and ctl.hosts["h1"].slots_used == 1
+    events = len(ctl.store.events(job.id))
+    real = _break_commits(ctl.store)
+    for act in (lambda: ctl.kill(job.id, None, ALICE), lambda: ctl.stop(job.id, None, ALICE),
+                lambda: ctl.on_finished(job.id, 0, EndStatus(0, None, T, T + 1, None))):
+        with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+            act()
+        assert e.state is S.RUN and e.action is None and ctl.hosts["h1"].slots_used == 1
+        assert ctl.fake.killed == [] and ctl.fake.signals == [] and job.unfinished == 1
+    assert len(ctl.store.events(job.id)) == events
+    ctl.store.update_element = real  # the store works again: the same end is recorded
+    ctl.on_finished(job.id, 0, EndStatus(0, None, T, T + 1, None))
+    assert e.state is S.DONE and ctl.hosts["h1"].slots_used == 0
+
+
+def test_a_failed_commit_of_a_session_starts_nothing(ctl):
+    jobs = [ctl.submit(req(), ALICE) for _ in range(3)]
+    real = _break_commits(ctl.store)
+    with pytest.raises(sqlite3.OperationalError):
+        session(ctl)
+    assert all(j.elements[0].state is S.PEND for j in jobs) and ctl.hosts["h1"].slots_used == 0
+    assert ctl.fake.started == []
+    ctl.store.update_element = real
+    session(ctl)
+    assert all(j.elements[0].state is S.RUN for j in jobs) and ctl.hosts["h1"].slots_used == 3
+
+
+def test_events_carry_the_id_of_their_stimulus(ctl):
+    job = ctl.submit(req(), ALICE)
+    session(ctl)
+    ctl.kill(job.id, None, ADMIN)
+    rows = ctl.store.events(job.id)
+    kinds = {r[3]: r[8] for r in rows}
+    assert kinds["DISPATCH"].startswith("session-") and kinds["KILL_REQUEST"].startswith("kill-")
+    assert kinds["DISPATCH"] != kinds["KILL_REQUEST"]
