@@ -9,7 +9,7 @@ from tests.unit.test_controller import ALICE, FakeWorker, Clock, req, session
 from xced.controller.controller import Controller
 from xced.model.config import ClusterConfig, ClusterSettings, HostConfig, QueueConfig
 from xced.store.sqlite import SqliteStore
-from xced.worker.remote import RemoteWorkerLink, handle_worker_message
+from xced.controller.channel import RemoteWorkerLink, handle_worker_message
 
 
 def _two_hosts(tmp_path):
@@ -39,7 +39,7 @@ def test_a_worker_cannot_end_a_job_of_another_host(tmp_path, caplog):
     host = e.alloc[0][0]
     other = RemoteWorkerLink("h2" if host == "h1" else "h1", lambda m: None)
     own = RemoteWorkerLink(host, lambda m: None)
-    with caplog.at_level(logging.WARNING, "xced.worker.remote"):
+    with caplog.at_level(logging.WARNING, "xced.controller.channel"):
         assert handle_worker_message(c, other, _finished(job.id)) is False
         assert handle_worker_message(c, other, {"op": "started", "job_id": job.id, "index": 0,
                                                 "start_time": 5.0}) is False
@@ -57,7 +57,7 @@ def test_a_worker_cannot_end_a_job_of_another_host(tmp_path, caplog):
 def test_reports_about_unknown_jobs_and_unknown_messages_are_refused(tmp_path, caplog):
     c = _two_hosts(tmp_path)
     link = RemoteWorkerLink("h1", lambda m: None)
-    with caplog.at_level(logging.WARNING, "xced.worker.remote"):
+    with caplog.at_level(logging.WARNING, "xced.controller.channel"):
         assert handle_worker_message(c, link, _finished(99)) is False
         assert handle_worker_message(c, link, {"op": "submit"}) is False
     assert "is not running; refused" in caplog.text and "unknown message 'submit'; refused" in caplog.text

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import pwd
-import re
 import secrets
 import signal
 import time
@@ -41,7 +40,7 @@ from xced.model.jobs import (
     parse_job_name,
 )
 from xced.model.state import EndStatus, Element, HostState, Job, StartInfo, TaskSpec
-from xced.policy.rbac import Caller, may_control_job
+from xced.policy.rbac import Caller, may_control_job, require_admin
 from xced.merge import Effective, JobValues, MergeError, merge_job
 from xced.resreq import ResReqError, merge, parse, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
@@ -94,8 +93,6 @@ HOOK_NAMES = ("pre_host_exec", "pre_job_exec", "post_job_exec", "post_host_exec"
 
 #: sessions whose decision traces are kept for `xcecli why` (D-4)
 TRACE_SESSIONS = 64
-#: what `xceadmin sim record --name` may be (a file name under <TopDir>/recordings)
-RECORDING_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 
 def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
@@ -152,8 +149,8 @@ class Controller:
         self.last_trace: list[str] = []
         #: the decision traces of the last sessions, newest last (D-4, for `xcecli why`)
         self.traces: collections.deque[list[str]] = collections.deque(maxlen=TRACE_SESSIONS)
-        #: an open recording of every session (SIM-2): [file, path, sessions written], or None
-        self.recorder: list | None = None
+        #: an open recording of every session (SIM-2, an xced.sim.recording.Recorder), or None
+        self.recorder = None
         self._config_hash = config.content_hash()
         self._boot = format(int(time.time()) % 36**6, "x")
         self._stim_seq = 0
@@ -744,9 +741,7 @@ class Controller:
         """
         from xced.config.live import check_compiled, restart_only_changes
 
-        if not caller.is_admin:
-            raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the admins named in "
-                                   f"xce.yaml may apply a config")
+        require_admin(caller, "apply a config")
         problems = check_compiled(new) + [f"{p}: restart xced to apply it"
                                           for p in restart_only_changes(self.config, new)]
         if problems:
@@ -757,9 +752,7 @@ class Controller:
         self._config_hash = new.content_hash()
         remerged, held = self._remerge_pending(f"admin:{caller.user}")
         if self.recorder is not None:  # SIM-2: the config in force from here on
-            from xced.sim.recording import header_line
-
-            self.recorder[0].write(header_line(new) + "\n")
+            self.recorder.config(new)
         self.kick()
         return {"hash": self._config_hash, "previous_hash": previous, "remerged": remerged, "held": held}
 
@@ -837,8 +830,8 @@ class Controller:
         self.sessions += 1
         self.last_trace = result.trace
         self.traces.append(result.trace)
-        if self.recorder is not None:
-            self._record(now, snap, result)
+        if self.recorder is not None and not self.recorder.session(now, self._config_hash, snap, result):
+            self.recorder = None  # it could not write; it logged why
         self.apply(result)
         self._blocked = result.blocked
         self._unsat = result.unsatisfiable
@@ -846,64 +839,9 @@ class Controller:
 
     # ------------------------------------------------------------------ recordings (SIM-2)
 
-    def record(self, name: str | None, caller: Caller) -> dict:
-        """Start recording every session to `<TopDir>/recordings/NAME.jsonl` (a new file, mode
-        0600, given to the asking admin when the daemon runs as root), or stop with `name`
-        None. The daemon writes only under its TopDir, never where a caller points it.
-        Admins only. Returns {"path", "sessions"}. Raises PermissionDenied, Conflict (already
-        recording / not recording), InvalidRequest (a bad name, the file exists)."""
-        from xced.sim.recording import header_line
-
-        if not caller.is_admin:
-            raise PermissionDenied(f"user {caller.user} is not a cluster admin; only admins may record sessions")
-        if name is None:
-            if self.recorder is None:
-                raise Conflict("no recording is running; start one with `xceadmin sim record --name NAME`")
-            f, where, n = self.recorder
-            self.recorder = None
-            f.close()
-            return {"path": where, "sessions": n}
-        if self.recorder is not None:
-            raise Conflict(f"already recording to {self.recorder[1]}; stop it first (`xceadmin sim record --stop`)")
-        if not RECORDING_NAME.fullmatch(name):
-            raise InvalidRequest(f"recording name {name!r}: use letters, digits, '.', '_' and '-' (at most 100, "
-                                 f"starting with a letter, digit or '_'); it is written to "
-                                 f"{self.topdir}/recordings/NAME.jsonl (NAME.jsonl names the same file)",
-                                 field="name")
-        rdir = self.topdir / "recordings"
-        if rdir.exists() and not rdir.is_dir():
-            raise InvalidRequest(f"{rdir} is not a directory; move it away so recordings can be written there",
-                                 field="name")
-        path = str(rdir / (name if name.endswith(".jsonl") else name + ".jsonl"))
-        try:
-            rdir.mkdir(mode=0o755, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            raise InvalidRequest(f"{path} exists already; a recording goes to a new file", field="name") from None
-        except OSError as e:
-            raise InvalidRequest(f"{path}: the daemon cannot create it: {e.strerror}", field="name") from None
-        if os.geteuid() == 0 and caller.uid is not None and not caller.asserted:
-            try:
-                os.fchown(fd, caller.uid, caller.gid if caller.gid is not None else -1)
-            except OSError:
-                pass
-        f = os.fdopen(fd, "w", encoding="utf-8")
-        f.write(header_line(self.config) + "\n")
-        f.flush()
-        self.recorder = [f, path, 0]
-        return {"path": path, "sessions": 0}
-
-    def _record(self, now: float, snap: Snapshot, result: SessionResult) -> None:
-        from xced.sim.recording import session_line
-
-        rec = self.recorder
-        rec[2] += 1
-        try:
-            rec[0].write(session_line(rec[2], now, self._config_hash, snap, result) + "\n")
-            rec[0].flush()
-        except OSError as e:
-            log.error("recording to %s stopped: %s", rec[1], e)
-            self.recorder = None
+    def attach_recorder(self, recorder) -> None:
+        """Record every later session to `recorder` (an xced.sim.recording.Recorder); None stops."""
+        self.recorder = recorder
 
     def apply(self, result: SessionResult) -> None:
         """Apply a session's decisions (DESIGN rule 1): re-check each dispatch against the
@@ -1238,9 +1176,7 @@ class Controller:
         force first; if that still refuses it, the hold stays (Conflict naming why). Raises
         PermissionDenied for a non-admin, Conflict when nothing is held by the system."""
         job = self.job(job_id)
-        if not caller.is_admin:
-            raise PermissionDenied(f"user {caller.user} is not a cluster admin; only admins release a system hold "
-                                   f"(a hold of your own goes with `xcecli resume`)")
+        require_admin(caller, "release a system hold", " (a hold of your own goes with `xcecli resume`)")
         els = [e for e in self._elements(job, index) if e.state is S.PSUSP and "system" in e.holds]
         if not els:
             raise Conflict(f"job {job_id}: nothing is held by the system")

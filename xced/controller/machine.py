@@ -235,6 +235,7 @@ def _note(e: Element, kind: str, reason: str | None, **fields) -> Outcome:
 
 
 def _dispatch(e: Element, s: Dispatch) -> Outcome:
+    """RUN on the decided hosts with a new launch token; start it there."""
     alloc = [(h, n) for h, n in s.alloc]
     out = _move(e, S.RUN, "DISPATCH", "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc) + s.note,
                 alloc=alloc, start_time=s.time, end_time=None, exit_code=None, exit_signal=None, exit_reason=None,
@@ -245,6 +246,7 @@ def _dispatch(e: Element, s: Dispatch) -> Outcome:
 
 
 def _declined(e: Element, s: Declined) -> Outcome:
+    """stays PEND, one more declined dispatch counted; at MAX_DECLINES in a row PSUSP with a system hold."""
     n = e.declines + 1
     if n < MAX_DECLINES:
         return Outcome(e.state, {}, {"declines": n,
@@ -256,14 +258,17 @@ def _declined(e: Element, s: Declined) -> Outcome:
 
 
 def _start_failed(e: Element, s: StartFailed) -> Outcome:
+    """PEND again (retryable); the worker could not start it."""
     return _move(e, S.PEND, "DISPATCH_FAILED", s.reason, alloc=[], start_time=None, reserve={})
 
 
 def _started(e: Element, s: Started) -> Outcome:
+    """unchanged; the start time the worker saw is kept in memory."""
     return Outcome(e.state, {}, {"start_time": s.start_time})
 
 
 def _finished(e: Element, s: Finished) -> Outcome:
+    """DONE on exit 0, else EXIT with the reason (LOST when the supervisor vanished); PEND again when a requeue asked for the end; its tasks end on every host."""
     st = s.status
     assert st is not None, "Finished needs the status its supervisor recorded"
     action = e.action or ""
@@ -297,11 +302,13 @@ def _finished(e: Element, s: Finished) -> Outcome:
 
 
 def _kill_pending(e: Element, s: Kill) -> Outcome:
+    """EXIT at once, "killed by USER while pending", holds dropped."""
     why = f"killed by {s.user} while pending"
     return _move(e, S.EXIT, "KILL", why, end_time=s.time, exit_reason=why, holds=set())
 
 
 def _kill_running(e: Element, s: Kill) -> Outcome:
+    """unchanged, the kill asked for (KILL_REQUEST); the kill sequence runs on its first host."""
     out = _note(e, "KILL_REQUEST", None, action=f"kill:{s.user}")
     out.effects.append(KillElement())
     return out
@@ -313,12 +320,14 @@ def _hold(e: Element, kind: HoldKind, event: str, reason: str) -> Outcome:
 
 
 def _stop_running(e: Element, s: Stop) -> Outcome:
+    """USUSP; SIGSTOP to its process group."""
     out = _move(e, S.USUSP, "STOP", "The job was suspended by user")
     out.effects.append(SignalElement(signal.SIGSTOP))
     return out
 
 
 def _stop_pending(e: Element, s: Stop) -> Outcome | None:
+    """PSUSP with a user hold (nothing when its user holds it already)."""
     if HoldKind.USER in e.holds:
         return None
     out = _hold(e, HoldKind.USER, "HOLD", "The job was suspended by user while pending")
@@ -328,6 +337,7 @@ def _stop_pending(e: Element, s: Stop) -> Outcome | None:
 
 
 def _resume_stopped(e: Element, s: Resume) -> Outcome:
+    """RUN; SIGCONT to its process group."""
     out = _move(e, S.RUN, "RESUME", "resumed by user")
     out.effects.append(SignalElement(signal.SIGCONT))
     return out
@@ -346,10 +356,12 @@ def _release(e: Element, kind: HoldKind, reason: str) -> Outcome | None:
 
 
 def _resume_held(e: Element, s: Resume) -> Outcome | None:
+    """the user hold released: PEND, or PSUSP while a system hold stays (nothing without a user hold)."""
     return _release(e, HoldKind.USER, "Waiting for re-scheduling after being resumed by user")
 
 
 def _release_system(e: Element, s: Release) -> Outcome | None:
+    """the system hold released: PEND, or PSUSP while a user hold stays; declines counted from 0."""
     out = _release(e, HoldKind.SYSTEM, s.reason)
     if out is not None:
         out.memory.update(declines=0, pend_reason=None)
@@ -357,6 +369,7 @@ def _release_system(e: Element, s: Release) -> Outcome | None:
 
 
 def _system_hold(e: Element, s: SystemHold) -> Outcome:
+    """PSUSP with a system hold, and the reason `why` shows."""
     if HoldKind.SYSTEM in e.holds:
         out = Outcome(e.state)
     else:
@@ -366,12 +379,14 @@ def _system_hold(e: Element, s: SystemHold) -> Outcome:
 
 
 def _requeue_running(e: Element, s: Requeue) -> Outcome:
+    """unchanged, the requeue asked for (REQUEUE_REQUEST); it is killed, and pends again when it has ended."""
     out = _note(e, "REQUEUE_REQUEST", None, action=f"requeue:{s.user}")
     out.effects.append(KillElement())
     return out
 
 
 def _requeue_finished(e: Element, s: Requeue) -> Outcome:
+    """PEND at once, with the same ID and submit time."""
     return _move(e, S.PEND, "REQUEUE", f"requeued by {s.user}", alloc=[], reserve={}, start_time=None,
                  end_time=None, exit_code=None, exit_signal=None, exit_reason=None)
 
@@ -404,6 +419,15 @@ TABLE: dict[tuple[type, S], Transition] = {
     (SystemHold, S.PSUSP): _system_hold,
     (Release, S.PSUSP): _release_system,
 }
+
+
+def render_table() -> str:
+    """The transition table as the Markdown list docs/architecture.md shows (a test keeps the
+    two the same): one line per (stimulus, state) pair, with what it does."""
+    lines = []
+    for (cls, state), fn in TABLE.items():
+        lines.append(f"- `{cls.__name__}` in {state}: {' '.join((fn.__doc__ or '').split())}")
+    return "\n".join(lines) + "\n"
 
 
 def allowed(stimulus: type, state: S) -> bool:

@@ -35,3 +35,13 @@ def may_view_env(caller: Caller, job_user: str) -> bool:
     passwords included, so only the job's owner and the cluster admins see it, as only the
     owner (and root) can read a process's /proc/PID/environ."""
     return caller.is_admin or caller.user == job_user
+
+
+def require_admin(caller: Caller, what: str, hint: str = "") -> None:
+    """`cluster:admin` (RBAC-1): only the admins named in xce.yaml (root is not implicitly one,
+    D-6). Raises PermissionDenied saying who may `what` ("apply a config"), and `hint`."""
+    if not caller.is_admin:
+        from xced.api.errors import PermissionDenied
+
+        raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the admins named in xce.yaml "
+                               f"may {what}{hint}")

@@ -19,7 +19,10 @@ changed, SCHED-3).
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,10 +32,12 @@ from xced.resreq import parse, render
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
 
-__all__ = ["RecordingError", "Difference", "header_line", "session_line", "read_recording", "verify",
+__all__ = ["RecordingError", "Difference", "Recorder", "header_line", "session_line", "read_recording", "verify",
            "snapshot_from_json", "snapshot_to_json"]
 
 VERSION = 1
+#: what `xceadmin sim record --name` may be (a file name under <TopDir>/recordings)
+RECORDING_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 
 class RecordingError(ValueError):
@@ -245,3 +250,63 @@ def verify(path: str | Path) -> tuple[int, list[Difference]]:
                                             mine.get("main") if mine else None))
     return n, diffs
 
+
+
+class Recorder:
+    """An open recording of the live scheduler's sessions (SIM-2): `<TopDir>/recordings/NAME.jsonl`,
+    a new file of mode 0600, given to the asking admin (`owner`, a (uid, gid)) when the daemon
+    runs as root. The daemon writes only under its TopDir, never where a caller points it.
+    Its header is the config in force; `session()` adds each session, `config()` a config
+    applied live, `close()` ends it. Raises InvalidRequest (a bad name, the file exists, the
+    directory cannot be written)."""
+
+    def __init__(self, topdir: Path, name: str, config, owner: tuple[int, int | None] | None = None) -> None:
+        from xced.api.errors import InvalidRequest
+
+        if not RECORDING_NAME.fullmatch(name):
+            raise InvalidRequest(f"recording name {name!r}: use letters, digits, '.', '_' and '-' (at most 100, "
+                                 f"starting with a letter, digit or '_'); it is written to "
+                                 f"{topdir}/recordings/NAME.jsonl (NAME.jsonl names the same file)", field="name")
+        rdir = topdir / "recordings"
+        if rdir.exists() and not rdir.is_dir():
+            raise InvalidRequest(f"{rdir} is not a directory; move it away so recordings can be written there",
+                                 field="name")
+        path = str(rdir / (name if name.endswith(".jsonl") else name + ".jsonl"))
+        try:
+            rdir.mkdir(mode=0o755, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            raise InvalidRequest(f"{path} exists already; a recording goes to a new file", field="name") from None
+        except OSError as e:
+            raise InvalidRequest(f"{path}: the daemon cannot create it: {e.strerror}", field="name") from None
+        if owner is not None and os.geteuid() == 0:
+            try:
+                os.fchown(fd, owner[0], owner[1] if owner[1] is not None else -1)
+            except OSError:
+                pass
+        self.file = os.fdopen(fd, "w", encoding="utf-8")
+        self.path = path
+        self.sessions = 0
+        self.file.write(header_line(config) + "\n")
+        self.file.flush()
+
+    def session(self, now: float, config_hash: str, snap: Snapshot, result: SessionResult) -> bool:
+        """Write one session; False (logged) when the file cannot be written: recording stops."""
+        self.sessions += 1
+        try:
+            self.file.write(session_line(self.sessions, now, config_hash, snap, result) + "\n")
+            self.file.flush()
+        except OSError as e:
+            logging.getLogger("xced.sim").error("recording to %s stopped: %s", self.path, e)
+            self.file.close()
+            return False
+        return True
+
+    def config(self, config) -> None:
+        """A config applied live: its header, so that later sessions replay with it."""
+        self.file.write(header_line(config) + "\n")
+
+    def close(self) -> dict:
+        """End the recording: {"path", "sessions"}."""
+        self.file.close()
+        return {"path": self.path, "sessions": self.sessions}

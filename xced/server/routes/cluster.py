@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 import xced
-from xced.api.errors import InvalidRequest, NotFound, PermissionDenied
+from xced.api.errors import Conflict, InvalidRequest, NotFound
 from xced.api.models import ApplyConfigRequest, ApplyConfigResult, AppList, RecordRequest, RecordResult, AppOut, HostList, HostOut, Info, QueueList, QueueOut
 from xced.model.jobs import JobState
-from xced.policy.rbac import Caller
+from xced.policy.rbac import Caller, require_admin
 from xced.server.auth import caller_of
 
 router = APIRouter()
@@ -33,9 +33,7 @@ async def apply_config(body: ApplyConfigRequest, request: Request,
     from xced.model.config import ClusterConfig
 
     ctl = request.app.state.controller
-    if not caller.is_admin:
-        raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the admins named in xce.yaml "
-                               "may apply a config")
+    require_admin(caller, "apply a config")
     try:
         cfg = ClusterConfig.model_validate(body.config)
     except ValidationError as e:
@@ -53,9 +51,24 @@ async def apply_config(body: ApplyConfigRequest, request: Request,
 @router.post("/sim/record", response_model=RecordResult)
 async def sim_record(body: RecordRequest, request: Request, caller: Caller = Depends(caller_of)) -> RecordResult:
     """SIM-2: start or stop recording the scheduler's sessions (admins only)."""
+    from xced.sim.recording import Recorder
+
     if body.stop == (body.name is not None):
         raise InvalidRequest("give either name (start recording) or stop: true", field="name")
-    return RecordResult(**request.app.state.controller.record(None if body.stop else body.name, caller))
+    require_admin(caller, "record sessions")
+    ctl = request.app.state.controller
+    if body.stop:
+        if ctl.recorder is None:
+            raise Conflict("no recording is running; start one with `xceadmin sim record --name NAME`")
+        rec = ctl.recorder
+        ctl.attach_recorder(None)
+        return RecordResult(**rec.close())
+    if ctl.recorder is not None:
+        raise Conflict(f"already recording to {ctl.recorder.path}; stop it first (`xceadmin sim record --stop`)")
+    owner = (caller.uid, caller.gid) if caller.uid is not None and not caller.asserted else None
+    rec = Recorder(ctl.topdir, body.name, ctl.config, owner)
+    ctl.attach_recorder(rec)
+    return RecordResult(path=rec.path, sessions=0)
 
 
 @router.get("/hosts", response_model=HostList)

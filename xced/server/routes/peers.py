@@ -9,7 +9,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from xced.api.peer import CHANNEL_PATH, Join
-from xced.worker.remote import RemoteWorkerLink, handle_worker_message
+from xced.controller.channel import RemoteWorkerLink, handle_worker_message
 
 router = APIRouter()
 log = logging.getLogger("xced.server.peers")

@@ -1,0 +1,114 @@
+"""The controller's end of the worker channel (D-1): `RemoteWorkerLink` is the controller's
+WorkerLink for a host joined over TCP, whose calls become messages on the host's channel
+(`xced.api.peer`), and `handle_worker_message` applies what the worker reports. The
+worker's end is `xced.worker.remote`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import asdict
+from typing import Any, Callable
+
+from xced.api.peer import EndStatusMsg
+from xced.model.state import EndStatus, StartInfo
+
+log = logging.getLogger("xced.controller.channel")
+
+#: seconds a controller waits for a worker's reply to a request
+REQUEST_TIMEOUT_S = 10.0
+
+
+class RemoteWorkerLink:
+    """The controller's handle on a worker joined over the channel. `send` queues one
+    message (a dict) for the channel's sender; replies resolve pending requests."""
+
+    def __init__(self, host: str, send: Callable[[dict], None]) -> None:
+        self.host = host
+        self._send = send
+        self._rids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future] = {}
+
+    def start(self, info: StartInfo) -> None:
+        self._send({"op": "start", "info": asdict(info)})
+
+    def kill(self, job_id: int, index: int) -> bool:
+        self._send({"op": "kill", "job_id": job_id, "index": index})
+        return True
+
+    def signal(self, job_id: int, index: int, sig: int) -> bool:
+        self._send({"op": "signal", "job_id": job_id, "index": index, "sig": int(sig)})
+        return True
+
+    def reattach(self, job_id: int, index: int) -> None:
+        self._send({"op": "reattach", "job_id": job_id, "index": index})
+
+    async def launch_task(self, task) -> dict:
+        """Run a task on this host and wait for its end (no timeout: tasks run as long as they run)."""
+        return await self.request("launch_task", timeout=None, task=asdict(task))
+
+    def end_tasks(self, job_id: int, index: int) -> None:
+        self._send({"op": "end_tasks", "job_id": job_id, "index": index})
+
+    async def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None:
+        res = await self.request("read_output", job_id=job_id, index=index, stream=stream, max_bytes=max_bytes)
+        return res if isinstance(res, str) else None
+
+    async def request(self, what: str, timeout: float | None = REQUEST_TIMEOUT_S, **args: Any) -> Any:
+        """Ask the worker something; its reply's `result`, or None after `timeout` seconds
+        or when the channel closes."""
+        rid = next(self._rids)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        self._send({"op": "request", "rid": rid, "what": what, "args": args})
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            return None
+        finally:
+            self._pending.pop(rid, None)
+
+    def resolve(self, rid: int, result: Any) -> None:
+        fut = self._pending.get(rid)
+        if fut is not None and not fut.done():
+            fut.set_result(result)
+
+    def close(self) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_result(None)
+
+
+#: the worker's reports about an element; each is accepted only from the element's first host
+_ELEMENT_REPORTS = ("started", "finished", "start_failed")
+
+
+def handle_worker_message(ctl, link: RemoteWorkerLink, msg: dict) -> bool:
+    """Apply one message from a joined worker to the controller. A report about an element
+    (started, finished, start_failed) is accepted only when that element runs on this very
+    worker's host, i.e. was dispatched to it (D-7): a worker may not end, or claim, a job of
+    another host. Anything else is refused and logged. Returns whether it was accepted."""
+    op = msg.get("op")
+    if op in _ELEMENT_REPORTS:
+        job_id, index = int(msg["job_id"]), int(msg["index"])
+        host = ctl.element_host(job_id, index)
+        if host != link.host:
+            log.warning("worker %s reported %s of job %s, which %s; refused", link.host, op,
+                        f"{job_id}[{index}]" if index else job_id,
+                        "is not running" if host is None else f"runs on {host}, not on {link.host}")
+            return False
+    if op == "started":
+        ctl.on_started(job_id, index, float(msg["start_time"]))
+    elif op == "finished":
+        st = EndStatusMsg.model_validate(msg["status"])
+        ctl.on_finished(job_id, index, EndStatus(st.exit_code, st.signal_name, st.start_time, st.end_time, st.reason))
+    elif op == "start_failed":
+        ctl.on_start_failed(job_id, index, str(msg["reason"]))
+    elif op == "reply":
+        link.resolve(int(msg["rid"]), msg.get("result"))
+    else:
+        log.warning("worker %s sent an unknown message %r; refused", link.host, op)
+        return False
+    return True
