@@ -57,3 +57,21 @@ def test_cli_startup_imports_no_heavy_modules():
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def _bad_edges(sub: str, forbidden: tuple[str, ...]) -> list[str]:
+    bad = []
+    for f in (ROOT / "xced" / sub).rglob("*.py"):
+        for line, mod in _imports(f):
+            if mod.startswith(forbidden):
+                bad.append(f"{f.relative_to(ROOT)}:{line}: imports {mod}")
+    return bad
+
+
+def test_no_back_edges_into_the_worker_or_the_simulator():
+    """DESIGN rule 3 and the layout: the controller reaches workers only through their links
+    (the in-process one and the channel's) and never builds their environments; recordings
+    are the simulator's, opened by the server; the server reaches workers through the
+    controller."""
+    assert _bad_edges("controller", ("xced.sim", "xced.worker")) == []
+    assert _bad_edges("server", ("xced.worker",)) == []

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from xced.model.jobs import ArraySpecError, JobState, format_job_ref, parse_job_name, parse_job_ref
-from xced.worker.env import expand_output_path, job_environment
+from xced.model.state import StartInfo, TaskSpec
+from xced.worker.env import element_environment, expand_output_path, job_environment, task_environment
 
 
 def test_array_specs():
@@ -53,3 +54,20 @@ def test_job_environment():
 def test_output_paths():
     assert expand_output_path("o-%J-%I.txt", 5, 2, "/w") == "/w/o-5-2.txt"
     assert expand_output_path("/abs/%J.out", 5, 0, "/w") == "/abs/5.out"
+
+
+def test_element_and_task_environments_are_built_in_one_place():
+    """JOB-3, JOB-7, PROF-10, D-7: the element gets its launch token, its tasks do not; the
+    submitter's daemon address is replaced by this host's; the profile's names win."""
+    base = {"PATH": "/bin", "XCE_SOCKET": "/submitter.sock", "MODE": "job"}
+    info = StartInfo(7, 0, "n", "q", "alice", ["true"], "/w", base, None, None, None, None, [("hA", 2), ("hB", 1)],
+                     "alice", None, None, 1.0, 1.0, "tok", 0o022, {"MODE": "profile"}, {"XCE_APP_PARAM_X": "1"}, "app")
+    env = element_environment(info, Path("/j/hostfile"), {"XCE_SOCKET": "/here.sock"}, "xcecli launch --all --")
+    assert env["XCE_JOB_TOKEN"] == "tok" and env["XCE_SOCKET"] == "/here.sock" and env["MODE"] == "profile"
+    assert env["XCE_APP"] == "app" and env["XCE_APP_PARAM_X"] == "1" and env["LSB_HOSTS"] == "hA hA hB"
+    task = TaskSpec(7, 0, 3, ["id"], "/w", base, None, None, "alice", 1.0, None, 0o022, "n", "q",
+                    [("hA", 2), ("hB", 1)], {"MODE": "profile"}, {}, None, {"XCE_TASK_ID": "3"})
+    tenv = task_environment(task, "hB", Path("/j"), {"XCE_CONTROLLER": "tcp://c:1"}, "x")
+    assert "XCE_JOB_TOKEN" not in tenv and "XCE_SOCKET" not in tenv and tenv["XCE_CONTROLLER"] == "tcp://c:1"
+    assert tenv["XCE_HOST_NTASKS"] == "1" and tenv["XCE_JOB_HOST_DIR"] == "/j" and tenv["XCE_TASK_ID"] == "3"
+    assert tenv["LSB_DJOB_HOSTFILE"] == "/j/hostfile" and tenv["MODE"] == "profile"

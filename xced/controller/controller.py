@@ -941,13 +941,10 @@ class Controller:
             w = self.workers.get(host)
             if w is None:
                 return f"{name} could not run on {host}: its worker is not joined"
-            env = self._task_env(e, host)
-            env.update({"XCE_HOOK": name, "XCE_HOST_TASK_INDEX": str(first_index[host])})
-            env.update(extra or {})
             self._task_ids[(job.id, e.index)] = tid = self._task_ids.get((job.id, e.index), 0) + 1
-            task = TaskSpec(job.id, e.index, tid, ["/bin/sh", "-c", hook["command"]], sp["cwd"], env,
-                            sp.get("run_uid"), sp.get("run_gid"), sp["run_as"], self.config.settings.kill_interval_s,
-                            float(hook.get("timeout_s", 300.0)), sp.get("umask", DEFAULT_UMASK))
+            task = self._task_spec(e, tid, ["/bin/sh", "-c", hook["command"]],
+                                   {"XCE_HOOK": name, "XCE_HOST_TASK_INDEX": str(first_index[host]), **(extra or {})},
+                                   float(hook.get("timeout_s", 300.0)))
             self.store_event_only(job.id, e.index, "HOOK", "system", f"{name} on {host} (task {tid})")
             try:
                 r = await w.launch_task(task)
@@ -966,19 +963,17 @@ class Controller:
         results = await asyncio.gather(*(one(h) for h in hosts))
         return next((r for r in results if r), None)
 
-    def _task_env(self, e: Element, host: str) -> dict[str, str]:
-        """The environment of a task of element `e` on `host` (JOB-3, PROF-10: remote tasks
-        get the job's and the profile's environments)."""
-        from xced.worker.env import job_environment
-
-        job = e.job
-        sp = job.spec
-        env = job_environment(sp["env"], job_id=job.id, index=e.index, name=job.name, queue=job.queue, project=None,
-                              alloc=e.alloc, hostfile=Path(f"{self.topdir}/jobs/{job.id}/{e.index}/hostfile"))
-        env.update(sp.get("profile_env") or {})
-        env.update(sp.get("export_env") or {})
-        env["XCE_HOST_NTASKS"] = str(sum(k for h, k in e.alloc if h == host))
-        return env
+    def _task_spec(self, e: Element, task_id: int, argv: list[str], extra: dict[str, str],
+                   run_limit_s: float | None = None) -> TaskSpec:
+        """A task of element `e` for a host of the job (JOB-6 host hooks, JOB-7 `xcecli launch`):
+        the pieces its worker builds the environment from (PROF-10: remote tasks get the
+        job's and the profile's environments), run as the job's user with its umask."""
+        sp = e.job.spec
+        return TaskSpec(e.job.id, e.index, task_id, list(argv), sp["cwd"], sp["env"], sp.get("run_uid"),
+                        sp.get("run_gid"), sp["run_as"], self.config.settings.kill_interval_s, run_limit_s,
+                        sp.get("umask", DEFAULT_UMASK), e.job.name, e.job.queue, list(e.alloc),
+                        dict(sp.get("profile_env") or {}), dict(sp.get("export_env") or {}), sp.get("app") or None,
+                        dict(extra))
 
     def _fits(self, reserve: dict[str, dict[str, float]], taken: dict[str, dict[str, float]]) -> bool:
         """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the
@@ -1301,11 +1296,7 @@ class Controller:
         if w is None:
             raise Conflict(f"host {host} is not reachable now (its worker has not joined)")
         self._task_ids[(job_id, index)] = tid = self._task_ids.get((job_id, index), 0) + 1
-        sp = job.spec
-        env = self._task_env(e, host)
-        env.update({"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host})
-        task = TaskSpec(job_id, index, tid, list(argv), sp["cwd"], env, sp.get("run_uid"), sp.get("run_gid"),
-                        sp["run_as"], self.config.settings.kill_interval_s, umask=sp.get("umask", DEFAULT_UMASK))
+        task = self._task_spec(e, tid, argv, {"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host})
         self.store_event_only(job_id, index, "LAUNCH", f"user:{job.user}" if caller is None else f"user:{caller.user}",
                               f"task {tid} on {host}: {' '.join(argv)[:200]}")
         result = await w.launch_task(task)

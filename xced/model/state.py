@@ -133,13 +133,15 @@ class StartInfo:
 @dataclass(slots=True)
 class TaskSpec:
     """One task of a running parallel job started on a host of the job by `xcecli launch`
-    (LSF blaunch; JOB-7): the job's environment plus the task's own variables."""
+    (LSF blaunch; JOB-7), or a host hook run there (JOB-6): what its worker needs to build
+    its environment (xced.worker.env.task_environment) and run it."""
 
     job_id: int
     index: int
     task_id: int
     argv: list[str]
     cwd: str
+    #: the job's own environment, as submitted
     env: dict[str, str]
     run_uid: int | None
     run_gid: int | None
@@ -149,6 +151,14 @@ class TaskSpec:
     run_limit_s: float | None = None
     #: the job's umask (D-7): the task runs with it
     umask: int = 0o022
+    name: str | None = None
+    queue: str = ""
+    alloc: list[tuple[str, int]] = field(default_factory=list)
+    profile_env: dict[str, str] = field(default_factory=dict)
+    export_env: dict[str, str] = field(default_factory=dict)
+    app: str | None = None
+    #: the task's own names: XCE_TASK_ID, XCE_TASK_HOST; XCE_HOOK, XCE_HOST_TASK_INDEX, XCE_JOB_EXIT_CODE
+    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

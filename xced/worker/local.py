@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from xced.worker import procs
-from xced.worker.env import expand_output_path, hosts_per_slot, job_environment
+from xced.worker.env import (element_environment, expand_output_path, hosts_per_slot, task_environment,
+                             task_starter_line)
 
 log = logging.getLogger("xced.worker")
 
@@ -37,13 +38,15 @@ class LocalWorker:
 
     def __init__(self, host: str, topdir: Path, controller, client_env: dict[str, str] | None = None) -> None:
         """`client_env`: how a job on this host reaches the daemon (XCE_SOCKET or
-        XCE_CONTROLLER), for `xcecli launch` from inside the job."""
+        XCE_CONTROLLER), for `xcecli launch` from inside the job; the environments themselves
+        are built by xced.worker.env."""
         self.host = host
         self.jobs_dir = topdir / "jobs"
         self.controller = controller
         self.client_env = dict(client_env or {})
         self._tasks: set[asyncio.Task] = set()
         self.launcher = procs.Launcher()
+        self.task_starter = task_starter_line()
         self._groups: dict[tuple[int, int], bool] = {}
 
     def jobdir(self, job_id: int, index: int) -> Path:
@@ -113,21 +116,7 @@ class LocalWorker:
             hostfile = jd / "hostfile"
             write_user_file(hostfile, "".join(h + "\n" for h in hosts_per_slot(info.alloc)), info.run_uid,
                             info.run_gid)
-            home = None
-            if info.run_uid is not None:
-                try:
-                    home = pwd.getpwuid(info.run_uid).pw_dir
-                except KeyError:
-                    home = None
-            env = job_environment(info.env, job_id=info.job_id, index=info.index, name=info.name,
-                                  queue=info.queue, project=None, alloc=info.alloc, hostfile=hostfile,
-                                  user=info.run_as if info.run_uid is not None else None, home=home)
-            self._point_at_daemon(env)
-            env.update(info.profile_env)  # PROF-10: the profile's names win over the job's
-            env.update(info.export_env)
-            if info.app:
-                env["XCE_APP"] = info.app
-            env.update(self.task_env(info.token))
+            env = element_environment(info, hostfile, self.client_env, self.task_starter)
             out = expand_output_path(info.stdout, info.job_id, info.index, info.cwd) if info.stdout else str(jd / "stdout")
             if info.stderr:
                 err = expand_output_path(info.stderr, info.job_id, info.index, info.cwd)
@@ -165,25 +154,6 @@ class LocalWorker:
         self.controller.on_finished(job_id, index, EndStatus(
             st.exit_code, st.signal_name, st.start_time, st.end_time if st.end_time else time.time(), st.reason))
 
-    def _point_at_daemon(self, env: dict[str, str]) -> None:
-        """Drop the submitter's daemon address from a job's environment: the job talks to
-        the daemon of the host it runs on (client_env)."""
-        for k in ("XCE_SOCKET", "XCE_CONTROLLER", "XCE_TOPDIR"):
-            env.pop(k, None)
-
-    def task_env(self, token: str) -> dict[str, str]:
-        """What lets a job start its tasks (JOB-7): the daemon's address, the element's launch
-        token, and XCE_TASK_STARTER, an mpirun-style line that runs a command once per slot
-        of the job through `xcecli launch`."""
-        import shutil
-        import sys
-
-        cli = shutil.which("xcecli", path=str(Path(sys.executable).parent)) or "xcecli"
-        env = dict(self.client_env)
-        env["XCE_JOB_TOKEN"] = token
-        env["XCE_TASK_STARTER"] = f"{cli} launch --all --"
-        return env
-
     # ---------------------------------------------------------------- tasks (xcecli launch)
 
     async def launch_task(self, task) -> dict:
@@ -195,11 +165,11 @@ class LocalWorker:
             (td.parent).mkdir(mode=0o700, exist_ok=True)
             td.mkdir(mode=0o700, exist_ok=True)
             out = td / "output"
-            env = dict(task.env)
-            self._point_at_daemon(env)
-            env.update(self.task_env(""))
-            del env["XCE_JOB_TOKEN"]
-            env.setdefault("XCE_JOB_HOST_DIR", str(self.jobdir(task.job_id, task.index)))  # JOB-6 host hooks
+            jd = self.jobdir(task.job_id, task.index)
+            if not (jd / "hostfile").exists():  # a host other than the job's first: LSB_DJOB_HOSTFILE here too
+                write_user_file(jd / "hostfile", "".join(h + "\n" for h in hosts_per_slot(task.alloc)),
+                                task.run_uid, task.run_gid)
+            env = task_environment(task, self.host, jd, self.client_env, self.task_starter)
             spec = {"job_id": task.job_id, "index": task.index, "argv": list(task.argv), "cwd": task.cwd,
                     "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": task.run_limit_s,
                     "kill_interval_s": task.kill_interval_s, "uid": task.run_uid, "gid": task.run_gid,

@@ -72,6 +72,8 @@ import sys
 import threading
 import time
 
+from xced.worker.env import hook_environment  # stdlib only, like this module
+
 SPEC_FILE = "spec.json"
 LOCK_FILE = "lock"
 PID_FILE = "supervisor.pid"
@@ -561,10 +563,7 @@ class Supervisor:
         ("pre_job_exec exited 2", "post_host_exec timed out after 300 s on h2")."""
         spec = self.spec
         timeout = float(hook.get("timeout_s", 300.0))
-        env = {str(k): str(v) for k, v in spec["env"].items()}
-        env.update({"XCE_JOB_HOST_DIR": self.jobdir, "XCE_HOST_NTASKS": str(spec.get("host_ntasks") or 1),
-                    "XCE_HOST_TASK_INDEX": "0", "XCE_HOOK": name})
-        env.update(extra_env or {})
+        env = hook_environment(spec["env"], self.jobdir, spec.get("host_ntasks"), name, extra_env)
         ident = self.identity()
         kwargs: dict = {}
         if ident is not None:
