@@ -329,9 +329,13 @@ def test_a_squatted_socket_directory_is_refused(base, users, squat):
         assert bob.run(["mkdir", str(tmp / "bobs")]).returncode == 0
         assert bob.run(["ln", "-s", str(tmp / "bobs"), str(target)]).returncode == 0
     top = _long_topdir(base)
-    with pytest.raises(RuntimeError) as exc:
-        _production(base, top, TMPDIR=str(tmp))
-    msg = str(exc.value)
+    try:
+        started = _production(base, top, TMPDIR=str(tmp))
+    except RuntimeError as exc:
+        msg = str(exc)
+    else:
+        started.stop()  # it should have refused: stop it, by its PID, before failing
+        pytest.fail("xced started on a squatted socket directory")
     assert "refusing the socket directory" in msg or "symbolic link" in msg, msg
     if squat == "directory":
         assert "belongs to xce-bob" in msg, msg

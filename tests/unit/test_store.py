@@ -1,4 +1,5 @@
-"""SQLite store (D-3): WAL mode, numbered migrations applied once, rollback on error."""
+"""The SQLite store's own parts (D-3, D-7): WAL mode, its migrations, its file modes, old plain
+tokens hashed. What every backend must do is in test_store_contract.py."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def test_store_file_is_the_daemons_alone(tmp_path):
     try:
         s = SqliteStore(tmp_path / "state" / "x.db")
         with s.tx():
-            s.insert_job(s.next_job_id(), None, "u", "q", 1.0, {"env": {"SECRET": "s3"}}, [0], "PEND")
+            s.insert_job(1, None, "u", "q", 1.0, {"env": {"SECRET": "s3"}}, [0], "PEND")
     finally:
         os.umask(old)
     for name in ("x.db", "x.db-wal", "x.db-shm"):
@@ -58,20 +59,3 @@ def test_plain_tokens_of_an_older_store_become_hashes(tmp_path):
     assert row[1] == hashlib.sha256(b"cafe0123").hexdigest()
     assert b"cafe0123" not in path.read_bytes() + (tmp_path / "x.db-wal").read_bytes()
     s.close()
-
-
-def test_job_ids_and_rollback(tmp_path):
-    s = SqliteStore(tmp_path / "x.db")
-    with s.tx():
-        a = s.next_job_id()
-        s.insert_job(a, "n", "u", "q", 1.0, {"argv": ["true"]}, [1, 2, 3], "PEND")
-    with pytest.raises(RuntimeError):
-        with s.tx():
-            b = s.next_job_id()
-            s.insert_job(b, "m", "u", "q", 2.0, {}, [0], "PEND")
-            raise RuntimeError("boom")
-    with s.tx():
-        c = s.next_job_id()
-    assert (a, c) == (1, 2)  # the rolled-back ID is reused, nothing half-written
-    assert [r[0] for r in s.load_jobs()] == [1]
-    assert [(r[0], r[1], r[2]) for r in s.load_elements()] == [(1, 1, "PEND"), (1, 2, "PEND"), (1, 3, "PEND")]

@@ -46,7 +46,7 @@ from xced.resreq import ResReqError, merge, parse, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
-from xced.store.sqlite import SqliteStore, token_hash
+from xced.store.base import Store, token_hash
 
 log = logging.getLogger("xced.controller")
 
@@ -119,7 +119,7 @@ class Controller:
     PermissionDenied (not the owner nor an admin), Conflict (wrong state).
     """
 
-    def __init__(self, config: ClusterConfig, store: SqliteStore, topdir: Path,
+    def __init__(self, config: ClusterConfig, store: Store, topdir: Path,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.store = store
@@ -476,8 +476,8 @@ class Controller:
                     "array_size": len(indices) if array else 0, "run_as": run_as, "resreq": to_json(resreq),
                     "resreq_text": render(resreq), "dependency": spec["dependency"], "_warnings": warnings}
         now = self.clock()
+        jid = self.store.allocate_job_id()
         with self.store.tx(durable=True):
-            jid = self.store.next_job_id()
             self.store.insert_job(jid, name, caller.user, qname, now, spec, indices, "PEND")
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if array else None)

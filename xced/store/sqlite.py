@@ -13,7 +13,6 @@ they are rebuilt from the jobs' own records (the supervisor fsyncs status.json, 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -23,11 +22,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from xced.store.base import token_hash
 
-def token_hash(token: str) -> str:
-    """The stored form of a launch token (D-7): hex SHA-256. Tokens are 128 random bits, so a
-    fast hash is enough; the store never holds a token itself."""
-    return hashlib.sha256(token.encode()).hexdigest()
+#: job IDs made durable at a time (the contract in xced.store.base): a crash skips the rest of a block
+ID_BLOCK = 64
 
 
 class StoreError(RuntimeError):
@@ -44,7 +42,8 @@ def _migrations() -> list[tuple[int, str, str]]:
 
 
 class SqliteStore:
-    """The durable store of one TopDir: `<TopDir>/state/xce.db`."""
+    """The durable store of one TopDir, `<TopDir>/state/xce.db`: the Store protocol of
+    xced.store.base over SQLite in WAL mode."""
 
     def __init__(self, path: Path, *, synchronous: str = "NORMAL") -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -67,6 +66,7 @@ class SqliteStore:
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the store {path}: {e}") from e
         self.path = path
+        self._ids = [0, 0]  # the block of job IDs being given: [next, end)
 
     def _migrate(self) -> None:
         self.db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied REAL)")
@@ -119,10 +119,18 @@ class SqliteStore:
 
     # -------------------------------------------------------------- writes (inside tx)
 
-    def next_job_id(self) -> int:
-        (v,) = self.db.execute("SELECT value FROM counters WHERE name='next_job_id'").fetchone()
-        self.db.execute("UPDATE counters SET value=value+1 WHERE name='next_job_id'")
-        return v
+    def allocate_job_id(self) -> int:
+        """A job ID never given before nor again (called outside a transaction): from a block of
+        ID_BLOCK IDs whose end is committed durably before the first is given, so a crash or a
+        failed submit skips IDs rather than reusing them."""
+        if self._ids[0] >= self._ids[1]:
+            with self.tx(durable=True):
+                (v,) = self.db.execute("SELECT value FROM counters WHERE name='next_job_id'").fetchone()
+                self.db.execute("UPDATE counters SET value=? WHERE name='next_job_id'", (v + ID_BLOCK,))
+            self._ids = [v, v + ID_BLOCK]
+        jid = self._ids[0]
+        self._ids[0] += 1
+        return jid
 
     def insert_job(self, job_id: int, name: str | None, user: str, queue: str, submit_time: float, spec: dict,
                    indices: Iterable[int], state: str) -> None:

@@ -1,0 +1,128 @@
+"""The store contract (xced/store/base.py), run against every backend: what the controller
+relies on. A PostgreSQL backend (HA-1) joins BACKENDS and must pass the same tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xced.store.base import Store
+from xced.store.sqlite import ID_BLOCK, SqliteStore, _migrations
+
+
+def _sqlite(path: Path) -> Store:
+    return SqliteStore(path / "xce.db")
+
+
+#: name -> a function that opens (or reopens) that backend's store in a directory
+BACKENDS = {"sqlite": _sqlite}
+#: for each backend, the code a child process runs to open the store in sys.argv[1] and
+#: allocate one job ID, then die (os._exit) before any job with it is committed
+CRASH_CHILD = {"sqlite": "from xced.store.sqlite import SqliteStore; s = SqliteStore(__import__('pathlib').Path("
+                         "sys.argv[1]) / 'xce.db'); print(s.allocate_job_id(), flush=True); os._exit(9)"}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request, tmp_path):
+    open_ = BACKENDS[request.param]
+    stores: list = []
+
+    def opener():
+        s = open_(tmp_path)
+        stores.append(s)
+        return s
+
+    opener.name = request.param
+    opener.dir = tmp_path
+    yield opener
+    for s in stores:
+        try:
+            s.close()
+        except Exception:  # noqa: BLE001 - closed already
+            pass
+
+
+def _submit(s: Store, jid: int, name: str = "j", n: int = 1) -> None:
+    with s.tx(durable=True):
+        s.insert_job(jid, name, "alice", "normal", 1.0, {"argv": ["true"], "env": {"K": "v"}}, range(n), "PEND")
+        s.add_event(1.0, jid, None, "SUBMIT", None, "PEND", "user:alice", None, "submit-1")
+
+
+def test_a_committed_submit_survives_a_reopen(backend):
+    s = backend()
+    jid = s.allocate_job_id()
+    _submit(s, jid, n=2)
+    with s.tx():
+        s.update_element(jid, 1, state="RUN", alloc=[["h1", 2]], token_hash="ab", holds="")
+    s.close()
+    s = backend()
+    assert [(r[0], r[1], r[2]) for r in s.load_jobs()] == [(jid, "j", "alice")]
+    els = {r[1]: r for r in s.load_elements()}
+    assert els[0][2] == "PEND" and els[1][2] == "RUN" and els[1][11] == "ab"
+    assert [(r[3], r[8]) for r in s.events(jid)] == [("SUBMIT", "submit-1")]
+
+
+def test_a_rolled_back_transaction_leaves_nothing(backend):
+    s = backend()
+    jid = s.allocate_job_id()
+    with pytest.raises(RuntimeError):
+        with s.tx(durable=True):
+            s.insert_job(jid, "x", "alice", "normal", 1.0, {}, [0], "PEND")
+            s.add_event(1.0, jid, None, "SUBMIT", None, "PEND", "user:alice", None)
+            raise RuntimeError("the submit failed after its first writes")
+    assert list(s.load_jobs()) == [] and list(s.load_elements()) == [] and s.events(jid) == []
+    s.close()
+    s = backend()
+    assert list(s.load_jobs()) == []
+
+
+def test_job_ids_are_never_reused_after_a_failed_commit(backend):
+    s = backend()
+    a = s.allocate_job_id()
+    with pytest.raises(RuntimeError):
+        with s.tx():
+            s.insert_job(a, "x", "alice", "normal", 1.0, {}, [0], "PEND")
+            raise RuntimeError("boom")
+    b = s.allocate_job_id()
+    assert b > a
+    _submit(s, b)
+    s.close()
+    s = backend()
+    assert s.allocate_job_id() > b  # nor after a reopen
+
+
+def test_job_ids_are_never_reused_after_a_crash_between_allocating_and_committing(backend):
+    """The process dies after allocating an ID (so nothing with it was committed): the next
+    store never gives that ID again."""
+    code = "import os, sys\n" + CRASH_CHILD[backend.name]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    given = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", code, str(backend.dir)], capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert r.returncode == 9, r.stderr
+        given.append(int(r.stdout))
+    s = backend()
+    later = [s.allocate_job_id() for _ in range(3)]
+    assert given[0] < given[1] < later[0] < later[1] < later[2]
+    assert not set(given) & set(later)
+
+
+def test_ids_are_given_in_increasing_order_across_blocks(backend):
+    s = backend()
+    ids = [s.allocate_job_id() for _ in range(ID_BLOCK * 2 + 3)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_migrations_apply_once_each_in_order(backend):
+    s = backend()
+    names = [n for _, n, _ in _migrations()]
+    assert names == sorted(names) and s.schema_version() == len(names)
+    s.close()
+    s = backend()
+    assert s.schema_version() == len(names)
