@@ -47,6 +47,8 @@ def main() -> None:
 
     # Typer builds pydantic adapters for its parameters; pydantic's plugin discovery scans
     # every installed distribution's entry points (~17 ms of each call here, CLI-6).
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
+    if "PYDANTIC_DISABLE_PLUGINS" not in os.environ:
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
+        os.environ["XCE_CLI_SET_PYDANTIC"] = "1"  # ours, not the user's: submit leaves both out of the job
 
     run_app(app, "xcecli")

@@ -78,10 +78,13 @@ def secure_topdir(top: Path, dirs: tuple[str, ...] | None = None) -> None:
     """Make the TopDir's directories with their modes and refuse a TopDir that lets other
     users change what xced trusts (D-7): each problem names the path, its mode and owner,
     and the mode it needs. `dirs`: the layout entries this role uses (default: all)."""
-    from xced.config.topdir import UnsafeDirectory, check_store_file, make_layout
+    from xced.config.topdir import (UnsafeDirectory, check_ancestors, check_config_files, check_store_file,
+                                    make_layout)
 
     try:
-        problems = make_layout(top, only=dirs) + (check_store_file(top) if dirs is None else [])
+        problems = check_ancestors(top) + make_layout(top, only=dirs)
+        if dirs is None:
+            problems += check_config_files(top) + check_store_file(top)
     except UnsafeDirectory as e:
         raise StartupError(str(e)) from None
     if problems:

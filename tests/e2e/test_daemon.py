@@ -73,6 +73,31 @@ def test_unknown_fields_are_refused_naming_them(shared_daemon):
     assert r.returncode == 1 and "unknown field 'force'" in r.stderr
 
 
+@pytest.mark.parametrize("umask,needle", [("022", "valid integer"), (True, "valid integer"), (-1, "greater than"),
+                                          (999, "less than or equal to 511"), (1.5, "valid integer")])
+def test_a_umask_must_be_an_integer_from_0_to_0o777(shared_daemon, umask, needle):
+    """D-7: the umask is a JSON integer (18 for 022); "022" is not silently read as decimal 22."""
+    body = json.dumps({"argv": ["true"], "cwd": "/tmp", "umask": umask})
+    r = shared_daemon.cli("api", "POST", "/jobs", "--data", body)
+    assert r.returncode == 1 and "umask" in r.stderr and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_nul_in_an_output_path_and_a_body_that_is_not_json_are_refused(shared_daemon):
+    import http.client
+
+    r = shared_daemon.cli("api", "POST", "/jobs", "--data", json.dumps({"argv": ["true"], "cwd": "/tmp",
+                                                                         "stdout": "o\u0000x"}))
+    assert r.returncode == 1 and "-o 'o\\x00x': a file name cannot contain a NUL byte" in r.stderr, r.stderr
+    from xced.api.client import _UnixConnection
+
+    conn = _UnixConnection(str(shared_daemon.top / "run" / "xced.sock"), 10)
+    conn.request("POST", "/xce/v1/jobs", body=b"{not json", headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    msg = json.loads(resp.read())["error"]["message"]
+    conn.close()
+    assert resp.status == 422 and msg.startswith("the request body is not valid JSON"), msg
+
+
 def test_openapi_served_under_prefix(shared_daemon):
     doc = json.loads(shared_daemon.cli("api", "GET", "/openapi.json", check=True).stdout)
     assert "/xce/v1/jobs" in doc["paths"]
@@ -309,3 +334,16 @@ def test_broken_store_is_one_line(topdir):
     f.write_text("x")
     r = subprocess.run([XCED, "--topdir", str(f)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "is not a directory" in r.stderr
+
+
+def test_the_clis_own_variables_stay_out_of_the_job(shared_daemon):
+    """xcecli sets PYDANTIC_DISABLE_PLUGINS for its own start-up; the job gets the submitter's
+    environment, not that (a user's own setting of it is kept)."""
+    jid = shared_daemon.submit("--", "true")
+    env = shared_daemon.show(jid)["env"]
+    assert "PYDANTIC_DISABLE_PLUGINS" not in env and "XCE_CLI_SET_PYDANTIC" not in env
+    assert env["XCE_TOPDIR"] == str(shared_daemon.top)  # the submitter's environment, as given
+    r = subprocess.run([XCECLI, "submit", "--parsable", "--", "true"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "XCE_TOPDIR": str(shared_daemon.top), "PYDANTIC_DISABLE_PLUGINS": "0"},
+                       cwd=str(shared_daemon.top))
+    assert shared_daemon.show(int(r.stdout))["env"]["PYDANTIC_DISABLE_PLUGINS"] == "0"

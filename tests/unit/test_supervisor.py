@@ -82,8 +82,8 @@ class Jobs:
             "argv": argv,
             "cwd": str(jobdir),
             "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(jobdir)},
-            "stdout": str(jobdir / "out.txt"),
-            "stderr": str(jobdir / "err.txt"),
+            "stdout": str(jobdir / "stdout"),
+            "stderr": str(jobdir / "stderr"),
             "run_limit_s": None,
             "grace_s": 1.0,
             "kill_interval_s": 1.0,
@@ -169,8 +169,8 @@ def test_exit_0_writes_output_and_status(jobs):
     d, h = jobs.sh("echo hello; echo oops >&2")
     started, st = run(_start_and_wait(h))
     assert st.exit_code == 0 and st.signal is None and st.signal_name is None and st.reason is None
-    assert (d / "out.txt").read_text() == "hello\n"
-    assert (d / "err.txt").read_text() == "oops\n"
+    assert (d / "stdout").read_text() == "hello\n"
+    assert (d / "stderr").read_text() == "oops\n"
     job = _read_json(d / "job.json")
     assert started == job and job["pid"] == job["pgid"]
     assert st.start_time == job["start_time"] and st.start_time <= st.end_time <= time.time()
@@ -184,10 +184,10 @@ def test_exit_3(jobs):
     assert run(h.wait()).exit_code == 3
 
 
-def test_stdout_and_stderr_to_one_file_appended(jobs):
+def test_stdout_and_stderr_to_one_file_appended(jobs, tmp_path):
     d = jobs.jobdir()
-    out = d / "logs" / "both.txt"  # parent dir does not exist yet
-    out.parent.mkdir()
+    out = tmp_path / "work" / "logs" / "both.txt"
+    out.parent.mkdir(parents=True)
     out.write_text("before\n")
     h = procs.launch(d, jobs.spec(d, ["sh", "-c", "echo a; echo b >&2; echo c"], stdout=str(out), stderr=str(out)))
     jobs.handles.append(h)
@@ -195,12 +195,15 @@ def test_stdout_and_stderr_to_one_file_appended(jobs):
     assert out.read_text() == "before\na\nb\nc\n"
 
 
-def test_relative_output_paths_and_missing_parent(jobs):
+def test_relative_output_paths_and_missing_parent(jobs, tmp_path):
     d = jobs.jobdir()
-    h = procs.launch(d, jobs.spec(d, ["sh", "-c", "echo x; echo y >&2"], stdout="o/out", stderr="o/err"))
+    work = tmp_path / "work"
+    work.mkdir()
+    h = procs.launch(d, jobs.spec(d, ["sh", "-c", "echo x; echo y >&2"], cwd=str(work), stdout="o/out",
+                                  stderr="o/err"))
     jobs.handles.append(h)
     assert run(h.wait()).exit_code == 0
-    assert (d / "o" / "out").read_text() == "x\n" and (d / "o" / "err").read_text() == "y\n"
+    assert (work / "o" / "out").read_text() == "x\n" and (work / "o" / "err").read_text() == "y\n"
 
 
 # ---- run limit (JOB-2) ------------------------------------------------------
@@ -466,17 +469,53 @@ def test_relaunch_in_the_same_jobdir_clears_old_state(jobs):
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_job_runs_as_the_given_user(jobs):
     d = jobs.jobdir()
-    d.chmod(0o755)  # root-owned job directory: output created by root, then chowned
+    d.chmod(0o755)  # root-owned job directory: the default output created by root, 0600, then chowned
     h = procs.launch(
-        d, jobs.spec(d, ["sh", "-c", "id -u; id -g; id -G"], cwd="/", uid=65534, gid=65534, groups=[65534])
+        d, jobs.spec(d, ["sh", "-c", "id -u; id -g; id -G"], cwd="/", uid=65534, gid=65534, groups=[65534],
+                     stdout=str(d / "stdout"), stderr=str(d / "stderr"))
     )
     jobs.handles.append(h)
     st = run(h.wait())
     assert st.exit_code == 0, (d / "supervisor.log").read_text()
-    assert (d / "out.txt").read_text().split() == ["65534", "65534", "65534"]
-    for name in ("out.txt", "err.txt"):
+    assert (d / "stdout").read_text().split() == ["65534", "65534", "65534"]
+    for name in ("stdout", "stderr"):
         stat = (d / name).stat()
-        assert (stat.st_uid, stat.st_gid) == (65534, 65534)
+        assert (stat.st_uid, stat.st_gid, stat.st_mode & 0o777) == (65534, 65534, 0o600)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.parametrize("where", ["tasks/1/out", "spec.json.123.tmp", "out.txt"])
+def test_output_into_the_job_directory_is_refused(jobs, where):
+    """D-7: the job's user may not make the supervisor (root) create anything in JOBDIR but
+    its default stdout and stderr: not a directory it could then fill (tasks/), not a file
+    named like a protocol file's temporary copy."""
+    d = jobs.jobdir()
+    d.chmod(0o755)
+    h = procs.launch(d, jobs.spec(d, ["true"], cwd="/", uid=65534, gid=65534, groups=[], stdout=str(d / where)))
+    jobs.handles.append(h)
+    st = run(h.wait())
+    assert st.exit_code == 1 and st.reason.startswith("cannot open output: output may not go into the job's own "
+                                                      "directory"), st.reason
+    assert not (d / where).exists() and not (d / "tasks").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_output_through_a_users_symlink_is_opened_as_the_user(jobs, tmp_path):
+    """A -o path through a symlink of the user's to a root file: opened as the user (refused),
+    never by root, so the file stays root's (the race the root fallback allowed)."""
+    victim_dir = tmp_path / "vdir"
+    victim_dir.mkdir(mode=0o755)
+    victim = victim_dir / "victim"
+    victim.write_text("root's\n")
+    link = tmp_path / "l"
+    link.symlink_to(victim_dir)
+    d = jobs.jobdir()
+    d.chmod(0o755)
+    h = procs.launch(d, jobs.spec(d, ["true"], cwd="/", uid=65534, gid=65534, groups=[], stdout=str(link / "victim")))
+    jobs.handles.append(h)
+    st = run(h.wait())
+    assert st.exit_code == 1 and "Permission denied" in st.reason
+    assert victim.stat().st_uid == 0 and victim.read_text() == "root's\n"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -14,6 +14,8 @@ from xced.api import errors
 from xced.api.client import Client
 from xced.config.topdir import (
     UnsafeDirectory,
+    check_ancestors,
+    check_config_files,
     check_socket_parent,
     check_store_file,
     daemon_socket_path,
@@ -83,7 +85,10 @@ def test_the_fallback_dir_is_made_0711_and_checked(tmp_path):
     os.chmod(d, 0o700)
     private_socket_dir(d)
     os.chmod(d, 0o777)
-    with pytest.raises(UnsafeDirectory, match="mode 0777 lets others list or change it"):
+    with pytest.raises(UnsafeDirectory, match="mode 0777 lets others change it"):
+        private_socket_dir(d)
+    os.chmod(d, 0o755)
+    with pytest.raises(UnsafeDirectory, match="mode 0755 lets others list it"):
         private_socket_dir(d)
     os.rmdir(d)
     (tmp_path / "real").mkdir(mode=0o700)
@@ -134,3 +139,27 @@ def test_an_explicit_socket_must_not_sit_where_others_may_write(tmp_path):
     check_socket_parent(mine / "xced.sock")
     with pytest.raises(UnsafeDirectory, match="does not exist"):
         check_socket_parent(tmp_path / "nowhere" / "xced.sock")
+
+
+def test_a_topdir_under_a_directory_others_may_write_is_named(tmp_path):
+    """sshd's StrictModes rule: a 0777 (non-sticky) directory above the TopDir lets another
+    user move it away and put their own in its place; a sticky one like /tmp does not."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    problems = [str(p) for p in check_ancestors(shared / "top")]
+    assert len(problems) == 1 and problems[0].startswith(f"{shared}: mode 0777") and f"chmod 0755 {shared}" in problems[0]
+    os.chmod(shared, 0o1777)
+    assert check_ancestors(shared / "top") == []
+
+
+def test_config_files_others_may_write_are_named(tmp_path):
+    top = tmp_path / "top"
+    make_layout(top)
+    (top / "config" / "xce.yaml").write_text("cluster_name: x\n")
+    os.chmod(top / "config" / "xce.yaml", 0o666)
+    (top / "config" / "queues.yaml").write_text("queues: []\n")
+    os.chmod(top / "config" / "queues.yaml", 0o644)
+    problems = [str(p) for p in check_config_files(top)]
+    assert len(problems) == 1 and problems[0].startswith(f"{top / 'config' / 'xce.yaml'}: mode 0666")
+    assert f"chmod 0644 {top / 'config' / 'xce.yaml'}" in problems[0]

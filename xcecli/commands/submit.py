@@ -123,6 +123,8 @@ def register(app: typer.Typer) -> None:
             if val is not None and not val.strip():
                 _usage(f"{opt} '': the value is empty")
         job_env = dict(os.environ)
+        if job_env.pop("XCE_CLI_SET_PYDANTIC", None):  # set by xcecli itself for its start-up, not the user's
+            job_env.pop("PYDANTIC_DISABLE_PLUGINS", None)
         for item in env:
             k, sep, v = item.partition("=")
             if not sep or not k or not (k[0].isalpha() or k[0] == "_") or not all(c.isalnum() or c == "_" for c in k):

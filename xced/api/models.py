@@ -48,9 +48,10 @@ class SubmitRequest(Body):
     dependency: str | None = Field(None, max_length=MAX_DEPENDENCY_LENGTH,
                                    description="-w: dependency expression, e.g. 'done(12) && ended(13[2])' (JOB-5, "
                                                "LSF bsub -w); every job it names must exist")
-    umask: int = Field(0o022, ge=0, le=0o777, description="the submitter's umask as an integer (18 for 022): the "
+    umask: int = Field(0o022, ge=0, le=0o777, strict=True, description="the submitter's umask as an integer (18 for 022): the "
                                                            "job's output files are made with it and the job runs "
-                                                           "with it (D-7, as in LSF and Slurm); default 0o022")
+                                                           "with it (D-7, as in LSF and Slurm); default 0o022; "
+                                                           "a JSON integer, never a string or a boolean")
 
 
 class JobAction(Body):

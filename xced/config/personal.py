@@ -74,6 +74,7 @@ def _write(topdir: Path, files: dict[str, str], overwrite: bool) -> list[Path]:
     for path, text in targets.items():
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
+        os.chmod(tmp, 0o644)  # D-7: the config is public; only its owner (and root) may change it
         os.replace(tmp, path)
     return list(targets)
 

@@ -110,15 +110,18 @@ def make_layout(top: Path, *, check: bool = True, only: tuple[str, ...] | None =
         if only is not None and rel not in only:
             continue
         path = top / rel if rel else top
+        made = False
         try:
             os.mkdir(path, mode)
+            made = True
         except FileExistsError:
             pass
         except FileNotFoundError:
             if rel:
                 raise
             os.makedirs(path, mode)
-        else:
+            made = True
+        if made:
             fd = _fd_dir(path)
             try:
                 os.fchmod(fd, mode)  # the umask may have taken bits from it
@@ -176,6 +179,50 @@ def check_store_file(top: Path) -> list[ModeProblem]:
     return problems
 
 
+def check_config_files(top: Path) -> list[ModeProblem]:
+    """Every file and directory in `config/` (followed through symlinks): owned by the
+    daemon's user or root and writable by nobody else, or a user could name themselves an
+    admin, switch the cluster to test mode or add a host at the next start."""
+    euid = os.geteuid()
+    me = _user(euid)
+    needed = me if euid == 0 else f"{me} or root"
+    problems: list[ModeProblem] = []
+    try:
+        entries = sorted(os.scandir(top / "config"), key=lambda d: d.name)
+    except FileNotFoundError:
+        return problems
+    for entry in entries:
+        try:
+            st = os.stat(entry.path)
+        except OSError:
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in (euid, 0) or mode & 0o022:
+            want = 0o755 if stat.S_ISDIR(st.st_mode) else 0o644
+            problems.append(ModeProblem(Path(entry.path), mode, _user(st.st_uid), st.st_uid in (euid, 0),
+                                        mode & ~0o022 if st.st_uid in (euid, 0) else want, needed))
+    return problems
+
+
+def check_ancestors(path: Path) -> list[ModeProblem]:
+    """The directories above `path`: each owned by root or the daemon's user, and writable by
+    nobody else unless sticky (like /tmp), or another user could move `path` away and put
+    their own in its place (the rule sshd's StrictModes applies)."""
+    euid = os.geteuid()
+    problems: list[ModeProblem] = []
+    for d in reversed(path.absolute().parents):
+        try:
+            st = os.stat(d)
+        except OSError:
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        sticky = bool(st.st_mode & stat.S_ISVTX)
+        if st.st_uid not in (euid, 0) or (mode & 0o022 and not sticky):
+            problems.append(ModeProblem(d, mode, _user(st.st_uid), st.st_uid in (euid, 0), mode & ~0o022,
+                                        f"{_user(euid)} or root" if euid else "root"))
+    return problems
+
+
 def fallback_socket_dir(uid: int | None = None) -> Path:
     """`$TMPDIR/xce-<uid>` (TMPDIR defaulting to /tmp): where a daemon of user `uid` (default:
     this process's) puts its socket when `<TopDir>/run/xced.sock` would be too long."""
@@ -222,7 +269,8 @@ def private_socket_dir(path: Path) -> None:
         mode = stat.S_IMODE(st.st_mode)
         if st.st_uid != euid or mode & 0o066:
             who = _user(st.st_uid)
-            why = f"it belongs to {who}" if st.st_uid != euid else f"its mode {mode:04o} lets others list or change it"
+            what = "change" if mode & 0o022 else "list"
+            why = f"it belongs to {who}" if st.st_uid != euid else f"its mode {mode:04o} lets others {what} it"
             raise UnsafeDirectory(
                 f"refusing the socket directory {path}: {why}, so another user could swap the socket and capture "
                 f"clients' requests (their whole environment included). It must be owned by {_user(euid)} with mode "
@@ -243,6 +291,9 @@ def check_socket_parent(sock: Path) -> None:
     except FileNotFoundError:
         raise UnsafeDirectory(f"the socket's directory {parent} does not exist (XCE_SOCKET={sock})") from None
     euid = os.geteuid()
+    above = check_ancestors(parent)
+    if above:
+        raise UnsafeDirectory(f"refusing XCE_SOCKET={sock}: a directory above it lets other users swap it: {above[0]}")
     if st.st_uid not in (euid, 0) or st.st_mode & 0o022:
         raise UnsafeDirectory(f"refusing XCE_SOCKET={sock}: its directory {parent} (mode "
                               f"{stat.S_IMODE(st.st_mode):04o}, owned by {_user(st.st_uid)}) lets other users put "

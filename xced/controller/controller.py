@@ -392,6 +392,9 @@ class Controller:
                                          f"without NUL bytes", field="env" if what == "--env" else "app_params")
         if any("\0" in a for a in req.get("argv") or []) or "\0" in (req.get("cwd") or ""):
             raise InvalidRequest("the command or the working directory contains a NUL byte", field="argv")
+        for fld, opt in (("stdout", "-o"), ("stderr", "-e")):
+            if "\0" in (req.get(fld) or ""):
+                raise InvalidRequest(f"{opt} {req[fld]!r}: a file name cannot contain a NUL byte", field=fld)
         texts = list(req.get("resreq") or [])
         try:
             resreq = effective_resreq(texts)

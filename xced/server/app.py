@@ -26,6 +26,9 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
         loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
         fld = ".".join(loc) or "body"
         typ = err.get("type", "")
+        if typ == "json_invalid":
+            return (f"the request body is not valid JSON ({err.get('ctx', {}).get('error', 'invalid')}); send one "
+                    f"JSON object with the fields the API documents", None)
         if typ == "extra_forbidden":
             unknown.append(fld)
         elif typ == "missing":

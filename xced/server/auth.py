@@ -50,9 +50,10 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
-#: D-7, KEY-1: until peers authenticate with host keys, production TCP takes no user request
-TCP_REFUSED = ("production mode: xced takes no user or launch request over TCP until peers authenticate with "
-               "host keys (KEY-1); use the Unix socket on the controller host")
+#: D-7, KEY-1: until peers authenticate with host keys, nobody over TCP can be identified, so
+#: TCP takes no user request in any mode (test mode: a launch with a job's token only)
+TCP_REFUSED = ("xced takes no user request over TCP until peers authenticate with host keys (KEY-1), and in "
+               "production mode no launch either; use the Unix socket on the controller host")
 
 
 def launch_peer(request: Request) -> tuple[int, int, int] | None:
@@ -65,9 +66,10 @@ def launch_peer(request: Request) -> tuple[int, int, int] | None:
 
 
 async def caller_of(request: Request) -> Caller:
-    """FastAPI dependency: the Caller of this request. Raises PermissionDenied for an
-    asserted user in production mode or a TCP caller without one (user requests over
-    TCP come through an authenticated API server, KEY-3, later).
+    """FastAPI dependency: the Caller of this request. Raises PermissionDenied for any
+    request over TCP (user requests over TCP come through an authenticated API server,
+    KEY-3, later: nobody can be identified there yet, test mode included) and for an
+    asserted user in production mode.
 
     A daemon that does not run as root runs every job as its own user (D-6), so it serves
     only its own user and root on the Unix socket: anyone else would get that user's
@@ -79,11 +81,13 @@ async def caller_of(request: Request) -> Caller:
     peer = request.scope.get(PEER_KEY)
     asserted = request.headers.get(AS_USER_HEADER)
     euid = os.geteuid()
-    if peer is not None and peer[1] not in (euid, 0) and (asserted is not None or euid != 0):
+    if peer is None:  # nobody over TCP can be identified until peers authenticate with keys
+        raise PermissionDenied(TCP_REFUSED)
+    if peer[1] not in (euid, 0) and (asserted is not None or euid != 0):
         me = ctl.daemon_user
         if asserted is not None:
-            raise PermissionDenied(f"--as-user (XCE_TEST_USER) is only for {me}, the user this xced runs as, and "
-                                   f"root: an asserted user's job runs as {me}")
+            who = "root" if euid == 0 else f"{me}, the user this xced runs as, and root"
+            raise PermissionDenied(f"--as-user (XCE_TEST_USER) is only for {who}: an asserted user's job runs as {me}")
         raise PermissionDenied(f"this xced runs as {me}, not root, so it would run your jobs as {me}; it serves only "
                                f"{me} (and root). Ask for a cluster whose xced runs as root, or start your own `xced`")
     if asserted is not None:
@@ -94,9 +98,6 @@ async def caller_of(request: Request) -> Caller:
         if not name or any(c.isspace() or c in ":/" for c in name):
             raise PermissionDenied(f"--as-user {asserted!r}: not a valid user name")
         return Caller(name, None, None, True, name in settings.admins)
-    if peer is None:
-        raise PermissionDenied(TCP_REFUSED if settings.mode != "test" else
-                               "requests over TCP must assert a user in test mode (--as-user, XCE_TEST_USER)")
     _, uid, gid = peer
     name = _user_name(uid)
     return Caller(name, uid, gid, False, name in settings.admins)

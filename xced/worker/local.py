@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import pwd
+import stat
 import time
 from pathlib import Path
 
@@ -224,21 +225,28 @@ class LocalWorker:
         return procs.signal_job(self.jobdir(job_id, index), sig)
 
     def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None:
-        """The last `max_bytes` of the element's stdout or stderr file, or None if none yet."""
+        """The last `max_bytes` of the element's stdout or stderr file, or None if none yet
+        (`xcecli peek`). The file is read only when it is a regular file of the job's own
+        user, opened without following a symlink at its name and without blocking: the
+        daemon reads as root, and an -o path is the user's to point anywhere (D-7)."""
         jd = self.jobdir(job_id, index)
         try:
-            paths = json.loads((jd / "spec.json").read_bytes())
+            spec = json.loads((jd / "spec.json").read_bytes())
         except (OSError, ValueError):
             return None
-        path = paths.get(stream)
+        path = spec.get(stream)
+        owner = spec.get("uid") if spec.get("uid") is not None else os.geteuid()
         try:
-            with open(path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - max_bytes))
-                return f.read().decode(errors="replace")
-        except OSError:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, TypeError, ValueError):
             return None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != owner:
+                log.warning("peek of %s[%s]: %s is not a regular file of uid %s; not read", job_id, index, path, owner)
+                return None
+            f.seek(max(0, st.st_size - max_bytes))
+            return f.read(max_bytes).decode(errors="replace")
 
     async def close(self) -> None:
         """Stop watching (the jobs and their supervisors keep running, JOB-8)."""

@@ -67,6 +67,7 @@ import json
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -89,6 +90,8 @@ HOOK_LOG_MAX_BYTES = 1 << 20
 
 #: Files of the protocol; job output never goes to one of them.
 PROTOCOL_FILES = frozenset({SPEC_FILE, LOCK_FILE, PID_FILE, JOB_FILE, STATUS_FILE, KILL_FILE, LOG_FILE})
+#: The output files the worker puts in JOBDIR when the job names none (a task's: `output`)
+DEFAULT_OUTPUTS = frozenset({"stdout", "stderr", "output"})
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -144,7 +147,11 @@ def write_json_atomic(path: str, obj: object, *, durable: bool = True) -> None:
     directory = os.path.dirname(path) or "."
     tmp = f"{path}.{os.getpid()}.tmp"
     data = json.dumps(obj, separators=(",", ":")).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:  # a new file of our own, never one someone left there for us to fill (D-7)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -224,15 +231,12 @@ class _AsUser:
         os.setgroups(groups)
 
 
-def _open_append(path: str, *, nofollow: bool = False, mode: int = 0o666) -> int:
-    """Open `path` for appending, creating it (and its parents) with `mode` less the umask."""
+def _open_append(path: str) -> int:
+    """Open `path` for appending, creating it (and its parents) with the umask applied."""
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-    if nofollow:
-        flags |= os.O_NOFOLLOW
-    return os.open(path, flags, mode)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
 
 
 def _is_inside(path: str, directory: str) -> bool:
@@ -335,28 +339,32 @@ class Supervisor:
         return uid, int(gid), [int(g) for g in groups]
 
     def open_output(self, path: str, ident: tuple[int, int, list[int]] | None) -> int:
-        """Open one output file as the job's user, created with the job's umask (D-7); inside
-        JOBDIR (the default output files) mode 0600 whatever the umask, created by root and
-        handed to the job's user (the directory is not the user's to write)."""
-        inside = _is_inside(path, self.jobdir)
-        if inside and os.path.basename(path) in PROTOCOL_FILES:
-            raise PermissionError(13, "output may not go to a file of the job directory's protocol", path)
-        mode = 0o600 if inside else 0o666
-        try:
-            with _AsUser(ident):
-                return _open_append(path, nofollow=inside, mode=mode)
-        except PermissionError:
-            if ident is None or not inside:
+        """Open one output file for appending (D-7).
+
+        The default output files (`stdout`, `stderr`, a task's `output`, directly in JOBDIR)
+        are made here by the supervisor, mode 0600 whatever the umask, never through a
+        symlink, and handed to the job's user: JOBDIR is not the user's to write, which is
+        what keeps spec.json and status.json out of their reach. Every other path (-o, -e) is
+        opened as the job's user only, created with the job's umask, so the kernel applies
+        that user's permissions to every component of it; a path into JOBDIR itself is
+        refused. Raises PermissionError / OSError."""
+        if os.path.dirname(path) == self.jobdir and os.path.basename(path) in DEFAULT_OUTPUTS:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise PermissionError(13, "not a regular file", path)
+                if ident is not None and st.st_uid != ident[0]:
+                    os.fchown(fd, ident[0], ident[1])
+            except OSError:
+                os.close(fd)
                 raise
-        fd = _open_append(path, nofollow=True, mode=0o600)
-        try:
-            st = os.fstat(fd)
-            if st.st_uid == 0:
-                os.fchown(fd, ident[0], ident[1])
-        except OSError:
-            os.close(fd)
-            raise
-        return fd
+            return fd
+        if path == self.jobdir or path.startswith(self.jobdir + os.sep) or _is_inside(path, self.jobdir):
+            raise PermissionError(13, "output may not go into the job's own directory, where only its default "
+                                      "stdout and stderr live", path)
+        with _AsUser(ident):
+            return _open_append(path)
 
     def open_outputs(self, ident: tuple[int, int, list[int]] | None) -> tuple[int, int]:
         cwd = self.spec["cwd"]
@@ -419,9 +427,12 @@ class Supervisor:
                 raise _Setup(1, f"cannot start job: {e.strerror}") from None
             code = 127 if isinstance(e, (FileNotFoundError, NotADirectoryError)) else 126
             what = argv[0]
-            if isinstance(e, FileNotFoundError) and os.path.isfile(os.path.join(spec.get("cwd") or "/", argv[0])):
-                try:  # the file is there: it is the #! interpreter that is missing
-                    with open(os.path.join(spec.get("cwd") or "/", argv[0]), "rb") as f:
+            script = os.path.join(spec.get("cwd") or "/", argv[0])
+            if isinstance(e, FileNotFoundError) and os.path.isfile(script):
+                try:  # the file is there: it is the #! interpreter that is missing (read as the job's user)
+                    with _AsUser(ident):
+                        fd = os.open(script, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                    with os.fdopen(fd, "rb") as f:
                         first = f.readline(256)
                     if first.startswith(b"#!"):
                         what = f"{argv[0]} (its interpreter {first[2:].strip().split()[0].decode(errors='replace')})"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from xced.api.errors import InvalidRequest
+from xced.api.errors import InvalidRequest, PermissionDenied
 from xced.api.models import (
     ActionResult,
     DryRun,
@@ -21,7 +21,7 @@ from xced.api.models import (
     WhyOut,
 )
 from xced.model.jobs import FINISHED, JobState
-from xced.policy.rbac import Caller, may_view_env
+from xced.policy.rbac import Caller, may_control_job, may_view_env
 from xced.server.auth import caller_of, launch_peer
 from xced.server.convert import event_dict, job_dict, json_response
 
@@ -101,7 +101,10 @@ async def job_output(job_id: int, request: Request, caller: Caller = Depends(cal
                stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
                max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
     ctl = _ctl(request)
-    ctl._check_control(caller, ctl.job(job_id))  # LSF bpeek: the job's owner or an admin
+    job = ctl.job(job_id)
+    if not may_control_job(caller, job.user):  # LSF bpeek: the job's owner or an admin
+        raise PermissionDenied(f"job {job_id} belongs to {job.user}; only its owner or a cluster admin (admins in "
+                               f"xce.yaml) may read its output")
     e, text = await ctl.read_output(job_id, index, stream, max_bytes)
     if text is None:
         raise InvalidRequest(f"job {e.ref} has no {stream} yet (state {e.state})")
