@@ -21,6 +21,8 @@ SOCKET_PATH_FILE = "xced.sock.path"
 PORT_FILE = "xced.port"
 PID_FILE = "xced.pid"
 DB_NAME = "xce.db"
+#: the umask of a job whose submit names none (D-7: LSF's and Slurm's default)
+DEFAULT_UMASK = 0o022
 #: AF_UNIX sun_path holds 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
 

@@ -281,7 +281,7 @@ def test_vanished_profile_declines_then_system_hold(tmp_path):
 
 
 def test_job_starter_wraps_the_command():
-    from xced.controller.controller import wrap_with_job_starter
+    from xced.controller.dispatch import wrap_with_job_starter
 
     assert wrap_with_job_starter("nice -n 5", ["python3", "-c", "print(1)"]) == \
         ["/bin/sh", "-c", "nice -n 5 python3 -c 'print(1)'"]
@@ -441,14 +441,14 @@ def test_never_dependency_leaves_the_job_pending_with_that_reason(ctl):
 
 
 def test_waiting_dependency_never_blocks_a_strict_fcfs_queue(ctl):
-    """The strict FCFS shortcut (_blocked): a job that waits for a dependency is not in the
+    """The strict FCFS shortcut (xced.scheduler.shortcut): a job that waits for a dependency is not in the
     snapshot, so it is never a queue's blocking head, and jobs behind it start."""
     big = ctl.submit(req(ntasks_min=3), ALICE)
     dep = ctl.submit(req(ntasks_min=2, dependency=f"done({big.id})"), ALICE)
     small = ctl.submit(req(), ALICE)
     session(ctl)
     assert [j.elements[0].state for j in (big, dep, small)] == ["RUN", "PEND", "RUN"]
-    assert ctl._blocked == {}
+    assert ctl.shortcut.blocked == {}
     # a dependent job submitted behind a blocked head gets its dependency's reason, no session
     head = ctl.submit(req(ntasks_min=2), ALICE)
     session(ctl)
@@ -563,10 +563,10 @@ def test_submit_of_a_request_proved_unsatisfiable_needs_no_session(tmp_path):
     first = big.elements[0].pend_reason
     assert first.main == "Not enough free slots: 1 free on matching hosts, the job needs 2"
     again = c.submit(req(ntasks_min=2), ALICE)
-    assert c._blocked_valid is True  # kick() was not called: no session asked for
+    assert c.shortcut.valid is True  # kick() was not called: no session asked for
     assert again.elements[0].pend_reason is first
     other = c.submit(req(ntasks_min=1), ALICE)  # a request not proved: a session decides
-    assert c._blocked_valid is False
+    assert c.shortcut.valid is False
     session(c)
     assert other.elements[0].state == "RUN"
     store.close()

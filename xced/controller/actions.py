@@ -1,0 +1,224 @@
+"""What users do to jobs (CLI-3; LSF bkill, bstop, bresume, brequeue, bwait, bpeek, blaunch):
+each checks who may, then is one stimulus of the state machine.
+
+Part of the Controller (xced.controller.controller), which mixes these in: every method
+runs on the event loop thread and changes state only through the shell (`_commit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import secrets
+
+from xced.api.errors import Conflict, NotFound, PermissionDenied
+from xced.controller import machine as m
+from xced.model.jobs import ACTIVE, FINISHED, PENDING, JobState
+from xced.model.state import Element, Job
+from xced.policy.rbac import Caller, may_control_job, require_admin
+from xced.store.base import token_hash
+
+S = JobState
+
+
+class ActionsMixin:
+    """What users do to jobs (CLI-3; LSF bkill, bstop, bresume, brequeue, bwait, bpeek, blaunch): a part of the Controller."""
+
+    def _begin_action(self, job_id: int, caller: Caller) -> tuple[Job, str]:
+        """The job of a user action (kill/stop/resume/requeue) once the caller may change it,
+        and the actor name its events carry. Raises NotFound, PermissionDenied."""
+        job = self.job(job_id)
+        self._check_control(caller, job)
+        return job, f"user:{caller.user}"
+
+    def _check_control(self, caller: Caller, job: Job) -> None:
+        if not may_control_job(caller, job.user):
+            raise PermissionDenied(f"job {job.id} belongs to {job.user}; only its owner or a cluster admin "
+                                   f"(admins in xce.yaml) may change it")
+
+    def kill(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli kill` (LSF bkill): pending elements end EXIT at once; running ones get
+        INT, TERM, KILL spaced by kill_interval (the supervisor runs the sequence) and end when
+        their processes do. Raises Conflict when every element has finished."""
+        job, actor = self._begin_action(job_id, caller)
+        changes = self._changes(self._elements(job, index), self._stim(m.Kill, "kill", actor, user=caller.user))
+        if not changes:
+            raise Conflict(f"job {job_id} has already finished; nothing to kill")
+        self._commit(changes)
+        self._job_changed(job)
+        self.kick()  # a killed pending job may have been the head that blocked its queue
+        return [e.ref for e, _, _ in changes]
+
+    def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli stop` (LSF bstop): a running element is stopped (SIGSTOP, USUSP); a pending
+        one gets a `user` hold (PSUSP). Raises Conflict when nothing could be stopped."""
+        job, actor = self._begin_action(job_id, caller)
+        changes = self._changes(self._elements(job, index), self._stim(m.Stop, "stop", actor))
+        if not changes:
+            raise Conflict(f"job {job_id}: nothing to stop (state {job.state()})")
+        self._commit(changes)
+        self.kick()  # a held head no longer blocks its queue
+        return [e.ref for e, _, _ in changes]
+
+    def resume(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli resume` (LSF bresume): USUSP -> RUN (SIGCONT); releases the `user` hold of a
+        PSUSP element, never a `system` hold (D-5). Raises Conflict when nothing resumes."""
+        job, actor = self._begin_action(job_id, caller)
+        els = self._elements(job, index)
+        changes = self._changes(els, self._stim(m.Resume, "resume", actor))
+        if not changes:
+            if any(e.state is S.PSUSP and "system" in e.holds for e in els):
+                raise Conflict(f"job {job_id} is held by the system, not by its user; an admin releases it with "
+                               f"`xcecli release {job_id}`")
+            raise Conflict(f"job {job_id}: nothing to resume (state {job.state()}); only stopped jobs resume")
+        self._commit(changes)
+        self.kick()
+        return [e.ref for e, _, _ in changes]
+
+    def release(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli release` (Slurm scontrol release): an admin releases the `system` hold of PSUSP
+        elements (D-5: a user's resume never does), e.g. after declined dispatches (DISPATCH-2)
+        or a config that refused the job (CFG-3). The job is merged again with the config in
+        force first; if that still refuses it, the hold stays (Conflict naming why). Raises
+        PermissionDenied for a non-admin, Conflict when nothing is held by the system."""
+        job = self.job(job_id)
+        require_admin(caller, "release a system hold", " (a hold of your own goes with `xcecli resume`)")
+        els = [e for e in self._elements(job, index) if e.state is S.PSUSP and "system" in e.holds]
+        if not els:
+            raise Conflict(f"job {job_id}: nothing is held by the system")
+        new, rr = dict(job.spec), None
+        if all(e.state in PENDING for e in job.elements.values()):  # none started: merge it again now
+            why, merged, rr = self._remerged(job)
+            if why is not None:
+                raise Conflict(f"job {job_id}: the config in force still refuses it: {why}")
+            new = merged or new
+        new.pop("config_refused", None)
+        changes = self._changes(els, self._stim(m.Release, "release", f"admin:{caller.user}",
+                                                reason="system hold released by an admin"))
+        write, remember = self._respec([(job, new, rr)])
+        self._commit(changes, write, memory=remember)
+        self.kick()
+        return [e.ref for e, _, _ in changes]
+
+    def requeue(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+        """`xcecli requeue` (LSF brequeue): a running element is killed and returns to PEND
+        with the same ID and submit time; a finished one returns to PEND at once. It is merged
+        again with the config in force (MERGE-1, CFG-3), as a pending job is when the config
+        changes (unless other elements of its array still run: they share one set of values).
+        Refused (Conflict) when its queue or its application profile no longer exists or the
+        config in force refuses it; then nothing changes."""
+        job, actor = self._begin_action(job_id, caller)
+        if self.config.queue(job.queue) is None:
+            raise Conflict(f"job {job_id}: its queue {job.queue!r} no longer exists; it cannot pend there again")
+        app = job.spec.get("app")
+        if app and app not in self.config.applications:
+            raise Conflict(f"job {job_id}: its application profile {app!r} no longer exists; it cannot run again")
+        els = self._elements(job, index)
+        chosen = {e.index for e in els}
+        specs: list[tuple[Job, dict, object]] = []
+        if all(e.state not in ACTIVE for e in job.elements.values() if e.index not in chosen):
+            why, new, rr = self._remerged(job, check_hosts=True)
+            if why is not None:
+                raise Conflict(f"job {job_id}: the config in force refuses it, so it was not requeued: {why}")
+            if new is not None:
+                specs.append((job, new, rr))
+        changes = self._changes(els, self._stim(m.Requeue, "requeue", actor, user=caller.user))
+        if not changes:
+            raise Conflict(f"job {job_id} is pending; only running or finished jobs can be requeued")
+        write, remember = self._respec(specs)
+        self._commit(changes, write if specs else None, memory=remember)
+        self.kick()
+        return [e.ref for e, _, _ in changes]
+
+    async def wait(self, job_id: int, timeout: float, index: int | None = None) -> Job:
+        """Return the job once every element (or element `index`) has finished, or after
+        `timeout` seconds. Raises NotFound for an unknown job or element."""
+        job = self.job(job_id)
+        if index is not None:
+            e = self._elements(job, index)[0]
+            if e.state in FINISHED:
+                return job
+        if job.finished():
+            return job
+        fut = asyncio.get_running_loop().create_future()
+        entry = (fut, index)
+        self._waiters.setdefault(job_id, []).append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            lst = self._waiters.get(job_id)
+            if lst and entry in lst:
+                lst.remove(entry)
+        return job
+
+    async def read_output(self, job_id: int, index: int | None, stream: str, max_bytes: int) -> tuple[Element, str | None]:
+        """Output of an element so far (`xcecli peek`), read by the worker of its first host.
+        `index` None means the job itself, or for an array its first running element."""
+        job = self.job(job_id)
+        if index is not None or not job.is_array:
+            e = self._elements(job, index if index is not None else 0)[0]
+        else:
+            els = list(job.elements.values())
+            e = next((x for x in els if x.state in ACTIVE), next((x for x in els if x.alloc), els[0]))
+        w = self.workers.get(e.alloc[0][0]) if e.alloc else None
+        if w is None:
+            return e, None
+        text = w.read_output(job.id, e.index, stream, max_bytes)
+        if inspect.isawaitable(text):
+            text = await text
+        return e, text
+
+    async def launch(self, job_id: int, index: int, host: str, argv: list[str], token: str | None,
+                     caller: Caller | None, peer_uid: int | None = None) -> dict:
+        """`xcecli launch HOST -- CMD` (LSF blaunch, JOB-7): start one task of running element
+        (job_id, index) on `host`, one of the job's hosts, as the job's user, and return how
+        it ended: {"host", "task_id", "exit_code", "signal", "reason", "output"} (output capped
+        at 1 MB).
+
+        Who may (D-7): the job's owner (`caller`, without a token), or a process inside the
+        job, which proves it with the element's launch token (XCE_JOB_TOKEN) and, on the Unix
+        socket, by running as the job's user (`peer_uid` from SO_PEERCRED). Cluster admins
+        may not: a task runs as the job's user, so that would let an admin act as any user.
+        Raises NotFound, PermissionDenied (a wrong, old or other job's token; another user),
+        Conflict (not running, host not in the job)."""
+        job = self.job(job_id)
+        e = job.elements.get(index)
+        if e is None:
+            raise NotFound(f"job {job_id} has no element {index}")
+        if token is not None:
+            if not e.token_hash or not secrets.compare_digest(token_hash(token), e.token_hash):
+                raise PermissionDenied(f"job {e.ref}: the launch token is not this job's (wrong, from an earlier run "
+                                       f"of it, or another job's); `xcecli launch` works from inside the job")
+            run_uid = job.spec.get("run_uid")
+            if peer_uid is not None and peer_uid != (run_uid if run_uid is not None else os.geteuid()):
+                raise PermissionDenied(f"job {e.ref} runs as {job.spec['run_as']}; its launch token works only for "
+                                       f"processes of that user inside the job")
+        elif caller is None or caller.user != job.user:
+            raise PermissionDenied(f"job {e.ref} belongs to {job.user}; only its owner and its own tasks may launch "
+                                   f"tasks in it")
+        if e.state not in ACTIVE:
+            raise Conflict(f"job {e.ref} is {e.state}; tasks can be launched only while it runs")
+        hosts = [h for h, _ in e.alloc]
+        if host not in hosts:
+            raise Conflict(f"host {host!r} is not one of job {e.ref}'s hosts ({' '.join(hosts)})")
+        w = self.workers.get(host)
+        if w is None:
+            raise Conflict(f"host {host} is not reachable now (its worker has not joined)")
+        self._task_ids[(job_id, index)] = tid = self._task_ids.get((job_id, index), 0) + 1
+        task = self._task_spec(e, tid, argv, {"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host})
+        self.store_event_only(job_id, index, "LAUNCH", f"user:{job.user}" if caller is None else f"user:{caller.user}",
+                              f"task {tid} on {host}: {' '.join(argv)[:200]}")
+        result = await w.launch_task(task)
+        if not isinstance(result, dict):
+            raise Conflict(f"task {tid} on {host}: the host's worker did not answer")
+        result.setdefault("host", host)
+        result.setdefault("task_id", tid)
+        return result
+
+    def store_event_only(self, job_id: int, index: int | None, kind: str, actor: str, reason: str | None) -> None:
+        """Record an event that is not a state transition (a task launch, a hook run)."""
+        with self.store.tx():
+            self.store.add_event(self.clock(), job_id, index, kind, None, None, actor, reason, self._sid(kind.lower()))

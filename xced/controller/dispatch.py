@@ -1,0 +1,182 @@
+"""Scheduling (D-4, DESIGN rule 1, DISPATCH-1, DISPATCH-2): sessions on events after a
+coalescing delay, the snapshot they read, and the re-check and application of their
+decisions.
+
+Part of the Controller (xced.controller.controller), which mixes these in: every method
+runs on the event loop thread and changes state only through the shell (`_commit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+from xced.constants import DEFAULT_UMASK
+from xced.controller import machine as m
+from xced.controller.machine import transition
+from xced.model.jobs import JobState
+from xced.model.state import Element, StartInfo
+from xced.scheduler.session import SessionResult, schedule
+from xced.scheduler.snapshot import JobSnap, QueueSnap, RunSnap, Snapshot
+from xced.store.base import token_hash
+
+S = JobState
+
+
+def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
+    """JOB-7 (LSF JOB_STARTER): run the job command through the profile's job starter, a
+    shell command line in which `%USRCMD` stands for the job's command (appended when absent)."""
+    import shlex
+
+    cmd = shlex.join(argv)
+    line = starter.replace("%USRCMD", cmd) if "%USRCMD" in starter else f"{starter} {cmd}"
+    return ["/bin/sh", "-c", line]
+
+
+class DispatchMixin:
+    """Scheduling (D-4, DESIGN rule 1, DISPATCH-1, DISPATCH-2): a part of the Controller."""
+
+    def kick(self) -> None:
+        """Ask for a scheduler session after the coalescing delay (D-4); idempotent. Any
+        stimulus but a submit into a blocked queue comes here, so it ends the shortcut."""
+        self.shortcut.invalidate()
+        if self._session_scheduled:
+            return
+        self._session_scheduled = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._session_scheduled = False
+            return
+        loop.call_later(self.config.settings.sched_delay_s, self._session)
+
+    def snapshot(self) -> Snapshot:
+        """The scheduler's view now (D-4): hosts with free supply, queues, pending elements."""
+        hosts = [self._host_snap(h) for h in self.hosts.values()]
+        queues = [QueueSnap(q.name, q.priority, i, q.host_limit, q.backfill) for i, q in enumerate(self.config.queues)]
+        backfill = any(q.backfill for q in self.config.queues)
+        pending: list[JobSnap] = []
+        running: list[RunSnap] = []
+        array_running: dict[int, int] = {}
+        apps = self.config.applications
+        for job in self.active.values():
+            sp = job.spec
+            limit = sp.get("array_limit")
+            prof = apps.get(sp["app"]) if sp.get("app") else None
+            phash = prof.content_hash() if prof is not None else None
+            nrun = 0
+            for e in job.elements.values():
+                st = e.state
+                if st is S.PEND or st is S.PSUSP:
+                    # JOB-5: an element waiting for its -w dependency is left out (reason set there)
+                    if sp.get("dependency") and self._dependency_waits(job, e, pending):
+                        continue
+                    pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, sp["ntasks_min"],
+                                           sp["ntasks_max"], job.resreq, limit, st is S.PSUSP, phash,
+                                           sp.get("run_limit_s"), e.pend_reason))
+                elif st is S.RUN or st is S.USUSP:
+                    nrun += 1
+                    if backfill:  # SCHED-1: when the running work ends at the latest
+                        rl = sp.get("run_limit_s")
+                        running.append(RunSnap(job.id, e.index, e.start_time + rl if rl and e.start_time else None,
+                                               e.reserve or {h: {"slots": n} for h, n in e.alloc}))
+            if limit is not None:
+                array_running[job.id] = nrun
+        return Snapshot(hosts, queues, pending, array_running, running)
+
+    def _session(self) -> None:
+        self._session_scheduled = False
+        snap = self.snapshot()
+        if not snap.pending:
+            return
+        now = self.clock()
+        result = schedule(snap, now)
+        self.sessions += 1
+        self.last_trace = result.trace
+        self.traces.append(result.trace)
+        if self.recorder is not None and not self.recorder.session(now, self._config_hash, snap, result):
+            self.recorder = None  # it could not write; it logged why
+        self.apply(result)
+        self.shortcut.after_session(result.blocked, result.unsatisfiable, self._session_scheduled)
+
+    def attach_recorder(self, recorder) -> None:
+        """Record every later session to `recorder` (an xced.sim.recording.Recorder); None stops."""
+        self.recorder = recorder
+
+    def apply(self, result: SessionResult) -> None:
+        """Apply a session's decisions (DESIGN rule 1): re-check each dispatch against the
+        current state, commit all accepted dispatches in one transaction, then start them."""
+        for (jid, idx), reason in result.pend_reasons.items():
+            job = self.jobs.get(jid)
+            if job is not None and idx in job.elements:
+                e = job.elements[idx]
+                if e.state is S.PEND and e.pend_reason is not reason and e.pend_reason != reason:
+                    e.pend_reason = reason  # SCHED-3: only a changed reason replaces the last one
+        if not result.dispatches:
+            return
+        sid, now = self._sid("session"), self.clock()
+        changes: list = []
+        taken: dict[str, dict[str, float]] = {}  # what this session's accepted dispatches take, per host
+        for d in result.dispatches:
+            job = self.jobs.get(d.job_id)
+            e = job.elements.get(d.index) if job else None
+            if e is None or e.state is not S.PEND or any(x is e for x, _, _ in changes):
+                continue
+            reserve = d.reserve or {host: {"slots": n} for host, n in d.alloc}
+            if not self._fits(reserve, taken):
+                continue
+            app = job.spec.get("app")
+            why = None
+            if app and app not in self.config.applications:
+                why = f"application profile {app!r} no longer exists"
+            elif app and d.profile_hash is not None and self.config.applications[app].content_hash() != d.profile_hash:
+                why = f"application profile {app!r} changed between decision and dispatch"
+            if why is not None:
+                stim = m.Declined(sid, "system", now, why=why)
+                changes.append((e, stim, transition(e, stim)))
+                continue
+            token = secrets.token_hex(16)  # D-7: the store keeps its hash only
+            stim = m.Dispatch(sid, "scheduler", now, alloc=tuple((h, n) for h, n in d.alloc), reserve=d.reserve or {},
+                              token=token, token_hash=token_hash(token),
+                              note=f" (profile {app} {d.profile_hash[:12]})" if app and d.profile_hash else "")
+            changes.append((e, stim, transition(e, stim)))
+            for host, held in reserve.items():
+                t = taken.setdefault(host, {})
+                for k, v in held.items():
+                    t[k] = t.get(k, 0.0) + v
+        self._commit(changes)
+
+    def _start(self, e: Element) -> None:
+        """Start a dispatched element on its first host. When its profile has a
+        pre_host_exec and the job spans several hosts, that hook runs first on each other
+        host (JOB-6: once on each host); the first host's own runs in its supervisor."""
+        info = self.start_info(e)
+        profile = self._profile_of(e.job)
+        others = [h for h, _ in e.alloc[1:]]
+        if profile is None or not others or (profile.pre_host_exec is None and profile.post_host_exec is None):
+            self.workers[e.alloc[0][0]].start(info)
+            return
+        self._host_hooked.add((e.job.id, e.index))
+        if profile.pre_host_exec is None:
+            self.workers[e.alloc[0][0]].start(info)
+            return
+        asyncio.ensure_future(self._start_after_host_hooks(e, info, profile.pre_host_exec.model_dump(), others))
+
+    def start_info(self, e: Element) -> StartInfo:
+        """What the first host's worker needs to start element `e` (JOB-1, JOB-3, JOB-6, JOB-7):
+        the command (wrapped by the profile's job starter), limits (s, MB), allocation, the
+        job's and the profile's environments, and the hooks to run around it."""
+        job = e.job
+        sp = job.spec
+        st = self.config.settings
+        argv = list(sp["argv"])
+        profile = self.config.applications.get(sp["app"]) if sp.get("app") else None
+        if profile is not None and profile.job_starter:
+            argv = wrap_with_job_starter(profile.job_starter, argv)
+        return StartInfo(job.id, e.index, job.name, job.queue, job.user, argv, sp["cwd"], sp["env"],
+                         sp.get("stdout"), sp.get("stderr"), sp.get("run_limit_s"), sp.get("memory_limit_mb"),
+                         list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
+                         st.kill_interval_s, st.limit_grace_s, e.token or "", sp.get("umask", DEFAULT_UMASK),
+                         dict(sp.get("profile_env") or {}),
+                         dict(sp.get("export_env") or {}), sp.get("app") or None,
+                         self._hooks(profile, sp))

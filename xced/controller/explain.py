@@ -1,0 +1,51 @@
+"""Explanations (RES-6, D-4; LSF pending reasons): why an element pends, with each host's
+shortfall, what would start it now, and the scheduler's trace lines about it.
+
+Part of the Controller (xced.controller.controller), which mixes these in: every method
+runs on the event loop thread and changes state only through the shell (`_commit`).
+"""
+
+from __future__ import annotations
+
+from xced.model.jobs import JobState
+
+S = JobState
+
+
+class ExplainMixin:
+    """Explanations (RES-6, D-4; LSF pending reasons): a part of the Controller."""
+
+    def why(self, job_id: int, index: int | None) -> dict:
+        """`xcecli why` (RES-6): the element's state, its structured pend reason and hint, and
+        the lines about it in the last scheduler session's trace (D-4)."""
+        job = self.job(job_id)
+        if index is None:
+            els = [e for e in job.elements.values() if e.state in (S.PEND, S.PSUSP)] or list(job.elements.values())
+            e = els[0]
+        else:
+            e = self._elements(job, index)[0]
+        pr = e.pend_reason
+        ref = e.ref
+        trace: list[str] = []
+        for lines in reversed(self.traces):  # the newest session that said something about it
+            trace = [t for t in lines if t.startswith(f"{ref}:")]
+            if trace:
+                break
+        main = pr.main if pr else None
+        if e.state is S.PSUSP and "system" in e.holds:
+            if main is None or "system" not in main.lower():
+                main = f"Held by the system{': ' + main if main else ''}"
+            main += f"; an admin releases it with `xcecli release {e.ref}`"
+            if "user" in e.holds:
+                main += f". Also held by its user (xcecli stop); `xcecli resume {e.ref}` releases that hold"
+        elif e.state is S.PSUSP and main is None:
+            main = f"Held by its user (xcecli stop); `xcecli resume {e.ref}` releases it"
+        if main is None:
+            main = {S.RUN: "The job is running", S.USUSP: "The job is stopped (USUSP)",
+                    S.DONE: "The job has finished", S.EXIT: "The job has ended"}.get(e.state)
+            if e.state is S.PEND:
+                main = "New job is waiting for scheduling"
+        return {"id": ref, "state": e.state.value, "main": main,
+                "hosts": [{"host": h.host, "resource": h.resource, "free": h.free, "needed": h.needed,
+                           "message": h.message} for h in (pr.hosts if pr else [])],
+                "hint": pr.hint if pr else None, "trace": trace}

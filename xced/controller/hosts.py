@@ -1,0 +1,131 @@
+"""Hosts and their workers (D-1, RES-2): what each host offers and holds, who serves it, the
+re-check of a decision against it (DISPATCH-2). Lost hosts (SCHED-4) come here.
+
+Part of the Controller (xced.controller.controller), which mixes these in: every method
+runs on the event loop thread and changes state only through the shell (`_commit`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from xced.model.jobs import ACTIVE
+from xced.model.state import Element, HostState, StartInfo, TaskSpec
+from xced.scheduler.snapshot import HostSnap
+
+log = logging.getLogger("xced.controller")
+
+
+class WorkerLink(Protocol):
+    """The controller's handle on one worker host (in-process now, remote in D-1 multi-host)."""
+
+    host: str
+
+    def start(self, info: StartInfo) -> None: ...
+    def kill(self, job_id: int, index: int) -> bool: ...
+    def signal(self, job_id: int, index: int, sig: int) -> bool: ...
+    def reattach(self, job_id: int, index: int) -> None: ...
+    def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None: ...
+    async def launch_task(self, task: TaskSpec) -> dict: ...
+    def end_tasks(self, job_id: int, index: int) -> None: ...
+
+
+class HostsMixin:
+    """Hosts and their workers (D-1, RES-2): a part of the Controller."""
+
+    def _use(self, e: Element, sign: int, only: str | None = None) -> None:
+        """Take (+1) or give back (-1) what a running element holds on its hosts (RES-2);
+        `only`: on that host alone."""
+        reserve = e.reserve or {host: {"slots": n} for host, n in e.alloc}
+        for host, held in reserve.items():
+            h = self.hosts.get(host)
+            if h is None or (only is not None and host != only):
+                continue
+            h.njobs += sign
+            for k, v in held.items():
+                if k == "slots":
+                    h.slots_used += sign * int(v)
+                elif k == "mem":
+                    h.mem_used_mb += sign * int(v)
+                else:
+                    h.resources_used[k] = h.resources_used.get(k, 0.0) + sign * v
+
+    def worker_joined(self, link: WorkerLink, offer) -> None:
+        """A worker host joined over the channel (D-1) with `offer` (a peer.Join). A host
+        not in hosts.yaml is declared by what the worker offers (RES-2); a declared host
+        keeps its hosts.yaml values."""
+        if link.host not in self.hosts:
+            self.hosts[link.host] = HostState(link.host, offer.slots, offer.memory_mb, dict(offer.resources),
+                                              dict(offer.attributes), list(offer.tags))
+            log.info("host %s declared at join: %d slots, %d MB", link.host, offer.slots, offer.memory_mb)
+            # what running jobs hold there (known from the store before the host was)
+            for job in self.active.values():
+                for e in job.elements.values():
+                    if e.state in ACTIVE and link.host in (e.reserve or dict(e.alloc)):
+                        self._use(e, +1, only=link.host)
+        self.attach_worker(link)
+
+    def worker_left(self, link: WorkerLink) -> None:
+        """The host's channel closed: it takes no new work until it rejoins; its running
+        elements stay RUN (their supervisors keep running, JOB-8)."""
+        if self.workers.get(link.host) is link:
+            del self.workers[link.host]
+            h = self.hosts.get(link.host)
+            if h is not None:
+                h.status = "unavail"
+
+    def attach_worker(self, link: WorkerLink) -> None:
+        """A worker now serves `link.host`: mark it ok, re-attach its running elements, schedule."""
+        self.workers[link.host] = link
+        if link.host in self.hosts:
+            self.hosts[link.host].status = "ok"
+        for job in list(self.active.values()):  # reattaching may finish jobs (ended while down)
+            for e in list(job.elements.values()):
+                if e.state in ACTIVE and e.alloc and e.alloc[0][0] == link.host:
+                    link.reattach(job.id, e.index)
+        self.kick()
+
+    @staticmethod
+    def _host_snap(h: HostState, idle: bool = False) -> HostSnap:
+        """A host's supply for the scheduler; `idle`: as if nothing ran (never-satisfiable checks)."""
+        free = dict(h.resources) if idle else {k: v - h.resources_used.get(k, 0.0) for k, v in h.resources.items()}
+        return HostSnap(h.name, h.slots, h.slots if idle else h.slots - h.slots_used, h.memory_mb,
+                        h.memory_mb if idle else h.memory_mb - h.mem_used_mb, "ok" if idle else h.status,
+                        dict(h.resources), free, dict(h.attributes), frozenset(h.tags))
+
+    def _host_snap_supply(self, h: HostState):
+        from xced.scheduler.placement import HostSupply
+
+        return HostSupply(h.name, h.slots, h.slots, h.memory_mb, h.memory_mb, dict(h.resources), dict(h.resources),
+                          dict(h.attributes), frozenset(h.tags), "ok")
+
+    def _fits(self, reserve: dict[str, dict[str, float]], taken: dict[str, dict[str, float]]) -> bool:
+        """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the
+        decision reserves on it, beyond what `taken` (this session's accepted dispatches,
+        not yet in memory) takes."""
+        for host, held in reserve.items():
+            h = self.hosts.get(host)
+            if h is None or h.status != "ok" or host not in self.workers:
+                return False
+            t = taken.get(host, {})
+            for k, v in held.items():
+                v += t.get(k, 0.0)
+                if k == "slots":
+                    if h.slots - h.slots_used < v:
+                        return False
+                elif k == "mem":
+                    if h.memory_mb - h.mem_used_mb < v:
+                        return False
+                elif h.resources.get(k, 0.0) - h.resources_used.get(k, 0.0) < v - 1e-9:
+                    return False
+        return True
+
+    def element_host(self, job_id: int, index: int) -> str | None:
+        """The first host of element (job_id, index) while it runs (RUN or USUSP, dispatched
+        there), else None: the only worker whose reports about it count (D-7)."""
+        job = self.jobs.get(job_id)
+        e = job.elements.get(index) if job else None
+        if e is None or e.state not in ACTIVE or not e.alloc:
+            return None
+        return e.alloc[0][0]

@@ -1,0 +1,136 @@
+"""A new config under pending jobs (CFG-3, MERGE-1): pending jobs are merged again with the
+config in force; one the config refuses gets a system hold naming why.
+
+Part of the Controller (xced.controller.controller), which mixes these in: every method
+runs on the event loop thread and changes state only through the shell (`_commit`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from xced.api.errors import InvalidRequest
+from xced.controller import machine as m
+from xced.controller.submit import effective_resreq
+from xced.model.config import ClusterConfig
+from xced.model.jobs import JobState
+from xced.model.state import Job
+from xced.policy.rbac import Caller, require_admin
+from xced.merge import MergeError
+from xced.resreq import ResReqError, render
+from xced.scheduler.placement import PlacementRequest, never_satisfiable
+
+S = JobState
+
+
+class ReconfigMixin:
+    """A new config under pending jobs (CFG-3, MERGE-1): a part of the Controller."""
+
+    def _remerged(self, job: Job, check_hosts: bool = False) -> tuple[str | None, dict | None, object]:
+        """Re-merge a job none of whose elements has started with the config in force
+        (CFG-3: pending jobs see new profiles at their next session), changing nothing:
+        (None, its new spec, its new effective resreq), or (the merge's refusal, None, None)
+        (the job then keeps its old values and gets a system hold). A job submitted before
+        job values were kept gives (None, None, None): its values stay as they were."""
+        sp = job.spec
+        values = sp.get("job_values")
+        if values is None:
+            return None, None, None
+        app = sp.get("app") or ""
+        profile = self.config.applications.get(app) if app else None
+        if app and profile is None:
+            return f"its application profile {app!r} no longer exists", None, None
+        queue = self.config.queue(job.queue)
+        if queue is None:
+            return f"its queue {job.queue!r} no longer exists", None, None
+        try:
+            eff = self._merge(effective_resreq(sp.get("resreq") or []), values, dict(sp.get("env") or {}),
+                              profile, queue)
+        except (MergeError, ResReqError) as e:
+            return str(e), None, None
+        if check_hosts and self.hosts and (not eff.resreq.is_empty or queue.host_limit is not None):
+            never = never_satisfiable(PlacementRequest(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit),
+                                      [self._host_snap_supply(h) for h in self.hosts.values()])
+            if never:  # as at submit (MERGE-2): a job no host could ever take is not left pending silently
+                return f"the job can never start: {never}", None, None
+        new = dict(sp)  # the env dict stays shared with exdata's job env (one copy in memory)
+        new.update({"ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
+                    "memory_limit_mb": eff.memory_limit_mb, "app_params": eff.app_params, "exdata": eff.exdata,
+                    "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env,
+                    "export_env": eff.export_env, "warnings": list(eff.warnings),
+                    "profile_hash": profile.content_hash() if profile is not None else None,
+                    "config_hash": self._config_hash})
+        return None, new, eff.resreq
+
+    def _respec(self, specs: list[tuple[Job, dict, object]]) -> tuple[Callable[[], None], Callable[[], None]]:
+        """The (store write, memory change) pair that gives each job its new spec (and its new
+        effective resreq when not None), for `_commit`."""
+        def write() -> None:
+            for job, sp, _ in specs:
+                self.store.update_spec(job.id, sp)
+
+        def remember() -> None:
+            for job, sp, rr in specs:
+                job.spec = sp
+                if rr is not None:
+                    job.resreq = rr
+        return write, remember
+
+    def _remerge_pending(self, actor: str) -> tuple[int, list[str]]:
+        """Re-merge every job whose elements all pend and whose values came from another
+        config (CFG-3). A job the new config refuses gets a system hold naming why; one an
+        earlier config refused and this one takes has that hold released. Returns (jobs
+        re-merged, one line per refused job). One transaction."""
+        done = 0
+        refused: list[str] = []
+        specs: list[tuple[Job, dict, object]] = []
+        changes: list = []
+        sid, now = self._sid("config"), self.clock()
+        for job in list(self.active.values()):
+            sp = job.spec
+            if sp.get("config_hash") == self._config_hash or sp.get("job_values") is None:
+                continue
+            if any(e.state not in (S.PEND, S.PSUSP) for e in job.elements.values()):
+                continue  # an array with started elements keeps the values it started with
+            why, new, rr = self._remerged(job, check_hosts=actor != "system")
+            if why is None:
+                done += 1
+                if new.pop("config_refused", None):  # an earlier config refused it; this one takes it
+                    changes += self._changes(list(job.elements.values()), m.Release(
+                        sid, actor, now, reason="the new config takes it: system hold released"))
+                specs.append((job, new, rr))
+                continue
+            refused.append(f"job {job.id}: {why}")
+            new = {**sp, "config_hash": self._config_hash, "config_refused": True}  # refused once per config
+            specs.append((job, new, None))
+            changes += self._changes(list(job.elements.values()), m.SystemHold(
+                sid, actor, now, reason=f"the new config refuses it: {why}",
+                pend_reason=f"Held by the system: the config {self._config_hash[:12]} refuses it: {why}"))
+        write, remember = self._respec(specs)
+        self._commit(changes, write, memory=remember)
+        return done, refused
+
+    def apply_config(self, new: ClusterConfig, caller: Caller) -> dict:
+        """CFG-3: validate `new` again and swap it in atomically, or refuse it whole.
+
+        Admins only (PermissionDenied). InvalidRequest lists every problem (cross-references,
+        settings only a restart can change). On success pending jobs are re-merged with the
+        new profiles and queues and a session is asked for. Returns {"hash", "previous_hash",
+        "remerged" (jobs), "held" (lines naming the jobs the new config refuses)}.
+        """
+        from xced.config.live import check_compiled, restart_only_changes
+
+        require_admin(caller, "apply a config")
+        problems = check_compiled(new) + [f"{p}: restart xced to apply it"
+                                          for p in restart_only_changes(self.config, new)]
+        if problems:
+            raise InvalidRequest("the daemon refused the config, nothing was applied: " + "; ".join(problems),
+                                 field="config")
+        previous = self._config_hash
+        self.config = new
+        self._config_hash = new.content_hash()
+        remerged, held = self._remerge_pending(f"admin:{caller.user}")
+        if self.recorder is not None:  # SIM-2: the config in force from here on
+            self.recorder.config(new)
+        self.kick()
+        return {"hash": self._config_hash, "previous_hash": previous, "remerged": remerged, "held": held}

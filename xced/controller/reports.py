@@ -1,0 +1,101 @@
+"""What workers report (JOB-1, JOB-8): a start seen, a start that failed, an end recorded by
+the element's supervisor.
+
+Part of the Controller (xced.controller.controller), which mixes these in: every method
+runs on the event loop thread and changes state only through the shell (`_commit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from xced.controller import machine as m
+from xced.controller.hosts import WorkerLink
+from xced.controller.machine import transition
+from xced.model.jobs import ACTIVE, FINISHED, JobState, format_job_ref
+from xced.model.state import EndStatus, Element, Job
+
+log = logging.getLogger("xced.controller")
+
+S = JobState
+
+
+class ReportsMixin:
+    """What workers report (JOB-1, JOB-8): a part of the Controller."""
+
+    def on_started(self, job_id: int, index: int, start_time: float) -> None:
+        """The worker saw the job's process start: show the real start time. Kept in memory
+        only (no transaction per start); the end's record carries it durably, and after a
+        restart the worker reports it again from the supervisor's job.json."""
+        job = self.jobs.get(job_id)
+        e = job.elements.get(index) if job else None
+        if e is not None and e.state in ACTIVE:
+            stim = m.Started("report", "worker", 0.0, start_time=start_time)  # writes nothing: no ID needed
+            self._commit([(e, stim, transition(e, stim))])
+
+    def on_start_failed(self, job_id: int, index: int, reason: str) -> None:
+        """The worker could not start the element at all: back to PEND (retryable)."""
+        job = self.jobs.get(job_id)
+        e = job.elements.get(index) if job else None
+        if e is None or e.state is not S.RUN:
+            return
+        stim = self._stim(m.StartFailed, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", reason=reason)
+        self._commit([(e, stim, transition(e, stim))])
+        self.kick()
+
+    def on_finished(self, job_id: int, index: int, st: EndStatus) -> None:
+        """An element's processes ended (status from its supervisor's file, JOB-8). When its
+        profile has a post_host_exec and it ran on several hosts, its tasks end and that
+        hook runs on each other host before the end is recorded (JOB-6); a failing one makes
+        a DONE job EXIT with a reason naming the hook and host."""
+        job = self.jobs.get(job_id)
+        e = job.elements.get(index) if job else None
+        if e is None or e.state not in ACTIVE:
+            log.warning("end of %s ignored: not running here", format_job_ref(job_id, index))
+            return
+        if (job_id, index) in self._host_hooked:
+            self._host_hooked.discard((job_id, index))
+            profile = self._profile_of(job)
+            if profile is not None and profile.post_host_exec is not None:
+                asyncio.ensure_future(self._finish_after_host_hooks(e, st, profile.post_host_exec.model_dump()))
+                return
+        self._finish(e, st)
+
+    def _finish(self, e: Element, st: EndStatus) -> None:
+        """Record the end of element `e` (the machine's Finished), then end its tasks and
+        wake its waiters."""
+        stim = self._stim(m.Finished, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", status=st)
+        self._commit([(e, stim, transition(e, stim))])
+        self._job_changed(e.job)
+        self.kick()
+
+    def _each_first_host(self, elements: list[Element], act: Callable[[WorkerLink, Element], object]) -> None:
+        """Call act(worker, element) with the worker of each element's first host, when joined."""
+        for e in elements:
+            w = self.workers.get(e.alloc[0][0]) if e.alloc else None
+            if w is not None:
+                act(w, e)
+
+    def _end_tasks(self, job_id: int, index: int, hosts: list[str]) -> None:
+        """The job's script ended: end its tasks on every host of the job (D-1, JOB-7)."""
+        for h in hosts:
+            w = self.workers.get(h)
+            if w is not None:
+                w.end_tasks(job_id, index)
+
+    def _job_changed(self, job: Job) -> None:
+        if job.finished():
+            self.active.pop(job.id, None)
+        waiters = self._waiters.get(job.id)
+        if not waiters:
+            return
+        for fut, index in list(waiters):
+            e = job.elements.get(index) if index is not None else None
+            if job.finished() or (e is not None and e.state in FINISHED):
+                if not fut.done():
+                    fut.set_result(None)
+                waiters.remove((fut, index))
+        if not waiters:
+            del self._waiters[job.id]

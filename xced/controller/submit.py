@@ -1,0 +1,273 @@
+"""Submits (JOB-1, JOB-4, JOB-5, MERGE-1, MERGE-2, D-3): the checks of a job's own values, the
+one merge with its profile and queue, the spec it is recorded with.
+
+Part of the Controller (xced.controller.controller), which mixes these in: every method
+runs on the event loop thread and changes state only through the shell (`_commit`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from xced.constants import DEFAULT_UMASK
+from xced.api.errors import InvalidRequest
+from xced.model import deps
+from xced.model.jobs import ArraySpecError, JobState, parse_job_name
+from xced.model.state import Element, Job
+from xced.policy.rbac import Caller
+from xced.merge import Effective, JobValues, MergeError, merge_job
+from xced.resreq import ResReqError, merge, parse, render, to_json
+from xced.scheduler.placement import PlacementRequest, never_satisfiable
+
+S = JobState
+
+
+_NO_RESREQ = parse("")
+
+
+def effective_resreq(texts: list[str]):
+    """The job's effective requirement: its `-R` strings parsed and merged as LSF merges
+    them (RES-1). Raises ResReqError."""
+    parts = [parse(t) for t in texts if t.strip()]
+    return merge(parts) if parts else _NO_RESREQ
+
+
+def _check_own_values(req: dict) -> None:
+    """The job's own values, sanity only (policy is the merge's, MERGE-1, DESIGN rule 5):
+    task counts, limits, names and values without NUL bytes. Raises InvalidRequest."""
+    nmin, nmax = req.get("ntasks_min"), req.get("ntasks_max")
+    if nmin is not None and nmin < 1:
+        raise InvalidRequest(f"-n {nmin}: the task count must be at least 1", field="ntasks_min")
+    if nmax is not None and nmax < (nmin or 1):
+        raise InvalidRequest(f"-n {nmin},{nmax}: the maximum is below the minimum; write -n MIN,MAX with MIN <= MAX",
+                             field="ntasks_max")
+    rl = req.get("run_limit_s")
+    if rl is not None and rl <= 0:
+        raise InvalidRequest(f"run limit {rl} s: must be positive; -W takes [hours:]minutes, e.g. -W 30 or -W 1:30",
+                             field="run_limit_s")
+    mem = req.get("memory_limit_mb")
+    if mem is not None and mem <= 0:
+        raise InvalidRequest(f"memory limit {mem} MB: must be positive, e.g. -M 4GB", field="memory_limit_mb")
+    for what, mapping in (("--env", req.get("env") or {}), ("--app-param", req.get("app_params") or {})):
+        for k, v in mapping.items():
+            if not k or "\0" in k or "\0" in v or (what == "--env" and "=" in k):
+                raise InvalidRequest(f"{what} {k!r}: names must be non-empty without '=' and names and values "
+                                     f"without NUL bytes", field="env" if what == "--env" else "app_params")
+    if any("\0" in a for a in req.get("argv") or []) or "\0" in (req.get("cwd") or ""):
+        raise InvalidRequest("the command or the working directory contains a NUL byte", field="argv")
+    for fld, opt in (("stdout", "-o"), ("stderr", "-e")):
+        if "\0" in (req.get(fld) or ""):
+            raise InvalidRequest(f"{opt} {req[fld]!r}: a file name cannot contain a NUL byte", field=fld)
+
+
+def _submit_resreq(texts: list[str], nmin: int | None, nmax: int | None):
+    """The job's -R strings merged (RES-1) and its task range: a compound request's counts
+    say how many tasks (LSF), and a -n that contradicts them is refused. Returns (resreq,
+    nmin, nmax). Raises InvalidRequest with the column of a parse error."""
+    try:
+        resreq = effective_resreq(texts)
+    except ResReqError as e:
+        raise InvalidRequest(f"-R: {e}", field="resreq") from None
+    if resreq.kind != "compound":
+        return resreq, nmin, nmax
+    if any(p.resreq.span is not None and p.resreq.span.hosts == 1 for p in resreq.parts):
+        raise InvalidRequest("-R: span[hosts=1] is not allowed inside a compound request (as in LSF): the parts "
+                             "of a compound job are placed separately; use a simple request to keep every task "
+                             "on one host", field="resreq")
+    total = sum(p.count or 0 for p in resreq.parts)
+    if (nmin is not None or nmax is not None) and not (nmin or 1) <= total <= (nmax or nmin or 1):
+        asked = str(nmin) if nmax in (None, nmin) else f"{nmin},{nmax}"
+        raise InvalidRequest(f"-n {asked} does not match the compound -R, which asks for {total} tasks",
+                             field="ntasks_min")
+    return resreq, total, total
+
+
+def _job_name(text: str | None):
+    """(name, ArraySpec or None) of a -J value (JOB-4). Raises InvalidRequest."""
+    if text is None:
+        return None, None
+    try:
+        return parse_job_name(text)
+    except ArraySpecError as e:
+        raise InvalidRequest(str(e), field="name") from None
+
+
+def _dry_run(eff, spec: dict, qname: str, app: str, name, array_size: int) -> dict:
+    """CLI-2 --dry-run: the effective job as the merge made it, recorded nowhere."""
+    resreq = eff.resreq
+    warnings = list(eff.warnings)
+    groups = [g for alt in resreq.rusage for g in alt] + [g for p in resreq.parts for alt in p.resreq.rusage for g in alt]
+    if any(g.duration_s is not None or g.decay is not None for g in groups):
+        warnings.append("rusage duration and decay are accepted, but this version holds every "
+                        "reservation for the life of the job")
+    return {**eff.to_json(), "queue": qname, "app": app or None, "ntasks_min": eff.ntasks_min,
+            "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s, "memory_limit_mb": eff.memory_limit_mb,
+            "name": name, "array_size": array_size, "run_as": spec["run_as"], "resreq": to_json(resreq),
+            "resreq_text": render(resreq), "dependency": spec["dependency"], "_warnings": warnings}
+
+
+class SubmitMixin:
+    """Submits (JOB-1, JOB-4, JOB-5, MERGE-1, MERGE-2, D-3): a part of the Controller."""
+
+    def submit(self, req: dict, caller: Caller, *, dry_run: bool = False):
+        """Validate and record a job (JOB-1, JOB-4, MERGE-2 ceilings); acknowledged after commit (D-3).
+
+        `req` holds SubmitRequest's fields. Returns the Job; with `dry_run`, records nothing
+        and returns the effective values instead (CLI-2 --dry-run): {"queue", "ntasks_min",
+        "ntasks_max", "run_limit_s", "memory_limit_mb", "name", "array_size", "run_as",
+        "resreq" (the documented JSON form), "resreq_text"}. Raises InvalidRequest naming the
+        field and what would be valid.
+        """
+        qname, queue, app, profile = self._submit_target(req)
+        own_hooks = {k: req.get(k) for k in ("pre_exec", "post_exec") if req.get(k)}
+        if own_hooks and profile is not None and not profile.allow_job_pre_post_exec:
+            raise InvalidRequest(f"profile {app} does not allow a job's own pre/post-exec (-E/-Ep): it runs its "
+                                 f"own hooks around every job (JOB-7)", field="pre_exec")
+        _check_own_values(req)
+        texts = list(req.get("resreq") or [])
+        resreq, nmin, nmax = _submit_resreq(texts, req.get("ntasks_min"), req.get("ntasks_max"))
+        job_values = {"ntasks_min": nmin, "ntasks_max": nmax if nmax is not None else nmin,
+                      "run_limit_s": req.get("run_limit_s"), "memory_limit_mb": req.get("memory_limit_mb"),
+                      "app_params": dict(req.get("app_params") or {}), "exdata": req.get("exdata")}
+        job_env = dict(req.get("env") or {})
+        try:
+            eff = self._merge(resreq, job_values, job_env, profile, queue)
+        except MergeError as e:
+            raise InvalidRequest(str(e), field="app") from None
+        self._check_can_start(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
+        cwd = req.get("cwd") or ""
+        if not os.path.isabs(cwd):
+            raise InvalidRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
+        name, array = _job_name(req.get("name"))
+        # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
+        dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None
+        spec = self._spec(req, caller, eff, job_env, texts, app, profile, own_hooks, job_values, array, dependency)
+        indices = array.indices if array else (0,)
+        if dry_run:
+            return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0)
+        job = self._record_submit(name, caller, qname, spec, indices, eff.resreq, dependency)
+        self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
+        return job
+
+    def _submit_target(self, req: dict):
+        """The queue and the application profile of a submit (PROF-1, PROF-2: app None means the
+        cluster's default_application, "" means none): (queue name, queue, app, profile)."""
+        cfg = self.config
+        qname = req.get("queue") or cfg.default_queue
+        queue = cfg.queue(qname)
+        if queue is None:
+            raise InvalidRequest(f"unknown queue {qname!r}; queues: {', '.join(q.name for q in cfg.queues)}",
+                                 field="queue")
+        app = req.get("app")
+        if app is None:
+            app = cfg.settings.default_application or ""
+        profile = None
+        if app:
+            profile = cfg.applications.get(app)
+            if profile is None:
+                raise InvalidRequest(f"unknown application profile {app!r}; profiles: "
+                                     f"{', '.join(sorted(cfg.applications))} (xcecli apps lists them)", field="app")
+        return qname, queue, app, profile
+
+    def _check_can_start(self, nmin: int, nmax: int, resreq, host_limit: int | None) -> None:
+        """MERGE-2: a request that no host of the cluster could ever satisfy, even idle, is
+        refused at submit (one that is only full now pends). Raises InvalidRequest."""
+        total_slots = sum(h.slots for h in self.hosts.values())
+        if nmin > total_slots:
+            raise InvalidRequest(f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all"
+                                 + ("" if self.hosts else " (no host has joined yet)"), field="ntasks_min")
+        if not resreq.is_empty or host_limit is not None:  # a bare -n was checked just above
+            why = never_satisfiable(PlacementRequest(nmin, nmax, resreq, host_limit),
+                                    [self._host_snap_supply(h) for h in self.hosts.values()])
+            if why:
+                raise InvalidRequest(f"the job can never start: {why}", field="resreq")
+
+    def _spec(self, req, caller, eff, job_env, texts, app, profile, own_hooks, job_values, array, dependency) -> dict:
+        """The job's record: its own values as given (job_values, for a later re-merge), the
+        effective ones of the merge (MERGE-1), and who it runs as (D-6: the submitting user
+        when the daemon is root and the user is real, else the daemon's user)."""
+        if os.geteuid() == 0 and not caller.asserted and caller.uid is not None:
+            run_as, run_uid, run_gid = caller.user, caller.uid, caller.gid
+        else:
+            run_as, run_uid, run_gid = self.daemon_user, None, None
+        return {
+            "argv": list(req["argv"]), "cwd": req.get("cwd") or "", "env": job_env,  # the dict of exdata's job env
+            "stdout": req.get("stdout"), "stderr": req.get("stderr"),
+            "ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
+            "memory_limit_mb": eff.memory_limit_mb,
+            "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
+            "resreq": texts, "app": app, "app_params": eff.app_params, "exdata": eff.exdata,
+            "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env, "export_env": eff.export_env,
+            "warnings": list(eff.warnings), "own_hooks": own_hooks,
+            "profile_hash": profile.content_hash() if profile is not None else None,
+            "job_values": job_values, "config_hash": self._config_hash,
+            "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
+            "dependency": deps.render(dependency) if dependency is not None else None,
+            "umask": req["umask"] if req.get("umask") is not None else DEFAULT_UMASK,
+        }
+
+    def _record_submit(self, name, caller: Caller, qname: str, spec: dict, indices, resreq, dependency) -> Job:
+        """Commit the job durably (D-3: acknowledged only after this), then keep it in memory."""
+        now = self.clock()
+        jid = self.store.allocate_job_id()
+        with self.store.tx(durable=True):
+            self.store.insert_job(jid, name, caller.user, qname, now, spec, indices, "PEND")
+            self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
+                                 f"{len(indices)} elements" if spec["array_spec"] else None, self._sid("submit"))
+        job = Job(jid, name, caller.user, qname, now, spec)
+        job.resreq = resreq
+        job.dependency = dependency
+        job.elements = {i: Element(job, i, S.PEND) for i in indices}
+        job.unfinished = len(indices)
+        self.jobs[jid] = job
+        self.active[jid] = job
+        return job
+
+    def _pend_or_kick(self, job: Job, qname: str, request: tuple) -> None:
+        """A new job's first pend reason, or a session. A job waiting for its -w dependency
+        needs none (JOB-5: snapshot() leaves it out; the job end that can meet it runs one);
+        nor does one the last session's findings still decide (xced.scheduler.shortcut)."""
+        if job.dependency is not None:
+            waiting = self._dependency_reason(job, self._dependency_lookup({}))
+            if waiting is not None:
+                for e in job.elements.values():
+                    e.pend_reason = waiting
+                return
+        known = self.shortcut.reason_for(qname, request) if not self._session_scheduled else None
+        if known is not None:
+            for e in job.elements.values():
+                e.pend_reason = known
+            return
+        self.kick()
+
+    def _check_dependency(self, text: str):
+        """A submit's `-w` text -> its parsed form (xced.model.deps), or InvalidRequest naming
+        the column and what was expected, or the job or element it names that does not exist
+        (LSF refuses a dependency on a job it cannot find at bsub)."""
+        try:
+            expr = deps.parse_dependency(text)
+        except deps.DependencyError as e:
+            raise InvalidRequest(f"dependency: {e}", field="dependency") from None
+        for jid, idx in sorted(deps.refs(expr), key=lambda r: (r[0], r[1] or 0)):
+            job = self.jobs.get(jid)
+            if job is None:
+                raise InvalidRequest(f"dependency: job {jid} does not exist; `xcecli jobs -a -u all` lists the "
+                                     f"jobs the cluster knows", field="dependency")
+            if idx is None:
+                continue
+            if not job.is_array:
+                raise InvalidRequest(f"dependency: job {jid} is not an array; refer to it as {jid}",
+                                     field="dependency")
+            if idx not in job.elements:
+                raise InvalidRequest(f"dependency: job {jid} has no element {idx}; its indices are "
+                                     f"{job.spec['array_spec']}", field="dependency")
+        return expr
+
+    @staticmethod
+    def _merge(resreq, values: dict, env: dict, profile, queue) -> Effective:
+        """The one merge (MERGE-1) of the job's own values as submitted (`values`: ntasks_min,
+        ntasks_max, run_limit_s, memory_limit_mb, app_params, exdata) with its profile and
+        queue. Raises MergeError."""
+        return merge_job(JobValues(resreq, values["ntasks_min"], values["ntasks_max"], values["run_limit_s"],
+                                   values["memory_limit_mb"], env, dict(values["app_params"]), values["exdata"]),
+                         profile, queue)

@@ -1,0 +1,45 @@
+"""When a submit needs no scheduler session (D-4, SCHED-1, SCHED-2): sessions cost O(pending),
+so a deep strict-FCFS queue would pay one per submit. A new job only adds demand, so while
+nothing but submits has happened since the last session, that session's findings still hold:
+
+- a queue whose head could not start blocks every job behind it (strict FCFS without
+  backfill): the new job pends with the head's reason;
+- a request the session proved unable to start (SCHED-2's cache) still cannot, since the
+  free supply has only shrunk: the new job with that very request gets the proof's reason.
+
+Anything else (a job end, a kill, a release, a host joining, a config change) makes them
+stale: the controller calls `invalidate()` whenever it asks for a session.
+"""
+
+from __future__ import annotations
+
+from xced.model.jobs import PendReason
+
+
+class SubmitShortcut:
+    """The last session's blocked queues and unsatisfiable requests, while they still hold."""
+
+    def __init__(self) -> None:
+        self.blocked: dict[str, PendReason] = {}
+        self.unsatisfiable: dict[tuple, PendReason] = {}
+        #: True while only submits happened since the session that found them
+        self.valid = False
+
+    def invalidate(self) -> None:
+        """Something other than a submit happened: the findings no longer hold."""
+        self.valid = False
+
+    def after_session(self, blocked: dict[str, PendReason], unsatisfiable: dict[tuple, PendReason],
+                      another_asked: bool) -> None:
+        """A session ended with these findings; they hold unless another session is already
+        asked for (something happened while it ran)."""
+        self.blocked = blocked
+        self.unsatisfiable = unsatisfiable
+        self.valid = not another_asked
+
+    def reason_for(self, queue: str, request: tuple) -> PendReason | None:
+        """The reason a new job in `queue` with `request` (ntasks_min, ntasks_max, resreq,
+        host_limit) pends without a session, or None when it needs one."""
+        if not self.valid:
+            return None
+        return self.blocked.get(queue) or self.unsatisfiable.get(request)
