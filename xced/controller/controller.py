@@ -27,6 +27,7 @@ from xced.controller.machine import IllegalTransition, Outcome, Stimulus, transi
 from xced.controller.hosts import HostsMixin, WorkerLink
 from xced.controller.submit import SubmitMixin, effective_resreq
 from xced.controller.dependencies import DependenciesMixin
+from xced.controller.queries import QueriesMixin
 from xced.controller.reconfig import ReconfigMixin
 from xced.controller.dispatch import DispatchMixin
 from xced.controller.hooks import HooksMixin
@@ -66,7 +67,8 @@ def _daemon_user() -> str:
 TRACE_SESSIONS = 64
 
 
-class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, DispatchMixin, HooksMixin, ReportsMixin, ActionsMixin, ExplainMixin):
+class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, DispatchMixin, HooksMixin, ReportsMixin,
+                 ActionsMixin, ExplainMixin, QueriesMixin):
     """Owns jobs, hosts and the store. All methods run on the event loop thread.
 
     Errors raised to the API: InvalidRequest (bad submit), NotFound (unknown job),

@@ -66,6 +66,10 @@ class HostsMixin:
                         self._use(e, +1, only=link.host)
         self.attach_worker(link)
 
+    def is_joined(self, host: str) -> bool:
+        """Whether a worker serves `host` now (host names are unique among joined workers)."""
+        return host in self.workers
+
     def worker_left(self, link: WorkerLink) -> None:
         """The host's channel closed: it takes no new work until it rejoins; its running
         elements stay RUN (their supervisors keep running, JOB-8)."""

@@ -7,7 +7,6 @@ from fastapi import APIRouter, Depends, Request
 import xced
 from xced.api.errors import Conflict, InvalidRequest, NotFound
 from xced.api.models import ApplyConfigRequest, ApplyConfigResult, AppList, RecordRequest, RecordResult, AppOut, HostList, HostOut, Info, QueueList, QueueOut
-from xced.model.jobs import JobState
 from xced.policy.rbac import Caller, require_admin
 from xced.server.auth import caller_of
 
@@ -78,24 +77,13 @@ async def hosts(request: Request, _: Caller = Depends(caller_of)) -> HostList:
         HostOut(name=h.name, status=h.status, slots=h.slots, slots_used=h.slots_used, memory_mb=h.memory_mb,
                 memory_used_mb=h.mem_used_mb, njobs=h.njobs, resources=h.resources, attributes=h.attributes,
                 tags=h.tags)
-        for h in sorted(ctl.hosts.values(), key=lambda h: h.name)])
+        for h in ctl.host_states()])
 
 
 @router.get("/queues", response_model=QueueList)
 async def queues(request: Request, _: Caller = Depends(caller_of)) -> QueueList:
     ctl = request.app.state.controller
-    counts: dict[str, list[int]] = {q.name: [0, 0, 0] for q in ctl.config.queues}
-    for job in ctl.jobs.values():
-        c = counts.get(job.queue)
-        if c is None:
-            continue
-        for e in job.elements.values():
-            if e.state in (JobState.PEND, JobState.PSUSP):
-                c[0] += 1
-            elif e.state is JobState.RUN:
-                c[1] += 1
-            elif e.state is JobState.USUSP:
-                c[2] += 1
+    counts = ctl.queue_counts()
     dq = ctl.config.default_queue
     return QueueList(queues=[
         QueueOut(name=q.name, priority=q.priority, description=q.description, default=q.name == dq,

@@ -20,16 +20,12 @@ from xced.api.models import (
     SubmitResponse,
     WhyOut,
 )
-from xced.model.jobs import FINISHED, JobState
+from xced.model.jobs import JobState
 from xced.policy.rbac import Caller, may_control_job, may_view_env
 from xced.server.auth import caller_of, launch_peer
 from xced.server.convert import event_dict, job_dict, json_response
 
 router = APIRouter()
-
-#: LSF CLEAN_PERIOD: finished jobs stay in the default listing this long (seconds).
-CLEAN_PERIOD_S = 3600.0
-
 
 def _ctl(request: Request):
     return request.app.state.controller
@@ -62,25 +58,9 @@ async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
               queue: str | None = None,
               state: list[JobState] | None = Query(None),
               all: bool = Query(False, description="include finished jobs of any age")) -> Response:
-    ctl = _ctl(request)
     want_user = caller.user if user is None else (None if user == "all" else user)
-    horizon = ctl.clock() - CLEAN_PERIOD_S
-    states = set(state) if state else None
-    out = []
-    for job in ctl.jobs.values():
-        if want_user is not None and job.user != want_user:
-            continue
-        if queue is not None and job.queue != queue:
-            continue
-        js = job.state()
-        if states is not None and js not in states and not any(e.state in states for e in job.elements.values()):
-            continue
-        if states is None and not all and js in FINISHED:
-            ends = [e.end_time or 0 for e in job.elements.values()]
-            if max(ends, default=0) < horizon:
-                continue
-        out.append(job_dict(job, elements=not job.is_array))
-    return json_response({"jobs": out})
+    jobs = _ctl(request).find_jobs(want_user, queue, set(state) if state else None, all)
+    return json_response({"jobs": [job_dict(job, elements=not job.is_array) for job in jobs]})
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
@@ -91,9 +71,7 @@ async def show_job(job_id: int, request: Request, caller: Caller = Depends(calle
 
 @router.get("/jobs/{job_id}/events", response_model=EventList)
 async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> Response:
-    ctl = _ctl(request)
-    ctl.job(job_id)
-    return json_response({"events": [event_dict(r) for r in ctl.store.events(job_id)]})
+    return json_response({"events": [event_dict(r) for r in _ctl(request).job_events(job_id)]})
 
 
 @router.get("/jobs/{job_id}/output", response_class=PlainTextResponse)

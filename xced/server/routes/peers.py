@@ -30,7 +30,7 @@ async def worker_channel(ws: WebSocket) -> None:
         await ws.send_json({"op": "refused", "reason": f"bad join message: {e}"})
         await ws.close()
         return
-    if join.host in ctl.workers:
+    if ctl.is_joined(join.host):
         await ws.send_json({"op": "refused", "reason": f"host {join.host} is already joined (another worker, or this "
                                                       f"one still connected); host names must be unique"})
         await ws.close()

@@ -1,0 +1,63 @@
+"""What the API server reads (CLI-3: jobs, hist, hosts, queues): a small query interface, so
+that routes never walk the controller's maps or its store themselves.
+
+Part of the Controller (xced.controller.controller), which mixes these in.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from xced.model.jobs import FINISHED, JobState
+from xced.model.state import HostState, Job
+
+#: LSF CLEAN_PERIOD: finished jobs stay in the default listing this long (seconds)
+CLEAN_PERIOD_S = 3600.0
+
+
+class QueriesMixin:
+    """Reads for the API server: a part of the Controller."""
+
+    def find_jobs(self, user: str | None, queue: str | None, states: set[JobState] | None,
+                  finished_too: bool) -> Iterator[Job]:
+        """The jobs `xcecli jobs` lists (LSF bjobs), by ID: of `user` (None: every user), in
+        `queue`, with an element in one of `states`; without `states`, unfinished jobs and
+        those finished within CLEAN_PERIOD_S, or every job with `finished_too` (bjobs -a)."""
+        horizon = self.clock() - CLEAN_PERIOD_S
+        for job in self.jobs.values():
+            if user is not None and job.user != user:
+                continue
+            if queue is not None and job.queue != queue:
+                continue
+            js = job.state()
+            if states is not None and js not in states and not any(e.state in states for e in job.elements.values()):
+                continue
+            if states is None and not finished_too and js in FINISHED:
+                if max((e.end_time or 0 for e in job.elements.values()), default=0) < horizon:
+                    continue
+            yield job
+
+    def job_events(self, job_id: int) -> list[tuple]:
+        """The job's history rows, oldest first (D-5; `xcecli hist`). Raises NotFound."""
+        self.job(job_id)
+        return self.store.events(job_id)
+
+    def host_states(self) -> list[HostState]:
+        """Every host the controller knows, by name (`xcecli hosts`, LSF bhosts)."""
+        return sorted(self.hosts.values(), key=lambda h: h.name)
+
+    def queue_counts(self) -> dict[str, tuple[int, int, int]]:
+        """Per queue of the config in force: (pending, running, suspended) elements (LSF bqueues)."""
+        counts = {q.name: [0, 0, 0] for q in self.config.queues}
+        for job in self.jobs.values():
+            c = counts.get(job.queue)
+            if c is None:
+                continue
+            for e in job.elements.values():
+                if e.state in (JobState.PEND, JobState.PSUSP):
+                    c[0] += 1
+                elif e.state is JobState.RUN:
+                    c[1] += 1
+                elif e.state is JobState.USUSP:
+                    c[2] += 1
+        return {k: (v[0], v[1], v[2]) for k, v in counts.items()}
