@@ -213,3 +213,13 @@ def test_events_carry_the_id_of_their_stimulus(ctl):
     kinds = {r[3]: r[8] for r in rows}
     assert kinds["DISPATCH"].startswith("session-") and kinds["KILL_REQUEST"].startswith("kill-")
     assert kinds["DISPATCH"] != kinds["KILL_REQUEST"]
+
+
+def test_the_architecture_doc_shows_the_table_in_force():
+    """docs/architecture.md renders the transition table; it may not drift from the code."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    begin, end = "<!-- transition table: begin -->\n", "<!-- transition table: end -->"
+    shown = doc[doc.index(begin) + len(begin):doc.index(end)]
+    assert shown == m.render_table(), "docs/architecture.md's table is stale: paste render_table()'s output"
