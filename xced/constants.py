@@ -1,6 +1,8 @@
-"""Names shared by the daemon and the CLIs: environment variables, paths, defaults.
-
-DESIGN "Conventions": environment names live here and nowhere else.
+"""Names shared by the daemon and the CLIs: the environment variables that point them at a
+cluster (XCE_TOPDIR, XCE_SOCKET, XCE_CONTROLLER, XCE_TEST_USER, XCE_DEBUG), the files of a
+TopDir's run/ and state/, and defaults. Code uses these names, never the literals (DESIGN
+"Conventions"); the names of a job's own environment (JOB-3: XCE_JOBID, LSB_HOSTS, ...)
+are xced/worker/env.py's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ SOCKET_NAME = "xced.sock"
 SOCKET_PATH_FILE = "xced.sock.path"
 PORT_FILE = "xced.port"
 PID_FILE = "xced.pid"
+#: in run/: flock-ed by the running xced of the TopDir
+LOCK_FILE = "xced.lock"
+#: in run/: written once the daemon serves (its socket path, or a worker's controller URL)
+READY_FILE = "xced.ready"
 DB_NAME = "xce.db"
 #: the umask of a job whose submit names none (D-7: LSF's and Slurm's default)
 DEFAULT_UMASK = 0o022

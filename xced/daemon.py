@@ -21,7 +21,8 @@ from pathlib import Path
 
 import typer
 
-from xced.constants import ENV_SOCKET, ENV_TOPDIR, PID_FILE, PORT_FILE, SOCKET_PATH_FILE, default_topdir
+from xced.constants import (DB_NAME, ENV_SOCKET, ENV_TOPDIR, LOCK_FILE, PID_FILE, PORT_FILE, READY_FILE,
+                             SOCKET_PATH_FILE, default_topdir)
 
 log = logging.getLogger("xced")
 
@@ -94,7 +95,7 @@ def secure_topdir(top: Path, dirs: tuple[str, ...] | None = None) -> None:
 
 def _lock_topdir(top: Path) -> int:
     run = top / "run"
-    fd = os.open(run / "xced.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = os.open(run / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -213,12 +214,12 @@ async def serve_worker(top: Path, url: str, join) -> None:
         loop.add_signal_handler(s, stop.set)
     print(f"xced: worker host {join.host} ({join.slots} slots, {join.memory_mb} MB) of {url}, TopDir {top}",
           file=sys.stderr, flush=True)
-    (top / "run" / "xced.ready").write_text(url)
+    (top / "run" / READY_FILE).write_text(url)
     try:
         await run_worker(url, join, top, stop)
     finally:
         try:
-            (top / "run" / "xced.ready").unlink()
+            (top / "run" / READY_FILE).unlink()
         except OSError:
             pass
         print("xced: worker stopped; running jobs keep running under their supervisors", file=sys.stderr, flush=True)
@@ -237,7 +238,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     from xced.store.sqlite import StoreError
 
     try:
-        store = SqliteStore(top / "state" / "xce.db")
+        store = SqliteStore(top / "state" / DB_NAME)
     except StoreError as e:
         raise StartupError(f"{e}; if the file is damaged, move {top / 'state'} aside to start with an empty store")
     ctl = Controller(config, store, top)
@@ -251,7 +252,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     sock = _socket_place(top)
     worker = None
     if local is not None:
-        worker = LocalWorker(local, top, ctl, {"XCE_SOCKET": str(sock)})
+        worker = LocalWorker(local, top, ctl, {ENV_SOCKET: str(sock)})
         ctl.attach_worker(worker)
     elif run_jobs_here:
         log.warning("no host in hosts.yaml is this machine (%s); this xced runs no jobs itself", host_name)
@@ -292,7 +293,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
 
     async def startup(sockets=None):
         await orig_startup(sockets)
-        (top / "run" / "xced.ready").write_text(str(sock))
+        (top / "run" / READY_FILE).write_text(str(sock))
 
     server.startup = startup  # type: ignore[method-assign]
 
@@ -315,7 +316,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         if worker is not None:
             await worker.close()
         store.close()
-        for p in (sock, top / "run" / "xced.ready", top / "run" / SOCKET_PATH_FILE):  # run/xced.port stays
+        for p in (sock, top / "run" / READY_FILE, top / "run" / SOCKET_PATH_FILE):  # run/xced.port stays
             try:
                 p.unlink()
             except OSError:

@@ -3,9 +3,10 @@
 One pure function, `merge_job(job, profile, queue, project=None)`, turns what a
 job asked (`JobValues`, kept as submitted) plus its application profile and its
 queue's policy into the `Effective` values the scheduler places with and the
-worker runs. No I/O. Called at submit, by the scheduler (live while the job
-pends) and by the dry-run route; at dispatch its result is frozen on the
-dispatch record (MERGE-1).
+worker runs. No I/O. The controller calls it at submit (and for the dry run),
+and again for every pending job when the config changes or the job is
+requeued or released (CFG-3), so a pending job runs with what the config in
+force says; its result is stored on the job and is what dispatch uses.
 
 Rules, by SPEC id:
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
+from xced.constants import ENV_DEBUG
+
 
 def _one_line(msg: str) -> str:
     return " ".join(msg.split("\n")).strip()
@@ -26,7 +28,7 @@ def run_app(app, prog: str) -> None:
 
     from xced.api.errors import XceError
 
-    debug = os.environ.get("XCE_DEBUG", "") not in ("", "0")
+    debug = os.environ.get(ENV_DEBUG, "") not in ("", "0")
     try:
         rv = app(standalone_mode=False, prog_name=prog)
         sys.exit(rv if isinstance(rv, int) else 0)

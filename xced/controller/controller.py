@@ -98,7 +98,6 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         #: elements whose profile host hooks run on their other hosts too (JOB-6)
         self._host_hooked: set[tuple[int, int]] = set()
         self.sessions = 0
-        self.last_trace: list[str] = []
         #: the decision traces of the last sessions, newest last (D-4, for `xcecli why`)
         self.traces: collections.deque[list[str]] = collections.deque(maxlen=TRACE_SESSIONS)
         #: an open recording of every session (SIM-2, an xced.sim.recording.Recorder), or None

@@ -92,7 +92,6 @@ class DispatchMixin:
         now = self.clock()
         result = schedule(snap, now)
         self.sessions += 1
-        self.last_trace = result.trace
         self.traces.append(result.trace)
         if self.recorder is not None and not self.recorder.session(now, self._config_hash, snap, result):
             self.recorder = None  # it could not write; it logged why

@@ -430,11 +430,6 @@ def render_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def allowed(stimulus: type, state: S) -> bool:
-    """Whether the pair is in TABLE."""
-    return (stimulus, state) in TABLE
-
-
 def transition(e: Element, s: AnyStimulus) -> Outcome | None:
     """The outcome of stimulus `s` on element `e` (which it never changes), or None when
     `s` asks for nothing to change in `e`'s state. Raises IllegalTransition for a pair not

@@ -92,7 +92,6 @@ class SessionResult:
     unsatisfiable: dict[tuple, PendReason] = field(default_factory=dict)
 
 
-REASON_HELD = "The job is held while pending (PSUSP)"
 REASON_ARRAY_LIMIT = "The job array has reached its limit of {limit} running elements"
 REASON_BEHIND = "Waiting behind job {ref} in queue {queue} (first come, first served)"
 REASON_NO_HOSTS = "No host is available: every host is closed or down"

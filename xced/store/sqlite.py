@@ -1,8 +1,9 @@
-"""SQLite store (D-3): WAL mode, numbered migrations, one writer (the controller).
+"""SQLite store (D-3): the Store protocol of xced.store.base, WAL mode, numbered migrations,
+one writer (the controller).
 
-The controller calls these methods from the event loop thread; each write method is
-one transaction (`BEGIN IMMEDIATE` ... `COMMIT`), so a submit is acknowledged only
-after its commit.
+The controller calls these methods from the event loop thread. Its writes go inside
+`tx()`, one transaction (`BEGIN IMMEDIATE` ... `COMMIT`) per stimulus, so a submit is
+acknowledged only after its commit and a failed transaction leaves nothing.
 
 Durability: every commit survives a crash of xced (WAL). Transactions that acknowledge
 something to a user (a submit) are `durable=True`: committed with `synchronous=FULL`, so

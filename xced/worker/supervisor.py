@@ -6,8 +6,10 @@ restarted while jobs run: the supervisor starts the job, enforces its run
 limit, runs the kill sequence on request, and records the exit status durably
 in JOBDIR before it exits (DESIGN rule 3).
 
-This module is STDLIB ONLY and must start fast: the daemon imports its file
-names from here (``xced.worker.procs``), never the other way round.
+This module uses the standard library only, besides two stdlib-only modules of
+xced (``xced.worker.env`` for a hook's environment, ``xced.constants``), and must
+start fast: the daemon imports its file names from here (``xced.worker.procs``),
+never the other way round.
 
 The job directory protocol (JOBDIR is created by the caller):
 
@@ -15,13 +17,17 @@ The job directory protocol (JOBDIR is created by the caller):
 
     {"job_id": int, "index": int, "argv": [str, ...], "cwd": str,
      "env": {str: str}, "stdout": str, "stderr": str,
-     "run_limit_s": float | null, "grace_s": float, "kill_interval_s": float,
-     "uid": int | null, "gid": int | null, "groups": [int] | null}
+     "run_limit_s": float | null, "memory_limit_mb": int | null, "grace_s": float,
+     "kill_interval_s": float, "uid": int | null, "gid": int | null, "groups": [int] | null,
+     "umask": int, "hooks": {...} | null, "host": str | null, "host_ntasks": int | null}
 
     Relative output paths are taken relative to ``cwd``. When ``stderr`` names
     the same file as ``stdout`` the file is opened once and both streams share
-    it. Output files are opened O_APPEND|O_CREAT; missing parent directories
-    are created.
+    it. Output files are opened O_APPEND|O_CREAT as the job's user with its
+    umask (missing parent directories are created); only the default ``stdout``,
+    ``stderr`` and a task's ``output`` directly in JOBDIR are made by the
+    supervisor itself (0600) and handed to that user (D-7). Every file of the
+    protocol is 0600 and never written through a symlink.
 
 ``lock``  the supervisor holds ``flock(LOCK_EX)`` on it for its whole life;
     a held lock means "a supervisor is alive here" without trusting PIDs.
