@@ -200,7 +200,11 @@ def test_profile_hooks(topdir, tmp_path):
         jid = d.submit("-a", "slowpre", "--env", f"HOOKLOG={log}", "--", "sh", "-c", f"echo job >> {log}",
                        cwd=tmp_path)
         d.wait_state(jid, ("RUN",))
-        time.sleep(0.3)
+        hooks_log = d.top / "jobs" / str(jid) / "0" / "hooks.log"
+        deadline = time.monotonic() + 20
+        while not hooks_log.exists() or "--- pre_job_exec" not in hooks_log.read_text():
+            assert time.monotonic() < deadline, "the pre hook never started"
+            time.sleep(0.05)  # the pre hook runs: a state, not a time
         d.cli("kill", str(jid), check=True)  # a kill during a pre hook ends it; the job never starts
         j = d.wait_state(jid, ("EXIT",), timeout=15)
         assert j["elements"][0]["exit_reason"].startswith("killed by")

@@ -122,19 +122,18 @@ def test_stop_resume_running_and_pending(shared_daemon, tmp_path):
     assert d.show(jid)["state"] == "RUN"
     d.cli("kill", str(jid), check=True)
     d.wait_state(jid, ("EXIT",))
-    # a pending job that is stopped is PSUSP with a user hold; resume releases it
-    big = d.submit("-n", "4", "--", "sleep", "1", cwd=tmp_path)
+    # a pending job that is stopped is PSUSP with a user hold; resume releases it. The big job
+    # holds every slot until it is killed, so the other one pends for certain (no race with time)
+    big = d.submit("-n", "4", "--", "sleep", "60", cwd=tmp_path)
+    d.wait_state(big, ("RUN",))
     held = d.submit("--", "true", cwd=tmp_path)
-    r = d.cli("stop", str(held), check=True)
+    d.cli("stop", str(held), check=True)
     j = d.show(held)
-    if j["state"] != "DONE":  # it may have started before the stop
-        assert r.returncode == 0
-        assert j["state"] in ("PSUSP", "USUSP") or j["state"] == "EXIT"
-        if j["state"] == "PSUSP":
-            assert j["elements"][0]["holds"] == ["user"]
-            d.cli("resume", str(held), check=True)
-            assert d.wait_state(held, ("DONE",))["state"] == "DONE"
-    d.wait_state(big, ("DONE",))
+    assert j["state"] == "PSUSP" and j["elements"][0]["holds"] == ["user"]
+    d.cli("resume", str(held), check=True)
+    assert d.show(held)["state"] == "PEND"
+    d.cli("kill", str(big), check=True)
+    assert d.wait_state(held, ("DONE",))["state"] == "DONE"
     hist = d.cli("hist", str(jid), check=True).stdout
     assert "STOP" in hist and "RESUME" in hist
 
@@ -158,7 +157,10 @@ def test_requeue_running_job_runs_again(shared_daemon, tmp_path):
     d = shared_daemon
     jid = d.submit("-o", "rq.txt", "--", "sh", "-c", "echo run; sleep 30", cwd=tmp_path)
     d.wait_state(jid, ("RUN",))
-    time.sleep(0.2)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "rq.txt").exists() or "run" not in (tmp_path / "rq.txt").read_text():
+        assert time.monotonic() < deadline, "the job never ran"
+        time.sleep(0.05)  # waits for a state (its output), never for a time
     d.cli("requeue", str(jid), check=True)
     deadline = time.time() + 20
     while time.time() < deadline:

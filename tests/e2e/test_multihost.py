@@ -350,10 +350,17 @@ def test_controller_restart_keeps_port_and_counts(cluster, tmp_path):
     same port, the end is recorded, and no host is left with negative use."""
     d = cluster.ctl
     port = (cluster.ctl_top / "run" / "xced.port").read_text().strip()
-    jid = d.submit("-n", "4", "-R", "span[ptile=2]", "--", "sleep", "2", cwd=tmp_path)
-    d.wait_state(jid, ("RUN",))
+    gate = tmp_path / "gate"
+    jid = d.submit("-n", "4", "-R", "span[ptile=2]", "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done",
+                   cwd=tmp_path)
+    first = d.wait_state(jid, ("RUN",))["elements"][0]["alloc"][0]["host"]
     assert d.stop(signal.SIGTERM) == 0
-    time.sleep(2.5)  # the job ends while the controller is down
+    gate.touch()  # the job ends while the controller is down: wait for its supervisor's record
+    status = cluster.top / first / "jobs" / str(jid) / "0" / "status.json"
+    deadline = time.monotonic() + 30
+    while not status.exists():
+        assert time.monotonic() < deadline, "the job did not end while the controller was down"
+        time.sleep(0.05)
     d.start()
     assert (cluster.ctl_top / "run" / "xced.port").read_text().strip() == port
     deadline = time.monotonic() + 30

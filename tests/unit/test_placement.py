@@ -385,17 +385,16 @@ def test_inputs_not_mutated():
     assert [(h.slots_free, h.mem_free_mb, dict(h.resources_free)) for h in hosts] == before
 
 
-def test_thousand_hosts_is_fast():
-    import time
-
+def test_thousand_hosts_places_within_the_constraints():
+    """A thousand hosts (its speed is measured in bench/sched.py, never here)."""
     hosts = [host(f"h{i:04}", 32, i % 33, mem=262144, memfree=(i * 977) % 262144, res={"gpu": 4},
                   resfree={"gpu": i % 5}, type="x86_64" if i % 3 else "aarch64") for i in range(1000)]
     r = req(1, 5000, "select[type==x86_64 && gpu>=1] rusage[mem=2GB:gpu=1] same[type] span[block=2]", limit=100)
-    t = time.perf_counter()
-    for _ in range(20):
-        got = place(r, hosts)
+    got = place(r, hosts)
     assert isinstance(got, Plan) and got.ntasks > 0
-    assert (time.perf_counter() - t) / 20 < 0.1
+    chosen = {h.name: h for h in hosts if h.name in {a[0] for a in got.alloc}}
+    assert len({h.attributes.get("type") for h in chosen.values()}) == 1  # same[type]
+    assert all(h.attributes.get("type") == "x86_64" and h.resources_free.get("gpu", 0) >= 1 for h in chosen.values())
 
 
 # --------------------------------------------------------------------------- property test

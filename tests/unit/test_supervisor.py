@@ -242,7 +242,7 @@ def test_kill_sequence_ends_with_sigkill(jobs):
     t0, st = run(go())
     assert st.reason == "killed"
     assert (st.signal, st.signal_name, st.exit_code) == (signal.SIGKILL, "SIGKILL", 137)
-    assert 0.35 <= st.end_time - t0 < 2.0
+    assert st.end_time - t0 >= 0.35  # INT, TERM and KILL spaced by kill_interval_s (load only lengthens it)
 
 
 def test_kill_sequence_stops_at_sigint_when_the_job_dies(jobs):
@@ -256,7 +256,6 @@ def test_kill_sequence_stops_at_sigint_when_the_job_dies(jobs):
 
     t0, st = run(go())
     assert (st.signal, st.signal_name, st.exit_code, st.reason) == (signal.SIGINT, "SIGINT", 130, "killed")
-    assert st.end_time - t0 < 0.2
     log = (d / "supervisor.log").read_text()
     assert "SIGINT" in log and "SIGTERM" not in log
 
@@ -419,8 +418,9 @@ def test_supervisor_lost(jobs):
 # ---- the lock and the process group -----------------------------------------
 
 
-def test_lock_held_while_alive_and_free_after(jobs):
-    d, h = jobs.launch(["sleep", "0.5"])
+def test_lock_held_while_alive_and_free_after(jobs, tmp_path):
+    gate = tmp_path / "gate"  # the job runs until the test has looked: a state, not a time
+    d, h = jobs.launch(["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done"])
 
     async def go():
         assert await h.started(10)
@@ -437,6 +437,7 @@ def test_lock_held_while_alive_and_free_after(jobs):
         assert procs.is_alive(d) and not (d / "status.json").exists()
         again = procs.attach(d)
         assert isinstance(again, SupervisorHandle) and again.pid == h.pid
+        gate.touch()
         st1, st2 = await asyncio.gather(h.wait(), again.wait())
         return st1, st2
 
