@@ -202,7 +202,7 @@ def test_a_stolen_token_is_refused_and_the_jobs_own_launch_runs_as_its_user(prod
     # the job launches a task with its own token, as `xcecli launch` does, then keeps running
     script = ('curl -s --unix-socket "$XCE_SOCKET" -H "Content-Type: application/json" '
               '--data-binary "{\\"host\\":\\"h1\\",\\"argv\\":[\\"id\\",\\"-u\\"],\\"token\\":\\"$XCE_JOB_TOKEN\\"}" '
-              f'http://xced/xce/v1/jobs/$XCE_JOBID/launch > launched.json; sleep 60')
+              'http://xced/xce/v1/jobs/$XCE_JOBID/launch > launched.json; sleep 60')
     job = _submit(prod, alice, home, ["/bin/sh", "-c", script])
     other = _submit(prod, alice, home, ["sleep", "60"])
     _wait(prod, other, ("RUN",))
