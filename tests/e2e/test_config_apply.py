@@ -125,3 +125,24 @@ def test_restart_remerges_pending_jobs(topdir, tmp_path):
         assert (tmp_path / "omp.txt").read_text() == "32\n"
     finally:
         d.stop()
+
+
+def test_a_compiled_config_out_of_bounds_is_refused_as_the_yaml_would_be(daemon):
+    """The bounds exist once (xced.model): a queue with max_tasks -3 handed to PUT /config is
+    refused, as `xceadmin build` refuses it in queues.yaml, and nothing changes."""
+    from xced.api.client import Client
+    from xced.config import load_cluster_config
+
+    cfg = load_cluster_config(daemon.top).config.model_dump(mode="json")
+    cfg["queues"][0]["max_tasks"] = -3
+    cfg["hosts"][0]["slots"] = 0
+    with Client(daemon.top / "run" / "xced.sock", as_user="admin") as c:
+        before = c.info().config_hash
+        r = daemon.cli("api", "PUT", "/config", "--data", json.dumps({"config": cfg, "hash": "0" * 64}),
+                       user="admin")
+        assert r.returncode == 1 and "queues.0.max_tasks" in r.stderr and "greater than or equal to 1" in r.stderr
+        assert "hosts.0.slots" in r.stderr and "nothing was applied" in r.stderr, r.stderr
+        assert c.info().config_hash == before
+    (daemon.top / "config" / "queues.yaml").write_text("queues:\n  - name: normal\n    max_tasks: -3\n")
+    r = admin(daemon.top)
+    assert r.returncode == 1 and "max_tasks must be an integer from 1 to" in r.stderr, r.stderr

@@ -49,7 +49,12 @@ from xced.model.config import (
 from xced.model.units import (
     MAX_INTERVAL_S,
     MAX_RESOURCE,
+    MAX_SCHED_DELAY_S,
     MAX_SLOTS,
+    NAME_FORM,
+    NAME_PATTERN,
+    RESOURCE_FORM,
+    RESOURCE_PATTERN,
     parse_memory_mb,
     parse_run_limit_s,
     parse_seconds,
@@ -71,13 +76,9 @@ QUEUES_FILE = "queues.yaml"
 HOSTS_FILE = "hosts.yaml"
 REQUIRED_FILES = (SETTINGS_FILE, QUEUES_FILE, HOSTS_FILE)
 
-#: D-4: the scheduler's coalescing delay may not pass 10 ms.
-MAX_SCHED_DELAY_S = 0.010
-
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-NAME_FORM = "letters, digits, '_', '.' and '-'"
-RESOURCE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RESOURCE_FORM = "a letter or '_' followed by letters, digits and '_'"
+# the bounds live with the model (xced.model.units): the compiled config checks them again
+NAME_RE = re.compile(NAME_PATTERN)
+RESOURCE_RE = re.compile(RESOURCE_PATTERN)
 
 
 @dataclass

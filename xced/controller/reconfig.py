@@ -17,8 +17,7 @@ from xced.model.jobs import JobState
 from xced.model.state import Job
 from xced.policy.rbac import Caller, require_admin
 from xced.merge import MergeError
-from xced.resreq import ResReqError, render
-from xced.scheduler.placement import PlacementRequest, never_satisfiable
+from xced.resreq import ResReqError
 
 S = JobState
 
@@ -48,18 +47,11 @@ class ReconfigMixin:
                               profile, queue)
         except (MergeError, ResReqError) as e:
             return str(e), None, None
-        if check_hosts and self.hosts and (not eff.resreq.is_empty or queue.host_limit is not None):
-            never = never_satisfiable(PlacementRequest(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit),
-                                      [self._host_snap_supply(h) for h in self.hosts.values()])
-            if never:  # as at submit (MERGE-2): a job no host could ever take is not left pending silently
-                return f"the job can never start: {never}", None, None
-        new = dict(sp)  # the env dict stays shared with exdata's job env (one copy in memory)
-        new.update({"ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
-                    "memory_limit_mb": eff.memory_limit_mb, "app_params": eff.app_params, "exdata": eff.exdata,
-                    "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env,
-                    "export_env": eff.export_env, "warnings": list(eff.warnings),
-                    "profile_hash": profile.content_hash() if profile is not None else None,
-                    "config_hash": self._config_hash})
+        if check_hosts and self.hosts:  # as at submit (MERGE-2): never left pending silently
+            never = self._never_starts(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
+            if never is not None:
+                return never[0], None, None
+        new = {**sp, **self._effective_fields(eff, profile)}  # env stays the one dict exdata's job env shares
         return None, new, eff.resreq
 
     def _respec(self, specs: list[tuple[Job, dict, object]]) -> tuple[Callable[[], None], Callable[[], None]]:

@@ -169,18 +169,26 @@ class SubmitMixin:
                                      f"{', '.join(sorted(cfg.applications))} (xcecli apps lists them)", field="app")
         return qname, queue, app, profile
 
-    def _check_can_start(self, nmin: int, nmax: int, resreq, host_limit: int | None) -> None:
-        """MERGE-2: a request that no host of the cluster could ever satisfy, even idle, is
-        refused at submit (one that is only full now pends). Raises InvalidRequest."""
+    def _never_starts(self, nmin: int, nmax: int, resreq, host_limit: int | None) -> tuple[str, str] | None:
+        """MERGE-2, the one never-satisfiable check (at submit, at re-merge, at requeue): why no
+        host of the cluster could ever run the request, even idle, as (message, field), or
+        None (a request that is only full now pends)."""
         total_slots = sum(h.slots for h in self.hosts.values())
         if nmin > total_slots:
-            raise InvalidRequest(f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all"
-                                 + ("" if self.hosts else " (no host has joined yet)"), field="ntasks_min")
+            return (f"-n {nmin} can never be satisfied: the cluster has {total_slots} slots in all"
+                    + ("" if self.hosts else " (no host has joined yet)"), "ntasks_min")
         if not resreq.is_empty or host_limit is not None:  # a bare -n was checked just above
             why = never_satisfiable(PlacementRequest(nmin, nmax, resreq, host_limit),
                                     [self._host_snap_supply(h) for h in self.hosts.values()])
             if why:
-                raise InvalidRequest(f"the job can never start: {why}", field="resreq")
+                return f"the job can never start: {why}", "resreq"
+        return None
+
+    def _check_can_start(self, nmin: int, nmax: int, resreq, host_limit: int | None) -> None:
+        """A submit no host could ever run is refused (MERGE-2). Raises InvalidRequest."""
+        never = self._never_starts(nmin, nmax, resreq, host_limit)
+        if never is not None:
+            raise InvalidRequest(never[0], field=never[1])
 
     def _spec(self, req, caller, eff, job_env, texts, app, profile, own_hooks, job_values, array, dependency) -> dict:
         """The job's record: its own values as given (job_values, for a later re-merge), the
@@ -193,18 +201,24 @@ class SubmitMixin:
         return {
             "argv": list(req["argv"]), "cwd": req.get("cwd") or "", "env": job_env,  # the dict of exdata's job env
             "stdout": req.get("stdout"), "stderr": req.get("stderr"),
-            "ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
-            "memory_limit_mb": eff.memory_limit_mb,
             "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
-            "resreq": texts, "app": app, "app_params": eff.app_params, "exdata": eff.exdata,
-            "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env, "export_env": eff.export_env,
-            "warnings": list(eff.warnings), "own_hooks": own_hooks,
-            "profile_hash": profile.content_hash() if profile is not None else None,
-            "job_values": job_values, "config_hash": self._config_hash,
+            "resreq": texts, "app": app, "own_hooks": own_hooks, "job_values": job_values,
+            **self._effective_fields(eff, profile),
             "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
             "dependency": deps.render(dependency) if dependency is not None else None,
             "umask": req["umask"] if req.get("umask") is not None else DEFAULT_UMASK,
         }
+
+    def _effective_fields(self, eff, profile) -> dict:
+        """The one place a job's effective values (the merge's result, MERGE-1) become fields
+        of its spec, at submit and at every re-merge alike, with the hashes of the profile and
+        of the config they came from (DISPATCH-1, CFG-3)."""
+        return {"ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
+                "memory_limit_mb": eff.memory_limit_mb, "app_params": eff.app_params, "exdata": eff.exdata,
+                "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env,
+                "export_env": eff.export_env, "warnings": list(eff.warnings),
+                "profile_hash": profile.content_hash() if profile is not None else None,
+                "config_hash": self._config_hash}
 
     def _record_submit(self, name, caller: Caller, qname: str, spec: dict, indices, resreq, dependency) -> Job:
         """Commit the job durably (D-3: acknowledged only after this), then keep it in memory."""

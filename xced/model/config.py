@@ -1,18 +1,23 @@
 """The compiled cluster configuration (CFG-1, CFG-2): what `xceadmin build` produces
 from the YAML files of a TopDir and what the daemon runs on.
 
-Units: memory in MB, time in seconds, slots as integers.
+Units: memory in MB, time in seconds, slots as integers. The bounds of every value are
+here (from xced.model.units, which the YAML loader's messages use too), so a compiled
+config handed to the daemon (`PUT /xce/v1/config`, CFG-3) is held to the same bounds as
+`xceadmin build` holds the YAML to.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from xced.model.profile import Profile, builtin_profiles
+from xced.model.units import (MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S, MAX_SCHED_DELAY_S,
+                              MAX_SLOTS, NAME_PATTERN, RESOURCE_PATTERN)
 
 Mode = Literal["production", "test"]
 
@@ -26,48 +31,49 @@ class ListenSettings(_Strict):
     `<TopDir>/run/xced.port`; None means no TCP listener."""
 
     host: str = "127.0.0.1"
-    port: int | None = None
+    port: int | None = Field(None, ge=0, le=65535)
 
 
 class ClusterSettings(_Strict):
     """Contents of `config/xce.yaml`."""
 
-    cluster_name: str = "xce"
+    cluster_name: str = Field("xce", pattern=NAME_PATTERN)
     mode: Mode = "production"
     admins: list[str] = Field(default_factory=list)
     default_application: str | None = None
     default_project: str | None = None
-    default_queue: str | None = None
+    default_queue: str | None = Field(None, pattern=NAME_PATTERN)
     listen: ListenSettings = ListenSettings()
     #: seconds between INT, TERM and KILL of `xcecli kill` (LSF JOB_TERMINATE_INTERVAL).
-    kill_interval_s: float = 10.0
+    kill_interval_s: float = Field(10.0, gt=0, le=MAX_INTERVAL_S)
     #: seconds between SIGTERM and SIGKILL when a run limit is reached (JOB-2).
-    limit_grace_s: float = 10.0
+    limit_grace_s: float = Field(10.0, gt=0, le=MAX_INTERVAL_S)
     #: coalescing delay of scheduler sessions, seconds (D-4; at most 0.010).
-    sched_delay_s: float = 0.005
+    sched_delay_s: float = Field(0.005, ge=0, le=MAX_SCHED_DELAY_S)
     presets_dir: str | None = None
 
 
 class QueueConfig(_Strict):
     """One queue of `config/queues.yaml` (MERGE-2: priority and per-job ceilings)."""
 
-    name: str
-    priority: int = 30
+    name: str = Field(pattern=NAME_PATTERN)
+    priority: int = Field(30, ge=-(2**31), le=2**31 - 1)
     description: str = ""
-    max_tasks: int | None = None
-    max_run_limit_s: int | None = None
-    max_memory_mb: int | None = None
-    host_limit: int | None = None
+    max_tasks: int | None = Field(None, ge=1, le=MAX_SLOTS)
+    max_run_limit_s: int | None = Field(None, ge=1, le=MAX_RUN_LIMIT_S)
+    max_memory_mb: int | None = Field(None, ge=1, le=MAX_MEMORY_MB)
+    host_limit: int | None = Field(None, ge=1, le=MAX_SLOTS)
     backfill: bool = False
 
 
 class HostConfig(_Strict):
     """One host of `config/hosts.yaml` (RES-2)."""
 
-    name: str
-    slots: int
-    memory_mb: int
-    resources: dict[str, float] = Field(default_factory=dict)
+    name: str = Field(pattern=NAME_PATTERN)
+    slots: int = Field(ge=1, le=MAX_SLOTS)
+    memory_mb: int = Field(ge=1, le=MAX_MEMORY_MB)
+    resources: dict[Annotated[str, Field(pattern=RESOURCE_PATTERN)], Annotated[float, Field(ge=0, le=MAX_RESOURCE)]] = \
+        Field(default_factory=dict)
     attributes: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
 

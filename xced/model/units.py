@@ -59,6 +59,14 @@ MAX_MEMORY_MB = 2**30
 MAX_SLOTS = 1_000_000
 MAX_RESOURCE = 1e12
 MAX_INTERVAL_S = 86400.0
+#: D-4: the scheduler's coalescing delay may not pass 10 ms.
+MAX_SCHED_DELAY_S = 0.010
+#: names of clusters, queues and hosts (CFG-2)
+NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+NAME_FORM = "letters, digits, '_', '.' and '-'"
+#: names of consumable resources (RES-2: gpu, licenses)
+RESOURCE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+RESOURCE_FORM = "a letter or '_' followed by letters, digits and '_'"
 
 
 def parse_memory_mb(text: str | int) -> int:
