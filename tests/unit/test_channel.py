@@ -59,5 +59,9 @@ def test_reports_about_unknown_jobs_and_unknown_messages_are_refused(tmp_path, c
     link = RemoteWorkerLink("h1", lambda m: None)
     with caplog.at_level(logging.WARNING, "xced.controller.channel"):
         assert handle_worker_message(c, link, _finished(99)) is False
-        assert handle_worker_message(c, link, {"op": "submit"}) is False
-    assert "is not running; refused" in caplog.text and "unknown message 'submit'; refused" in caplog.text
+        assert handle_worker_message(c, link, {"op": "submit", "argv": ["id"]}) is False
+        assert handle_worker_message(c, link, {"op": "finished", "job_id": "x", "index": 0, "status": {}}) is False
+        assert handle_worker_message(c, link, {"op": "started", "job_id": 1, "index": 0, "start_time": 1.0,
+                                               "extra": True}) is False
+    assert "is not running; refused" in caplog.text
+    assert caplog.text.count("is not part of the channel") == 3

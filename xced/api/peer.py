@@ -9,13 +9,17 @@ Every message is a JSON object with an `op`. The worker opens the channel and se
 
 `request`/`reply` carry an `rid` and are how the controller asks a worker something
 (e.g. `read_output` for `xcecli peek`). Units: seconds, MB, slots.
+
+Every message after the join is one of the typed unions below, `WorkerMessage` (worker ->
+controller) and `ControllerMessage` (controller -> worker), parsed strictly at the end
+that receives it: a message that fits neither is refused and logged, never half applied.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 CHANNEL_PATH = "/workers/channel"
 
@@ -45,3 +49,87 @@ class EndStatusMsg(_Msg):
     start_time: float | None = None
     end_time: float
     reason: str | None = None
+
+
+#: a job ID and an element index as the channel carries them
+JobId = Annotated[int, Field(ge=1, le=10**18)]
+Index = Annotated[int, Field(ge=0, le=2**31)]
+
+
+class StartedMsg(_Msg):
+    """The job's process started at `start_time` (epoch seconds)."""
+
+    op: Literal["started"]
+    job_id: JobId
+    index: Index
+    start_time: float
+
+
+class FinishedMsg(_Msg):
+    """The element ended as its supervisor recorded it (JOB-8)."""
+
+    op: Literal["finished"]
+    job_id: JobId
+    index: Index
+    status: EndStatusMsg
+
+
+class StartFailedMsg(_Msg):
+    """The worker could not start the element at all (retryable)."""
+
+    op: Literal["start_failed"]
+    job_id: JobId
+    index: Index
+    reason: str = Field(max_length=4096)
+
+
+class ReplyMsg(_Msg):
+    """The answer to the controller's request `rid` (a task's end, an output)."""
+
+    op: Literal["reply"]
+    rid: int = Field(ge=1)
+    result: Any = None
+
+
+WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, ReplyMsg], Field(discriminator="op")]
+#: parses one worker -> controller message; raises pydantic.ValidationError
+WORKER_MESSAGE: TypeAdapter = TypeAdapter(WorkerMessage)
+
+
+class StartMsg(_Msg):
+    """Start an element: the fields of xced.model.state.StartInfo."""
+
+    op: Literal["start"]
+    info: dict
+
+
+class ElementMsg(_Msg):
+    """kill (LSF's kill sequence), reattach (find its supervisor again), end_tasks."""
+
+    op: Literal["kill", "reattach", "end_tasks"]
+    job_id: JobId
+    index: Index
+
+
+class SignalMsg(_Msg):
+    """Send `sig` to the element's process group (SIGSTOP, SIGCONT)."""
+
+    op: Literal["signal"]
+    job_id: JobId
+    index: Index
+    sig: int = Field(ge=1, le=64)
+
+
+class RequestMsg(_Msg):
+    """Ask the worker something: run a task (`launch_task`, args {"task": TaskSpec fields}) or
+    read an output (`read_output`, args {job_id, index, stream, max_bytes})."""
+
+    op: Literal["request"]
+    rid: int = Field(ge=1)
+    what: Literal["launch_task", "read_output"]
+    args: dict
+
+
+ControllerMessage = Annotated[Union[StartMsg, ElementMsg, SignalMsg, RequestMsg], Field(discriminator="op")]
+#: parses one controller -> worker message; raises pydantic.ValidationError
+CONTROLLER_MESSAGE: TypeAdapter = TypeAdapter(ControllerMessage)

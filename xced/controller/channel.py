@@ -12,7 +12,9 @@ import logging
 from dataclasses import asdict
 from typing import Any, Callable
 
-from xced.api.peer import EndStatusMsg
+from pydantic import ValidationError
+
+from xced.api.peer import WORKER_MESSAGE, FinishedMsg, ReplyMsg, StartedMsg
 from xced.model.state import EndStatus, StartInfo
 
 log = logging.getLogger("xced.controller.channel")
@@ -81,34 +83,34 @@ class RemoteWorkerLink:
                 fut.set_result(None)
 
 
-#: the worker's reports about an element; each is accepted only from the element's first host
-_ELEMENT_REPORTS = ("started", "finished", "start_failed")
-
-
-def handle_worker_message(ctl, link: RemoteWorkerLink, msg: dict) -> bool:
-    """Apply one message from a joined worker to the controller. A report about an element
-    (started, finished, start_failed) is accepted only when that element runs on this very
-    worker's host, i.e. was dispatched to it (D-7): a worker may not end, or claim, a job of
-    another host. Anything else is refused and logged. Returns whether it was accepted."""
-    op = msg.get("op")
-    if op in _ELEMENT_REPORTS:
-        job_id, index = int(msg["job_id"]), int(msg["index"])
-        host = ctl.element_host(job_id, index)
-        if host != link.host:
-            log.warning("worker %s reported %s of job %s, which %s; refused", link.host, op,
-                        f"{job_id}[{index}]" if index else job_id,
-                        "is not running" if host is None else f"runs on {host}, not on {link.host}")
-            return False
-    if op == "started":
-        ctl.on_started(job_id, index, float(msg["start_time"]))
-    elif op == "finished":
-        st = EndStatusMsg.model_validate(msg["status"])
-        ctl.on_finished(job_id, index, EndStatus(st.exit_code, st.signal_name, st.start_time, st.end_time, st.reason))
-    elif op == "start_failed":
-        ctl.on_start_failed(job_id, index, str(msg["reason"]))
-    elif op == "reply":
-        link.resolve(int(msg["rid"]), msg.get("result"))
-    else:
-        log.warning("worker %s sent an unknown message %r; refused", link.host, op)
+def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
+    """Apply one message from a joined worker to the controller: one of
+    xced.api.peer.WorkerMessage, parsed strictly (anything else is refused and logged). A
+    report about an element (started, finished, start_failed) is accepted only when that
+    element runs on this very worker's host, i.e. was dispatched to it (D-7): a worker may
+    not end, or claim, a job of another host. Returns whether the message was applied."""
+    try:
+        msg = WORKER_MESSAGE.validate_python(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        log.warning("worker %s sent a message that is not part of the channel (%s: %s); refused", link.host,
+                    ".".join(str(x) for x in err.get("loc", ())) or "op", err.get("msg"))
         return False
+    if isinstance(msg, ReplyMsg):
+        link.resolve(msg.rid, msg.result)
+        return True
+    host = ctl.element_host(msg.job_id, msg.index)
+    if host != link.host:
+        log.warning("worker %s reported %s of job %s, which %s; refused", link.host, msg.op,
+                    f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id,
+                    "is not running" if host is None else f"runs on {host}, not on {link.host}")
+        return False
+    if isinstance(msg, StartedMsg):
+        ctl.on_started(msg.job_id, msg.index, msg.start_time)
+    elif isinstance(msg, FinishedMsg):
+        st = msg.status
+        ctl.on_finished(msg.job_id, msg.index, EndStatus(st.exit_code, st.signal_name, st.start_time, st.end_time,
+                                                         st.reason))
+    else:
+        ctl.on_start_failed(msg.job_id, msg.index, msg.reason)
     return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from xced.constants import DEFAULT_UMASK
-from xced.model.jobs import ACTIVE
+from xced.model.jobs import ACTIVE, EndReason
 from xced.model.state import EndStatus, Element, Job, StartInfo, TaskSpec
 
 
@@ -30,7 +30,7 @@ class HooksMixin:
         if e.state not in ACTIVE:
             return
         if (e.action or "").startswith("kill:"):  # killed while the hooks ran: the job never starts
-            self.on_finished(e.job.id, e.index, EndStatus(130, None, None, self.clock(), "killed"))
+            self.on_finished(e.job.id, e.index, EndStatus(130, None, None, self.clock(), EndReason.KILLED.value))
             return
         if why is None:
             w = self.workers.get(e.alloc[0][0])
@@ -68,7 +68,7 @@ class HooksMixin:
                 return f"{name} could not run on {host}: {exc}"
             if not isinstance(r, dict):
                 return f"{name} could not run on {host}: its worker did not answer"
-            if r.get("reason") == "run limit":
+            if r.get("reason") == EndReason.RUN_LIMIT:
                 return f"{name} timed out after {float(hook.get('timeout_s', 300.0)):g} s on {host}"
             if r.get("signal"):
                 return f"{name} was killed by {r['signal']} on {host}"

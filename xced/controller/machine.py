@@ -30,7 +30,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
-from xced.model.jobs import FINISHED, HoldKind, JobState, PendReason
+from xced.model.jobs import FINISHED, EndReason, HoldKind, JobState, PendReason
 from xced.model.state import Element, EndStatus
 
 S = JobState
@@ -38,7 +38,6 @@ S = JobState
 #: declined dispatches in a row before an element gets a system hold (DISPATCH-2)
 MAX_DECLINES = 5
 REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resume releases it)"
-REASON_SUPERVISOR_LOST = "supervisor lost"
 
 
 # ---------------------------------------------------------------------- stimuli
@@ -280,14 +279,14 @@ def _finished(e: Element, s: Finished) -> Outcome:
                               "user:" + action.split(":", 1)[1])  # the requeue's user, not the worker
         out.effects.append(EndTasks(hosts))
         return out
-    if st.reason == REASON_SUPERVISOR_LOST:
+    if st.reason == EndReason.SUPERVISOR_LOST:
         out = _move(e, S.EXIT, "LOST", "the job's supervisor was lost", end_time=st.end_time,
-                    exit_code=st.exit_code, exit_signal=st.signal_name, exit_reason=REASON_SUPERVISOR_LOST,
+                    exit_code=st.exit_code, exit_signal=st.signal_name, exit_reason=EndReason.SUPERVISOR_LOST.value,
                     action=None)
         out.effects.append(EndTasks(hosts))
         return out
     reason = st.reason
-    if action.startswith("kill:") and st.reason == "killed":
+    if action.startswith("kill:") and st.reason == EndReason.KILLED:
         reason = f"killed by {action.split(':', 1)[1]}"
     elif reason is None and st.signal_name:
         reason = f"killed by signal {st.signal_name}"

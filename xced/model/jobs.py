@@ -33,6 +33,18 @@ class HoldKind(StrEnum):
     SYSTEM = "system"
 
 
+class EndReason(StrEnum):
+    """Why an element's processes ended when not of themselves (JOB-1, JOB-2, JOB-8), as the
+    supervisor records it in status.json (other reasons are free text: "cannot execute:
+    ...", a hook's failure). The values are what `show` and `hist` print."""
+
+    RUN_LIMIT = "run limit"
+    MEMORY_LIMIT = "memory limit"
+    KILLED = "killed"
+    SUPERVISOR_LOST = "supervisor lost"
+    SUPERVISOR_ERROR = "supervisor error"
+
+
 #: Largest array LSF accepts by default is 1000 (MAX_JOB_ARRAY_SIZE); ours is larger.
 MAX_ARRAY_SIZE = 1_000_000
 #: Largest array index (LSF: 2147483646).

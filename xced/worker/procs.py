@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from xced.model.jobs import EndReason
 from xced.worker.supervisor import (
     JOB_FILE,
     KILL_FILE,
@@ -60,7 +61,7 @@ __all__ = [
     "signal_job",
 ]
 
-REASON_SUPERVISOR_LOST = "supervisor lost"
+REASON_SUPERVISOR_LOST = EndReason.SUPERVISOR_LOST
 
 #: spec.json keys and their types; launch() rejects a spec without them.
 _REQUIRED_SPEC = {

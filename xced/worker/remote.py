@@ -137,32 +137,33 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
         reporter.queue.put_nowait({"op": "reply", "rid": msg["rid"], "result": result})
 
     async def receiver() -> None:
+        from pydantic import ValidationError
+
+        from xced.api.peer import CONTROLLER_MESSAGE, ElementMsg, RequestMsg, SignalMsg, StartMsg
+
         async for raw in ws:
-            msg = json.loads(raw)
-            op = msg.get("op")
-            if op == "start":
-                info = dict(msg["info"])
+            try:
+                msg = CONTROLLER_MESSAGE.validate_json(raw)
+            except ValidationError as e:
+                log.warning("the controller sent a message that is not part of the channel (%s); ignored",
+                            e.errors()[0].get("msg"))
+                continue
+            if isinstance(msg, StartMsg):
+                info = dict(msg.info)
                 info["alloc"] = [tuple(a) for a in info["alloc"]]
                 worker.start(StartInfo(**info))
-            elif op == "kill":
-                worker.kill(msg["job_id"], msg["index"])
-            elif op == "signal":
-                worker.signal(msg["job_id"], msg["index"], msg["sig"])
-            elif op == "reattach":
-                worker.reattach(msg["job_id"], msg["index"])
-            elif op == "end_tasks":
-                worker.end_tasks(msg["job_id"], msg["index"])
-            elif op == "request" and msg.get("what") == "launch_task":
-                task_msg = msg  # answered when the task ends; the channel keeps serving meanwhile
-                task_runs.add(asyncio.create_task(run_task(task_msg)))
-            elif op == "request":
-                result = None
-                if msg.get("what") == "read_output":
-                    a = msg["args"]
-                    result = worker.read_output(a["job_id"], a["index"], a["stream"], a["max_bytes"])
-                reporter.queue.put_nowait({"op": "reply", "rid": msg["rid"], "result": result})
+            elif isinstance(msg, ElementMsg):
+                {"kill": worker.kill, "reattach": worker.reattach, "end_tasks": worker.end_tasks}[msg.op](
+                    msg.job_id, msg.index)
+            elif isinstance(msg, SignalMsg):
+                worker.signal(msg.job_id, msg.index, msg.sig)
+            elif isinstance(msg, RequestMsg) and msg.what == "launch_task":
+                # answered when the task ends; the channel keeps serving meanwhile
+                task_runs.add(asyncio.create_task(run_task(msg.model_dump())))
             else:
-                log.warning("unknown message from the controller: %r", op)
+                a = msg.args
+                result = worker.read_output(a["job_id"], a["index"], a["stream"], a["max_bytes"])
+                reporter.queue.put_nowait({"op": "reply", "rid": msg.rid, "result": result})
 
     tasks = {asyncio.create_task(sender()), asyncio.create_task(receiver()), asyncio.create_task(stop.wait())}
     try:

@@ -79,6 +79,7 @@ import sys
 import threading
 import time
 
+from xced.model.jobs import EndReason  # stdlib only, like this module
 from xced.worker.env import hook_environment  # stdlib only, like this module
 
 SPEC_FILE = "spec.json"
@@ -103,11 +104,11 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_LOCKED = 75  # EX_TEMPFAIL: another supervisor holds JOBDIR/lock
 
-REASON_RUN_LIMIT = "run limit"
-REASON_MEMORY_LIMIT = "memory limit"
+REASON_RUN_LIMIT = EndReason.RUN_LIMIT
+REASON_MEMORY_LIMIT = EndReason.MEMORY_LIMIT
 #: seconds between two looks at the job's resident memory (JOB-2 memory limit)
 MEM_CHECK_S = 0.5
-REASON_KILLED = "killed"
+REASON_KILLED = EndReason.KILLED
 
 #: Signals the supervisor itself shrugs off (it lives in its own session).
 _SHRUGGED = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
@@ -720,7 +721,7 @@ class Supervisor:
                 self.signal_group(signal.SIGKILL)
                 end_time = time.time()
                 if self.reason is None:
-                    self.reason = "supervisor error"
+                    self.reason = EndReason.SUPERVISOR_ERROR
             self.finish(end_time)
             return EXIT_OK
         finally:
