@@ -253,3 +253,24 @@ def test_smaller_count_hint_tells_the_reservation_it_must_not_delay():
     short = JobSnap(39, 0, "normal", 39.0, 2, 2, parse(""), run_limit_s=60)  # ends before +120
     r = brun([host("h1", 8, free=2)], [head, ranged, short], running)
     assert r.pend_reasons[(39, 0)].hint == "would start now with -n 1"
+
+
+def test_reservation_times_read_in_the_snapshots_time_zone(monkeypatch):
+    """The scheduler takes its clock from its input (D-4): a daemon's snapshot reads as clock
+    times in the daemon's time zone, whatever the machine's TZ; a trace clock as seconds."""
+    import time as _time
+
+    from xced.scheduler.snapshot import Clock
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    _time.tzset()
+    try:
+        running = [RunSnap(90, 0, 7200.0, {"h1": {"slots": 6}}), RunSnap(91, 0, 9000.0, {"h1": {"slots": 2}})]
+        snap = Snapshot([host("h1", 10, free=2)], BF, [bjob(1, 8, 50), bjob(2, 2, 10_000)], {}, running,
+                        Clock(True, -5 * 3600))
+        r = schedule(snap, 3600.0)
+        assert r.pend_reasons[(2, 0)].main.startswith("Would delay job 1, which has resources reserved from "
+                                                      "1969-12-31 21:00:00 (backfill)")
+    finally:
+        monkeypatch.delenv("TZ")
+        _time.tzset()

@@ -17,7 +17,7 @@ from xced.controller.machine import transition
 from xced.model.jobs import JobState
 from xced.model.state import Element, StartInfo
 from xced.scheduler.session import SessionResult, schedule
-from xced.scheduler.snapshot import JobSnap, QueueSnap, RunSnap, Snapshot
+from xced.scheduler.snapshot import JobSnap, QueueSnap, RunSnap, Snapshot, wall_clock
 from xced.store.base import token_hash
 
 S = JobState
@@ -82,7 +82,7 @@ class DispatchMixin:
                                                e.reserve or {h: {"slots": n} for h, n in e.alloc}))
             if limit is not None:
                 array_running[job.id] = nrun
-        return Snapshot(hosts, queues, pending, array_running, running)
+        return Snapshot(hosts, queues, pending, array_running, running, wall_clock(self.clock()))
 
     def _session(self) -> None:
         self._session_scheduled = False

@@ -151,6 +151,9 @@ class PendReason:
     hosts: list[HostShortfall] = field(default_factory=list)
     #: what would make the job start now ("would start now with -n 4"), or None
     hint: str | None = None
+    #: the smaller task count that would start now (the N of that hint), as data: what the
+    #: scheduler reads back, never the text (None when no smaller count would)
+    start_with: int | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict:
         return {

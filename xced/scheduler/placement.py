@@ -188,10 +188,12 @@ class Shortfall:
     hosts: list[HostShortfall] = field(default_factory=list)
     hint: str | None = None
     never: bool = False
+    #: the smaller task count that would start now ("would start now with -n N"), or None
+    start_with: int | None = None
 
     def pend_reason(self) -> PendReason:
         """The model's PendReason: main reason, host lines and the hint (RES-6)."""
-        return PendReason(self.main, list(self.hosts), self.hint)
+        return PendReason(self.main, list(self.hosts), self.hint, self.start_with)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1113,7 +1115,7 @@ def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Supply)
     never = never_satisfiable(req, hosts)
     if never is not None:
         return Shortfall(dg.main, dg.lines, f"can never start: {never}", True)
-    hint = dg.wait
+    hint, start_with = dg.wait, None
     if lo > 1 and rr.kind == "simple":
         floor = 1
         if rr.span is not None and rr.span.ptile is not None:
@@ -1121,5 +1123,5 @@ def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Supply)
         if floor <= lo - 1:
             smaller = _place_rr(rr, sup, floor, lo - 1, limit)
             if smaller is not None:
-                hint = f"would start now with -n {smaller.ntasks}"
-    return Shortfall(dg.main, dg.lines, hint, False)
+                hint, start_with = f"would start now with -n {smaller.ntasks}", smaller.ntasks
+    return Shortfall(dg.main, dg.lines, hint, False, start_with)

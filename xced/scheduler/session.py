@@ -38,12 +38,12 @@ SCHED-3: a reason equal to the one the controller last accepted for a job
 from __future__ import annotations
 
 import bisect
-import time
+from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import PendReason
 from xced.scheduler.placement import HostSupply, Plan, PlacementRequest, Shortfall, place
-from xced.scheduler.snapshot import JobSnap, Snapshot
+from xced.scheduler.snapshot import Clock, JobSnap, Snapshot
 
 
 @dataclass(slots=True)
@@ -110,11 +110,11 @@ def _ref(j: JobSnap) -> str:
     return str(j.job_id) if j.index == 0 else f"{j.job_id}[{j.index}]"
 
 
-def _when(t: float, now: float) -> str:
-    """A reservation's start as a reader sees it: a local clock time for the daemon (epoch
-    seconds), and seconds for the simulator's trace clock."""
-    if t > 10 ** 9:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+def _when(t: float, clock: Clock) -> str:
+    """A reservation's start as a reader sees it, by the snapshot's clock: a clock time in
+    the daemon's time zone, or seconds of a simulator's trace clock."""
+    if clock.wall:
+        return datetime.fromtimestamp(t, timezone(timedelta(seconds=clock.utc_offset_s))).strftime("%Y-%m-%d %H:%M:%S")
     return f"t={t:.0f} s"
 
 
@@ -293,27 +293,21 @@ def _delays(r: _Reserved, plan: Plan) -> bool:
     return True
 
 
-HINT_SMALLER = "would start now with -n "
-
-
-def _hint_with_reservations(pr: PendReason, late: list[_Reserved], now: float) -> PendReason:
+def _hint_with_reservations(pr: PendReason, late: list[_Reserved], clock: Clock) -> PendReason:
     """RES-6 under SCHED-1: "would start now with -n N" is true only if N tasks would not
     delay a reserved head the job outlasts; otherwise say what else it needs."""
-    try:
-        n = int(pr.hint[len(HINT_SMALLER):].split()[0])
-    except (ValueError, IndexError):
-        return pr
+    n = pr.start_with
     caps = [r.extra for r in late if r.extra is not None]
     if len(caps) == len(late) and n <= min(caps):
         return pr  # heads of slots alone with room to spare: the hint holds
     first = min(late, key=lambda r: r.start)
-    return PendReason(pr.main, pr.hosts, f"{pr.hint} and a run limit (-W) ending by {_when(first.start, now)}, "
-                                         f"so as not to delay job {first.public.job}'s reservation")
+    return PendReason(pr.main, pr.hosts, f"{pr.hint} and a run limit (-W) ending by {_when(first.start, clock)}, "
+                                         f"so as not to delay job {first.public.job}'s reservation", n)
 
 
 def _copy_reason(pr: PendReason) -> PendReason:
     """A deep copy of a pend reason (SCHED-2 keeps its own, bug-1932)."""
-    return PendReason(pr.main, [replace(h) for h in pr.hosts], pr.hint)
+    return PendReason(pr.main, [replace(h) for h in pr.hosts], pr.hint, pr.start_with)
 
 
 def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> SessionResult:
@@ -428,7 +422,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
         if delayed is not None:
             for r in late:
                 r.pending_plan = None
-            pend(j, PendReason(REASON_DELAY.format(ref=delayed.public.job, when=_when(delayed.start, now))))
+            pend(j, PendReason(REASON_DELAY.format(ref=delayed.public.job, when=_when(delayed.start, snapshot.clock))))
             trace.append(f"{ref}: pend: fits now but would delay the reservation of {delayed.public.job}")
             if j.queue not in heads and (q is None or not q.backfill):
                 # a strict queue stays strict: its first job waits (for another queue's
@@ -443,8 +437,8 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             unsat[key] = (_copy_reason(pr), ref)
             res.unsatisfiable[key] = pr
             trace.append(f"{ref}: pend: {pr.main}")
-        if late and pr.hint and pr.hint.startswith(HINT_SMALLER):
-            pr = _hint_with_reservations(pr, late, now)
+        if late and pr.start_with is not None:
+            pr = _hint_with_reservations(pr, late, snapshot.clock)
         pend(j, pr)
         if j.queue in heads:
             continue  # a later job of a backfilling queue: it just cannot start now
@@ -486,5 +480,5 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                       end=start + j.run_limit_s if j.run_limit_s is not None else _INF)
         reserved.append(r)
         res.reservations.append(r.public)
-        trace.append(f"{ref}: reserved from {_when(start, now)} (backfill)")
+        trace.append(f"{ref}: reserved from {_when(start, snapshot.clock)} (backfill)")
     return res

@@ -76,13 +76,37 @@ class RunSnap:
     reserve: dict[str, dict[str, float]]
 
 
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """How the times of a snapshot read (D-4): `wall` True for epoch seconds of the daemon's
+    clock, shown as clock times with `utc_offset_s` (the daemon's time zone); False for a
+    simulator's trace clock, shown as seconds. The scheduler never looks at the machine's
+    own time zone or guesses from the size of a number."""
+
+    wall: bool = False
+    utc_offset_s: int = 0
+
+
+#: the clock of a simulator's replay (and of tests that build snapshots by hand)
+TRACE_CLOCK = Clock()
+
+
+def wall_clock(now: float) -> Clock:
+    """The daemon's clock at `now` (epoch seconds), with its time zone's offset then."""
+    import time
+
+    return Clock(True, time.localtime(now).tm_gmtoff)
+
+
 @dataclass(slots=True)
 class Snapshot:
     """Input of `schedule()`. `array_running` counts running elements per array job ID;
-    `running` lists the running elements (needed for backfill reservations only)."""
+    `running` lists the running elements (needed for backfill reservations only); `clock`
+    says how times read (the daemon's wall clock in its time zone, or a trace clock)."""
 
     hosts: list[HostSnap]
     queues: list[QueueSnap]
     pending: list[JobSnap]
     array_running: dict[int, int] = field(default_factory=dict)
     running: list[RunSnap] = field(default_factory=list)
+    clock: "Clock" = field(default_factory=lambda: TRACE_CLOCK)

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from xced.model.jobs import PendReason
 from xced.resreq import parse, render
 from xced.scheduler.session import SessionResult, schedule
-from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
+from xced.scheduler.snapshot import Clock, HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
 
 __all__ = ["RecordingError", "Difference", "Recorder", "header_line", "session_line", "read_recording", "verify",
            "snapshot_from_json", "snapshot_to_json"]
@@ -76,7 +76,13 @@ def snapshot_to_json(s: Snapshot) -> dict:
                      j.array_limit, j.held, j.profile_hash, j.run_limit_s] for j in s.pending],
         "running": [[r.job_id, r.index, r.end_estimate, r.reserve] for r in s.running],
         "array_running": [[k, v] for k, v in s.array_running.items()],
+        "clock": [s.clock.wall, s.clock.utc_offset_s],
     }
+
+
+#: recordings made before snapshots carried their clock were live sessions whose times read in
+#: the local time zone of the machine: replayed the same way
+_OLD_RECORDING_CLOCK = Clock(True, __import__("time").localtime().tm_gmtoff)
 
 
 def snapshot_from_json(d: dict) -> Snapshot:
@@ -102,6 +108,7 @@ def snapshot_from_json(d: dict) -> Snapshot:
          for jid, idx, q, st, nmin, nmax, text, al, held, ph, rl in d["pending"]],
         {int(k): v for k, v in d["array_running"]},
         [RunSnap(jid, idx, end, {h: dict(v) for h, v in res.items()}) for jid, idx, end, res in d["running"]],
+        Clock(bool(d["clock"][0]), int(d["clock"][1])) if "clock" in d else _OLD_RECORDING_CLOCK,
     )
 
 
