@@ -141,6 +141,14 @@ def _wait(d: Daemon, job: int, states: tuple[str, ...], timeout: float = 30) -> 
         time.sleep(0.05)
 
 
+def _running(d: Daemon, user: User, home: Path, argv: list[str], **extra) -> int:
+    """Submit as `user` and wait until the job's process runs (its supervisor wrote job.json)."""
+    job = _submit(d, user, home, argv, **extra)
+    _wait(d, job, ("RUN",))
+    _wait_file(d.top / "jobs" / str(job) / "0" / "job.json")
+    return job
+
+
 def _wait_file(path: Path, timeout: float = 30) -> str:
     deadline = time.monotonic() + timeout
     while not (path.exists() and path.stat().st_size):
@@ -169,9 +177,7 @@ def test_no_file_another_user_can_read_holds_a_secret_or_a_token(prod, users, ba
     environment nor her job's launch token; the store and the job's spec are closed to him."""
     alice, bob = users
     home = _home(base, alice)
-    job = _submit(prod, alice, home, ["sleep", "60"])
-    _wait(prod, job, ("RUN",))
-    _wait_file(prod.top / "jobs" / str(job) / "0" / "job.json")
+    job = _running(prod, alice, home, ["sleep", "60"])
     token = _job_token(prod, job)
     for path in ("state/xce.db", f"jobs/{job}/0/spec.json", f"jobs/{job}/0/status.json", "state"):
         r = bob.run(["cat", str(prod.top / path)])
@@ -230,9 +236,7 @@ def test_a_stolen_token_is_refused_and_the_jobs_own_launch_runs_as_its_user(prod
 def test_a_requeued_jobs_old_token_is_refused(prod, users, base):
     alice, _ = users
     home = _home(base, alice)
-    job = _submit(prod, alice, home, ["sleep", "60"])
-    _wait(prod, job, ("RUN",))
-    _wait_file(prod.top / "jobs" / str(job) / "0" / "job.json")
+    job = _running(prod, alice, home, ["sleep", "60"])
     old = _job_token(prod, job)
     code, out = alice.api(_sock(prod), "POST", f"/jobs/{job}/requeue", {})
     assert code == 200, out
@@ -382,13 +386,15 @@ def test_xced_refuses_a_topdir_others_may_write(base, path, mode):
     assert f"chmod {need} {where}" in r.stderr, r.stderr
 
 
-def test_xced_refuses_a_store_owned_by_another_user(base, users):
+@pytest.mark.parametrize("path", ["state/xce.db", "config/hosts.yaml"])
+def test_xced_refuses_a_store_or_config_file_of_another_user(base, users, path):
     _, bob = users
     top = base / "top"
     _production(base).stop()
-    os.chown(top / "state" / "xce.db", bob.uid, bob.gid)
+    os.chown(top / path, bob.uid, bob.gid)
     r = subprocess.run([XCED, "--topdir", str(top)], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 1 and "owned by xce-bob" in r.stderr and "chown root" in r.stderr, r.stderr
+    assert r.returncode == 1 and f"{top / path}: mode" in r.stderr and "owned by xce-bob" in r.stderr, r.stderr
+    assert "chown root" in r.stderr, r.stderr
 
 
 def test_an_older_topdirs_readable_store_is_tightened(base):
@@ -437,9 +443,7 @@ def test_peek_reads_only_a_regular_file_of_the_jobs_user(prod, users, base):
     secret = base / "root-only"
     secret.write_text("root:$6$hash\n")
     os.chmod(secret, 0o600)
-    job = _submit(prod, alice, home, ["sleep", "60"], stdout="o.txt")
-    _wait(prod, job, ("RUN",))
-    _wait_file(prod.top / "jobs" / str(job) / "0" / "job.json")
+    job = _running(prod, alice, home, ["sleep", "60"], stdout="o.txt")
     assert alice.run(["sh", "-c", f"rm o.txt && ln -s {secret} o.txt"], cwd=str(home)).returncode == 0
     code, out = alice.api(_sock(prod), "GET", f"/jobs/{job}/output")
     assert code == 422 and "root:$6$hash" not in json.dumps(out), out
@@ -469,12 +473,3 @@ def test_tcp_takes_no_user_request_in_test_mode_either(base, users):
         assert Client(_sock(d)).request("GET", "/jobs", params={"user": "all"}).json()["jobs"] == []
     finally:
         d.stop()
-
-
-def test_xced_refuses_a_config_file_of_another_user(base, users):
-    _, bob = users
-    top = base / "top"
-    _production(base).stop()
-    os.chown(top / "config" / "hosts.yaml", bob.uid, bob.gid)
-    r = subprocess.run([XCED, "--topdir", str(top)], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 1 and f"{top / 'config' / 'hosts.yaml'}: mode" in r.stderr and "owned by xce-bob" in r.stderr
