@@ -1,8 +1,13 @@
 """The controller (D-1, D-3, D-5, DESIGN rule 2): owns all state and is its only writer.
 
-Every stimulus (a submit, a scheduler decision, a job end, a user action) becomes
-transitions from the one table in `transitions.py`, written with their events in one
-store transaction, and only then turned into effects (start a job, send a signal).
+Every stimulus (a scheduler decision, a job end, a user action, a config that refuses a
+job) goes through the state machine of `machine.py`, which returns each element's new
+fields, its events and its effects without doing I/O. The shell here (`_commit`) writes
+them in one store transaction, then changes memory, then runs the effects (start a job,
+send a signal), so a failed commit changes nothing. Each concern of the controller lives
+in a module of its own (hosts, submit, dependencies, reconfig, dispatch, hooks, reports,
+actions, explain, queries), mixed into `Controller`; docs/architecture.md follows a submit
+through them.
 
 In memory it keeps every job it knows (loaded from the store at start); the store is
 the durable truth. Scheduler sessions run on events (submit, job end, resume, release,
