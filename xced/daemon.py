@@ -242,6 +242,8 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     except StoreError as e:
         raise StartupError(f"{e}; if the file is damaged, move {top / 'state'} aside to start with an empty store")
     ctl = Controller(config, store, top)
+    for line in ctl.remerged_at_start[1]:  # as `xceadmin build --apply` lists them (CFG-3)
+        print(f"xced: held: {line}", file=sys.stderr, flush=True)
     # Fewer, cheaper collections: with 10,000 pending jobs the default thresholds ran a
     # full collection every few submits and froze the event loop for ~100 ms each (bench).
     # Objects alive now (modules, loaded jobs) are frozen out of every later collection.
@@ -301,8 +303,12 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     def capture_signals():
         # SIGTERM/SIGINT: stop serving and exit 0 (uvicorn's own handler re-raises the signal).
         loop = asyncio.get_running_loop()
+        def stop() -> None:
+            server.should_exit = True
+            ctl.wake_waiters()  # waiting clients get an answer before the connections close
+
         for s in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(s, lambda: setattr(server, "should_exit", True))
+            loop.add_signal_handler(s, stop)
         try:
             yield
         finally:

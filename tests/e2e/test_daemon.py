@@ -347,3 +347,37 @@ def test_the_clis_own_variables_stay_out_of_the_job(shared_daemon):
                        env={**os.environ, "XCE_TOPDIR": str(shared_daemon.top), "PYDANTIC_DISABLE_PLUGINS": "0"},
                        cwd=str(shared_daemon.top))
     assert shared_daemon.show(int(r.stdout))["env"]["PYDANTIC_DISABLE_PLUGINS"] == "0"
+
+
+def test_a_wait_across_a_daemon_stop_ends_as_unreachable_not_500(topdir):
+    """`xcecli wait` blocked in the daemon when xced gets SIGTERM: the wait is answered before
+    the connections close, and the client then finds no daemon: exit 3, never an HTTP 500."""
+    write_config(topdir)
+    d = Daemon(topdir).start()
+    try:
+        jid = d.submit("--", "sleep", "30")
+        d.wait_state(jid, ("RUN",))
+        env = {**os.environ, "XCE_TOPDIR": str(topdir)}
+        env.pop("XCE_SOCKET", None)
+        w = subprocess.Popen([XCECLI, "wait", str(jid)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        deadline = time.monotonic() + 20
+        while not any(os.readlink(f"/proc/{w.pid}/fd/{fd}").startswith("socket:")
+                      for fd in os.listdir(f"/proc/{w.pid}/fd") if os.path.exists(f"/proc/{w.pid}/fd/{fd}")):
+            assert time.monotonic() < deadline and w.poll() is None, "xcecli wait never connected"
+            time.sleep(0.02)
+        d.stop()
+        out, err = w.communicate(timeout=30)
+        assert w.returncode == 3 and "HTTP 500" not in err and "cannot reach xced" in err, (w.returncode, err)
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("name", "", "-J '': the value is empty"), ("queue", "", "-q '': the value is empty"),
+    ("stdout", "", "-o '': the value is empty"), ("argv", [""], "the command is empty"),
+    ("pre_exec", "echo a\u0000b", "-E: the value contains a NUL byte")])
+def test_the_api_refuses_what_the_cli_refuses(shared_daemon, field, value, needle):
+    body = {"argv": ["true"], "cwd": "/tmp", field: value}
+    r = shared_daemon.cli("api", "POST", "/jobs", "--data", json.dumps(body))
+    assert r.returncode == 1 and needle in r.stderr, r.stderr

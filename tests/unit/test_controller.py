@@ -597,3 +597,35 @@ def test_requeue_merges_again_with_the_config_in_force(tmp_path):
         c.requeue(k.id, None, ALICE)
     assert k.elements[0].state == "DONE" and k.spec["effective_resreq"] == "rusage[mem=200]"
     store.close()
+
+
+def test_an_array_with_started_elements_is_held_when_its_queue_goes(tmp_path):
+    """CFG-3: an array whose first element runs keeps its values, but its pending elements may
+    not run in a queue the new config removed: they get a system hold naming why."""
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test", admins=["admin"]),
+                        queues=[QueueConfig(name="normal"), QueueConfig(name="short")],
+                        hosts=[HostConfig(name="h1", slots=1, memory_mb=1000)])
+    store = SqliteStore(tmp_path / "db")
+    c = controller_on(store, cfg, tmp_path)
+    job = c.submit(req(queue="short", name="sq[1-3]%1"), ALICE)
+    session(c)
+    assert [e.state for e in job.elements.values()] == ["RUN", "PEND", "PEND"]
+    new = cfg.model_copy(update={"queues": [QueueConfig(name="normal")]})
+    out = c.apply_config(new, ADMIN)
+    assert out["held"] == [f"job {job.id}: its queue 'short' no longer exists"]
+    assert [e.state for e in job.elements.values()] == ["RUN", "PSUSP", "PSUSP"]
+    assert "its queue 'short' no longer exists" in job.elements[2].pend_reason.main
+    store.close()
+
+
+def test_refusals_about_an_element_name_the_element_and_its_state(ctl):
+    job = ctl.submit(req(name="a[1-3]"), ALICE)  # no session: every element pends
+    ctl.kill(job.id, 3, ALICE)
+    with pytest.raises(Conflict, match=rf"job {job.id}\[3\]: nothing to stop \(state EXIT\)"):
+        ctl.stop(job.id, 3, ALICE)
+    with pytest.raises(Conflict, match=rf"job {job.id}\[3\] has already finished \(EXIT\)"):
+        ctl.kill(job.id, 3, ALICE)
+    with pytest.raises(Conflict, match=rf"job {job.id}\[1\]: nothing to resume \(state PEND\)"):
+        ctl.resume(job.id, 1, ALICE)
+    with pytest.raises(Conflict, match=rf"job {job.id}\[2\] is pending; only running or finished"):
+        ctl.requeue(job.id, 2, ALICE)

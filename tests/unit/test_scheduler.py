@@ -274,3 +274,12 @@ def test_reservation_times_read_in_the_snapshots_time_zone(monkeypatch):
     finally:
         monkeypatch.delenv("TZ")
         _time.tzset()
+
+
+def test_a_job_no_host_could_ever_run_does_not_block_a_strict_queue():
+    """A strict FCFS head that no host could run even idle (say its gpu host left the
+    config) pends saying so, and the jobs behind it start: it waits for a host, not a turn."""
+    r = run([host("h1", 4)], [job(1, R="rusage[gpu=1]"), job(2)])
+    assert [d.job_id for d in r.dispatches] == [2]
+    assert "can never start" in (r.pend_reasons[(1, 0)].hint or "")
+    assert "normal" not in r.blocked

@@ -267,11 +267,14 @@ class Client:
             params: dict[str, Any] = {"timeout": step}
             if index is not None:
                 params["index"] = index
+            asked = time.monotonic()
             job = _model(JobOut, self.request("GET", f"/jobs/{job_id}/wait", params=params, timeout=step + 30).body)
             els = job.elements if index is None else [e for e in job.elements if e.index == index]
             done = all(e.state in ("DONE", "EXIT") for e in els)
             if done or (deadline is not None and time.monotonic() >= deadline):
                 return job
+            if time.monotonic() - asked < step / 2:
+                time.sleep(0.2)  # answered early without an end (the daemon is stopping): do not spin
 
     def action(self, name: str, job_id: int, index: int | None = None):
         """name: kill | stop | resume | requeue; returns an ActionResult."""

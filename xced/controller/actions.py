@@ -22,6 +22,14 @@ from xced.store.base import token_hash
 S = JobState
 
 
+def _subject(job, index: int | None) -> tuple[str, str]:
+    """What a refusal names: the element asked for (`12[3]`, its state) or the job (its state)."""
+    if index is not None and index in job.elements:
+        e = job.elements[index]
+        return e.ref, e.state.value
+    return str(job.id), job.state().value
+
+
 class ActionsMixin:
     """What users do to jobs (CLI-3; LSF bkill, bstop, bresume, brequeue, bwait, bpeek, blaunch): a part of the Controller."""
 
@@ -44,7 +52,8 @@ class ActionsMixin:
         job, actor = self._begin_action(job_id, caller)
         changes = self._changes(self._elements(job, index), self._stim(m.Kill, "kill", actor, user=caller.user))
         if not changes:
-            raise Conflict(f"job {job_id} has already finished; nothing to kill")
+            ref, state = _subject(job, index)
+            raise Conflict(f"job {ref} has already finished ({state}); nothing to kill")
         self._commit(changes)
         self._job_changed(job)
         self.kick()  # a killed pending job may have been the head that blocked its queue
@@ -56,7 +65,8 @@ class ActionsMixin:
         job, actor = self._begin_action(job_id, caller)
         changes = self._changes(self._elements(job, index), self._stim(m.Stop, "stop", actor))
         if not changes:
-            raise Conflict(f"job {job_id}: nothing to stop (state {job.state()})")
+            ref, state = _subject(job, index)
+            raise Conflict(f"job {ref}: nothing to stop (state {state})")
         self._commit(changes)
         self.kick()  # a held head no longer blocks its queue
         return [e.ref for e, _, _ in changes]
@@ -71,7 +81,8 @@ class ActionsMixin:
             if any(e.state is S.PSUSP and "system" in e.holds for e in els):
                 raise Conflict(f"job {job_id} is held by the system, not by its user; an admin releases it with "
                                f"`xcecli release {job_id}`")
-            raise Conflict(f"job {job_id}: nothing to resume (state {job.state()}); only stopped jobs resume")
+            ref, state = _subject(job, index)
+            raise Conflict(f"job {ref}: nothing to resume (state {state}); only stopped jobs resume")
         self._commit(changes)
         self.kick()
         return [e.ref for e, _, _ in changes]
@@ -125,7 +136,9 @@ class ActionsMixin:
                 specs.append((job, new, rr))
         changes = self._changes(els, self._stim(m.Requeue, "requeue", actor, user=caller.user))
         if not changes:
-            raise Conflict(f"job {job_id} is pending; only running or finished jobs can be requeued")
+            ref, state = _subject(job, index)
+            raise Conflict(f"job {ref} is {'pending' if state in ('PEND', 'PSUSP') else state}; only running or "
+                           f"finished jobs can be requeued")
         write, remember = self._respec(specs)
         self._commit(changes, write if specs else None, memory=remember)
         self.kick()
@@ -139,7 +152,7 @@ class ActionsMixin:
             e = self._elements(job, index)[0]
             if e.state in FINISHED:
                 return job
-        if job.finished():
+        if job.finished() or self.stopping:  # a stopping daemon answers at once (wake_waiters)
             return job
         fut = asyncio.get_running_loop().create_future()
         entry = (fut, index)

@@ -99,6 +99,8 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         #: the last session's findings a submit may pend with, without a session of its own (D-4)
         self.shortcut = SubmitShortcut()
         self._waiters: dict[int, list[tuple[asyncio.Future, int | None]]] = {}
+        #: the daemon is stopping (SIGTERM): waits answer at once
+        self.stopping = False
         self._task_ids: dict[tuple[int, int], int] = {}
         #: elements whose profile host hooks run on their other hosts too (JOB-6)
         self._host_hooked: set[tuple[int, int]] = set()

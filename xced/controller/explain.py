@@ -29,6 +29,8 @@ class ExplainMixin:
         trace: list[str] = []
         for lines in reversed(self.traces):  # the newest session that said something about it
             trace = [t for t in lines if t.startswith(f"{ref}:")]
+            if e.state is S.PSUSP:  # a held element holds no reservation, whatever a session said before
+                trace = [t for t in trace if not t.startswith(f"{ref}: reserved from")]
             if trace:
                 break
         main = pr.main if pr else None

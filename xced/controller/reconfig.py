@@ -35,13 +35,12 @@ class ReconfigMixin:
         values = sp.get("job_values")
         if values is None:
             return None, None, None
+        gone = self._gone(job)
+        if gone is not None:
+            return gone, None, None
         app = sp.get("app") or ""
         profile = self.config.applications.get(app) if app else None
-        if app and profile is None:
-            return f"its application profile {app!r} no longer exists", None, None
         queue = self.config.queue(job.queue)
-        if queue is None:
-            return f"its queue {job.queue!r} no longer exists", None, None
         try:
             eff = self._merge(effective_resreq(sp.get("resreq") or []), values, dict(sp.get("env") or {}),
                               profile, queue)
@@ -68,10 +67,20 @@ class ReconfigMixin:
                     job.resreq = rr
         return write, remember
 
+    def _gone(self, job: Job) -> str | None:
+        """Why the config in force has no place for `job` (its queue or its profile is gone), or None."""
+        app = job.spec.get("app") or ""
+        if app and app not in self.config.applications:
+            return f"its application profile {app!r} no longer exists"
+        if self.config.queue(job.queue) is None:
+            return f"its queue {job.queue!r} no longer exists"
+        return None
+
     def _remerge_pending(self, actor: str) -> tuple[int, list[str]]:
         """Re-merge every job whose elements all pend and whose values came from another
-        config (CFG-3). A job the new config refuses gets a system hold naming why; one an
-        earlier config refused and this one takes has that hold released. Returns (jobs
+        config (CFG-3). A job the new config refuses gets a system hold naming why (for an
+        array with started elements: its pending ones, when its queue or profile is gone);
+        one an earlier config refused and this one takes has that hold released. Returns (jobs
         re-merged, one line per refused job). One transaction."""
         done = 0
         refused: list[str] = []
@@ -83,8 +92,14 @@ class ReconfigMixin:
             if sp.get("config_hash") == self._config_hash or sp.get("job_values") is None:
                 continue
             if any(e.state not in (S.PEND, S.PSUSP) for e in job.elements.values()):
-                continue  # an array with started elements keeps the values it started with
-            why, new, rr = self._remerged(job, check_hosts=actor != "system")
+                # an array with started elements keeps the values it started with, but its
+                # pending elements cannot run in a queue or with a profile that is gone
+                why = self._gone(job)
+                if why is None:
+                    continue
+                new, rr = None, None
+            else:
+                why, new, rr = self._remerged(job, check_hosts=actor != "system")
             if why is None:
                 done += 1
                 if new.pop("config_refused", None):  # an earlier config refused it; this one takes it

@@ -99,3 +99,13 @@ class ReportsMixin:
                 waiters.remove((fut, index))
         if not waiters:
             del self._waiters[job.id]
+
+    def wake_waiters(self) -> None:
+        """The daemon is stopping: every `xcecli wait` / `submit -K` waiting here gets the job as
+        it is now (its client asks again, and finds the daemon gone or back), rather than an
+        answer cut off by the shutdown."""
+        self.stopping = True
+        for waiters in self._waiters.values():
+            for fut, _ in waiters:
+                if not fut.done():
+                    fut.set_result(None)

@@ -58,6 +58,15 @@ def _check_own_values(req: dict) -> None:
     for fld, opt in (("stdout", "-o"), ("stderr", "-e")):
         if "\0" in (req.get(fld) or ""):
             raise InvalidRequest(f"{opt} {req[fld]!r}: a file name cannot contain a NUL byte", field=fld)
+    if not (req.get("argv") or [""])[0]:
+        raise InvalidRequest("the command is empty: argv[0] must name a program or script", field="argv")
+    for fld, opt in (("name", "-J"), ("queue", "-q"), ("stdout", "-o"), ("stderr", "-e"), ("pre_exec", "-E"),
+                     ("post_exec", "-Ep")):
+        v = req.get(fld)
+        if v is not None and not v.strip():
+            raise InvalidRequest(f"{opt} {v!r}: the value is empty; leave the field out for the default", field=fld)
+        if v is not None and "\0" in v:
+            raise InvalidRequest(f"{opt}: the value contains a NUL byte", field=fld)
 
 
 def _submit_resreq(texts: list[str], nmin: int | None, nmax: int | None):

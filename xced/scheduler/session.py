@@ -18,7 +18,8 @@ When a queue's first waiting job (its head) cannot start:
   fits at that time with what the later job holds. A job without a run limit counts as
   never ending. Reservations of different queues are computed independently.
 
-Held elements and elements over their array's `%N` limit never block.
+Held elements, elements over their array's `%N` limit, and elements no host could ever run
+even idle ("can never start", waiting for a host to join) never block their queue.
 
 Placement is the planner's (`placement.place`): the largest task count in the job's
 range that fits now (RES-3), span/same/order/rusage and the queue's host limit
@@ -430,16 +431,19 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                 blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
             continue
         if hit is not None:
-            pr, proved = hit
+            pr, proved, never = hit
             trace.append(TRACE_CACHE_HIT.format(ref=ref, proved=proved))
         else:
             pr = out.pend_reason()
-            unsat[key] = (_copy_reason(pr), ref)
+            never = isinstance(out, Shortfall) and out.never
+            unsat[key] = (_copy_reason(pr), ref, never)
             res.unsatisfiable[key] = pr
             trace.append(f"{ref}: pend: {pr.main}")
         if late and pr.start_with is not None:
             pr = _hint_with_reservations(pr, late, snapshot.clock)
         pend(j, pr)
+        if never:
+            continue  # no host could ever run it, even idle: it waits for a host to join, blocking nobody
         if j.queue in heads:
             continue  # a later job of a backfilling queue: it just cannot start now
         if q is None or not q.backfill:
