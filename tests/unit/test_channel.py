@@ -20,8 +20,7 @@ def _two_hosts(tmp_path):
     for h in ("h1", "h2"):
         w = FakeWorker()
         w.host = h
-        c.workers[h] = w
-        c.hosts[h].status = "ok"
+        c.attach_worker(w)
     return c
 
 

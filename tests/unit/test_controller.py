@@ -66,8 +66,7 @@ def ctl(tmp_path):
     store = SqliteStore(tmp_path / "db")
     c = Controller(cfg, store, tmp_path, clock=Clock())
     w = FakeWorker()
-    c.workers["h1"] = w
-    c.hosts["h1"].status = "ok"
+    c.attach_worker(w)
     c.fake = w
     yield c
     store.close()
@@ -76,8 +75,7 @@ def ctl(tmp_path):
 def controller_on(store, cfg, tmp_path):
     """A Controller over `store` with config `cfg` and a joined fake worker on host h1."""
     c = Controller(cfg, store, tmp_path, clock=Clock())
-    c.workers["h1"] = FakeWorker()
-    c.hosts["h1"].status = "ok"
+    c.attach_worker(FakeWorker())
     return c
 
 
@@ -88,8 +86,7 @@ def req(**kw):
 
 
 def session(c):
-    c._session_scheduled = False
-    c._session()
+    c.run_session()
 
 
 def end(c, jid, idx=0, code=0, reason=None, sig=None):
@@ -222,11 +219,11 @@ def test_submits_behind_a_blocked_head_need_no_session(ctl):
         assert running.elements[0].state == "RUN" and head.elements[0].state == "PEND"
         before = ctl.sessions
         later = [ctl.submit(req(), ALICE) for _ in range(5)]
-        assert ctl.sessions == before and not ctl._session_scheduled
+        assert ctl.sessions == before and not ctl.session_asked
         assert all(j.elements[0].pend_reason.main == f"Waiting behind job {head.id} in queue normal "
                    "(first come, first served)" for j in later)
         ctl.kill(head.id, None, ALICE)  # the head goes: the queue must be looked at again
-        assert ctl._session_scheduled
+        assert ctl.session_asked
         session(ctl)
         end(ctl, running.id)
         session(ctl)
@@ -455,7 +452,7 @@ def test_waiting_dependency_never_blocks_a_strict_fcfs_queue(ctl):
     assert head.elements[0].pend_reason.main.startswith("Not enough free slots")
     before = ctl.sessions
     late = ctl.submit(req(dependency=f"done({small.id})"), ALICE)
-    assert ctl.sessions == before and not ctl._session_scheduled
+    assert ctl.sessions == before and not ctl.session_asked
     assert late.elements[0].pend_reason.main.startswith("Dependency condition not satisfied")
 
 
@@ -490,7 +487,7 @@ def test_started_dependency_met_by_a_dispatch_runs_another_session(ctl):
         session(ctl)  # a starts in this session; arr's dependency was read before it did
         assert a.elements[0].state == "RUN" and [e.state for e in arr.elements.values()] == ["PEND"] * 2
         await asyncio.sleep(0)  # the check after the session
-        assert ctl._session_scheduled
+        assert ctl.session_asked
         session(ctl)
         assert [e.state for e in arr.elements.values()] == ["RUN"] * 2
         # a watched job that does not start asks for nothing (no polling)
@@ -498,7 +495,7 @@ def test_started_dependency_met_by_a_dispatch_runs_another_session(ctl):
         ctl.submit(req(dependency=f"started({big.id})"), ALICE)
         session(ctl)
         await asyncio.sleep(0)
-        assert big.elements[0].state == "PEND" and not ctl._session_scheduled
+        assert big.elements[0].state == "PEND" and not ctl.session_asked
     asyncio.run(main())
 
 
@@ -538,8 +535,8 @@ def test_dependency_survives_reload(ctl, tmp_path):
     b = ctl.submit(req(dependency=f"ended({a.id})"), ALICE)
     session(ctl)
     c2 = Controller(ctl.config, ctl.store, tmp_path, clock=Clock())
-    c2.workers["h1"] = w = FakeWorker()
-    c2.hosts["h1"].status = "ok"
+    w = FakeWorker()
+    c2.attach_worker(w)
     session(c2)
     assert c2.jobs[b.id].elements[0].pend_reason.main.startswith("Dependency condition not satisfied: ended(")
     end(c2, a.id, code=4)

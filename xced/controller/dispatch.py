@@ -36,6 +36,16 @@ def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
 class DispatchMixin:
     """Scheduling (D-4, DESIGN rule 1, DISPATCH-1, DISPATCH-2): a part of the Controller."""
 
+    @property
+    def session_asked(self) -> bool:
+        """Whether a scheduler session is asked for and not yet run (D-4)."""
+        return self._session_scheduled
+
+    def run_session(self) -> None:
+        """Run a scheduler session now, without the coalescing delay (a session asked for is
+        run by this one): what a test or a simulator drives instead of the event loop."""
+        self._session()
+
     def kick(self) -> None:
         """Ask for a scheduler session after the coalescing delay (D-4); idempotent. Any
         stimulus but a submit into a blocked queue comes here, so it ends the shortcut."""
