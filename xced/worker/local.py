@@ -34,6 +34,18 @@ def write_user_file(path: Path, text: str, uid: int | None, gid: int | None) -> 
         os.close(fd)
 
 
+def write_hostfile(jobdir: Path, alloc, uid: int | None, gid: int | None) -> Path:
+    """JOBDIR/hostfile (LSB_DJOB_HOSTFILE): one host name per slot of `alloc`, the job user's."""
+    path = jobdir / "hostfile"
+    write_user_file(path, "".join(h + "\n" for h in hosts_per_slot(alloc)), uid, gid)
+    return path
+
+
+def groups_of(user: str, uid: int | None, gid: int | None) -> list[int] | None:
+    """The supplementary groups a job of `user` runs with (D-6), or None when it runs as the daemon's user."""
+    return os.getgrouplist(user, gid) if uid is not None and gid is not None else None
+
+
 class LocalWorker:
     """Serves host `host` for `controller`; job directories under `<TopDir>/jobs/ID/INDEX`."""
 
@@ -114,9 +126,7 @@ class LocalWorker:
         jd = self.jobdir(info.job_id, info.index)
         try:
             self.make_jobdir(info.job_id, info.index, info.run_uid, info.run_gid)
-            hostfile = jd / "hostfile"
-            write_user_file(hostfile, "".join(h + "\n" for h in hosts_per_slot(info.alloc)), info.run_uid,
-                            info.run_gid)
+            hostfile = write_hostfile(jd, info.alloc, info.run_uid, info.run_gid)
             env = element_environment(info, hostfile, self.client_env, self.task_starter)
             out = expand_output_path(info.stdout, info.job_id, info.index, info.cwd) if info.stdout else str(jd / "stdout")
             if info.stderr:
@@ -132,7 +142,7 @@ class LocalWorker:
                 "host_ntasks": dict(info.alloc).get(self.host, 1),
                 "grace_s": info.grace_s, "kill_interval_s": info.kill_interval_s,
                 "uid": info.run_uid, "gid": info.run_gid,
-                "groups": os.getgrouplist(info.run_as, info.run_gid) if info.run_uid is not None and info.run_gid is not None else None,
+                "groups": groups_of(info.run_as, info.run_uid, info.run_gid),
                 "umask": info.umask,
             }
             handle = procs.launch(jd, spec, self.launcher)
@@ -168,14 +178,12 @@ class LocalWorker:
             out = td / "output"
             jd = self.jobdir(task.job_id, task.index)
             if not (jd / "hostfile").exists():  # a host other than the job's first: LSB_DJOB_HOSTFILE here too
-                write_user_file(jd / "hostfile", "".join(h + "\n" for h in hosts_per_slot(task.alloc)),
-                                task.run_uid, task.run_gid)
+                write_hostfile(jd, task.alloc, task.run_uid, task.run_gid)
             env = task_environment(task, self.host, jd, self.client_env, self.task_starter)
             spec = {"job_id": task.job_id, "index": task.index, "argv": list(task.argv), "cwd": task.cwd,
                     "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": task.run_limit_s,
                     "kill_interval_s": task.kill_interval_s, "uid": task.run_uid, "gid": task.run_gid,
-                    "groups": os.getgrouplist(task.run_as, task.run_gid)
-                    if task.run_uid is not None and task.run_gid is not None else None, "umask": task.umask}
+                    "groups": groups_of(task.run_as, task.run_uid, task.run_gid), "umask": task.umask}
             handle = procs.launch(td, spec, self.launcher)
         except (OSError, ValueError) as e:
             return {"host": self.host, "task_id": task.task_id, "exit_code": 1, "signal": None,
