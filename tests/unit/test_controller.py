@@ -99,7 +99,7 @@ def kinds(c, jid):
 
 def test_submit_dispatch_done_with_events(ctl):
     j = ctl.submit(req(), ALICE)
-    assert j.spec["run_limit_s"] == 3600  # JOB-2: the queue ceiling is the limit of a job without one
+    assert j.effective.run_limit_s == 3600  # JOB-2: the queue ceiling is the limit of a job without one
     session(ctl)
     assert ctl.fake.started == [(j.id, 0, [("h1", 1)])]
     assert ctl.hosts["h1"].slots_used == 1
@@ -364,8 +364,8 @@ def test_dependency_stored_canonical_and_in_dry_run(ctl):
     eff = ctl.submit(req(dependency=text), ALICE, dry_run=True)
     assert eff["dependency"] == canon
     j = ctl.submit(req(dependency=text), ALICE)
-    assert j.spec["dependency"] == canon
-    assert ctl.submit(req(), ALICE).spec["dependency"] is None
+    assert j.spec.dependency == canon
+    assert ctl.submit(req(), ALICE).spec.dependency is None
     assert ctl.submit(req(), ALICE, dry_run=True)["dependency"] is None
 
 
@@ -391,7 +391,7 @@ def test_dependency_on_a_finished_job_is_met_at_submit(ctl):
     session(ctl)
     end(ctl, a.id)
     b = ctl.submit(req(dependency=str(a.id)), ALICE)  # a bare ID means done(ID)
-    assert b.spec["dependency"] == f"done({a.id})" and b.elements[0].pend_reason is None
+    assert b.spec.dependency == f"done({a.id})" and b.elements[0].pend_reason is None
     session(ctl)
     assert b.elements[0].state == "RUN"
 
@@ -588,11 +588,11 @@ def test_requeue_merges_again_with_the_config_in_force(tmp_path):
     end(c, k.id)
     c.config = cfg_with({"name": "mem", "value": 300, "unit": "MB", "default": True})
     c.requeue(j.id, None, ALICE)
-    assert j.spec["effective_resreq"] == "rusage[mem=300/task]"
+    assert j.effective.resreq == "rusage[mem=300/task]"
     c.config = cfg_with({"name": "mem", "value": 100, "unit": "MB"})  # binding now: k's own 200 is refused
     with pytest.raises(Conflict, match="refuses it, so it was not requeued: rusage mem: profile p fixes 100 MB"):
         c.requeue(k.id, None, ALICE)
-    assert k.elements[0].state == "DONE" and k.spec["effective_resreq"] == "rusage[mem=200]"
+    assert k.elements[0].state == "DONE" and k.effective.resreq == "rusage[mem=200]"
     store.close()
 
 

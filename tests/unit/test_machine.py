@@ -15,13 +15,14 @@ from tests.unit.test_controller import ADMIN, ALICE, ctl, req, session  # noqa: 
 from xced.controller import machine as m
 from xced.controller.machine import IllegalTransition, TABLE, transition
 from xced.model.jobs import JobState as S
+from xced.model.spec import from_record
 from xced.model.state import Element, EndStatus, Job
 
 T = 1000.0
 
 
 def _el(state: S, holds=(), alloc=(("h1", 2), ("h2", 1)), action=None, declines=0) -> Element:
-    job = Job(7, None, "alice", "normal", 1.0, {})
+    job = Job(7, None, "alice", "normal", 1.0, *from_record({"argv": ["true"], "run_as": "alice", "ntasks_min": 1}))
     e = Element(job, 0, state, set(holds), alloc=list(alloc), action=action, declines=declines)
     job.elements[0] = e
     return e

@@ -15,6 +15,7 @@ import secrets
 from xced.api.errors import Conflict, NotFound, PermissionDenied
 from xced.controller import machine as m
 from xced.model.jobs import ACTIVE, FINISHED, PENDING, JobState
+from xced.model.spec import EffectiveJob
 from xced.model.state import Element, Job
 from xced.policy.rbac import Caller, may_control_job, require_admin
 from xced.store.base import token_hash
@@ -98,13 +99,13 @@ class ActionsMixin:
         els = [e for e in self._elements(job, index) if e.state is S.PSUSP and "system" in e.holds]
         if not els:
             raise Conflict(f"job {job_id}: nothing is held by the system")
-        new, rr = dict(job.spec), None
+        new, rr = job.effective, None
         if all(e.state in PENDING for e in job.elements.values()):  # none started: merge it again now
             why, merged, rr = self._remerged(job)
             if why is not None:
                 raise Conflict(f"job {job_id}: the config in force still refuses it: {why}")
             new = merged or new
-        new.pop("config_refused", None)
+        new = new.accepted()
         changes = self._changes(els, self._stim(m.Release, "release", f"admin:{caller.user}",
                                                 reason="system hold released by an admin"))
         write, remember = self._respec([(job, new, rr)])
@@ -122,12 +123,12 @@ class ActionsMixin:
         job, actor = self._begin_action(job_id, caller)
         if self.config.queue(job.queue) is None:
             raise Conflict(f"job {job_id}: its queue {job.queue!r} no longer exists; it cannot pend there again")
-        app = job.spec.get("app")
+        app = job.spec.app
         if app and app not in self.config.applications:
             raise Conflict(f"job {job_id}: its application profile {app!r} no longer exists; it cannot run again")
         els = self._elements(job, index)
         chosen = {e.index for e in els}
-        specs: list[tuple[Job, dict, object]] = []
+        specs: list[tuple[Job, EffectiveJob, object]] = []
         if all(e.state not in ACTIVE for e in job.elements.values() if e.index not in chosen):
             why, new, rr = self._remerged(job, check_hosts=True)
             if why is not None:
@@ -205,9 +206,9 @@ class ActionsMixin:
             if not e.token_hash or not secrets.compare_digest(token_hash(token), e.token_hash):
                 raise PermissionDenied(f"job {e.ref}: the launch token is not this job's (wrong, from an earlier run "
                                        f"of it, or another job's); `xcecli launch` works from inside the job")
-            run_uid = job.spec.get("run_uid")
+            run_uid = job.spec.run_uid
             if peer_uid is not None and peer_uid != (run_uid if run_uid is not None else os.geteuid()):
-                raise PermissionDenied(f"job {e.ref} runs as {job.spec['run_as']}; its launch token works only for "
+                raise PermissionDenied(f"job {e.ref} runs as {job.spec.run_as}; its launch token works only for "
                                        f"processes of that user inside the job")
         elif caller is None or caller.user != job.user:
             raise PermissionDenied(f"job {e.ref} belongs to {job.user}; only its owner and its own tasks may launch "

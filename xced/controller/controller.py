@@ -41,6 +41,7 @@ from xced.controller.actions import ActionsMixin
 from xced.controller.explain import ExplainMixin
 from xced.model.config import ClusterConfig
 from xced.model.jobs import ACTIVE, FINISHED, JobState
+from xced.model.spec import from_record
 from xced.model.state import Element, HostState, Job
 from xced.resreq import parse
 from xced.scheduler.shortcut import SubmitShortcut
@@ -117,9 +118,9 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
 
     def _load(self) -> None:
         for jid, name, user, queue, submit_time, spec in self.store.load_jobs():
-            job = self.jobs[jid] = Job(jid, name, user, queue, submit_time, json.loads(spec))
-            eff_text = job.spec.get("effective_resreq")
-            job.resreq = parse(eff_text) if eff_text else effective_resreq(job.spec.get("resreq") or [])
+            job = self.jobs[jid] = Job(jid, name, user, queue, submit_time, *from_record(json.loads(spec)))
+            eff_text = job.effective.resreq
+            job.resreq = parse(eff_text) if eff_text else effective_resreq(job.spec.resreq)
         for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, thash,
              reserve) in self.store.load_elements():
             job = self.jobs[jid]
@@ -227,7 +228,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         if e is None:
             if not job.is_array:
                 raise NotFound(f"job {job.id} is not an array; refer to it as {job.id}")
-            raise NotFound(f"job {job.id} has no element {index}; its indices are {job.spec['array_spec']}")
+            raise NotFound(f"job {job.id} has no element {index}; its indices are {job.spec.array_spec}")
         return [e]
 
 

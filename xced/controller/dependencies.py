@@ -49,7 +49,7 @@ class DependenciesMixin:
         """None when the job's dependency is met (or it has none); else the pend reason, the
         explain() line: "Dependency condition not satisfied: ..." while it may still be met,
         "Dependency can never be met: ..." when it cannot (the job still pends, SPEC JOB-5)."""
-        text = job.spec.get("dependency")
+        text = job.spec.dependency
         if not text:
             return None
         if job.dependency is None:  # loaded from the store: the canonical text parses

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from xced.constants import DEFAULT_UMASK
 from xced.controller import machine as m
 from xced.controller.machine import transition
 from xced.model.jobs import JobState
@@ -70,24 +69,24 @@ class DispatchMixin:
         array_running: dict[int, int] = {}
         apps = self.config.applications
         for job in self.active.values():
-            sp = job.spec
-            limit = sp.get("array_limit")
-            prof = apps.get(sp["app"]) if sp.get("app") else None
+            sp, eff = job.spec, job.effective
+            limit = sp.array_limit
+            prof = apps.get(sp.app) if sp.app else None
             phash = prof.content_hash() if prof is not None else None
             nrun = 0
             for e in job.elements.values():
                 st = e.state
                 if st is S.PEND or st is S.PSUSP:
                     # JOB-5: an element waiting for its -w dependency is left out (reason set there)
-                    if sp.get("dependency") and self._dependency_waits(job, e, pending):
+                    if sp.dependency and self._dependency_waits(job, e, pending):
                         continue
-                    pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, sp["ntasks_min"],
-                                           sp["ntasks_max"], job.resreq, limit, st is S.PSUSP, phash,
-                                           sp.get("run_limit_s"), e.pend_reason))
+                    pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, eff.ntasks_min,
+                                           eff.ntasks_max, job.resreq, limit, st is S.PSUSP, phash,
+                                           eff.run_limit_s, e.pend_reason))
                 elif st is S.RUN or st is S.USUSP:
                     nrun += 1
                     if backfill:  # SCHED-1: when the running work ends at the latest
-                        rl = sp.get("run_limit_s")
+                        rl = eff.run_limit_s
                         running.append(RunSnap(job.id, e.index, e.start_time + rl if rl and e.start_time else None,
                                                e.reserve or {h: {"slots": n} for h, n in e.alloc}))
             if limit is not None:
@@ -134,7 +133,7 @@ class DispatchMixin:
             reserve = d.reserve or {host: {"slots": n} for host, n in d.alloc}
             if not self._fits(reserve, taken):
                 continue
-            app = job.spec.get("app")
+            app = job.spec.app
             why = None
             if app and app not in self.config.applications:
                 why = f"application profile {app!r} no longer exists"
@@ -176,16 +175,15 @@ class DispatchMixin:
         the command (wrapped by the profile's job starter), limits (s, MB), allocation, the
         job's and the profile's environments, and the hooks to run around it."""
         job = e.job
-        sp = job.spec
+        sp, eff = job.spec, job.effective
         st = self.config.settings
-        argv = list(sp["argv"])
-        profile = self.config.applications.get(sp["app"]) if sp.get("app") else None
+        argv = list(sp.argv)
+        profile = self.config.applications.get(sp.app) if sp.app else None
         if profile is not None and profile.job_starter:
             argv = wrap_with_job_starter(profile.job_starter, argv)
-        return StartInfo(job.id, e.index, job.name, job.queue, job.user, argv, sp["cwd"], sp["env"],
-                         sp.get("stdout"), sp.get("stderr"), sp.get("run_limit_s"), sp.get("memory_limit_mb"),
-                         list(e.alloc), sp["run_as"], sp.get("run_uid"), sp.get("run_gid"),
-                         st.kill_interval_s, st.limit_grace_s, e.token or "", sp.get("umask", DEFAULT_UMASK),
-                         dict(sp.get("profile_env") or {}),
-                         dict(sp.get("export_env") or {}), sp.get("app") or None,
+        return StartInfo(job.id, e.index, job.name, job.queue, job.user, argv, sp.cwd, sp.env,
+                         sp.stdout, sp.stderr, eff.run_limit_s, eff.memory_limit_mb,
+                         list(e.alloc), sp.run_as, sp.run_uid, sp.run_gid,
+                         st.kill_interval_s, st.limit_grace_s, e.token or "", sp.umask,
+                         dict(eff.profile_env), dict(eff.export_env), sp.app or None,
                          self._hooks(profile, sp))

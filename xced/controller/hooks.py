@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from xced.constants import DEFAULT_UMASK
+from xced.model.spec import JobSpec
 from xced.model.jobs import ACTIVE, EndReason
 from xced.model.state import EndStatus, Element, Job, StartInfo, TaskSpec
 
@@ -22,7 +22,7 @@ class HooksMixin:
     """Hooks across a job's hosts (JOB-6, JOB-7): a part of the Controller."""
 
     def _profile_of(self, job: Job):
-        app = job.spec.get("app")
+        app = job.spec.app
         return self.config.applications.get(app) if app else None
 
     async def _start_after_host_hooks(self, e: Element, info: StartInfo, hook: dict, hosts: list[str]) -> None:
@@ -84,19 +84,19 @@ class HooksMixin:
         """A task of element `e` for a host of the job (JOB-6 host hooks, JOB-7 `xcecli launch`):
         the pieces its worker builds the environment from (PROF-10: remote tasks get the
         job's and the profile's environments), run as the job's user with its umask."""
-        sp = e.job.spec
-        return TaskSpec(e.job.id, e.index, task_id, list(argv), sp["cwd"], sp["env"], sp.get("run_uid"),
-                        sp.get("run_gid"), sp["run_as"], self.config.settings.kill_interval_s, run_limit_s,
-                        sp.get("umask", DEFAULT_UMASK), e.job.name, e.job.queue, list(e.alloc),
-                        dict(sp.get("profile_env") or {}), dict(sp.get("export_env") or {}), sp.get("app") or None,
+        sp, eff = e.job.spec, e.job.effective
+        return TaskSpec(e.job.id, e.index, task_id, list(argv), sp.cwd, sp.env, sp.run_uid,
+                        sp.run_gid, sp.run_as, self.config.settings.kill_interval_s, run_limit_s,
+                        sp.umask, e.job.name, e.job.queue, list(e.alloc),
+                        dict(eff.profile_env), dict(eff.export_env), sp.app or None,
                         dict(extra))
 
     @staticmethod
-    def _hooks(profile, sp: dict) -> dict[str, dict]:
+    def _hooks(profile, sp: JobSpec) -> dict[str, dict]:
         """The hooks to run (JOB-6, JOB-7): the profile's (outer layer) and the job's own -E/-Ep
         (inner layer; the job's own run with the profile's default timeout)."""
         hooks = {n: h.model_dump() for n in HOOK_NAMES if profile is not None and (h := getattr(profile, n)) is not None}
-        own = sp.get("own_hooks") or {}
+        own = sp.own_hooks
         if own.get("pre_exec"):
             hooks["job_pre_exec"] = {"command": own["pre_exec"], "timeout_s": 300.0}
         if own.get("post_exec"):

@@ -14,6 +14,7 @@ from xced.controller import machine as m
 from xced.controller.submit import effective_resreq
 from xced.model.config import ClusterConfig
 from xced.model.jobs import JobState
+from xced.model.spec import EffectiveJob, to_record
 from xced.model.state import Job
 from xced.policy.rbac import Caller, require_admin
 from xced.merge import MergeError
@@ -25,51 +26,49 @@ S = JobState
 class ReconfigMixin:
     """A new config under pending jobs (CFG-3, MERGE-1): a part of the Controller."""
 
-    def _remerged(self, job: Job, check_hosts: bool = False) -> tuple[str | None, dict | None, object]:
+    def _remerged(self, job: Job, check_hosts: bool = False) -> tuple[str | None, EffectiveJob | None, object]:
         """Re-merge a job none of whose elements has started with the config in force
         (CFG-3: pending jobs see new profiles at their next session), changing nothing:
-        (None, its new spec, its new effective resreq), or (the merge's refusal, None, None)
-        (the job then keeps its old values and gets a system hold). A job submitted before
-        job values were kept gives (None, None, None): its values stay as they were."""
+        (None, its new effective values, its new effective resreq), or (the merge's refusal,
+        None, None) (the job then keeps its old values and gets a system hold). A job
+        submitted before job values were kept gives (None, None, None): its values stay."""
         sp = job.spec
-        values = sp.get("job_values")
+        values = sp.job_values
         if values is None:
             return None, None, None
         gone = self._gone(job)
         if gone is not None:
             return gone, None, None
-        app = sp.get("app") or ""
-        profile = self.config.applications.get(app) if app else None
+        profile = self.config.applications.get(sp.app) if sp.app else None
         queue = self.config.queue(job.queue)
         try:
-            eff = self._merge(effective_resreq(sp.get("resreq") or []), values, dict(sp.get("env") or {}),
-                              profile, queue)
+            # env: the job's own dict, which the merge shares (never changes) rather than copies
+            eff = self._merge(effective_resreq(sp.resreq), values, sp.env, profile, queue)
         except (MergeError, ResReqError) as e:
             return str(e), None, None
         if check_hosts and self.hosts:  # as at submit (MERGE-2): never left pending silently
             never = self._never_starts(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
             if never is not None:
                 return never[0], None, None
-        new = {**sp, **self._effective_fields(eff, profile)}  # env stays the one dict exdata's job env shares
-        return None, new, eff.resreq
+        return None, self._effective(eff, profile), eff.resreq
 
-    def _respec(self, specs: list[tuple[Job, dict, object]]) -> tuple[Callable[[], None], Callable[[], None]]:
-        """The (store write, memory change) pair that gives each job its new spec (and its new
-        effective resreq when not None), for `_commit`."""
+    def _respec(self, specs: list[tuple[Job, EffectiveJob, object]]) -> tuple[Callable[[], None], Callable[[], None]]:
+        """The (store write, memory change) pair that gives each job its new effective values
+        (and its new effective resreq when not None), for `_commit`."""
         def write() -> None:
-            for job, sp, _ in specs:
-                self.store.update_spec(job.id, sp)
+            for job, eff, _ in specs:
+                self.store.update_spec(job.id, to_record(job.spec, eff))
 
         def remember() -> None:
-            for job, sp, rr in specs:
-                job.spec = sp
+            for job, eff, rr in specs:
+                job.effective = eff
                 if rr is not None:
                     job.resreq = rr
         return write, remember
 
     def _gone(self, job: Job) -> str | None:
         """Why the config in force has no place for `job` (its queue or its profile is gone), or None."""
-        app = job.spec.get("app") or ""
+        app = job.spec.app
         if app and app not in self.config.applications:
             return f"its application profile {app!r} no longer exists"
         if self.config.queue(job.queue) is None:
@@ -84,12 +83,11 @@ class ReconfigMixin:
         re-merged, one line per refused job). One transaction."""
         done = 0
         refused: list[str] = []
-        specs: list[tuple[Job, dict, object]] = []
+        specs: list[tuple[Job, EffectiveJob, object]] = []
         changes: list = []
         sid, now = self._sid("config"), self.clock()
         for job in list(self.active.values()):
-            sp = job.spec
-            if sp.get("config_hash") == self._config_hash or sp.get("job_values") is None:
+            if job.effective.config_hash == self._config_hash or job.spec.job_values is None:
                 continue
             if any(e.state not in (S.PEND, S.PSUSP) for e in job.elements.values()):
                 # an array with started elements keeps the values it started with, but its
@@ -102,14 +100,13 @@ class ReconfigMixin:
                 why, new, rr = self._remerged(job, check_hosts=actor != "system")
             if why is None:
                 done += 1
-                if new.pop("config_refused", None):  # an earlier config refused it; this one takes it
+                if job.effective.config_refused:  # an earlier config refused it; this one takes it
                     changes += self._changes(list(job.elements.values()), m.Release(
                         sid, actor, now, reason="the new config takes it: system hold released"))
                 specs.append((job, new, rr))
                 continue
             refused.append(f"job {job.id}: {why}")
-            new = {**sp, "config_hash": self._config_hash, "config_refused": True}  # refused once per config
-            specs.append((job, new, None))
+            specs.append((job, job.effective.refused_by(self._config_hash), None))  # refused once per config
             changes += self._changes(list(job.elements.values()), m.SystemHold(
                 sid, actor, now, reason=f"the new config refuses it: {why}",
                 pend_reason=f"Held by the system: the config {self._config_hash[:12]} refuses it: {why}"))

@@ -13,6 +13,7 @@ from xced.constants import DEFAULT_UMASK
 from xced.api.errors import InvalidRequest
 from xced.model import deps
 from xced.model.jobs import ArraySpecError, JobState, parse_job_name
+from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
 from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, merge_job
@@ -101,7 +102,7 @@ def _job_name(text: str | None):
         raise InvalidRequest(str(e), field="name") from None
 
 
-def _dry_run(eff, spec: dict, qname: str, app: str, name, array_size: int) -> dict:
+def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int) -> dict:
     """CLI-2 --dry-run: the effective job as the merge made it, recorded nowhere."""
     resreq = eff.resreq
     warnings = list(eff.warnings)
@@ -111,8 +112,8 @@ def _dry_run(eff, spec: dict, qname: str, app: str, name, array_size: int) -> di
                         "reservation for the life of the job")
     return {**eff.to_json(), "queue": qname, "app": app or None, "ntasks_min": eff.ntasks_min,
             "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s, "memory_limit_mb": eff.memory_limit_mb,
-            "name": name, "array_size": array_size, "run_as": spec["run_as"], "resreq": to_json(resreq),
-            "resreq_text": render(resreq), "dependency": spec["dependency"], "_warnings": warnings}
+            "name": name, "array_size": array_size, "run_as": spec.run_as, "resreq": to_json(resreq),
+            "resreq_text": render(resreq), "dependency": spec.dependency, "_warnings": warnings}
 
 
 class SubmitMixin:
@@ -135,9 +136,8 @@ class SubmitMixin:
         _check_own_values(req)
         texts = list(req.get("resreq") or [])
         resreq, nmin, nmax = _submit_resreq(texts, req.get("ntasks_min"), req.get("ntasks_max"))
-        job_values = {"ntasks_min": nmin, "ntasks_max": nmax if nmax is not None else nmin,
-                      "run_limit_s": req.get("run_limit_s"), "memory_limit_mb": req.get("memory_limit_mb"),
-                      "app_params": dict(req.get("app_params") or {}), "exdata": req.get("exdata")}
+        job_values = OwnValues(nmin, nmax if nmax is not None else nmin, req.get("run_limit_s"),
+                               req.get("memory_limit_mb"), dict(req.get("app_params") or {}), req.get("exdata"))
         job_env = dict(req.get("env") or {})
         try:
             eff = self._merge(resreq, job_values, job_env, profile, queue)
@@ -150,11 +150,12 @@ class SubmitMixin:
         name, array = _job_name(req.get("name"))
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
         dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None
-        spec = self._spec(req, caller, eff, job_env, texts, app, profile, own_hooks, job_values, array, dependency)
+        spec = self._spec(req, caller, job_env, texts, app, own_hooks, job_values, array, dependency)
         indices = array.indices if array else (0,)
         if dry_run:
             return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0)
-        job = self._record_submit(name, caller, qname, spec, indices, eff.resreq, dependency)
+        job = self._record_submit(name, caller, qname, spec, self._effective(eff, profile), indices, eff.resreq,
+                                  dependency)
         self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
         return job
 
@@ -199,45 +200,41 @@ class SubmitMixin:
         if never is not None:
             raise InvalidRequest(never[0], field=never[1])
 
-    def _spec(self, req, caller, eff, job_env, texts, app, profile, own_hooks, job_values, array, dependency) -> dict:
-        """The job's record: its own values as given (job_values, for a later re-merge), the
-        effective ones of the merge (MERGE-1), and who it runs as (D-6: the submitting user
-        when the daemon is root and the user is real, else the daemon's user)."""
+    def _spec(self, req, caller, job_env, texts, app, own_hooks, job_values, array, dependency) -> JobSpec:
+        """What the user submitted: its own values as given (job_values, for a later
+        re-merge), and who it runs as (D-6: the submitting user when the daemon is root and
+        the user is real, else the daemon's user)."""
         if os.geteuid() == 0 and not caller.asserted and caller.uid is not None:
             run_as, run_uid, run_gid = caller.user, caller.uid, caller.gid
         else:
             run_as, run_uid, run_gid = self.daemon_user, None, None
-        return {
-            "argv": list(req["argv"]), "cwd": req.get("cwd") or "", "env": job_env,  # the dict of exdata's job env
-            "stdout": req.get("stdout"), "stderr": req.get("stderr"),
-            "array_spec": array.text if array else None, "array_limit": array.limit if array else None,
-            "resreq": texts, "app": app, "own_hooks": own_hooks, "job_values": job_values,
-            **self._effective_fields(eff, profile),
-            "run_as": run_as, "run_uid": run_uid, "run_gid": run_gid, "asserted": caller.asserted,
-            "dependency": deps.render(dependency) if dependency is not None else None,
-            "umask": req["umask"] if req.get("umask") is not None else DEFAULT_UMASK,
-        }
+        return JobSpec(
+            tuple(req["argv"]), req.get("cwd") or "", job_env,  # the dict of exdata's job env
+            req.get("stdout"), req.get("stderr"), array.text if array else None, array.limit if array else None,
+            tuple(texts), app, own_hooks, job_values, run_as, run_uid, run_gid, caller.asserted,
+            deps.render(dependency) if dependency is not None else None,
+            req["umask"] if req.get("umask") is not None else DEFAULT_UMASK)
 
-    def _effective_fields(self, eff, profile) -> dict:
-        """The one place a job's effective values (the merge's result, MERGE-1) become fields
-        of its spec, at submit and at every re-merge alike, with the hashes of the profile and
-        of the config they came from (DISPATCH-1, CFG-3)."""
-        return {"ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
-                "memory_limit_mb": eff.memory_limit_mb, "app_params": eff.app_params, "exdata": eff.exdata,
-                "effective_resreq": render(eff.resreq), "profile_env": eff.profile_env,
-                "export_env": eff.export_env, "warnings": list(eff.warnings),
-                "profile_hash": profile.content_hash() if profile is not None else None,
-                "config_hash": self._config_hash}
+    def _effective(self, eff: Effective, profile) -> EffectiveJob:
+        """The one place a job's effective values (the merge's result, MERGE-1) are made, at
+        submit and at every re-merge alike, with the hashes of the profile and of the config
+        they came from (DISPATCH-1, CFG-3)."""
+        # the dicts are the merge's own, not copies: exdata shares the job's env (10,000 pending jobs)
+        return EffectiveJob(eff.ntasks_min, eff.ntasks_max, eff.run_limit_s, eff.memory_limit_mb,
+                            eff.app_params, eff.exdata, render(eff.resreq), eff.profile_env,
+                            eff.export_env, tuple(eff.warnings),
+                            profile.content_hash() if profile is not None else None, self._config_hash)
 
-    def _record_submit(self, name, caller: Caller, qname: str, spec: dict, indices, resreq, dependency) -> Job:
+    def _record_submit(self, name, caller: Caller, qname: str, spec: JobSpec, effective: EffectiveJob, indices,
+                       resreq, dependency) -> Job:
         """Commit the job durably (D-3: acknowledged only after this), then keep it in memory."""
         now = self.clock()
         jid = self.store.allocate_job_id()
         with self.store.tx(durable=True):
-            self.store.insert_job(jid, name, caller.user, qname, now, spec, indices, "PEND")
+            self.store.insert_job(jid, name, caller.user, qname, now, to_record(spec, effective), indices, "PEND")
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
-                                 f"{len(indices)} elements" if spec["array_spec"] else None, self._sid("submit"))
-        job = Job(jid, name, caller.user, qname, now, spec)
+                                 f"{len(indices)} elements" if spec.is_array else None, self._sid("submit"))
+        job = Job(jid, name, caller.user, qname, now, spec, effective)
         job.resreq = resreq
         job.dependency = dependency
         job.elements = {i: Element(job, i, S.PEND) for i in indices}
@@ -283,14 +280,13 @@ class SubmitMixin:
                                      field="dependency")
             if idx not in job.elements:
                 raise InvalidRequest(f"dependency: job {jid} has no element {idx}; its indices are "
-                                     f"{job.spec['array_spec']}", field="dependency")
+                                     f"{job.spec.array_spec}", field="dependency")
         return expr
 
     @staticmethod
-    def _merge(resreq, values: dict, env: dict, profile, queue) -> Effective:
-        """The one merge (MERGE-1) of the job's own values as submitted (`values`: ntasks_min,
-        ntasks_max, run_limit_s, memory_limit_mb, app_params, exdata) with its profile and
+    def _merge(resreq, values: OwnValues, env: dict, profile, queue) -> Effective:
+        """The one merge (MERGE-1) of the job's own values as submitted with its profile and
         queue. Raises MergeError."""
-        return merge_job(JobValues(resreq, values["ntasks_min"], values["ntasks_max"], values["run_limit_s"],
-                                   values["memory_limit_mb"], env, dict(values["app_params"]), values["exdata"]),
+        return merge_job(JobValues(resreq, values.ntasks_min, values.ntasks_max, values.run_limit_s,
+                                   values.memory_limit_mb, env, dict(values.app_params), values.exdata),
                          profile, queue)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xced.model.jobs import JobState, PendReason, format_job_ref
+from xced.model.spec import EffectiveJob, JobSpec
 
 S = JobState
 
@@ -45,26 +46,28 @@ class Element:
 
 @dataclass(slots=True)
 class Job:
-    """A submitted job: its own values (`spec`) and its elements by index."""
+    """A submitted job: what its user asked (`spec`), what the merge made of it
+    (`effective`, replaced at a re-merge, CFG-3) and its elements by index."""
 
     id: int
     name: str | None
     user: str
     queue: str
     submit_time: float
-    spec: dict
+    spec: JobSpec
+    effective: EffectiveJob
     elements: dict[int, Element] = field(default_factory=dict)
     unfinished: int = 0  # elements not DONE/EXIT, kept by Controller._transition
-    resreq: object = None  # the effective xced.resreq.ResReq (merged -R strings), parsed once
-    dependency: object = None  # the -w expression (xced.model.deps.DepExpr) of spec["dependency"], parsed once
+    resreq: object = None  # the effective xced.resreq.ResReq (effective.resreq parsed), parsed once
+    dependency: object = None  # the -w expression (xced.model.deps.DepExpr) of spec.dependency, parsed once
 
     @property
     def array_limit(self) -> int | None:
-        return self.spec.get("array_limit")
+        return self.spec.array_limit
 
     @property
     def is_array(self) -> bool:
-        return self.spec.get("array_spec") is not None
+        return self.spec.array_spec is not None
 
     def finished(self) -> bool:
         return self.unfinished == 0

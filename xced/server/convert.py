@@ -32,22 +32,22 @@ def element_dict(e) -> dict:
 
 def job_dict(job, *, elements: bool = True, env: bool = False) -> dict:
     """The JobOut of `job`; `env`: include its environment (D-7: only for who may see it)."""
-    sp = job.spec
+    sp, eff = job.spec, job.effective
     counts: dict[str, int] = {}
     for e in job.elements.values():
         k = e.state.value
         counts[k] = counts.get(k, 0) + 1
     return {
-        "job_id": job.id, "name": job.name, "user": job.user, "run_as": sp["run_as"],
-        "asserted_user": sp.get("asserted", False), "queue": job.queue, "app": sp.get("app") or None,
-        "app_params": sp.get("app_params") or {}, "state": job.state().value,
-        "submit_time": job.submit_time, "argv": sp["argv"], "cwd": sp["cwd"], "ntasks_min": sp["ntasks_min"],
-        "ntasks_max": sp["ntasks_max"], "run_limit_s": sp.get("run_limit_s"),
-        "memory_limit_mb": sp.get("memory_limit_mb"), "array_spec": sp.get("array_spec"),
-        "array_limit": sp.get("array_limit"), "resreq_requested": sp.get("resreq") or [],
-        "resreq": sp.get("effective_resreq") or "", "dependency": sp.get("dependency"), "counts": counts,
+        "job_id": job.id, "name": job.name, "user": job.user, "run_as": sp.run_as,
+        "asserted_user": sp.asserted, "queue": job.queue, "app": sp.app or None,
+        "app_params": eff.app_params, "state": job.state().value,
+        "submit_time": job.submit_time, "argv": list(sp.argv), "cwd": sp.cwd, "ntasks_min": eff.ntasks_min,
+        "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
+        "memory_limit_mb": eff.memory_limit_mb, "array_spec": sp.array_spec,
+        "array_limit": sp.array_limit, "resreq_requested": list(sp.resreq),
+        "resreq": eff.resreq, "dependency": sp.dependency, "counts": counts,
         "elements": [element_dict(e) for e in job.elements.values()] if elements else [],
-        "env": dict(sp.get("env") or {}) if env else None, "umask": sp.get("umask"),
+        "env": dict(sp.env) if env else None, "umask": sp.umask,
     }
 
 

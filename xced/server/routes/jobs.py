@@ -35,8 +35,8 @@ def _ctl(request: Request):
 async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> SubmitResponse:
     job = _ctl(request).submit(body.model_dump(), caller)
     return SubmitResponse(job_id=job.id, name=job.name, queue=job.queue,
-                          array_size=len(job.elements) if job.is_array else 0, app=job.spec.get("app") or None,
-                          warnings=job.spec.get("warnings") or [])
+                          array_size=len(job.elements) if job.is_array else 0, app=job.spec.app or None,
+                          warnings=list(job.effective.warnings))
 
 
 @router.post("/jobs/dry-run", response_model=DryRun)

@@ -1,0 +1,81 @@
+"""A job's typed record (D-5, MERGE-1, CFG-3): what the user submitted (JobSpec) and what the
+merge made of it (EffectiveJob), kept by the store as one flat JSON object."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from xced.constants import DEFAULT_UMASK
+from xced.controller.controller import Controller
+from xced.model.config import ClusterConfig, ClusterSettings, HostConfig, QueueConfig
+from xced.model.spec import EffectiveJob, JobSpec, from_record, to_record
+from xced.store.sqlite import SqliteStore
+from tests.unit.test_controller import ALICE, Clock, FakeWorker, req
+
+
+def _cfg(limit=3600):
+    return ClusterConfig(settings=ClusterSettings(mode="test"),
+                         queues=[QueueConfig(name="normal", max_run_limit_s=limit)],
+                         hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)])
+
+
+def _open(tmp_path, cfg):
+    store = SqliteStore(tmp_path / "db")
+    c = Controller(cfg, store, tmp_path, clock=Clock())
+    c.attach_worker(FakeWorker())
+    return c, store
+
+
+def test_submit_makes_typed_spec_and_effective_values(tmp_path):
+    c, store = _open(tmp_path, _cfg())
+    j = c.submit(req(argv=["echo", "hi"], name="a[1-4]%2", resreq=["rusage[mem=100]"], env={"K": "v"},
+                     dependency=None, umask=0o027), ALICE)
+    assert isinstance(j.spec, JobSpec) and isinstance(j.effective, EffectiveJob)
+    assert j.spec.argv == ("echo", "hi") and j.spec.array_spec == "a[1-4]%2" and j.spec.array_limit == 2
+    assert j.spec.resreq == ("rusage[mem=100]",) and j.spec.umask == 0o027 and j.spec.env == {"K": "v"}
+    assert j.spec.job_values.run_limit_s is None  # what the user gave, kept for a re-merge
+    assert j.effective.run_limit_s == 3600  # the queue's ceiling, the merge's result (JOB-2)
+    assert j.effective.resreq == "rusage[mem=100]" and j.effective.config_hash == c._config_hash
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        j.spec.argv = ("rm",)
+    store.close()
+
+
+def test_spec_survives_a_reopen_unchanged(tmp_path):
+    c, store = _open(tmp_path, _cfg())
+    j = c.submit(req(argv=["true"], name="x", env={"A": "1"}, resreq=["select[mem>10]"]), ALICE)
+    spec, eff = j.spec, j.effective
+    store.close()
+    c2, store2 = _open(tmp_path, _cfg())
+    k = c2.jobs[j.id]
+    assert k.spec == spec and k.effective == eff
+    store2.close()
+
+
+def test_a_new_config_replaces_only_the_effective_values(tmp_path):
+    c, store = _open(tmp_path, _cfg(3600))
+    j = c.submit(req(), ALICE)
+    spec = j.spec
+    store.close()
+    c2, store2 = _open(tmp_path, _cfg(60))  # the queue's ceiling changed while the daemon was down
+    k = c2.jobs[j.id]
+    assert k.spec == spec and k.effective.run_limit_s == 60
+    row = json.loads(next(iter(store2.load_jobs()))[5])
+    assert row["run_limit_s"] == 60 and row["job_values"]["run_limit_s"] is None
+    store2.close()
+
+
+def test_record_round_trip_and_an_old_record_gets_defaults():
+    old = {"argv": ["true"], "cwd": "/tmp", "env": {}, "run_as": "alice", "ntasks_min": 2}
+    spec, eff = from_record(old)
+    assert spec.umask == DEFAULT_UMASK and spec.job_values is None and spec.app == "" and spec.resreq == ()
+    assert eff.ntasks_max == 2 and eff.resreq == "" and not eff.config_refused
+    assert from_record(to_record(spec, eff)) == (spec, eff)
+    refused = eff.refused_by("abc")
+    rec = to_record(spec, refused)
+    assert rec["config_refused"] is True and rec["config_hash"] == "abc"
+    assert from_record(rec)[1] == refused and refused.accepted().config_refused is False
+    assert "config_refused" not in to_record(spec, refused.accepted())

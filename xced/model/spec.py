@@ -1,0 +1,142 @@
+"""A job's record as typed values (D-5, MERGE-1, CFG-3): what its user submitted (`JobSpec`,
+never changed after submit) and what the merge with its profile and queue made of it
+(`EffectiveJob`, replaced whenever the job is merged again under a new config).
+
+The store keeps both as one flat JSON object in the job's row, the form every earlier
+version wrote; `to_record` and `from_record` are the one mapping between the two, and
+a record written before a field existed gets that field's default. Pure data: no I/O.
+Times are seconds, memory MB, task counts integers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from xced.constants import DEFAULT_UMASK
+
+
+@dataclass(frozen=True, slots=True)
+class OwnValues:
+    """The values the job itself asked for (-n, -W, -M, app params, exdata), kept as given so
+    that a new config can merge them again (MERGE-1, CFG-3). None where the user gave none."""
+
+    ntasks_min: int | None
+    ntasks_max: int | None
+    run_limit_s: int | None
+    memory_limit_mb: int | None
+    app_params: dict[str, str] = field(default_factory=dict)
+    exdata: Any = None
+
+    def to_record(self) -> dict:
+        return {"ntasks_min": self.ntasks_min, "ntasks_max": self.ntasks_max, "run_limit_s": self.run_limit_s,
+                "memory_limit_mb": self.memory_limit_mb, "app_params": dict(self.app_params),
+                "exdata": self.exdata}
+
+    @classmethod
+    def from_record(cls, d: dict | None) -> "OwnValues | None":
+        if d is None:
+            return None
+        return cls(d.get("ntasks_min"), d.get("ntasks_max"), d.get("run_limit_s"), d.get("memory_limit_mb"),
+                   dict(d.get("app_params") or {}), d.get("exdata"))
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What the user submitted, and who the job runs as (JOB-1, JOB-4, JOB-5, D-6).
+
+    `resreq` holds the -R strings as typed (the merged, effective one is on `EffectiveJob`);
+    `array_spec` is the -J text of an array (`name[1-10]%2`) and `array_limit` its `%` limit;
+    `dependency` the -w expression in canonical form; `own_hooks` the job's -E/-Ep
+    ({"pre_exec": cmd, "post_exec": cmd}); `run_uid`/`run_gid` are None when the job runs as
+    the daemon's user; `asserted` marks a user a test-mode caller named for itself."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: dict[str, str]
+    stdout: str | None
+    stderr: str | None
+    array_spec: str | None
+    array_limit: int | None
+    resreq: tuple[str, ...]
+    app: str
+    own_hooks: dict[str, str]
+    job_values: OwnValues | None
+    run_as: str
+    run_uid: int | None
+    run_gid: int | None
+    asserted: bool
+    dependency: str | None
+    umask: int = DEFAULT_UMASK
+
+    @property
+    def is_array(self) -> bool:
+        return self.array_spec is not None
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveJob:
+    """The merge's result for a job (MERGE-1): task range, run limit (s), memory limit (MB),
+    app params, exdata, the effective resreq as text, the profile's environment and the
+    variables it exports, the merge's warnings, and the hashes of the profile and config it
+    came from (DISPATCH-1, CFG-3). `config_refused`: the config of `config_hash` refused
+    the job, which then holds (it is refused once per config)."""
+
+    ntasks_min: int
+    ntasks_max: int
+    run_limit_s: int | None
+    memory_limit_mb: int | None
+    app_params: dict[str, str]
+    exdata: Any
+    resreq: str
+    profile_env: dict[str, str]
+    export_env: dict[str, str]
+    warnings: tuple[str, ...]
+    profile_hash: str | None
+    config_hash: str | None
+    config_refused: bool = False
+
+    def refused_by(self, config_hash: str) -> "EffectiveJob":
+        """The same values, marked as refused by the config `config_hash`."""
+        return dataclasses.replace(self, config_hash=config_hash, config_refused=True)
+
+    def accepted(self) -> "EffectiveJob":
+        """The same values without the refusal mark."""
+        return dataclasses.replace(self, config_refused=False)
+
+
+def to_record(spec: JobSpec, eff: EffectiveJob) -> dict:
+    """The flat JSON object the store keeps for a job (every key earlier versions wrote)."""
+    rec = {
+        "argv": list(spec.argv), "cwd": spec.cwd, "env": spec.env, "stdout": spec.stdout, "stderr": spec.stderr,
+        "array_spec": spec.array_spec, "array_limit": spec.array_limit, "resreq": list(spec.resreq),
+        "app": spec.app, "own_hooks": dict(spec.own_hooks),
+        "job_values": spec.job_values.to_record() if spec.job_values is not None else None,
+        "ntasks_min": eff.ntasks_min, "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
+        "memory_limit_mb": eff.memory_limit_mb, "app_params": dict(eff.app_params), "exdata": eff.exdata,
+        "effective_resreq": eff.resreq, "profile_env": dict(eff.profile_env), "export_env": dict(eff.export_env),
+        "warnings": list(eff.warnings), "profile_hash": eff.profile_hash, "config_hash": eff.config_hash,
+        "run_as": spec.run_as, "run_uid": spec.run_uid, "run_gid": spec.run_gid, "asserted": spec.asserted,
+        "dependency": spec.dependency, "umask": spec.umask,
+    }
+    if eff.config_refused:
+        rec["config_refused"] = True
+    return rec
+
+
+def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
+    """(JobSpec, EffectiveJob) of a stored record; keys an older version did not write get
+    their defaults (no job values: the job keeps its effective values at a re-merge)."""
+    spec = JobSpec(
+        tuple(d["argv"]), d.get("cwd") or "", d.get("env") or {}, d.get("stdout"), d.get("stderr"),
+        d.get("array_spec"), d.get("array_limit"), tuple(d.get("resreq") or ()), d.get("app") or "",
+        dict(d.get("own_hooks") or {}), OwnValues.from_record(d.get("job_values")), d["run_as"], d.get("run_uid"),
+        d.get("run_gid"), bool(d.get("asserted", False)), d.get("dependency"),
+        d["umask"] if d.get("umask") is not None else DEFAULT_UMASK)
+    eff = EffectiveJob(
+        d["ntasks_min"], d.get("ntasks_max", d["ntasks_min"]), d.get("run_limit_s"), d.get("memory_limit_mb"),
+        dict(d.get("app_params") or {}), d.get("exdata"), d.get("effective_resreq") or "",
+        dict(d.get("profile_env") or {}), dict(d.get("export_env") or {}), tuple(d.get("warnings") or ()),
+        d.get("profile_hash"), d.get("config_hash"), bool(d.get("config_refused", False)))
+    return spec, eff
