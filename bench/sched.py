@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from xced.resreq import parse  # noqa: E402
 from xced.scheduler.session import schedule  # noqa: E402
-from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot  # noqa: E402
+from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot  # noqa: E402
 from xced.sim.engine import simulate  # noqa: E402
 from xced.sim.metrics import compute_metrics  # noqa: E402
 from xced.sim.swf import read_swf  # noqa: E402
@@ -63,7 +63,7 @@ def busy_snapshot(npending: int, nhosts: int, backfill: bool, seed: int = 7) -> 
         name = f"h{i:05d}"
         free = rnd.choice((0, 0, 0, 0, 1, 2))
         gpu = 2 if i % 10 == 0 else 0
-        hosts.append(HostSnap(name, 32, free, 256_000, 64_000, "ok", {"gpu": gpu} if gpu else {},
+        hosts.append(HostSupply(name, 32, free, 256_000, 64_000, {"gpu": gpu} if gpu else {},
                               {"gpu": 0} if gpu else {}, {"type": "X86_64" if i % 3 else "aarch64"}))
         left = 32 - free
         while left > 0:

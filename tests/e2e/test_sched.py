@@ -44,6 +44,7 @@ def test_backfill_live_and_recording_verifies(topdir, tmp_path):
         assert why_c["main"].startswith(f"Would delay job {b}, which has resources reserved from 20")
         why_b = json.loads(d.cli("why", str(b), "--json", check=True).stdout)
         assert any(f"{b}: reserved from 20" in t and "(backfill)" in t for t in why_b["trace"]), why_b
+        assert why_b["reservation"]["text"].startswith("reserved from 20") and why_b["reservation"]["start"] > 0
         text = d.cli("why", str(b), check=True).stdout.splitlines()
         assert text[-1].startswith("scheduler: reserved from 20") and text[-1].endswith("(backfill)"), text
         d.cli("kill", str(a), str(e), check=True)

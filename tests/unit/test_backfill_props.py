@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from xced.resreq import parse
 from xced.scheduler.placement import Plan, PlacementRequest, place
-from xced.scheduler.session import _reserve, _Supply, schedule
-from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
+from xced.scheduler.session import _reserve, _FreeHosts, schedule
+from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot
 
 NOW = 1000.0
 SHAPES = ["", "span[hosts=1]", "rusage[gpu=1]", "span[ptile=2]", "select[type == a]"]
@@ -30,7 +30,7 @@ def clusters(draw):
         busy = draw(st.integers(0, slots))
         gbusy = draw(st.integers(0, gpus))
         name = f"h{i}"
-        hosts.append(HostSnap(name, slots, slots - busy, 1000, 1000, "ok", {"gpu": gpus}, {"gpu": gpus - gbusy},
+        hosts.append(HostSupply(name, slots, slots - busy, 1000, 1000, {"gpu": gpus}, {"gpu": gpus - gbusy},
                               {"type": draw(st.sampled_from(["a", "b"]))}))
         left, gleft = busy, gbusy
         while left > 0 or gleft > 0:
@@ -67,7 +67,7 @@ def scan(req, supply, ends):
 def test_galloping_reservation_equals_a_scan(cl, n, shape):
     hosts, running = cl
     snap = Snapshot(hosts, [], [], {}, running)
-    supply = _Supply.of(snap)
+    supply = _FreeHosts.of(snap)
     ends = sorted(((r.end_estimate, r.reserve) for r in running), key=lambda x: x[0])
     req = PlacementRequest(n, n, parse(shape))
     got = _reserve(req, supply, ends, NOW)
@@ -87,7 +87,7 @@ def test_backfill_never_delays_the_reserved_head(cl, reqs):
     head = out.reservations[0]
     hj = next(j for j in pending if str(j.job_id) == head.job)
     # the cluster after the session: dispatched jobs hold their reservations until their run limits
-    taken = _Supply.of(Snapshot(hosts, [], [], {}, []))
+    taken = _FreeHosts.of(Snapshot(hosts, [], [], {}, []))
     for d in out.dispatches:
         taken.take(d.reserve)
     after = running + [RunSnap(d.job_id, 0, NOW + next(j.run_limit_s for j in pending if j.job_id == d.job_id),

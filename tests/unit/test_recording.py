@@ -10,7 +10,7 @@ import pytest
 from xced.model.config import ClusterConfig
 from xced.resreq import parse
 from xced.scheduler.session import schedule
-from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
+from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot
 from xced.sim.recording import (RecordingError, header_line, session_line, snapshot_from_json,
                                 snapshot_to_json, verify)
 
@@ -19,8 +19,8 @@ CFG = ClusterConfig.model_validate({"settings": {"cluster_name": "c"}, "queues":
 
 
 def snap() -> Snapshot:
-    hosts = [HostSnap("h1", 8, 2, 8192, 4096, "ok", {"gpu": 2}, {"gpu": 1}, {"type": "X86_64"}, frozenset({"fast"})),
-             HostSnap("h2", 4, 4, 4096, 4096)]
+    hosts = [HostSupply("h1", 8, 2, 8192, 4096, {"gpu": 2}, {"gpu": 1}, {"type": "X86_64"}, frozenset({"fast"})),
+             HostSupply("h2", 4, 4, 4096, 4096)]
     pending = [JobSnap(1, 0, "normal", 10.0, 8, 8, parse("span[hosts=1]"), run_limit_s=600),
                JobSnap(2, 3, "normal", 11.0, 2, 4, parse("select[type == X86_64] rusage[gpu=1]"), 10, False, "ab",
                        60),

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from xced.resreq import parse
 from xced.scheduler.session import schedule
-from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, Snapshot
+from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, Snapshot
 
 
 def host(name, slots, free=None, mem=8192, memfree=None, status="ok"):
-    return HostSnap(name, slots, slots if free is None else free, mem, mem if memfree is None else memfree, status)
+    return HostSupply(name, slots, slots if free is None else free, mem, mem if memfree is None else memfree,
+                      status=status)
 
 
 def job(jid, nmin=1, nmax=None, queue="normal", t=None, idx=0, R="", limit=None, held=False):
@@ -138,8 +139,8 @@ def test_easy_backfill_uses_slots_the_head_leaves_spare():
 
 def test_easy_backfill_general_request_checks_the_heads_plan_at_its_start():
     # gpu head: needs gpu=2 on one host; h2's gpus are busy until +300
-    hosts = [HostSnap("h1", 4, 4, 8192, 8192, "ok", {"gpu": 2}, {"gpu": 2}),
-             HostSnap("h2", 4, 4, 8192, 8192, "ok", {"gpu": 2}, {"gpu": 0})]
+    hosts = [HostSupply("h1", 4, 4, 8192, 8192, {"gpu": 2}, {"gpu": 2}),
+             HostSupply("h2", 4, 4, 8192, 8192, {"gpu": 2}, {"gpu": 0})]
     running = [RunSnap(90, 0, 1300.0, {"h2": {"slots": 0, "gpu": 2}})]
     head = JobSnap(1, 0, "normal", 1.0, 1, 1, parse("rusage[gpu=3] span[hosts=1]"), run_limit_s=50)
     small = JobSnap(2, 0, "normal", 2.0, 1, 1, parse("rusage[gpu=1]"), run_limit_s=10_000)
@@ -147,7 +148,7 @@ def test_easy_backfill_general_request_checks_the_heads_plan_at_its_start():
     # gpu=3 on one host never fits (2 per host): no reservation, the small job runs
     assert r.reservations == [] and [d.job_id for d in r.dispatches] == [2]
     head = JobSnap(1, 0, "normal", 1.0, 1, 1, parse("rusage[gpu=2] span[hosts=1]"), run_limit_s=50)
-    hosts[0] = HostSnap("h1", 4, 4, 8192, 8192, "ok", {"gpu": 2}, {"gpu": 1})
+    hosts[0] = HostSupply("h1", 4, 4, 8192, 8192, {"gpu": 2}, {"gpu": 1})
     running.append(RunSnap(91, 0, 5000.0, {"h1": {"slots": 0, "gpu": 1}}))
     r = brun(hosts, [head, small], running)
     # the head's reservation is h2 at +300; a long gpu=1 job on h1 does not touch it
@@ -182,7 +183,7 @@ def test_unsatisfiable_cache_restores_full_reasons_bug_1932():
         assert (got.main, got.hosts, got.hint) == (first.main, first.hosts, first.hint)
     for k in (2, 3):
         assert f"{k}: no plan generated: skipped, same request as 1 proved unsatisfiable earlier this session" \
-            in r.trace
+            in [str(t) for t in r.trace]
     # the cache is per session: a new session with slots free dispatches
     r = brun([host("h1", 10)], jobs, [])
     assert [d.job_id for d in r.dispatches] == [1]

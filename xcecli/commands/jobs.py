@@ -190,9 +190,8 @@ def register(app: typer.Typer) -> None:
             print(f"  {h['message']}")
         if w.get("hint"):
             print(w["hint"])
-        for line in w.get("trace") or []:  # the scheduler's word on a backfill reservation (SCHED-1, D-4)
-            if "reserved from" in line or "no reservation" in line:
-                print(f"scheduler: {line.split(': ', 1)[1]}")
+        if w.get("reservation"):  # the scheduler's word on a backfill reservation (SCHED-1, D-4)
+            print(f"scheduler: {w['reservation']['text']}")
 
     @app.command()
     def hist(ctx: typer.Context, job: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:

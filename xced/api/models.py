@@ -245,6 +245,15 @@ class DryRun(Body):
     warnings: list[str] = Field(default_factory=list)
 
 
+class ReservationOut(Body):
+    """A blocked head's backfill reservation (SCHED-1): `start` in epoch seconds (None: it
+    fits only after work with no run limit ends, so none was made), and the line that says
+    so ("reserved from 2026-12-01 13:05:00 (backfill)")."""
+
+    start: float | None
+    text: str
+
+
 class WhyOut(Body):
     """`xcecli why ID --json`: why an element pends (RES-6) and the scheduler's last word on it."""
 
@@ -254,6 +263,9 @@ class WhyOut(Body):
     hosts: list[HostShortfallOut] = Field(default_factory=list)
     hint: str | None = None
     trace: list[str] = Field(default_factory=list)
+    #: the blocked head of a backfilling queue (SCHED-1): its reservation in the newest
+    #: session's trace about it, else None
+    reservation: ReservationOut | None = None
 
 
 class AppOut(Body):

@@ -106,8 +106,9 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         #: elements whose profile host hooks run on their other hosts too (JOB-6)
         self._host_hooked: set[tuple[int, int]] = set()
         self.sessions = 0
-        #: the decision traces of the last sessions, newest last (D-4, for `xcecli why`)
-        self.traces: collections.deque[list[str]] = collections.deque(maxlen=TRACE_SESSIONS)
+        #: the last sessions' decision traces, blocked heads with their reservations, and the
+        #: clocks they read by, newest last (D-4, SCHED-1, for `xcecli why`)
+        self.traces: collections.deque[tuple[list, dict, object]] = collections.deque(maxlen=TRACE_SESSIONS)
         #: an open recording of every session (SIM-2, an xced.sim.recording.Recorder), or None
         self.recorder = None
         self._config_hash = config.content_hash()

@@ -61,7 +61,7 @@ class DispatchMixin:
 
     def snapshot(self) -> Snapshot:
         """The scheduler's view now (D-4): hosts with free supply, queues, pending elements."""
-        hosts = [self._host_snap(h) for h in self.hosts.values()]
+        hosts = [self._host_supply(h) for h in self.hosts.values()]
         queues = [QueueSnap(q.name, q.priority, i, q.host_limit, q.backfill) for i, q in enumerate(self.config.queues)]
         backfill = any(q.backfill for q in self.config.queues)
         pending: list[JobSnap] = []
@@ -101,7 +101,7 @@ class DispatchMixin:
         now = self.clock()
         result = schedule(snap, now)
         self.sessions += 1
-        self.traces.append(result.trace)
+        self.traces.append((result.trace, result.heads, snap.clock))
         if self.recorder is not None and not self.recorder.session(now, self._config_hash, snap, result):
             self.recorder = None  # it could not write; it logged why
         self.apply(result)

@@ -8,6 +8,7 @@ runs on the event loop thread and changes state only through the shell (`_commit
 from __future__ import annotations
 
 from xced.model.jobs import JobState
+from xced.scheduler.session import reservation_text
 
 S = JobState
 
@@ -16,8 +17,11 @@ class ExplainMixin:
     """Explanations (RES-6, D-4; LSF pending reasons): a part of the Controller."""
 
     def why(self, job_id: int, index: int | None) -> dict:
-        """`xcecli why` (RES-6): the element's state, its structured pend reason and hint, and
-        the lines about it in the last scheduler session's trace (D-4)."""
+        """`xcecli why` (RES-6): the element's state, its structured pend reason and hint, the
+        lines about it in the newest scheduler session's trace that has any (D-4), and, for
+        the blocked head of a backfilling queue, that session's reservation for it (SCHED-1):
+        {"start": epoch seconds or None, "text": "reserved from WHEN (backfill)"}, rendered
+        here from the session's data by the clock it read. A held element has none."""
         job = self.job(job_id)
         if index is None:
             els = [e for e in job.elements.values() if e.state in (S.PEND, S.PSUSP)] or list(job.elements.values())
@@ -27,11 +31,13 @@ class ExplainMixin:
         pr = e.pend_reason
         ref = e.ref
         trace: list[str] = []
-        for lines in reversed(self.traces):  # the newest session that said something about it
-            trace = [t for t in lines if t.startswith(f"{ref}:")]
-            if e.state is S.PSUSP:  # a held element holds no reservation, whatever a session said before
-                trace = [t for t in trace if not t.startswith(f"{ref}: reserved from")]
+        reservation = None
+        for lines, heads, clock in reversed(self.traces):  # the newest session that said something about it
+            trace = [str(t) for t in lines if t.ref == ref]
             if trace:
+                if ref in heads and e.state is not S.PSUSP:  # a held element holds no reservation
+                    r = heads[ref]
+                    reservation = {"start": r.start if r is not None else None, "text": reservation_text(r, clock)}
                 break
         main = pr.main if pr else None
         if e.state is S.PSUSP and "system" in e.holds:
@@ -50,4 +56,4 @@ class ExplainMixin:
         return {"id": ref, "state": e.state.value, "main": main,
                 "hosts": [{"host": h.host, "resource": h.resource, "free": h.free, "needed": h.needed,
                            "message": h.message} for h in (pr.hosts if pr else [])],
-                "hint": pr.hint if pr else None, "trace": trace}
+                "hint": pr.hint if pr else None, "trace": trace, "reservation": reservation}

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from xced.model.jobs import ACTIVE
 from xced.model.state import Element, HostState, StartInfo, TaskSpec
-from xced.scheduler.snapshot import HostSnap
+from xced.scheduler.snapshot import HostSupply
 
 log = logging.getLogger("xced.controller")
 
@@ -91,18 +91,14 @@ class HostsMixin:
         self.kick()
 
     @staticmethod
-    def _host_snap(h: HostState, idle: bool = False) -> HostSnap:
-        """A host's supply for the scheduler; `idle`: as if nothing ran (never-satisfiable checks)."""
+    def _host_supply(h: HostState, idle: bool = False) -> HostSupply:
+        """A host's supply for the scheduler (RES-2): totals, and what is free after what runs
+        there; `idle`: as if nothing ran and the host were up (the never-satisfiable check,
+        MERGE-2)."""
         free = dict(h.resources) if idle else {k: v - h.resources_used.get(k, 0.0) for k, v in h.resources.items()}
-        return HostSnap(h.name, h.slots, h.slots if idle else h.slots - h.slots_used, h.memory_mb,
-                        h.memory_mb if idle else h.memory_mb - h.mem_used_mb, "ok" if idle else h.status,
-                        dict(h.resources), free, dict(h.attributes), frozenset(h.tags))
-
-    def _host_snap_supply(self, h: HostState):
-        from xced.scheduler.placement import HostSupply
-
-        return HostSupply(h.name, h.slots, h.slots, h.memory_mb, h.memory_mb, dict(h.resources), dict(h.resources),
-                          dict(h.attributes), frozenset(h.tags), "ok")
+        return HostSupply(h.name, h.slots, h.slots if idle else h.slots - h.slots_used, h.memory_mb,
+                          h.memory_mb if idle else h.memory_mb - h.mem_used_mb, dict(h.resources), free,
+                          dict(h.attributes), frozenset(h.tags), "ok" if idle else h.status)
 
     def _fits(self, reserve: dict[str, dict[str, float]], taken: dict[str, dict[str, float]]) -> bool:
         """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the

@@ -189,7 +189,7 @@ class SubmitMixin:
                     + ("" if self.hosts else " (no host has joined yet)"), "ntasks_min")
         if not resreq.is_empty or host_limit is not None:  # a bare -n was checked just above
             why = never_satisfiable(PlacementRequest(nmin, nmax, resreq, host_limit),
-                                    [self._host_snap_supply(h) for h in self.hosts.values()])
+                                    [self._host_supply(h, idle=True) for h in self.hosts.values()])
             if why:
                 return f"the job can never start: {why}", "resreq"
         return None

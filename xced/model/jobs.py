@@ -143,6 +143,11 @@ class HostShortfall:
     message: str
 
 
+#: the hint of a job that would start now with fewer tasks (RES-6): rendered from the count
+#: (PendReason.start_with), the one data the scheduler reads back
+HINT_START_WITH = "would start now with -n {n}"
+
+
 @dataclass(slots=True)
 class PendReason:
     """A structured pend reason (RES-6): a main reason plus per-host shortfalls."""

@@ -95,7 +95,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from xced.model.jobs import HostShortfall, PendReason
+from xced.model.jobs import HINT_START_WITH, HostShortfall, PendReason
+from xced.scheduler.snapshot import HostSupply
 from xced.resreq import (
     Binary,
     Defined,
@@ -124,25 +125,6 @@ _EPS = 1e-9
 
 
 # --------------------------------------------------------------------------- inputs
-
-
-@dataclass(slots=True, frozen=True)
-class HostSupply:
-    """One host's supply now (RES-2). Memory in MB. ``resources``: totals of numeric
-    consumable resources (gpu, licences); ``resources_free``: what is free of them;
-    ``attributes``: string attributes (type, model); ``tags``: boolean resources;
-    ``status``: ``"ok"`` is usable, anything else (closed, unavail, ...) is not."""
-
-    name: str
-    slots: int
-    slots_free: int
-    mem_mb: int
-    mem_free_mb: int
-    resources: dict[str, float] = field(default_factory=dict)
-    resources_free: dict[str, float] = field(default_factory=dict)
-    attributes: dict[str, str] = field(default_factory=dict)
-    tags: frozenset[str] = frozenset()
-    status: str = "ok"
 
 
 @dataclass(slots=True, frozen=True)
@@ -239,9 +221,10 @@ def _span_kind(span: Span | None) -> tuple[str, int]:
     return "none", 1  # hosts=-1: as if no span
 
 
-class _Supply:
-    """The free supply during one call: copies of the counters, resource dicts shared
-    with the caller's HostSupply until written (copy on write). ``idle``: totals as
+class _Counters:
+    """The free counters of the hosts during one call of the planner (not a host shape:
+    working numbers over the caller's HostSupply list): copies of the counters, resource
+    dicts shared with the caller's HostSupply until written (copy on write). ``idle``: totals as
     free and every host usable (the never-satisfiable check)."""
 
     __slots__ = ("_own", "hosts", "idle", "mem", "res", "slots", "usable")
@@ -261,8 +244,8 @@ class _Supply:
             self.usable = [h.status == "ok" for h in hosts]
         self._own = [False] * len(hosts)
 
-    def fork(self) -> _Supply:
-        s = _Supply.__new__(_Supply)
+    def fork(self) -> _Counters:
+        s = _Counters.__new__(_Counters)
         s.hosts, s.idle, s.usable = self.hosts, self.idle, self.usable
         s.slots, s.mem, s.res = list(self.slots), list(self.mem), list(self.res)
         s._own = [False] * len(self.hosts)
@@ -355,7 +338,7 @@ def _demand(part: ResReq, alt: int) -> _Demand:
     return _Demand(task, host, job, tuple(names), ", ".join(texts))
 
 
-def _caps(sup: _Supply, i: int, d: _Demand) -> tuple[int, int]:
+def _caps(sup: _Counters, i: int, d: _Demand) -> tuple[int, int]:
     """(tasks host i can take, tasks it can take as the job's first host holding the
     /job reservation too); (0, 0) when it cannot hold the per-host reservation."""
     cap = capj = sup.slots[i]
@@ -398,7 +381,7 @@ def _same_text(attrs: tuple[str, ...]) -> str:
     return ":".join(attrs)
 
 
-def _sort_key(order: tuple[OrderKey, ...], sup: _Supply) -> Callable[[int], tuple]:
+def _sort_key(order: tuple[OrderKey, ...], sup: _Counters) -> Callable[[int], tuple]:
     hosts = sup.hosts
     getters: list[tuple[Callable[[int], float], int]] = []
     for k in order:
@@ -641,7 +624,7 @@ def _select_names(e: Expr) -> tuple[str, ...]:
     return names
 
 
-def _lookup(sup: _Supply, i: int, name: str) -> object:
+def _lookup(sup: _Counters, i: int, name: str) -> object:
     """One value of ``sup.view(i)`` without building the view (same precedence)."""
     if name == "slots":
         return sup.slots[i]
@@ -663,7 +646,7 @@ def _lookup(sup: _Supply, i: int, name: str) -> object:
     return h.attributes.get(name, _MISSING)
 
 
-def _select_true(sel: Expr, names: tuple[str, ...], sup: _Supply, i: int,
+def _select_true(sel: Expr, names: tuple[str, ...], sup: _Counters, i: int,
                  local: dict[tuple[object, ...], bool]) -> bool:
     values = tuple([_lookup(sup, i, n) for n in names])
     got = local.get(values)
@@ -680,7 +663,7 @@ def _select_true(sel: Expr, names: tuple[str, ...], sup: _Supply, i: int,
     return got
 
 
-def _matching(part: ResReq, sup: _Supply) -> list[int]:
+def _matching(part: ResReq, sup: _Counters) -> list[int]:
     sel = part.select
     usable = sup.usable
     if sel is None:
@@ -690,7 +673,7 @@ def _matching(part: ResReq, sup: _Supply) -> list[int]:
     return [i for i in range(len(sup.hosts)) if usable[i] and _select_true(sel, names, sup, i, local)]
 
 
-def _groups(part: ResReq, sup: _Supply, match: list[int], d: _Demand) -> list[_Group]:
+def _groups(part: ResReq, sup: _Counters, match: list[int], d: _Demand) -> list[_Group]:
     hosts = sup.hosts
     res_names = [r for r in d.names if r != "mem"]
     rows: list[tuple[int, int, int]]
@@ -722,7 +705,7 @@ def _groups(part: ResReq, sup: _Supply, match: list[int], d: _Demand) -> list[_G
     return [_Group(r) for r in by_key.values()]
 
 
-def _place_simple(part: ResReq, sup: _Supply, lo: int, hi: int,
+def _place_simple(part: ResReq, sup: _Counters, lo: int, hi: int,
                   limit: int | None) -> _Placed | None:
     kind, p = _span_kind(part.span)
     match = _matching(part, sup)
@@ -745,7 +728,7 @@ def _compound_total(rr: ResReq) -> int:
     return sum(p.count or 0 for p in rr.parts)
 
 
-def _place_rr(rr: ResReq, sup: _Supply, lo: int, hi: int, limit: int | None) -> _Placed | None:
+def _place_rr(rr: ResReq, sup: _Counters, lo: int, hi: int, limit: int | None) -> _Placed | None:
     if rr.kind == "simple":
         return _place_simple(rr, sup, lo, hi, limit)
     if rr.kind == "compound":
@@ -852,7 +835,7 @@ def plan_fixed(req: PlacementRequest, n: int, hosts: Sequence[HostSupply]) -> Pl
     any count (a range job with ``span[ptile=2]`` may place 1 task)."""
     if _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
         return None
-    got = _place_rr(req.resreq, _Supply(hosts), n, n, req.host_limit)
+    got = _place_rr(req.resreq, _Counters(hosts), n, n, req.host_limit)
     return None if got is None else _to_plan(got, hosts)
 
 
@@ -866,7 +849,7 @@ def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool =
     err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
     if err is not None:
         return Shortfall(f"The request can never start: {err}", [], f"can never start: {err}", True)
-    sup = _Supply(hosts)
+    sup = _Counters(hosts)
     got = _place_rr(req.resreq, sup, req.ntasks_min, req.ntasks_max, req.host_limit)
     if got is not None:
         return _to_plan(got, hosts)
@@ -896,7 +879,7 @@ def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply]) -> str
     err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
     if err is not None:
         return err
-    idle = _Supply(hosts, idle=True)
+    idle = _Counters(hosts, idle=True)
     if _place_rr(req.resreq, idle, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
         return None
     return _diagnose(req.resreq, idle, req.ntasks_min, req.ntasks_max, req.host_limit).never
@@ -917,7 +900,7 @@ def _where(sel: Expr | None) -> str:
     return "any host" if sel is None else f"any host with {render_expr(sel)}"
 
 
-def _diagnose(rr: ResReq, sup: _Supply, lo: int, hi: int, limit: int | None) -> _Diag:
+def _diagnose(rr: ResReq, sup: _Counters, lo: int, hi: int, limit: int | None) -> _Diag:
     if rr.kind == "simple":
         return _diagnose_simple(rr, sup, lo, limit, _nspell(lo, hi))
     if rr.kind == "compound":
@@ -946,7 +929,7 @@ def _diagnose(rr: ResReq, sup: _Supply, lo: int, hi: int, limit: int | None) -> 
                  "; ".join(f"alternative {k}: {dg.never}" for k, dg in dgs))
 
 
-def _diagnose_simple(part: ResReq, sup: _Supply, n: int, limit: int | None, what: str) -> _Diag:
+def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, what: str) -> _Diag:
     """Why ``part`` cannot place ``n`` tasks on ``sup`` (first rusage alternative)."""
     hosts = sup.hosts
     kind, p = _span_kind(part.span)
@@ -1109,7 +1092,7 @@ def _diagnose_simple(part: ResReq, sup: _Supply, n: int, limit: int | None, what
                  "the resource requirement cannot be met even on an idle cluster")
 
 
-def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Supply) -> Shortfall:
+def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Counters) -> Shortfall:
     rr, lo, hi, limit = req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit
     dg = _diagnose(rr, sup, lo, hi, limit)
     never = never_satisfiable(req, hosts)
@@ -1123,5 +1106,5 @@ def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Supply)
         if floor <= lo - 1:
             smaller = _place_rr(rr, sup, floor, lo - 1, limit)
             if smaller is not None:
-                hint, start_with = f"would start now with -n {smaller.ntasks}", smaller.ntasks
+                hint, start_with = HINT_START_WITH.format(n=smaller.ntasks), smaller.ntasks
     return Shortfall(dg.main, dg.lines, hint, False, start_with)

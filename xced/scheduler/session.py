@@ -39,12 +39,11 @@ SCHED-3: a reason equal to the one the controller last accepted for a job
 from __future__ import annotations
 
 import bisect
-from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass, field, replace
 
-from xced.model.jobs import PendReason
-from xced.scheduler.placement import HostSupply, Plan, PlacementRequest, Shortfall, place
-from xced.scheduler.snapshot import Clock, JobSnap, Snapshot
+from xced.model.jobs import HINT_START_WITH, PendReason
+from xced.scheduler.placement import Plan, PlacementRequest, Shortfall, place
+from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, Snapshot, format_when
 
 
 @dataclass(slots=True)
@@ -76,6 +75,19 @@ class Reservation:
     start: float
 
 
+@dataclass(frozen=True, slots=True)
+class TraceLine:
+    """One line of a session's decision trace (D-4): the element it is about ("12[3]",
+    None for the session's own line) and what the session decided. `str()` gives the line
+    as a reader sees it, "12[3]: dispatch 4 task(s) on h1:4"."""
+
+    ref: str | None
+    text: str
+
+    def __str__(self) -> str:
+        return self.text if self.ref is None else f"{self.ref}: {self.text}"
+
+
 @dataclass(slots=True)
 class SessionResult:
     """Decisions of one session: dispatches in order, pend reasons by (job_id, index) (only
@@ -83,11 +95,14 @@ class SessionResult:
 
     dispatches: list[Dispatch] = field(default_factory=list)
     pend_reasons: dict[tuple[int, int], PendReason] = field(default_factory=dict)
-    trace: list[str] = field(default_factory=list)
+    trace: list[TraceLine] = field(default_factory=list)
     #: queues whose head could not start and that do not backfill, with the reason every
     #: later job of the queue gets
     blocked: dict[str, PendReason] = field(default_factory=dict)
     reservations: list[Reservation] = field(default_factory=list)
+    #: every blocked head of a backfilling queue by reference ("12", "12[3]"): its
+    #: reservation, or None when it fits only after work with no run limit ends
+    heads: dict[str, Reservation | None] = field(default_factory=dict)
     #: the session's unsatisfiable-request cache (SCHED-2): (ntasks_min, ntasks_max, resreq,
     #: host_limit) -> the full reason; still true after the session, as supply only shrank
     unsatisfiable: dict[tuple, PendReason] = field(default_factory=dict)
@@ -98,7 +113,14 @@ REASON_BEHIND = "Waiting behind job {ref} in queue {queue} (first come, first se
 REASON_NO_HOSTS = "No host is available: every host is closed or down"
 REASON_DELAY = ("Would delay job {ref}, which has resources reserved from {when} (backfill); "
                 "a run limit (-W) ending by then would let it start now")
-TRACE_CACHE_HIT = "{ref}: no plan generated: skipped, same request as {proved} proved unsatisfiable earlier this session"
+TRACE_CACHE_HIT = "no plan generated: skipped, same request as {proved} proved unsatisfiable earlier this session"
+NO_RESERVATION = "no reservation: it fits only after work with no run limit ends"
+
+
+def reservation_text(r: "Reservation | None", clock: Clock) -> str:
+    """What a blocked head's reservation (SCHED-1) says to a reader: "reserved from WHEN
+    (backfill)", or NO_RESERVATION for None."""
+    return NO_RESERVATION if r is None else f"reserved from {format_when(r.start, clock)} (backfill)"
 
 _INF = float("inf")
 
@@ -111,16 +133,12 @@ def _ref(j: JobSnap) -> str:
     return str(j.job_id) if j.index == 0 else f"{j.job_id}[{j.index}]"
 
 
-def _when(t: float, clock: Clock) -> str:
-    """A reservation's start as a reader sees it, by the snapshot's clock: a clock time in
-    the daemon's time zone, or seconds of a simulator's trace clock."""
-    if clock.wall:
-        return datetime.fromtimestamp(t, timezone(timedelta(seconds=clock.utc_offset_s))).strftime("%Y-%m-%d %H:%M:%S")
-    return f"t={t:.0f} s"
 
 
-class _Supply:
-    """Free supply by host, updated as dispatches are decided (copy-on-write HostSupply)."""
+class _FreeHosts:
+    """The session's working view of the hosts (not a host shape of its own): the
+    snapshot's HostSupply records by name, each replaced by a new one as dispatches are
+    decided (copy on write: the snapshot is never changed)."""
 
     __slots__ = ("hosts", "_avail")
 
@@ -144,13 +162,11 @@ class _Supply:
         return place(req, list(self.hosts.values()), explain=True, max_host_lines=50)
 
     @classmethod
-    def of(cls, snapshot: Snapshot) -> "_Supply":
-        return cls({h.name: HostSupply(h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, dict(h.resources),
-                                       dict(h.resources_free), dict(h.attributes), frozenset(h.tags), h.status)
-                    for h in snapshot.hosts})
+    def of(cls, snapshot: Snapshot) -> "_FreeHosts":
+        return cls({h.name: h for h in snapshot.hosts})
 
-    def copy(self) -> "_Supply":
-        return _Supply(dict(self.hosts))
+    def copy(self) -> "_FreeHosts":
+        return _FreeHosts(dict(self.hosts))
 
     def usable(self) -> bool:
         return any(h.status == "ok" for h in self.hosts.values())
@@ -185,7 +201,7 @@ class _Reserved:
     public: Reservation
     req: PlacementRequest
     start: float
-    supply: _Supply | None
+    supply: _FreeHosts | None
     extra: int | None
     #: where the head would go at `start` (general requests), kept up to date
     plan: Plan | None = None
@@ -199,8 +215,8 @@ def _slots_only(req: PlacementRequest) -> bool:
     return req.host_limit is None and req.resreq.is_empty
 
 
-def _reserve(req: PlacementRequest, supply: _Supply, ends: list[tuple[float, dict]], now: float
-             ) -> tuple[float, _Supply | None, int | None, Plan | None] | None:
+def _reserve(req: PlacementRequest, supply: _FreeHosts, ends: list[tuple[float, dict]], now: float
+             ) -> tuple[float, _FreeHosts | None, int | None, Plan | None] | None:
     """The earliest time `req` fits if running work ends at its estimates (`ends`: sorted
     (end, reserve)): (start, supply then, slots to spare (slots-only requests), the plan
     then (other requests)); None when it never fits that way."""
@@ -302,7 +318,7 @@ def _hint_with_reservations(pr: PendReason, late: list[_Reserved], clock: Clock)
     if len(caps) == len(late) and n <= min(caps):
         return pr  # heads of slots alone with room to spare: the hint holds
     first = min(late, key=lambda r: r.start)
-    return PendReason(pr.main, pr.hosts, f"{pr.hint} and a run limit (-W) ending by {_when(first.start, clock)}, "
+    return PendReason(pr.main, pr.hosts, f"{HINT_START_WITH.format(n=n)} and a run limit (-W) ending by {format_when(first.start, clock)}, "
                                          f"so as not to delay job {first.public.job}'s reservation", n)
 
 
@@ -325,7 +341,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
     qkey = {q.name: (-q.priority, q.position) for q in snapshot.queues}
     order = sorted(snapshot.pending,
                    key=lambda j: (qkey.get(j.queue, (0, 1 << 30)), j.submit_time, j.job_id, j.index))
-    supply = _Supply.of(snapshot)
+    supply = _FreeHosts.of(snapshot)
     array_running = dict(snapshot.array_running)
     blocked = res.blocked  # queue -> the one reason shared by every job behind its head
     heads: set[str] = set()  # backfilling queues whose head is blocked
@@ -337,9 +353,9 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
     reasons = res.pend_reasons
     usable = supply.usable()
     free_slots = supply.free_slots()  # on usable hosts, kept up to date as dispatches are decided
-    trace.append(f"session at {now:.3f}: {len(order)} pending, "
-                 f"{sum(1 for h in supply.hosts.values() if h.status == 'ok')} usable hosts, "
-                 f"{supply.free_slots()} free slots")
+    trace.append(TraceLine(None, f"session at {now:.3f}: {len(order)} pending, "
+                                 f"{sum(1 for h in supply.hosts.values() if h.status == 'ok')} usable hosts, "
+                                 f"{supply.free_slots()} free slots"))
     no_hosts = PendReason(REASON_NO_HOSTS)
 
     def pend(j: JobSnap, reason: PendReason) -> None:
@@ -417,14 +433,14 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                         bisect.insort(ends, (end, out.reserve), key=_first)
                 if j.array_limit is not None:
                     array_running[j.job_id] = array_running.get(j.job_id, 0) + 1
-                trace.append(f"{ref}: {'backfill' if backfill else 'dispatch'} {out.ntasks} task(s) on "
-                             + " ".join(f"{h}:{n}" for h, n in out.alloc))
+                trace.append(TraceLine(ref, f"{'backfill' if backfill else 'dispatch'} {out.ntasks} task(s) on "
+                                       + " ".join(f"{h}:{n}" for h, n in out.alloc)))
                 continue
         if delayed is not None:
             for r in late:
                 r.pending_plan = None
-            pend(j, PendReason(REASON_DELAY.format(ref=delayed.public.job, when=_when(delayed.start, snapshot.clock))))
-            trace.append(f"{ref}: pend: fits now but would delay the reservation of {delayed.public.job}")
+            pend(j, PendReason(REASON_DELAY.format(ref=delayed.public.job, when=format_when(delayed.start, snapshot.clock))))
+            trace.append(TraceLine(ref, f"pend: fits now but would delay the reservation of {delayed.public.job}"))
             if j.queue not in heads and (q is None or not q.backfill):
                 # a strict queue stays strict: its first job waits (for another queue's
                 # reservation), so the jobs behind it wait too
@@ -432,13 +448,13 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             continue
         if hit is not None:
             pr, proved, never = hit
-            trace.append(TRACE_CACHE_HIT.format(ref=ref, proved=proved))
+            trace.append(TraceLine(ref, TRACE_CACHE_HIT.format(proved=proved)))
         else:
             pr = out.pend_reason()
             never = isinstance(out, Shortfall) and out.never
             unsat[key] = (_copy_reason(pr), ref, never)
             res.unsatisfiable[key] = pr
-            trace.append(f"{ref}: pend: {pr.main}")
+            trace.append(TraceLine(ref, f"pend: {pr.main}"))
         if late and pr.start_with is not None:
             pr = _hint_with_reservations(pr, late, snapshot.clock)
         pend(j, pr)
@@ -477,12 +493,14 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                     bisect.insort(search_ends, (r.end, r.plan.reserve), key=_first)
         got = _reserve(req, search_supply, search_ends, now)
         if got is None:
-            trace.append(f"{ref}: no reservation: it fits only after work with no run limit ends")
+            res.heads[ref] = None
+            trace.append(TraceLine(ref, NO_RESERVATION))
             continue
         start, sup_then, extra, plan_then = got
         r = _Reserved(Reservation(ref, j.queue, start), req, start, sup_then, extra, plan_then,
                       end=start + j.run_limit_s if j.run_limit_s is not None else _INF)
         reserved.append(r)
         res.reservations.append(r.public)
-        trace.append(f"{ref}: reserved from {_when(start, snapshot.clock)} (backfill)")
+        res.heads[ref] = r.public
+        trace.append(TraceLine(ref, reservation_text(r.public, snapshot.clock)))
     return res

@@ -7,26 +7,31 @@ Units: memory MB, slots integers, times epoch seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 from xced.model.jobs import PendReason
 from xced.resreq import ResReq
 
 
-@dataclass(slots=True)
-class HostSnap:
-    """A host's supply now (RES-2): totals and what is free of slots, memory and numeric
-    resources, plus its string attributes and boolean tags."""
+@dataclass(slots=True, frozen=True)
+class HostSupply:
+    """One host's supply now (RES-2), the one host shape the scheduler and the placement
+    planner read. Memory in MB. ``resources``: totals of numeric consumable resources
+    (gpu, licences); ``resources_free``: what is free of them; ``attributes``: string
+    attributes (type, model); ``tags``: boolean resources; ``status``: ``"ok"`` is
+    usable, anything else (closed, unavail, ...) is not. Never changed once made: the
+    scheduler's working copies replace a host's record rather than write to it."""
 
     name: str
     slots: int
     slots_free: int
     mem_mb: int
     mem_free_mb: int
-    status: str = "ok"
     resources: dict[str, float] = field(default_factory=dict)
     resources_free: dict[str, float] = field(default_factory=dict)
     attributes: dict[str, str] = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
+    status: str = "ok"
 
 
 @dataclass(slots=True)
@@ -91,6 +96,14 @@ class Clock:
 TRACE_CLOCK = Clock()
 
 
+def format_when(t: float, clock: Clock) -> str:
+    """A time as a reader sees it by `clock`: "2026-12-01 13:05:00" in the daemon's time
+    zone (its UTC offset, seconds, on the clock), or "t=3600 s" on a simulator's trace clock."""
+    if clock.wall:
+        return datetime.fromtimestamp(t, timezone(timedelta(seconds=clock.utc_offset_s))).strftime("%Y-%m-%d %H:%M:%S")
+    return f"t={t:.0f} s"
+
+
 def wall_clock(now: float) -> Clock:
     """The daemon's clock at `now` (epoch seconds), with its time zone's offset then."""
     import time
@@ -104,7 +117,7 @@ class Snapshot:
     `running` lists the running elements (needed for backfill reservations only); `clock`
     says how times read (the daemon's wall clock in its time zone, or a trace clock)."""
 
-    hosts: list[HostSnap]
+    hosts: list[HostSupply]
     queues: list[QueueSnap]
     pending: list[JobSnap]
     array_running: dict[int, int] = field(default_factory=dict)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal, Sequence
 
 from xced.scheduler.session import schedule
-from xced.scheduler.snapshot import HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
+from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot
 from xced.sim.metrics import JobOutcome
 from xced.sim.swf import SimJob
 
@@ -82,7 +82,7 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
         nonlocal free, seq
         if not pending:
             return
-        snap = Snapshot([HostSnap(HOST, machine_procs, free, _MEM_MB, _MEM_MB)], queues, list(pending.values()),
+        snap = Snapshot([HostSupply(HOST, machine_procs, free, _MEM_MB, _MEM_MB)], queues, list(pending.values()),
                         {}, list(running.values()))
         out = schedule(snap, now, explain=False)
         result.sessions += 1

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from xced.model.jobs import PendReason
 from xced.resreq import parse, render
 from xced.scheduler.session import SessionResult, schedule
-from xced.scheduler.snapshot import Clock, HostSnap, JobSnap, QueueSnap, RunSnap, Snapshot
+from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot
 
 __all__ = ["RecordingError", "Difference", "Recorder", "header_line", "session_line", "read_recording", "verify",
            "snapshot_from_json", "snapshot_to_json"]
@@ -95,7 +95,7 @@ def snapshot_from_json(d: dict) -> Snapshot:
             got = parsed[text] = parse(text)
         return got
 
-    hosts = [HostSnap(n, sl, sf, m, mf, st, dict(r), dict(rf), dict(a), frozenset(t))
+    hosts = [HostSupply(n, sl, sf, m, mf, dict(r), dict(rf), dict(a), frozenset(t), st)
              for n, sl, sf, m, mf, st, r, rf, a, t in d["hosts"]]
     for h in hosts:
         if not (isinstance(h.slots, int) and isinstance(h.slots_free, int) and 0 <= h.slots_free <= h.slots
