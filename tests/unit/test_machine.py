@@ -224,3 +224,45 @@ def test_the_architecture_doc_shows_the_table_in_force():
     begin, end = "<!-- transition table: begin -->\n", "<!-- transition table: end -->"
     shown = doc[doc.index(begin) + len(begin):doc.index(end)]
     assert shown == m.render_table(), "docs/architecture.md's table is stale: paste render_table()'s output"
+
+
+def test_a_host_join_reattaches_what_runs_there_and_a_leave_touches_no_job():
+    """JOB-8: a worker that joins finds its running elements again; one that leaves stops
+    taking work, and what runs there keeps running (no job effect)."""
+    a, b = _el(S.RUN), _el(S.USUSP)
+    out = m.host_transition(_stim(m.HostJoined, host="h1"), [a, b])
+    assert out == m.HostOutcome("ok", (m.ReattachElement(7, 0), m.ReattachElement(7, 0)))
+    assert m.host_transition(_stim(m.HostLeft, host="h1"), [a, b]) == m.HostOutcome("unavail", ())
+    with pytest.raises(TypeError, match="not a host stimulus"):
+        m.host_transition(_stim(m.Kill), [a])
+
+
+def test_host_stimuli_reach_the_registry_and_the_worker(ctl):
+    job = ctl.submit(req(), ALICE)
+    session(ctl)
+    link = ctl.fake
+    link.reattached = []
+    link.reattach = lambda jid, idx: link.reattached.append((jid, idx))
+    ctl.worker_left(link)
+    assert ctl.hosts["h1"].status == "unavail" and not ctl.is_joined("h1")
+    assert job.elements[0].state is S.RUN and link.killed == []  # JOB-8: it keeps running
+    ctl.worker_joined(link, None)
+    assert ctl.hosts["h1"].status == "ok" and ctl.is_joined("h1") and link.reattached == [(job.id, 0)]
+
+
+def test_a_config_applied_names_itself_on_every_job_event_it_causes(tmp_path):
+    """CFG-3: one apply holds two jobs its config refuses; both holds carry that apply's ID."""
+    from xced.model.config import ClusterConfig, ClusterSettings, HostConfig, QueueConfig
+    from xced.store.sqlite import SqliteStore
+    from tests.unit.test_controller import controller_on
+
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test", admins=["admin"]),
+                        queues=[QueueConfig(name="normal"), QueueConfig(name="short")],
+                        hosts=[HostConfig(name="h1", slots=1, memory_mb=1000)])
+    store = SqliteStore(tmp_path / "db")
+    c = controller_on(store, cfg, tmp_path)
+    jobs = [c.submit(req(queue="short"), ALICE) for _ in range(2)]
+    c.apply_config(cfg.model_copy(update={"queues": [QueueConfig(name="normal")]}), ADMIN)
+    ids = {r[8] for j in jobs for r in store.events(j.id) if r[3] == "HOLD"}
+    assert len(ids) == 1 and next(iter(ids)).startswith("config-")
+    store.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from xced.controller import machine as m
 from xced.model.jobs import ACTIVE
 from xced.model.state import Element, HostState, StartInfo, TaskSpec
 from xced.scheduler.snapshot import HostSupply
@@ -55,7 +56,8 @@ class HostsMixin:
         """A worker host joined over the channel (D-1) with `offer` (a peer.Join). A host
         not in hosts.yaml is declared by what the worker offers (RES-2); a declared host
         keeps its hosts.yaml values."""
-        if link.host not in self.hosts:
+        declared = link.host in self.hosts
+        if not declared:
             self.hosts[link.host] = HostState(link.host, offer.slots, offer.memory_mb, dict(offer.resources),
                                               dict(offer.attributes), list(offer.tags))
             log.info("host %s declared at join: %d slots, %d MB", link.host, offer.slots, offer.memory_mb)
@@ -64,7 +66,8 @@ class HostsMixin:
                 for e in job.elements.values():
                     if e.state in ACTIVE and link.host in (e.reserve or dict(e.alloc)):
                         self._use(e, +1, only=link.host)
-        self.attach_worker(link)
+        self._host_stimulus(self._stim(m.HostJoined, "host", f"worker:{link.host}", host=link.host,
+                                       declared=declared), link)
 
     def is_joined(self, host: str) -> bool:
         """Whether a worker serves `host` now (host names are unique among joined workers)."""
@@ -72,23 +75,34 @@ class HostsMixin:
 
     def worker_left(self, link: WorkerLink) -> None:
         """The host's channel closed: it takes no new work until it rejoins; its running
-        elements stay RUN (their supervisors keep running, JOB-8)."""
+        elements stay RUN (their supervisors keep running, JOB-8). A channel that another
+        worker of the same host has replaced changes nothing."""
         if self.workers.get(link.host) is link:
-            del self.workers[link.host]
-            h = self.hosts.get(link.host)
-            if h is not None:
-                h.status = "unavail"
+            self._host_stimulus(self._stim(m.HostLeft, "host", f"worker:{link.host}", host=link.host), link)
 
     def attach_worker(self, link: WorkerLink) -> None:
-        """A worker now serves `link.host`: mark it ok, re-attach its running elements, schedule."""
-        self.workers[link.host] = link
-        if link.host in self.hosts:
-            self.hosts[link.host].status = "ok"
-        for job in list(self.active.values()):  # reattaching may finish jobs (ended while down)
-            for e in list(job.elements.values()):
-                if e.state in ACTIVE and e.alloc and e.alloc[0][0] == link.host:
-                    link.reattach(job.id, e.index)
-        self.kick()
+        """A worker now serves `link.host` (a host hosts.yaml declares): mark it ok, re-attach
+        its running elements, schedule (the in-process worker, and tests' workers)."""
+        self._host_stimulus(self._stim(m.HostJoined, "host", f"worker:{link.host}", host=link.host), link)
+
+    def _host_stimulus(self, s, link: WorkerLink) -> None:
+        """Apply a host stimulus (machine.host_transition): the registry first (who serves the
+        host, its status), then the effects (re-attach what runs there), then a session. No
+        store write: a host's presence is not durable; what runs there is, per element."""
+        running = [e for job in list(self.active.values()) for e in list(job.elements.values())
+                   if e.state in ACTIVE and e.alloc and e.alloc[0][0] == s.host]
+        out = m.host_transition(s, running)
+        if isinstance(s, m.HostJoined):
+            self.workers[s.host] = link
+        else:
+            del self.workers[s.host]
+        if s.host in self.hosts:
+            self.hosts[s.host].status = out.status
+        log.info("host %s %s (%s)", s.host, "joined" if isinstance(s, m.HostJoined) else "left", s.id)
+        for eff in out.effects:  # re-attaching may finish jobs (ended while the worker was away)
+            link.reattach(eff.job_id, eff.index)
+        if isinstance(s, m.HostJoined):
+            self.kick()
 
     @staticmethod
     def _host_supply(h: HostState, idle: bool = False) -> HostSupply:

@@ -437,3 +437,64 @@ def transition(e: Element, s: AnyStimulus) -> Outcome | None:
     if fn is None:
         raise IllegalTransition(type(s).__name__, e.state)
     return fn(e, s)
+
+
+# ---------------------------------------------------------------------- stimuli of the cluster
+# What happens to a host or to the whole cluster rather than to one element. Each carries an
+# ID like a job stimulus; the job events it causes (a re-merge's holds and releases) record it.
+
+
+@dataclass(frozen=True, slots=True)
+class HostJoined(Stimulus):
+    """A worker began serving `host` (D-1): it is usable, and the elements that run there
+    are found again (JOB-8). `declared` is False for a host hosts.yaml does not name, which
+    the worker's offer declares (RES-2)."""
+
+    host: str = ""
+    declared: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class HostLeft(Stimulus):
+    """The worker of `host` went away: the host takes no new work until a worker joins
+    again; what runs there keeps running (its supervisors outlive the channel, JOB-8)."""
+
+    host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigApplied(Stimulus):
+    """A new config is in force (CFG-3): `config_hash` replaced `previous_hash`; pending jobs
+    are merged again under it (their hold and release events carry this stimulus's ID)."""
+
+    config_hash: str = ""
+    previous_hash: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReattachElement:
+    """Find the element's supervisor on its first host again, or its recorded end (JOB-8)."""
+
+    job_id: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostOutcome:
+    """What a host stimulus does: the host's `status` afterwards ("ok", "unavail") and the
+    effects to run once it is applied."""
+
+    status: str
+    effects: tuple = ()
+
+
+def host_transition(s: HostJoined | HostLeft, running_there: list[Element]) -> HostOutcome:
+    """The outcome of a host stimulus, given the active elements whose first host is
+    `s.host`. A join makes the host usable and re-attaches each of them (a job that ended
+    while the worker was away is then found ended); a leave makes it unusable and touches
+    no job. Raises TypeError for another stimulus."""
+    if isinstance(s, HostJoined):
+        return HostOutcome("ok", tuple(ReattachElement(e.job.id, e.index) for e in running_there))
+    if isinstance(s, HostLeft):
+        return HostOutcome("unavail")
+    raise TypeError(f"not a host stimulus: {s!r}")

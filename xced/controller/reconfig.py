@@ -7,6 +7,7 @@ runs on the event loop thread and changes state only through the shell (`_commit
 
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 from xced.api.errors import InvalidRequest
@@ -21,6 +22,7 @@ from xced.merge import MergeError
 from xced.resreq import ResReqError
 
 S = JobState
+log = logging.getLogger("xced.controller")
 
 
 class ReconfigMixin:
@@ -75,17 +77,18 @@ class ReconfigMixin:
             return f"its queue {job.queue!r} no longer exists"
         return None
 
-    def _remerge_pending(self, actor: str) -> tuple[int, list[str]]:
+    def _remerge_pending(self, actor: str, applied: m.ConfigApplied | None = None) -> tuple[int, list[str]]:
         """Re-merge every job whose elements all pend and whose values came from another
         config (CFG-3). A job the new config refuses gets a system hold naming why (for an
         array with started elements: its pending ones, when its queue or profile is gone);
         one an earlier config refused and this one takes has that hold released. Returns (jobs
-        re-merged, one line per refused job). One transaction."""
+        re-merged, one line per refused job). One transaction. `applied`: the stimulus that
+        put the config in force, whose ID the holds and releases record (at start: a new one)."""
         done = 0
         refused: list[str] = []
         specs: list[tuple[Job, EffectiveJob, object]] = []
         changes: list = []
-        sid, now = self._sid("config"), self.clock()
+        sid, now = (applied.id if applied is not None else self._sid("config")), self.clock()
         for job in list(self.active.values()):
             if job.effective.config_hash == self._config_hash or job.spec.job_values is None:
                 continue
@@ -133,7 +136,10 @@ class ReconfigMixin:
         previous = self._config_hash
         self.config = new
         self._config_hash = new.content_hash()
-        remerged, held = self._remerge_pending(f"admin:{caller.user}")
+        applied = self._stim(m.ConfigApplied, "config", f"admin:{caller.user}", config_hash=self._config_hash,
+                             previous_hash=previous)
+        log.info("config %s applied by %s (%s)", self._config_hash[:12], caller.user, applied.id)
+        remerged, held = self._remerge_pending(applied.actor, applied)
         if self.recorder is not None:  # SIM-2: the config in force from here on
             self.recorder.config(new)
         self.kick()
