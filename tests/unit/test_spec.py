@@ -30,7 +30,8 @@ def _open(tmp_path, cfg):
 
 
 def test_submit_makes_typed_spec_and_effective_values(tmp_path):
-    c, store = _open(tmp_path, _cfg())
+    cfg = _cfg()
+    c, store = _open(tmp_path, cfg)
     j = c.submit(req(argv=["echo", "hi"], name="a[1-4]%2", resreq=["rusage[mem=100]"], env={"K": "v"},
                      dependency=None, umask=0o027), ALICE)
     assert isinstance(j.spec, JobSpec) and isinstance(j.effective, EffectiveJob)
@@ -38,7 +39,7 @@ def test_submit_makes_typed_spec_and_effective_values(tmp_path):
     assert j.spec.resreq == ("rusage[mem=100]",) and j.spec.umask == 0o027 and j.spec.env == {"K": "v"}
     assert j.spec.job_values.run_limit_s is None  # what the user gave, kept for a re-merge
     assert j.effective.run_limit_s == 3600  # the queue's ceiling, the merge's result (JOB-2)
-    assert j.effective.resreq == "rusage[mem=100]" and j.effective.config_hash == c._config_hash
+    assert j.effective.resreq == "rusage[mem=100]" and j.effective.config_hash == cfg.content_hash()
     with pytest.raises(dataclasses.FrozenInstanceError):
         j.spec.argv = ("rm",)
     store.close()
