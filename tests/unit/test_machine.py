@@ -15,6 +15,7 @@ from tests.unit.test_controller import ADMIN, ALICE, ctl, req, session  # noqa: 
 from xced.controller import machine as m
 from xced.controller.machine import IllegalTransition, TABLE, transition
 from xced.model.jobs import JobState as S
+from xced.model.jobs import PendReason
 from xced.model.spec import from_record
 from xced.model.state import Element, EndStatus, Job
 
@@ -49,6 +50,7 @@ SAMPLES = {
     m.Requeue: _stim(m.Requeue, user="alice"),
     m.SystemHold: _stim(m.SystemHold, reason="config refuses it"),
     m.Release: _stim(m.Release, reason="released"),
+    m.Pending: _stim(m.Pending, reason=PendReason("Not enough slots")),
 }
 
 
@@ -64,6 +66,19 @@ def test_every_pair_is_in_the_table_or_refused():
             with pytest.raises(IllegalTransition, match=f"cannot {cls.__name__.lower()} a job in state {state}"):
                 transition(e, SAMPLES[cls])
         assert (e.state, set(e.holds), list(e.alloc)) == before  # the machine never changes the element
+
+
+def test_a_new_pend_reason_is_kept_in_memory_and_the_same_one_is_nothing():
+    """SCHED-3: only a changed reason replaces the last one; it writes nothing to the store."""
+    e = _el(S.PEND)
+    out = transition(e, _stim(m.Pending, reason=PendReason("Not enough slots")))
+    assert out.state is S.PEND and out.memory == {"pend_reason": PendReason("Not enough slots")}
+    assert out.fields == {} and out.events == [] and out.effects == []
+    e.pend_reason = PendReason("Not enough slots")
+    assert transition(e, _stim(m.Pending, reason=PendReason("Not enough slots"))) is None
+    assert transition(e, _stim(m.Pending, reason=None)).memory == {"pend_reason": None}
+    with pytest.raises(IllegalTransition):
+        transition(_el(S.RUN), _stim(m.Pending, reason=None))
 
 
 def test_nothing_leaves_a_finished_state_but_a_requeue():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from xced.controller import machine as m
 from xced.model import deps
 from xced.model.jobs import PENDING, JobState, PendReason
 from xced.model.state import Element, Job
@@ -56,9 +57,7 @@ class DependenciesMixin:
             job.dependency = deps.parse_dependency(text)
         if deps.evaluate(job.dependency, lookup) is deps.Verdict.MET:
             return None
-        return PendReason(deps.explain(job.dependency, lookup))
-
-    _DEPENDENCY_REASONS = ("Dependency condition not satisfied: ", "Dependency can never be met: ")
+        return PendReason(deps.explain(job.dependency, lookup), cause="dependency")
 
     def _dependency_waits(self, job: Job, e: Element, batch: list) -> bool:
         """snapshot()'s test (JOB-5): True when pending element `e` waits for its job's dependency,
@@ -88,11 +87,11 @@ class DependenciesMixin:
                 self._dependency_watch(job)
         pr = e.pend_reason
         if reason is None:
-            if pr is not None and pr.main.startswith(self._DEPENDENCY_REASONS):
-                e.pend_reason = None
+            if pr is not None and pr.cause == "dependency":
+                self._commit(self._changes([e], self._stim(m.Pending, "dependency", "system", reason=None)))
             return False
         if e.state is S.PEND and pr != reason:
-            e.pend_reason = reason
+            self._commit(self._changes([e], self._stim(m.Pending, "dependency", "system", reason=reason)))
         return True
 
     def _dependency_watch(self, job: Job) -> None:

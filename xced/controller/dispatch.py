@@ -114,15 +114,17 @@ class DispatchMixin:
     def apply(self, result: SessionResult) -> None:
         """Apply a session's decisions (DESIGN rule 1): re-check each dispatch against the
         current state, commit all accepted dispatches in one transaction, then start them."""
+        sid, now = self._sid("session"), self.clock()
+        reasons: list = []
         for (jid, idx), reason in result.pend_reasons.items():
             job = self.jobs.get(jid)
-            if job is not None and idx in job.elements:
-                e = job.elements[idx]
-                if e.state is S.PEND and e.pend_reason is not reason and e.pend_reason != reason:
-                    e.pend_reason = reason  # SCHED-3: only a changed reason replaces the last one
+            e = job.elements.get(idx) if job is not None else None
+            if e is not None and e.state is S.PEND:  # SCHED-3: only a changed reason replaces the last one
+                reasons += self._changes([e], m.Pending(sid, "scheduler", now, reason=reason))
+        if reasons:
+            self._commit(reasons)
         if not result.dispatches:
             return
-        sid, now = self._sid("session"), self.clock()
         changes: list = []
         taken: dict[str, dict[str, float]] = {}  # what this session's accepted dispatches take, per host
         for d in result.dispatches:

@@ -137,10 +137,19 @@ class Release(Stimulus):
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Pending(Stimulus):
+    """Why the element waits now (RES-6), or None when no reason holds any more (its -w
+    dependency is met): from a scheduler session (SCHED-3: only a changed reason), the
+    dependency check (JOB-5), or the last session's findings at a submit."""
+
+    reason: PendReason | None = None
+
+
 AnyStimulus = Union[Dispatch, Declined, StartFailed, Started, Finished, Kill, Stop, Resume, Requeue, SystemHold,
-                    Release]
+                    Release, Pending]
 STIMULI: tuple[type, ...] = (Dispatch, Declined, StartFailed, Started, Finished, Kill, Stop, Resume, Requeue,
-                             SystemHold, Release)
+                             SystemHold, Release, Pending)
 
 
 # ---------------------------------------------------------------------- outcomes
@@ -259,6 +268,14 @@ def _declined(e: Element, s: Declined) -> Outcome:
 def _start_failed(e: Element, s: StartFailed) -> Outcome:
     """PEND again (retryable); the worker could not start it."""
     return _move(e, S.PEND, "DISPATCH_FAILED", s.reason, alloc=[], start_time=None, reserve={})
+
+
+def _pending(e: Element, s: Pending) -> Outcome | None:
+    """unchanged; the new pend reason is kept in memory (nothing when it is the one it has)."""
+    old = e.pend_reason
+    if old is s.reason or old == s.reason:
+        return None
+    return Outcome(e.state, {}, {"pend_reason": s.reason})
 
 
 def _started(e: Element, s: Started) -> Outcome:
@@ -417,6 +434,8 @@ TABLE: dict[tuple[type, S], Transition] = {
     (SystemHold, S.PEND): _system_hold,
     (SystemHold, S.PSUSP): _system_hold,
     (Release, S.PSUSP): _release_system,
+    (Pending, S.PEND): _pending,
+    (Pending, S.PSUSP): _pending,
 }
 
 

@@ -11,6 +11,7 @@ import os
 
 from xced.constants import DEFAULT_UMASK
 from xced.api.errors import InvalidRequest
+from xced.controller import machine as m
 from xced.model import deps
 from xced.model.jobs import ArraySpecError, JobState, parse_job_name
 from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
@@ -250,13 +251,13 @@ class SubmitMixin:
         if job.dependency is not None:
             waiting = self._dependency_reason(job, self._dependency_lookup({}))
             if waiting is not None:
-                for e in job.elements.values():
-                    e.pend_reason = waiting
+                self._commit(self._changes(list(job.elements.values()), self._stim(
+                    m.Pending, "submit", "system", reason=waiting)))
                 return
         known = self.shortcut.reason_for(qname, request) if not self._session_scheduled else None
         if known is not None:
-            for e in job.elements.values():
-                e.pend_reason = known
+            self._commit(self._changes(list(job.elements.values()), self._stim(
+                m.Pending, "submit", "scheduler", reason=known)))
             return
         self.kick()
 

@@ -159,6 +159,9 @@ class PendReason:
     #: the smaller task count that would start now (the N of that hint), as data: what the
     #: scheduler reads back, never the text (None when no smaller count would)
     start_with: int | None = field(default=None, compare=False)
+    #: what the reason is about, as data: "dependency" for an element waiting on its -w
+    #: expression (JOB-5), which is cleared once the dependency is met; else None
+    cause: str | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict:
         return {
