@@ -235,13 +235,19 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     from xced.store.sqlite import SqliteStore
     from xced.worker.local import LocalWorker
 
+    from xced.api.errors import StoreBusy, StoreUnavailable
     from xced.store.sqlite import StoreError
 
     try:
         store = SqliteStore(top / "state" / DB_NAME)
     except StoreError as e:
         raise StartupError(f"{e}; if the file is damaged, move {top / 'state'} aside to start with an empty store")
-    ctl = Controller(config, store, top)
+    try:  # D-8: a store it can read but not write would fail the first submit; refuse to start instead
+        store.check_writable()
+        ctl = Controller(config, store, top)
+    except (StoreBusy, StoreUnavailable) as e:
+        store.close()
+        raise StartupError(f"cannot write the store {top / 'state' / DB_NAME}: {e.message}")
     for line in ctl.remerged_at_start[1]:  # as `xceadmin build --apply` lists them (CFG-3)
         print(f"xced: held: {line}", file=sys.stderr, flush=True)
     # Fewer, cheaper collections: with 10,000 pending jobs the default thresholds ran a

@@ -12,6 +12,7 @@ import sqlite3
 import pytest
 
 from tests.unit.test_controller import ADMIN, ALICE, ctl, req, session  # noqa: F401 (ctl: a fixture)
+from xced.api.errors import StoreUnavailable
 from xced.controller import machine as m
 from xced.controller.machine import IllegalTransition, TABLE, transition
 from xced.model.jobs import JobState as S
@@ -190,35 +191,43 @@ def _break_commits(store):
 
 def test_a_failed_commit_leaves_memory_as_it_was(ctl):
     """D-8 (the shell's rule): the store refuses the transaction, so nothing changes in memory:
-    the element stays RUN with its slot, its events are not written, no worker is told."""
+    the element stays RUN with its slot, its events are not written, no worker is told. A
+    user's request gets the typed error naming the cause; a job's end is kept, and recorded
+    with its real end time once the store takes writes again."""
     job = ctl.submit(req(), ALICE)
     session(ctl)
     e = job.elements[0]
     assert e.state is S.RUN and ctl.hosts["h1"].slots_used == 1
     events = len(ctl.store.events(job.id))
     real = _break_commits(ctl.store)
-    for act in (lambda: ctl.kill(job.id, None, ALICE), lambda: ctl.stop(job.id, None, ALICE),
-                lambda: ctl.on_finished(job.id, 0, EndStatus(0, None, T, T + 1, None))):
-        with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+    for act in (lambda: ctl.kill(job.id, None, ALICE), lambda: ctl.stop(job.id, None, ALICE)):
+        with pytest.raises(StoreUnavailable, match="the disk holding .* is full"):
             act()
         assert e.state is S.RUN and e.action is None and ctl.hosts["h1"].slots_used == 1
         assert ctl.fake.killed == [] and ctl.fake.signals == [] and job.unfinished == 1
+    ctl.on_finished(job.id, 0, EndStatus(0, None, T, T + 1, None))  # the worker's report: kept
+    assert e.state is S.RUN and ctl.hosts["h1"].slots_used == 1 and ctl.deferred_writes == [f"the end of {job.id}"]
+    assert ctl.retry_now() == 0 and e.state is S.RUN  # the store still refuses it
     assert len(ctl.store.events(job.id)) == events
     ctl.store.update_element = real  # the store works again: the same end is recorded
-    ctl.on_finished(job.id, 0, EndStatus(0, None, T, T + 1, None))
-    assert e.state is S.DONE and ctl.hosts["h1"].slots_used == 0
+    assert ctl.retry_now() == 1 and ctl.deferred_writes == []
+    assert e.state is S.DONE and ctl.hosts["h1"].slots_used == 0 and e.end_time == T + 1
+    assert ctl.store.events(job.id)[-1][0] == T + 1  # the event carries the real end time too (JOB-8)
 
 
-def test_a_failed_commit_of_a_session_starts_nothing(ctl):
+def test_a_failed_commit_of_a_session_starts_nothing_and_resumes(ctl):
+    """D-8: a session whose dispatches the store refuses applies nothing and is kept; no
+    other session runs meanwhile, and once the store works the kept one starts the jobs."""
     jobs = [ctl.submit(req(), ALICE) for _ in range(3)]
     real = _break_commits(ctl.store)
-    with pytest.raises(sqlite3.OperationalError):
-        session(ctl)
-    assert all(j.elements[0].state is S.PEND for j in jobs) and ctl.hosts["h1"].slots_used == 0
-    assert ctl.fake.started == []
-    ctl.store.update_element = real
     session(ctl)
-    assert all(j.elements[0].state is S.RUN for j in jobs) and ctl.hosts["h1"].slots_used == 3
+    assert all(j.elements[0].state is S.PEND for j in jobs) and ctl.hosts["h1"].slots_used == 0
+    assert ctl.fake.started == [] and ctl.deferred_writes == ["the scheduler's decisions"]
+    late = ctl.submit(req(), ALICE)  # a submit while the session waits asks for no other
+    assert not ctl.session_asked
+    ctl.store.update_element = real
+    assert ctl.retry_now() == 1
+    assert all(j.elements[0].state is S.RUN for j in [*jobs, late]) and ctl.hosts["h1"].slots_used == 4
 
 
 def test_events_carry_the_id_of_their_stimulus(ctl):

@@ -8,7 +8,14 @@ Every error has a stable `code`, an HTTP status and the CLI exit code it maps to
     ├── PermissionDenied 403      not yours, not an admin, --as-user in production (exit 1)
     ├── Conflict        409       the job is in a state where this cannot be done (exit 1)
     ├── ServerError     500       a bug in xced; the message says where to look (exit 1)
+    ├── StoreBusy       503       another process holds the store's lock past store_busy_timeout;
+    │                             nothing was changed, retry (exit 3)
+    ├── StoreUnavailable 503      the store cannot be written: its disk is full, it is read-only,
+    │                             an I/O error; the message names the cause; nothing was changed (exit 3)
     └── DaemonUnreachable         the client could not reach xced (exit 3)
+
+Exit 3 means "try again later": the request was not carried out, and the same request may
+succeed once the daemon (or its store) is back.
 
 The wire form of an error is `{"error": {"code": str, "message": str, "field": str|null}}`.
 """
@@ -57,13 +64,32 @@ class ServerError(XceError):
     status = 500
 
 
+class StoreBusy(XceError):
+    """The store stayed locked by another process for the whole of `store_busy_timeout`
+    seconds (D-8); the request changed nothing and may be sent again."""
+
+    code = "store_busy"
+    status = 503
+    exit_code = 3
+
+
+class StoreUnavailable(XceError):
+    """The store refused a write (disk full, read-only file, I/O error; D-8); the message
+    names the cause and the path. The request changed nothing."""
+
+    code = "store_unavailable"
+    status = 503
+    exit_code = 3
+
+
 class DaemonUnreachable(XceError):
     code = "unreachable"
     status = 0
     exit_code = 3
 
 
-_BY_CODE = {c.code: c for c in (InvalidRequest, NotFound, PermissionDenied, Conflict, ServerError)}
+_BY_CODE = {c.code: c for c in (InvalidRequest, NotFound, PermissionDenied, Conflict, ServerError, StoreBusy,
+                                 StoreUnavailable)}
 
 
 def from_body(status: int, body: object) -> XceError:

@@ -47,9 +47,11 @@ from xced.model.config import (
     QueueConfig,
 )
 from xced.model.units import (
+    MAX_DISPATCH_FAILURES,
     MAX_INTERVAL_S,
     MAX_RESOURCE,
     MAX_SCHED_DELAY_S,
+    MAX_STORE_BUSY_TIMEOUT_S,
     MAX_SLOTS,
     NAME_FORM,
     NAME_PATTERN,
@@ -488,12 +490,15 @@ _SETTINGS_FIELDS = {
     "kill_interval": _Field(_seconds(high=MAX_INTERVAL_S)),
     "limit_grace": _Field(_seconds(high=MAX_INTERVAL_S)),
     "sched_delay": _Field(_seconds(low_exclusive=None, high=MAX_SCHED_DELAY_S)),
+    "store_busy_timeout": _Field(_seconds(high=MAX_STORE_BUSY_TIMEOUT_S)),
+    "max_dispatch_failures": _Field(_int(1, MAX_DISPATCH_FAILURES)),
     "presets_dir": _Field(_nullable(_str())),
 }
 _SETTINGS_MODEL_NAMES = {
     "kill_interval": "kill_interval_s",
     "limit_grace": "limit_grace_s",
     "sched_delay": "sched_delay_s",
+    "store_busy_timeout": "store_busy_timeout_s",
 }
 
 _LISTEN_FIELDS = {

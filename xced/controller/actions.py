@@ -14,6 +14,7 @@ import secrets
 
 from xced.api.errors import Conflict, NotFound, PermissionDenied
 from xced.controller import machine as m
+from xced.controller.retry import STORE_ERRORS
 from xced.model.jobs import ACTIVE, FINISHED, PENDING, JobState
 from xced.model.spec import EffectiveJob
 from xced.model.state import Element, Job
@@ -233,6 +234,14 @@ class ActionsMixin:
         return result
 
     def store_event_only(self, job_id: int, index: int | None, kind: str, actor: str, reason: str | None) -> None:
-        """Record an event that is not a state transition (a task launch, a hook run)."""
-        with self.store.tx():
-            self.store.add_event(self.clock(), job_id, index, kind, None, None, actor, reason, self._sid(kind.lower()))
+        """Record an event that is not a state transition (a task launch, a hook run); one the
+        store refuses now is kept and written once it takes writes again (D-8)."""
+        t, sid = self.clock(), self._sid(kind.lower())
+
+        def write() -> None:
+            with self.store.tx():
+                self.store.add_event(t, job_id, index, kind, None, None, actor, reason, sid)
+        try:
+            write()
+        except STORE_ERRORS as e:
+            self._retry_later(("event", sid), f"the {kind} event of job {job_id}", write, e)

@@ -39,6 +39,7 @@ from xced.controller.hooks import HooksMixin
 from xced.controller.reports import ReportsMixin
 from xced.controller.actions import ActionsMixin
 from xced.controller.explain import ExplainMixin
+from xced.controller.retry import RetryMixin
 from xced.model.config import ClusterConfig
 from xced.model.jobs import ACTIVE, FINISHED, JobState
 from xced.model.spec import from_record
@@ -74,7 +75,7 @@ TRACE_SESSIONS = 64
 
 
 class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, DispatchMixin, HooksMixin, ReportsMixin,
-                 ActionsMixin, ExplainMixin, QueriesMixin):
+                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin):
     """Owns jobs, hosts and the store. All methods run on the event loop thread.
 
     Errors raised to the API: InvalidRequest (bad submit), NotFound (unknown job),
@@ -97,6 +98,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         }
         self.workers: dict[str, WorkerLink] = {}
         self._session_scheduled = False
+        self._init_retry()
         #: the last session's findings a submit may pend with, without a session of its own (D-4)
         self.shortcut = SubmitShortcut()
         self._waiters: dict[int, list[tuple[asyncio.Future, int | None]]] = {}

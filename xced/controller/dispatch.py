@@ -12,6 +12,7 @@ import asyncio
 import secrets
 
 from xced.controller import machine as m
+from xced.controller.retry import SESSION_KEY, STORE_ERRORS
 from xced.controller.machine import transition
 from xced.model.jobs import JobState
 from xced.model.state import Element, StartInfo
@@ -47,9 +48,10 @@ class DispatchMixin:
 
     def kick(self) -> None:
         """Ask for a scheduler session after the coalescing delay (D-4); idempotent. Any
-        stimulus but a submit into a blocked queue comes here, so it ends the shortcut."""
+        stimulus but a submit into a blocked queue comes here, so it ends the shortcut. While
+        a session waits for the store (D-8), none is asked for: that one runs when it can."""
         self.shortcut.invalidate()
-        if self._session_scheduled:
+        if self._session_scheduled or self._session_waits_for_store():
             return
         self._session_scheduled = True
         try:
@@ -94,7 +96,16 @@ class DispatchMixin:
         return Snapshot(hosts, queues, pending, array_running, running, wall_clock(self.clock()))
 
     def _session(self) -> None:
+        """One scheduler session; when the store refuses its decisions (D-8: nothing was
+        applied), the session is kept and run again once the store takes writes."""
         self._session_scheduled = False
+        try:
+            self._run_session()
+        except STORE_ERRORS as e:
+            self.shortcut.invalidate()  # its findings were never applied
+            self._retry_later(SESSION_KEY, "the scheduler's decisions", self._run_session, e)
+
+    def _run_session(self) -> None:
         snap = self.snapshot()
         if not snap.pending:
             return

@@ -14,6 +14,7 @@ from typing import Callable
 from xced.controller import machine as m
 from xced.controller.hosts import WorkerLink
 from xced.controller.machine import transition
+from xced.controller.retry import STORE_ERRORS
 from xced.model.jobs import ACTIVE, FINISHED, JobState, format_job_ref
 from xced.model.state import EndStatus, Element, Job
 
@@ -36,14 +37,22 @@ class ReportsMixin:
             self._commit([(e, stim, transition(e, stim))])
 
     def on_start_failed(self, job_id: int, index: int, reason: str) -> None:
-        """The worker could not start the element at all: back to PEND (retryable)."""
+        """The worker could not start the element at all: back to PEND (retryable). When the
+        store refuses the write, it is kept and applied once it takes writes (D-8)."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
         if e is None or e.state is not S.RUN:
             return
         stim = self._stim(m.StartFailed, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", reason=reason)
-        self._commit([(e, stim, transition(e, stim))])
-        self.kick()
+
+        def apply() -> None:
+            if e.state is S.RUN:
+                self._commit([(e, stim, transition(e, stim))])
+                self.kick()
+        try:
+            apply()
+        except STORE_ERRORS as exc:
+            self._retry_later(("start", job_id, index), f"the failed start of {e.ref}", apply, exc)
 
     def on_finished(self, job_id: int, index: int, st: EndStatus) -> None:
         """An element's processes ended (status from its supervisor's file, JOB-8). When its
@@ -64,12 +73,23 @@ class ReportsMixin:
         self._finish(e, st)
 
     def _finish(self, e: Element, st: EndStatus) -> None:
-        """Record the end of element `e` (the machine's Finished), then end its tasks and
-        wake its waiters."""
-        stim = self._stim(m.Finished, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", status=st)
-        self._commit([(e, stim, transition(e, stim))])
-        self._job_changed(e.job)
-        self.kick()
+        """Record the end of element `e` (the machine's Finished) at the end time its
+        supervisor recorded (JOB-8: an end found after a restart keeps its real time, on the
+        element and on its event), then end its tasks and wake its waiters. An end the store
+        refuses is kept and recorded once it takes writes (D-8); the element stays RUN,
+        holding its slots, until then."""
+        stim = m.Finished(self._sid("report"), f"worker:{e.alloc[0][0] if e.alloc else '?'}",
+                          st.end_time or self.clock(), status=st)
+
+        def apply() -> None:
+            if e.state in ACTIVE:
+                self._commit([(e, stim, transition(e, stim))])
+                self._job_changed(e.job)
+                self.kick()
+        try:
+            apply()
+        except STORE_ERRORS as exc:
+            self._retry_later(("end", e.job.id, e.index), f"the end of {e.ref}", apply, exc)
 
     def _each_first_host(self, elements: list[Element], act: Callable[[WorkerLink, Element], object]) -> None:
         """Call act(worker, element) with the worker of each element's first host, when joined."""

@@ -16,8 +16,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from xced.model.profile import Profile, builtin_profiles
-from xced.model.units import (MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S, MAX_SCHED_DELAY_S,
-                              MAX_SLOTS, NAME_PATTERN, RESOURCE_PATTERN)
+from xced.model.units import (MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
+                              MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN)
 
 Mode = Literal["production", "test"]
 
@@ -50,6 +50,12 @@ class ClusterSettings(_Strict):
     limit_grace_s: float = Field(10.0, gt=0, le=MAX_INTERVAL_S)
     #: coalescing delay of scheduler sessions, seconds (D-4; at most 0.010).
     sched_delay_s: float = Field(0.005, ge=0, le=MAX_SCHED_DELAY_S)
+    #: seconds a request that writes waits for a store another process has locked, then
+    #: answers 503 store_busy (D-8)
+    store_busy_timeout_s: float = Field(5.0, gt=0, le=MAX_STORE_BUSY_TIMEOUT_S)
+    #: failed starts or declined dispatches in a row before an element gets a system hold
+    #: (DISPATCH-2)
+    max_dispatch_failures: int = Field(5, ge=1, le=MAX_DISPATCH_FAILURES)
     presets_dir: str | None = None
 
 

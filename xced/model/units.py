@@ -61,6 +61,10 @@ MAX_RESOURCE = 1e12
 MAX_INTERVAL_S = 86400.0
 #: D-4: the scheduler's coalescing delay may not pass 10 ms.
 MAX_SCHED_DELAY_S = 0.010
+#: the longest a request waits for a store another process has locked (D-8), seconds
+MAX_STORE_BUSY_TIMEOUT_S = 600.0
+#: the most failed starts and declined dispatches in a row an admin may allow (DISPATCH-2)
+MAX_DISPATCH_FAILURES = 1000
 #: names of clusters, queues and hosts (CFG-2)
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 NAME_FORM = "letters, digits, '_', '.' and '-'"

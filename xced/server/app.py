@@ -45,6 +45,37 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return "; ".join(parts[:5]) or "invalid request", first
 
 
+class _AnswerEveryError:
+    """ASGI middleware: an exception no handler took (a bug) is answered with the API's error
+    shape, 500 `server_error`, and not raised further. Raised further, as Starlette's own
+    last-resort handler does, uvicorn would close the connection after the answer, so the
+    client's next request on it would fail as "daemon unreachable" (D-2)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - the last resort: every error gets an answer
+            log.exception("internal error")
+            if started:  # part of an answer went out: nothing sane can follow on this connection
+                raise
+            err = ServerError(f"internal error in xced ({type(exc).__name__}: {exc}); see the daemon's log")
+            await JSONResponse(err.to_body(), status_code=err.status)(scope, receive, send)
+
+
 def create_app(controller) -> FastAPI:
     """The ASGI app serving `controller` under API_PREFIX, OpenAPI at `/xce/v1/openapi.json`."""
     app = FastAPI(title="XCE", version=__version__, openapi_url=f"{API_PREFIX}/openapi.json",
@@ -61,11 +92,7 @@ def create_app(controller) -> FastAPI:
         err = InvalidRequest(msg, field=fld)
         return JSONResponse(err.to_body(), status_code=err.status)
 
-    @app.exception_handler(Exception)
-    async def _bug(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error")
-        err = ServerError(f"internal error in xced ({type(exc).__name__}: {exc}); see the daemon's log")
-        return JSONResponse(err.to_body(), status_code=err.status)
+    app.add_middleware(_AnswerEveryError)
 
     from xced.server.routes import cluster, jobs, peers
 

@@ -10,6 +10,10 @@ The contract:
 - Writes happen inside `tx()`: one transaction that commits when the block ends and rolls
   back, leaving nothing, when it raises. `tx(durable=True)` survives a power loss (a submit
   is acknowledged only after such a commit).
+- A store never waits for a lock (D-8: the controller runs on the event loop, which must
+  not block): when another process holds it, `tx()` raises StoreBusy at once, and a write
+  the backend refuses (disk full, read-only, I/O error) raises StoreUnavailable naming the
+  cause (`store_failure`). Either way nothing was written, and the caller may retry.
 - `allocate_job_id()` (outside a transaction) gives an ID that is never given again, even
   when the process dies before the job using it is committed, or that commit fails: IDs
   are allocated in blocks made durable first, so a crash skips the rest of a block rather
@@ -26,8 +30,38 @@ stimulus). Times are epoch seconds.
 from __future__ import annotations
 
 import hashlib
+import os
 from contextlib import AbstractContextManager
 from typing import Iterable, Iterator, Protocol
+
+from xced.api.errors import StoreBusy, StoreUnavailable
+
+#: what a busy store answers (D-8); the request changed nothing
+BUSY_MESSAGE = "store busy (locked by another process), retry"
+
+
+def store_failure(exc: BaseException, path: str | os.PathLike[str]) -> StoreBusy | StoreUnavailable:
+    """The typed error (D-8) for a failed store operation on `path`: StoreBusy when another
+    process holds the lock; StoreUnavailable naming the cause otherwise ("the disk holding
+    DIR is full", "the store PATH is read-only", "an I/O error on the store PATH"). `exc`
+    is the backend's exception (sqlite3.Error's `sqlite_errorname`, or an OSError's errno)."""
+    import errno as _errno
+
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    where = os.path.dirname(os.fspath(path)) or "."
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in text:
+        return StoreBusy(BUSY_MESSAGE)
+    if name == "SQLITE_FULL" or getattr(exc, "errno", None) == _errno.ENOSPC or "disk is full" in text:
+        return StoreUnavailable(f"the disk holding {where} is full: the store cannot record anything; free space "
+                                f"there, then retry")
+    if name.startswith("SQLITE_READONLY") or getattr(exc, "errno", None) in (_errno.EROFS, _errno.EACCES):
+        return StoreUnavailable(f"the store {os.fspath(path)} is read-only ({text}); make it and {where} writable "
+                                f"by the daemon's user, then retry")
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
+        return StoreUnavailable(f"an I/O error on the store {os.fspath(path)} ({text}); check the disk holding "
+                                f"{where}, then retry")
+    return StoreUnavailable(f"the store {os.fspath(path)} failed: {text}")
 
 
 def token_hash(token: str) -> str:
@@ -51,4 +85,5 @@ class Store(Protocol):
     def load_elements(self) -> Iterator[tuple]: ...
     def events(self, job_id: int) -> list[tuple]: ...
     def schema_version(self) -> int: ...
+    def check_writable(self) -> None: ...
     def close(self) -> None: ...

@@ -23,7 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from xced.store.base import token_hash
+from xced.api.errors import StoreBusy, StoreUnavailable
+from xced.store.base import store_failure, token_hash
 
 #: job IDs made durable at a time (the contract in xced.store.base): a crash skips the rest of a block
 ID_BLOCK = 64
@@ -56,8 +57,11 @@ class SqliteStore:
             pass
         except OSError as e:
             raise StoreError(f"cannot create the store {path}: {e.strerror}") from e
+        self.path = path
         try:
-            self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            # timeout 0: a lock held by another process fails at once (StoreBusy) rather than
+            # blocking the event loop for sqlite3's default 5 s (D-8); callers retry
+            self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=0)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={synchronous}")
             self._sync = synchronous
@@ -66,7 +70,8 @@ class SqliteStore:
             self._hash_plain_tokens()
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the store {path}: {e}") from e
-        self.path = path
+        except (StoreBusy, StoreUnavailable) as e:
+            raise StoreError(f"cannot open the store {path}: {e.message}") from e
         self._ids = [0, 0]  # the block of job IDs being given: [next, end)
 
     def _migrate(self) -> None:
@@ -100,23 +105,60 @@ class SqliteStore:
     @contextmanager
     def tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
         """One write transaction; commits on success, rolls back on any exception.
-        `durable`: fsync at commit (synchronous=FULL) so it survives a power loss."""
-        if durable and self._sync != "FULL":
-            self.db.execute("PRAGMA synchronous=FULL")
+        `durable`: fsync at commit (synchronous=FULL) so it survives a power loss.
+
+        Never waits for a lock: raises StoreBusy at once when another process holds it,
+        StoreUnavailable (naming the cause) when SQLite refuses a write; in both cases the
+        transaction is rolled back and nothing was written (D-8)."""
         try:
+            if durable and self._sync != "FULL":
+                self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            self._restore_sync(durable)
+            raise store_failure(e, self.path) from e
+        try:
             try:
                 yield self.db
-            except BaseException:
-                self.db.execute("ROLLBACK")
+            except BaseException as e:
+                self._rollback()
+                if isinstance(e, sqlite3.Error):
+                    raise store_failure(e, self.path) from e
                 raise
-            self.db.execute("COMMIT")
+            try:
+                self.db.execute("COMMIT")
+            except sqlite3.Error as e:
+                self._rollback()
+                raise store_failure(e, self.path) from e
         finally:
-            if durable and self._sync != "FULL":
+            self._restore_sync(durable)
+
+    def _rollback(self) -> None:
+        """Roll back the open transaction; SQLite may have rolled it back itself already
+        (after SQLITE_FULL or an I/O error), which is not an error here."""
+        try:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def _restore_sync(self, durable: bool) -> None:
+        if durable and self._sync != "FULL":
+            try:
                 self.db.execute(f"PRAGMA synchronous={self._sync}")
+            except sqlite3.Error:
+                pass
 
     def close(self) -> None:
         self.db.close()
+
+    def check_writable(self) -> None:
+        """Commit one small write (the count of daemon starts), as xced does before it serves
+        anything (D-8): a store it could open but not write would otherwise fail the first
+        submit. Raises StoreBusy or StoreUnavailable naming the cause."""
+        with self.tx(durable=True):
+            self.db.execute("INSERT INTO counters (name, value) VALUES ('daemon_starts', 1) "
+                            "ON CONFLICT(name) DO UPDATE SET value = value + 1")
 
     # -------------------------------------------------------------- writes (inside tx)
 
@@ -175,5 +217,8 @@ class SqliteStore:
 
     def events(self, job_id: int) -> list[tuple]:
         """Rows (time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus) of a job, in order."""
-        return self.db.execute("SELECT time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus "
-                               "FROM events WHERE job_id=? ORDER BY seq", (job_id,)).fetchall()
+        try:
+            return self.db.execute("SELECT time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus "
+                                   "FROM events WHERE job_id=? ORDER BY seq", (job_id,)).fetchall()
+        except sqlite3.Error as e:  # a read fails only when the file does (I/O error): typed, never a 500
+            raise store_failure(e, self.path) from e

@@ -8,9 +8,10 @@ import xced
 from xced.api.errors import Conflict, InvalidRequest, NotFound
 from xced.api.models import ApplyConfigRequest, ApplyConfigResult, AppList, RecordRequest, RecordResult, AppOut, HostList, HostOut, Info, QueueList, QueueOut
 from xced.policy.rbac import Caller, require_admin
+from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import caller_of
 
-router = APIRouter()
+router = APIRouter(route_class=StoreBusyRetryRoute)
 
 
 @router.get("/info", response_model=Info)

@@ -22,10 +22,11 @@ from xced.api.models import (
 )
 from xced.model.jobs import JobState
 from xced.policy.rbac import Caller, may_control_job, may_view_env
+from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import caller_of, launch_peer
 from xced.server.convert import event_dict, job_dict, json_response
 
-router = APIRouter()
+router = APIRouter(route_class=StoreBusyRetryRoute)
 
 def _ctl(request: Request):
     return request.app.state.controller
