@@ -26,6 +26,9 @@ XCED = str(BIN / "xced")
 XCECLI = str(BIN / "xcecli")
 XCEADMIN = str(BIN / "xceadmin")
 DATA = Path(__file__).resolve().parent / "data"  # traces and LSF examples; sources in tests/data/README.md
+#: xced whose store fails while <TopDir>/state/FAULT exists (tests/faults/xced.py), and its environment
+FAULTY_XCED = [sys.executable, "-m", "tests.faults.xced"]
+FAULTY_ENV = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
 
 
 def write_config(top: Path, *, mode: str = "test", slots: int = 4, admins: tuple[str, ...] = ("admin",),
@@ -54,6 +57,8 @@ class Daemon:
     log: Path | None = None
     env: dict = field(default_factory=dict)
     args: list = field(default_factory=list)
+    #: the daemon's command instead of the installed `xced` (FAULTY_XCED: its store fails on demand)
+    cmd: list | None = None
 
     def start(self, timeout: float = 30.0) -> "Daemon":
         self.log = self.top / f"xced-{int(time.time() * 1000)}.log"
@@ -61,8 +66,9 @@ class Daemon:
         if ready.exists():
             ready.unlink()
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen([XCED, "--topdir", str(self.top), *self.args], stdout=out, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **self.env}, start_new_session=True)
+            self.proc = subprocess.Popen([*(self.cmd or [XCED]), "--topdir", str(self.top), *self.args], stdout=out,
+                                         stderr=subprocess.STDOUT, env={**os.environ, **self.env},
+                                         start_new_session=True)
         deadline = time.monotonic() + timeout
         while not ready.exists():
             if self.proc.poll() is not None:

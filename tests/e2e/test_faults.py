@@ -1,0 +1,207 @@
+"""Faults the daemon survives (issue 11, D-8, D-3, JOB-8): a store whose commits fail, a store
+another process has locked, a disk that is full. Each test injects the fault into a real
+xced, shows what users see while it lasts, clears it, and shows that the cluster runs the
+waiting jobs with no restart and records every job's real exit code and end time."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAULTY_ENV, FAULTY_XCED, Daemon, kill_job_processes, short_tmpdir, write_config
+
+
+def _faulty(top: Path, **cfg) -> Daemon:
+    write_config(top, **cfg)
+    return Daemon(top, cmd=FAULTY_XCED, env=FAULTY_ENV)
+
+
+def _ended_on_disk(top: Path, job: int) -> dict:
+    """The end the job's supervisor recorded (status.json), once it is there."""
+    path = top / "jobs" / str(job) / "0" / "status.json"
+    deadline = time.monotonic() + 20
+    while not path.exists():
+        assert time.monotonic() < deadline, f"job {job} did not end"
+        time.sleep(0.05)
+    return json.loads(path.read_text())
+
+
+def _keepalive_answers(top: Path, requests: list[tuple[str, str, dict | None]]) -> list[tuple[int, dict]]:
+    """Send `requests` one after the other on ONE connection (HTTP keep-alive)."""
+    from xced.api.client import _UnixConnection
+
+    conn = _UnixConnection(str(top / "run" / "xced.sock"), 10)
+    out = []
+    try:
+        for method, path, body in requests:
+            conn.request(method, "/xce/v1" + path, body=json.dumps(body).encode() if body is not None else None,
+                         headers={"Content-Type": "application/json", "X-XCE-As-User": "alice"})
+            resp = conn.getresponse()
+            out.append((resp.status, json.loads(resp.read())))
+    finally:
+        conn.close()
+    return out
+
+
+@pytest.fixture
+def faulty(topdir):
+    d = _faulty(topdir)
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        kill_job_processes(topdir)
+
+
+def test_failed_commits_change_nothing_and_the_cluster_resumes_when_they_stop(faulty):
+    d, top = faulty, faulty.top
+    fault = top / "state" / "FAULT"
+    a = d.submit("--", "sh", "-c", "sleep 1; exit 7")
+    d.wait_state(a, ("RUN",))
+    fault.write_text("full")
+    r = d.cli("submit", "--", "true")  # the store refuses it: the user is told, nothing is recorded
+    assert r.returncode == 3, r
+    assert "the disk holding" in r.stderr and "is full" in r.stderr and "retry" in r.stderr, r.stderr
+    r = d.cli("kill", str(a))
+    assert r.returncode == 3 and "is full" in r.stderr, r.stderr
+    assert d.cli("jobs", "-a").returncode == 0  # reads answer from memory meanwhile
+    ended = _ended_on_disk(top, a)  # the job's end happens while the store refuses every commit
+    time.sleep(0.3)  # its report is kept and retried meanwhile
+    assert d.show(a)["state"] == "RUN"  # nothing recorded: it still holds its slot
+    # an error answer leaves the connection open: the next request on it is answered
+    (s1, b1), (s2, b2) = _keepalive_answers(top, [("POST", "/jobs", {"argv": ["true"], "cwd": "/tmp"}),
+                                                  ("GET", "/info", None)])
+    assert s1 == 503 and b1["error"]["code"] == "store_unavailable" and s2 == 200, (b1, b2)
+    fault.unlink()  # the disk has room again: no restart
+    j = d.wait_state(a, ("EXIT",))
+    e = j["elements"][0]
+    assert e["exit_code"] == 7 and e["end_time"] == pytest.approx(ended["end_time"], abs=1e-6)
+    hist = json.loads(d.cli("hist", str(a), "--json", check=True).stdout)["events"]
+    end_event = [ev for ev in hist if ev["to_state"] == "EXIT"][-1]
+    assert end_event["time"] == pytest.approx(ended["end_time"], abs=1e-6)  # the real end time (JOB-8)
+    b = d.submit("--", "true")
+    assert d.wait_state(b, ("DONE",))["state"] == "DONE"
+
+
+def test_the_nth_commit_failing_is_retried_and_logged_once(faulty):
+    """The next 2 commits fail: a job's end, then its first retry. The end is recorded at the
+    third try with its real exit code, the daemon logs the fault once, later jobs run."""
+    d, top = faulty, faulty.top
+    a = d.submit("--", "sh", "-c", "sleep 2; exit 4")
+    d.wait_state(a, ("RUN",))
+    (top / "state" / "FAULT").write_text("io 2")  # nothing else commits until the job ends
+    j = d.wait_state(a, ("EXIT",))
+    assert j["elements"][0]["exit_code"] == 4
+    assert not (top / "state" / "FAULT").exists()  # both failures were spent on that end
+    b = d.submit("--", "true")
+    assert d.wait_state(b, ("DONE",))["state"] == "DONE"
+    log = d.log.read_text()
+    assert log.count("the store refused a write") == 1, log
+    assert "the store takes writes again: 1 kept write(s) applied" in log, log
+
+
+def test_a_store_locked_by_another_process_never_freezes_the_daemon(topdir):
+    write_config(topdir)
+    (topdir / "config" / "xce.yaml").write_text((topdir / "config" / "xce.yaml").read_text()
+                                                + "store_busy_timeout: 0.5\n")
+    d = Daemon(topdir).start()
+    holder = None
+    try:
+        a = d.submit("--", "sh", "-c", "sleep 1; exit 3")
+        d.wait_state(a, ("RUN",))
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+             "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()",
+             str(topdir / "state" / "xce.db")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "locked"
+        r = d.cli("submit", "--", "true")
+        assert r.returncode == 3 and "store busy (locked by another process), retry" in r.stderr, r.stderr
+        t = time.monotonic()
+        info = d.cli("hosts")  # answered from memory, not after the lock
+        assert info.returncode == 0 and d.cli("jobs", "-a").returncode == 0
+        assert time.monotonic() - t < 5  # generous: a frozen loop took 10 s (sqlite3's 5 s per write)
+        ended = _ended_on_disk(topdir, a)
+        assert d.show(a)["state"] == "RUN"
+        holder.stdin.close()  # the other process lets go of the lock
+        holder.wait(10)
+        j = d.wait_state(a, ("EXIT",))
+        assert j["elements"][0]["exit_code"] == 3
+        assert j["elements"][0]["end_time"] == pytest.approx(ended["end_time"], abs=1e-6)
+        b = d.submit("--", "true")
+        assert d.wait_state(b, ("DONE",))["state"] == "DONE"
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        d.stop()
+
+
+def test_xced_refuses_to_start_when_it_cannot_write_its_store(topdir):
+    d = _faulty(topdir)
+    d.start().stop()  # the store exists
+    (topdir / "state" / "FAULT").write_text("io")
+    with pytest.raises(RuntimeError) as err:
+        d.start()
+    log = str(err.value)
+    assert "cannot write the store" in log and "I/O error" in log and "Traceback" not in log, log
+
+
+@pytest.fixture
+def small_disk():
+    """A 3 MB tmpfs as the TopDir's state directory; skipped only when the mount is refused."""
+    top = short_tmpdir()
+    state = top / "state"
+    state.mkdir(mode=0o700)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", str(state)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        shutil.rmtree(top, ignore_errors=True)
+        pytest.skip(f"cannot mount a tmpfs here (needs mount rights): {r.stderr.strip()}")
+    try:
+        yield top
+    finally:
+        kill_job_processes(top)
+        subprocess.run(["umount", "-l", str(state)], capture_output=True)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_full_disk_is_named_and_survived(small_disk):
+    top = small_disk
+    write_config(top)
+    d = Daemon(top).start()
+    try:
+        a = d.submit("--", "sh", "-c", "sleep 1; exit 5")
+        d.wait_state(a, ("RUN",))
+        filler = top / "state" / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)  # fill the disk to its last block
+        try:
+            for size in (65536, 512, 1):
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+        r = None
+        for _ in range(50):  # SQLite may still have room in pages it holds: submit until it has none
+            r = d.cli("submit", "--", "true")
+            if r.returncode != 0:
+                break
+        assert r.returncode == 3 and "is full" in r.stderr and str(top / "state") in r.stderr, r.stderr
+        _ended_on_disk(top, a)
+        os.unlink(filler)  # room again: no restart
+        j = d.wait_state(a, ("EXIT",))
+        assert j["elements"][0]["exit_code"] == 5
+        b = d.submit("--", "true")
+        assert d.wait_state(b, ("DONE",))["state"] == "DONE"
+    finally:
+        d.stop()
