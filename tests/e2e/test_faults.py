@@ -205,3 +205,37 @@ def test_a_full_disk_is_named_and_survived(small_disk):
         assert d.wait_state(b, ("DONE",))["state"] == "DONE"
     finally:
         d.stop()
+
+
+def test_a_failing_start_backs_off_then_holds_and_logs_once(topdir):
+    """DISPATCH-2: a start that fails (the job's directory cannot be made) sends the job back
+    to PEND with a reason naming the failure, waits a doubling backoff, and after
+    max_dispatch_failures in a row holds it; the log has one line for that failure."""
+    write_config(topdir)
+    (topdir / "config" / "xce.yaml").write_text((topdir / "config" / "xce.yaml").read_text()
+                                                + "max_dispatch_failures: 3\n")
+    d = Daemon(topdir).start()
+    try:
+        a = d.submit("--", "sleep", "30")  # find the next job ID, then block its directory
+        d.cli("kill", str(a), check=True)
+        b_id = a + 1
+        (topdir / "jobs").mkdir(exist_ok=True)
+        (topdir / "jobs" / str(b_id)).write_text("not a directory")
+        b = d.submit("--", "true")
+        assert b == b_id
+        j = d.wait_state(b, ("PSUSP",), timeout=30)
+        e = j["elements"][0]
+        assert e["holds"] == ["system"]
+        assert "Held by the system after 3 failed dispatches in a row: cannot launch on h1" in \
+            e["pend_reason"]["main"], e
+        kinds = [ev["kind"] for ev in json.loads(d.cli("hist", str(b), "--json", check=True).stdout)["events"]]
+        assert kinds.count("DISPATCH") == 3 and kinds.count("DISPATCH_FAILED") == 3 and kinds[-1] == "HOLD", kinds
+        times = [ev["time"] for ev in json.loads(d.cli("hist", str(b), "--json", check=True).stdout)["events"]
+                 if ev["kind"] == "DISPATCH"]
+        assert times[1] - times[0] >= 1.0 and times[2] - times[1] >= 2.0  # the backoff: 1 s, then 2 s
+        assert d.log.read_text().count("cannot launch on h1") == 1, d.log.read_text()
+        (topdir / "jobs" / str(b_id)).unlink()  # the fault is gone: an admin releases the job
+        d.cli("release", str(b), user="admin", check=True)
+        assert d.wait_state(b, ("DONE",))["state"] == "DONE"
+    finally:
+        d.stop()

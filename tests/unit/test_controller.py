@@ -249,6 +249,11 @@ def test_vanished_profile_declines_then_system_hold(tmp_path):
         session(c)
         e = j.elements[0]
         assert e.state == ("PEND" if i < MAX_DECLINES - 1 else "PSUSP")
+        if i < MAX_DECLINES - 1:  # each decline waits a doubling backoff before the next dispatch
+            assert e.pend_reason.main.endswith(f"dispatched again in {2 ** i:g} s"), e.pend_reason.main
+            session(c)  # within the backoff: no dispatch, nothing counted
+            assert e.failures == i + 1
+            c.clock.t += 2 ** i
     assert e.holds == {"system"} and "no longer exists" in e.pend_reason.main
     with pytest.raises(Conflict):
         c.resume(j.id, None, ALICE)
@@ -304,8 +309,9 @@ def test_profile_changed_between_decision_and_dispatch_is_declined(tmp_path):
     c.apply(decision)
     e = j.elements[0]
     assert e.state == "PEND" and "changed between decision and dispatch" in e.pend_reason.main
-    assert c.workers["h1"].started == []
-    session(c)  # a fresh decision with the new hash goes through
+    assert c.workers["h1"].started == [] and e.failures == 1
+    c.clock.t += 1  # after the backoff, a fresh decision with the new hash goes through
+    session(c)
     assert e.state == "RUN"
     assert "(profile p " in [r for r in store.events(j.id) if r[3] == "DISPATCH"][0][7]
     store.close()
@@ -626,3 +632,30 @@ def test_refusals_about_an_element_name_the_element_and_its_state(ctl):
         ctl.resume(job.id, 1, ALICE)
     with pytest.raises(Conflict, match=rf"job {job.id}\[2\] is pending; only running or finished"):
         ctl.requeue(job.id, 2, ALICE)
+
+
+def test_failed_dispatches_are_counted_across_a_restart(tmp_path):
+    """DISPATCH-2: the count of failures in a row is stored; a restart does not reset it, so
+    max_dispatch_failures holds the job however often the daemon restarts."""
+    from xced.model.profile import Profile, builtin_profiles
+
+    apps = {**builtin_profiles(), "gone": Profile(name="gone")}
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test", max_dispatch_failures=3),
+                        queues=[QueueConfig(name="normal")], hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)],
+                        applications=apps)
+    store = SqliteStore(tmp_path / "db")
+    c = controller_on(store, cfg, tmp_path)
+    j = c.submit(req(app="gone"), ALICE)
+    c.config = cfg.model_copy(update={"applications": builtin_profiles()})
+    for _ in range(2):
+        session(c)
+        c.clock.t += 10
+    assert j.elements[0].failures == 2 and j.elements[0].state == "PEND"
+    store.close()
+    store = SqliteStore(tmp_path / "db")
+    c = controller_on(store, cfg, tmp_path)  # the profile is back in this config, but...
+    assert c.jobs[j.id].elements[0].failures == 2
+    c.config = cfg.model_copy(update={"applications": builtin_profiles()})  # ...gone again
+    session(c)
+    assert c.jobs[j.id].elements[0].state == "PSUSP"  # the third in a row, across the restart
+    store.close()

@@ -23,9 +23,9 @@ from xced.model.state import Element, EndStatus, Job
 T = 1000.0
 
 
-def _el(state: S, holds=(), alloc=(("h1", 2), ("h2", 1)), action=None, declines=0) -> Element:
+def _el(state: S, holds=(), alloc=(("h1", 2), ("h2", 1)), action=None, failures=0) -> Element:
     job = Job(7, None, "alice", "normal", 1.0, *from_record({"argv": ["true"], "run_as": "alice", "ntasks_min": 1}))
-    e = Element(job, 0, state, set(holds), alloc=list(alloc), action=action, declines=declines)
+    e = Element(job, 0, state, set(holds), alloc=list(alloc), action=action, failures=failures)
     job.elements[0] = e
     return e
 
@@ -98,13 +98,34 @@ def test_dispatch_starts_the_element_with_a_fresh_token():
     assert out.effects == [m.StartElement()]
 
 
-def test_declines_count_then_hold_the_element():
-    out = transition(_el(S.PEND), _stim(m.Declined, why="profile gone"))
-    assert out.state is S.PEND and out.fields == {} and out.events == []
-    assert out.memory["declines"] == 1 and "Dispatch declined (1 in a row): profile gone" in out.memory["pend_reason"].main
-    out = transition(_el(S.PEND, declines=m.MAX_DECLINES - 1), _stim(m.Declined, why="profile gone"))
+def test_declines_count_back_off_then_hold_the_element():
+    """DISPATCH-2: each decline is stored, waits a doubling backoff, and names the failure;
+    the limit's failure holds the element."""
+    out = transition(_el(S.PEND), _stim(m.Declined, why="profile gone", limit=3))
+    assert out.state is S.PEND and out.fields == {"failures": 1} and out.events == []
+    assert out.memory["retry_at"] == T + 1.0
+    assert out.memory["pend_reason"].main == ("Dispatch declined (1 in a row, 3 hold the job): profile gone; "
+                                              "dispatched again in 1 s")
+    out = transition(_el(S.PEND, failures=1), _stim(m.Declined, why="profile gone", limit=3))
+    assert out.memory["retry_at"] == T + 2.0 and out.fields == {"failures": 2}
+    out = transition(_el(S.PEND, failures=2), _stim(m.Declined, why="profile gone", limit=3))
     assert out.state is S.PSUSP and out.fields["holds"] == {"system"} and _kinds(out) == [("HOLD", "PEND", "PSUSP")]
-    assert out.memory["pend_reason"].main.startswith(f"Held by the system after {m.MAX_DECLINES} declined")
+    assert out.memory["pend_reason"].main == "Held by the system after 3 failed dispatches in a row: profile gone"
+    assert [m.retry_delay(n) for n in (1, 2, 3, 7, 8, 50)] == [1, 2, 4, 60, 60, 60]
+
+
+def test_failed_starts_count_with_declines_and_a_start_ends_the_count():
+    out = transition(_el(S.RUN, failures=1), _stim(m.StartFailed, reason="cannot make the job directory", limit=3))
+    assert out.state is S.PEND and out.fields["failures"] == 2 and out.fields["alloc"] == []
+    assert _kinds(out) == [("DISPATCH_FAILED", "RUN", "PEND")] and out.memory["retry_at"] == T + 2.0
+    assert "The last start failed (2 in a row, 3 hold the job): cannot make the job directory" in \
+        out.memory["pend_reason"].main
+    out = transition(_el(S.RUN, failures=2), _stim(m.StartFailed, reason="no launcher", limit=3))
+    assert out.state is S.PSUSP and out.fields["holds"] == {"system"} and out.fields["alloc"] == []
+    assert _kinds(out) == [("DISPATCH_FAILED", "RUN", "PEND"), ("HOLD", "PEND", "PSUSP")]
+    assert transition(_el(S.RUN, failures=2), _stim(m.Started, start_time=T)).memory["failures"] == 0
+    end = transition(_el(S.RUN, failures=2), _stim(m.Finished, status=EndStatus(0, None, T, T + 1, None)))
+    assert end.fields["failures"] == 0  # stored: a requeued job starts counting from 0
 
 
 @pytest.mark.parametrize("status,state,kind,reason", [
@@ -153,7 +174,7 @@ def test_stop_and_resume_and_the_two_hold_kinds():
     assert out.state is S.PSUSP and out.fields["holds"] == {"system"} and _kinds(out) == [("RELEASE_ONE", "PSUSP", "PSUSP")]
     assert transition(_el(S.PSUSP, holds=("system",)), _stim(m.Resume)) is None
     out = transition(_el(S.PSUSP, holds=("system",)), _stim(m.Release, reason="by an admin"))
-    assert out.state is S.PEND and out.fields["holds"] == set() and out.memory["declines"] == 0
+    assert out.state is S.PEND and out.fields["holds"] == set() and out.fields["failures"] == 0
     assert transition(_el(S.PSUSP, holds=("user",)), _stim(m.Release, reason="x")) is None
 
 

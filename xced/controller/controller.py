@@ -98,6 +98,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         }
         self.workers: dict[str, WorkerLink] = {}
         self._session_scheduled = False
+        self._wake_at: float | None = None  # a session asked for at the end of a dispatch backoff
         self._init_retry()
         #: the last session's findings a submit may pend with, without a session of its own (D-4)
         self.shortcut = SubmitShortcut()
@@ -125,11 +126,11 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
             eff_text = job.effective.resreq
             job.resreq = parse(eff_text) if eff_text else effective_resreq(job.spec.resreq)
         for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, thash,
-             reserve) in self.store.load_elements():
+             reserve, failures) in self.store.load_elements():
             job = self.jobs[jid]
             e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
                         [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token_hash=thash,
-                        reserve=json.loads(reserve) if reserve else {})
+                        reserve=json.loads(reserve) if reserve else {}, failures=failures or 0)
             job.elements[idx] = e
             if e.state not in FINISHED:
                 job.unfinished += 1

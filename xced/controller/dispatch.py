@@ -62,7 +62,11 @@ class DispatchMixin:
         loop.call_later(self.config.settings.sched_delay_s, self._session)
 
     def snapshot(self) -> Snapshot:
-        """The scheduler's view now (D-4): hosts with free supply, queues, pending elements."""
+        """The scheduler's view now (D-4): hosts with free supply, queues, pending elements.
+        An element waiting out the backoff after a failed dispatch (DISPATCH-2) is left out;
+        a session is asked for when the first such wait ends."""
+        now = self.clock()
+        wake: float | None = None
         hosts = [self._host_supply(h) for h in self.hosts.values()]
         queues = [QueueSnap(q.name, q.priority, i, q.host_limit, q.backfill) for i, q in enumerate(self.config.queues)]
         backfill = any(q.backfill for q in self.config.queues)
@@ -78,6 +82,9 @@ class DispatchMixin:
             nrun = 0
             for e in job.elements.values():
                 st = e.state
+                if st is S.PEND and e.retry_at is not None and e.retry_at > now:
+                    wake = e.retry_at if wake is None else min(wake, e.retry_at)
+                    continue
                 if st is S.PEND or st is S.PSUSP:
                     # JOB-5: an element waiting for its -w dependency is left out (reason set there)
                     if sp.dependency and self._dependency_waits(job, e, pending):
@@ -93,7 +100,25 @@ class DispatchMixin:
                                                e.reserve or {h: {"slots": n} for h, n in e.alloc}))
             if limit is not None:
                 array_running[job.id] = nrun
-        return Snapshot(hosts, queues, pending, array_running, running, wall_clock(self.clock()))
+        if wake is not None:
+            self._kick_at(wake, now)
+        return Snapshot(hosts, queues, pending, array_running, running, wall_clock(now))
+
+    def _kick_at(self, when: float, now: float) -> None:
+        """Ask for a session at `when` (epoch seconds; the end of a dispatch backoff), unless
+        one is already asked for by then."""
+        if self._wake_at is not None and self._wake_at <= when:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: whoever drives the controller runs the sessions
+            return
+        self._wake_at = when
+
+        def wake() -> None:
+            self._wake_at = None
+            self.kick()
+        loop.call_later(max(when - now, 0.0), wake)
 
     def _session(self) -> None:
         """One scheduler session; when the store refuses its decisions (D-8: nothing was
@@ -153,7 +178,7 @@ class DispatchMixin:
             elif app and d.profile_hash is not None and self.config.applications[app].content_hash() != d.profile_hash:
                 why = f"application profile {app!r} changed between decision and dispatch"
             if why is not None:
-                stim = m.Declined(sid, "system", now, why=why)
+                stim = m.Declined(sid, "system", now, why=why, limit=self.config.settings.max_dispatch_failures)
                 changes.append((e, stim, transition(e, stim)))
                 continue
             token = secrets.token_hex(16)  # D-7: the store keeps its hash only

@@ -18,8 +18,12 @@ The rules, as LSF states them (bkill, bstop, bresume, brequeue; "pending reasons
   admin's release does (D-5, two hold kinds that never release each other).
 - A requeue of a running element kills it and it pends again when it has ended; a
   finished one pends again at once, with the same ID and submit time.
-- A dispatch the controller cannot apply is declined, never failed: the element stays
-  PEND, and after MAX_DECLINES in a row it gets a `system` hold (DISPATCH-2).
+- A dispatch the controller cannot apply is declined: the element stays PEND. A start the
+  worker could not make (no job directory, no launcher) sends it back to PEND. Either way
+  it waits a doubling delay before it is dispatched again (1 s, 2 s, ... at most 60 s), its
+  pend reason names the failure, and after `max_dispatch_failures` (xce.yaml, default 5)
+  in a row it gets a `system` hold (DISPATCH-2). The count is stored, so it survives a
+  restart; a start of the job sets it to 0.
 - An element ends DONE on exit 0 with no signal and no reason, else EXIT with the reason
   ("run limit", "killed by USER", "exited with code N", "killed by signal SIGTERM").
 """
@@ -35,8 +39,17 @@ from xced.model.state import Element, EndStatus
 
 S = JobState
 
-#: declined dispatches in a row before an element gets a system hold (DISPATCH-2)
+#: failed starts and declined dispatches in a row before a system hold, unless xce.yaml's
+#: max_dispatch_failures says otherwise (DISPATCH-2)
 MAX_DECLINES = 5
+#: the backoff after the first failure, doubled at each one after it up to RETRY_MAX_S (seconds)
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 60.0
+
+
+def retry_delay(failures: int) -> float:
+    """Seconds an element waits before its next dispatch after `failures` failures in a row."""
+    return min(RETRY_FIRST_S * 2 ** max(failures - 1, 0), RETRY_MAX_S)
 REASON_USER_HOLD = "The job was suspended by the user while pending (xcecli resume releases it)"
 
 
@@ -69,16 +82,20 @@ class Dispatch(Stimulus):
 
 @dataclass(frozen=True, slots=True)
 class Declined(Stimulus):
-    """A decision that cannot be applied (the profile vanished or changed): `why`."""
+    """A decision that cannot be applied (the profile vanished or changed): `why`; `limit`
+    failures in a row hold the element (max_dispatch_failures)."""
 
     why: str = ""
+    limit: int = MAX_DECLINES
 
 
 @dataclass(frozen=True, slots=True)
 class StartFailed(Stimulus):
-    """The worker could not start the element at all (retryable): `reason`."""
+    """The worker could not start the element at all (retryable): `reason`; `limit` failures
+    in a row hold the element (max_dispatch_failures)."""
 
     reason: str = ""
+    limit: int = MAX_DECLINES
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +216,7 @@ STORED = frozenset({"state", "holds", "start_time", "end_time", "exit_code", "ex
                     "action", "token_hash", "reserve"})
 #: memory-only element fields an outcome may set (a start time the worker saw is kept in memory
 #: only: the end's record carries it durably)
-MEMORY = frozenset({"pend_reason", "declines", "token", "start_time"})
+MEMORY = frozenset({"pend_reason", "token", "start_time", "failures", "retry_at"})
 
 
 @dataclass(slots=True)
@@ -248,26 +265,39 @@ def _dispatch(e: Element, s: Dispatch) -> Outcome:
     out = _move(e, S.RUN, "DISPATCH", "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc) + s.note,
                 alloc=alloc, start_time=s.time, end_time=None, exit_code=None, exit_signal=None, exit_reason=None,
                 action=None, token_hash=s.token_hash, reserve=dict(s.reserve))
-    out.memory.update(pend_reason=None, declines=0, token=s.token)
+    out.memory.update(pend_reason=None, retry_at=None, token=s.token)
     out.effects.append(StartElement())
     return out
 
 
-def _declined(e: Element, s: Declined) -> Outcome:
-    """stays PEND, one more declined dispatch counted; at MAX_DECLINES in a row PSUSP with a system hold."""
-    n = e.declines + 1
-    if n < MAX_DECLINES:
-        return Outcome(e.state, {}, {"declines": n,
-                                     "pend_reason": PendReason(f"Dispatch declined ({n} in a row): {s.why}")})
-    out = _hold(e, HoldKind.SYSTEM, "HOLD", f"held after {n} declined dispatches: {s.why}")
-    out.memory.update(declines=n, pend_reason=PendReason(f"Held by the system after {n} declined dispatches: "
-                                                         f"{s.why}"))
+def _count_failure(e: Element, s: Declined | StartFailed, out: Outcome, what: str, why: str) -> Outcome:
+    """One more failure in a row on `out`: the count stored, the backoff and the pend reason
+    naming the failure, or at the limit a system hold."""
+    n = e.failures + 1
+    out.fields["failures"] = n
+    if n < s.limit:
+        wait = retry_delay(n)
+        out.memory.update(retry_at=s.time + wait, pend_reason=PendReason(
+            f"{what} ({n} in a row, {s.limit} hold the job): {why}; dispatched again in {wait:g} s"))
+        return out
+    was = out.state
+    out.state = S.PSUSP
+    out.fields.update(state=S.PSUSP, holds=set(e.holds) | {str(HoldKind.SYSTEM)})
+    out.events.append(Event("HOLD", str(was), str(S.PSUSP), f"held after {n} failed dispatches in a row: {why}"))
+    out.memory.update(retry_at=None, pend_reason=PendReason(
+        f"Held by the system after {n} failed dispatches in a row: {why}"))
     return out
 
 
+def _declined(e: Element, s: Declined) -> Outcome:
+    """stays PEND, one more failure counted and a backoff; at max_dispatch_failures in a row PSUSP with a system hold."""
+    return _count_failure(e, s, Outcome(e.state), "Dispatch declined", s.why)
+
+
 def _start_failed(e: Element, s: StartFailed) -> Outcome:
-    """PEND again (retryable); the worker could not start it."""
-    return _move(e, S.PEND, "DISPATCH_FAILED", s.reason, alloc=[], start_time=None, reserve={})
+    """PEND again, one more failure counted and a backoff; at max_dispatch_failures in a row PSUSP with a system hold."""
+    out = _move(e, S.PEND, "DISPATCH_FAILED", s.reason, alloc=[], start_time=None, reserve={})
+    return _count_failure(e, s, out, "The last start failed", s.reason)
 
 
 def _pending(e: Element, s: Pending) -> Outcome | None:
@@ -279,8 +309,8 @@ def _pending(e: Element, s: Pending) -> Outcome | None:
 
 
 def _started(e: Element, s: Started) -> Outcome:
-    """unchanged; the start time the worker saw is kept in memory."""
-    return Outcome(e.state, {}, {"start_time": s.start_time})
+    """unchanged; the start time the worker saw is kept in memory, and its failures in a row end."""
+    return Outcome(e.state, {}, {"start_time": s.start_time, "failures": 0})
 
 
 def _finished(e: Element, s: Finished) -> Outcome:
@@ -312,7 +342,7 @@ def _finished(e: Element, s: Finished) -> Outcome:
     done = st.exit_code == 0 and not st.signal_name and not st.reason
     out = _move(e, S.DONE if done else S.EXIT, "DONE" if done else "EXIT", reason,
                 start_time=st.start_time or e.start_time, end_time=st.end_time, exit_code=st.exit_code,
-                exit_signal=st.signal_name, exit_reason=reason, action=None)
+                exit_signal=st.signal_name, exit_reason=reason, action=None, failures=0)
     out.effects.append(EndTasks(hosts))
     return out
 
@@ -377,10 +407,11 @@ def _resume_held(e: Element, s: Resume) -> Outcome | None:
 
 
 def _release_system(e: Element, s: Release) -> Outcome | None:
-    """the system hold released: PEND, or PSUSP while a user hold stays; declines counted from 0."""
+    """the system hold released: PEND, or PSUSP while a user hold stays; failures counted from 0."""
     out = _release(e, HoldKind.SYSTEM, s.reason)
     if out is not None:
-        out.memory.update(declines=0, pend_reason=None)
+        out.fields["failures"] = 0
+        out.memory.update(retry_at=None, pend_reason=None)
     return out
 
 

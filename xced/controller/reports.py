@@ -43,7 +43,8 @@ class ReportsMixin:
         e = job.elements.get(index) if job else None
         if e is None or e.state is not S.RUN:
             return
-        stim = self._stim(m.StartFailed, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", reason=reason)
+        stim = self._stim(m.StartFailed, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", reason=reason,
+                          limit=self.config.settings.max_dispatch_failures)
 
         def apply() -> None:
             if e.state is S.RUN:

@@ -34,8 +34,10 @@ class Element:
     #: in the store (D-7)
     token: str | None = None
     token_hash: str | None = None
-    #: dispatches declined in a row (DISPATCH-2), in memory
-    declines: int = 0
+    #: failed starts and declined dispatches in a row (DISPATCH-2), stored; 0 again once it starts
+    failures: int = 0
+    #: not dispatched again before this time (epoch seconds; the backoff after a failure), in memory
+    retry_at: float | None = None
     #: what the running element holds per host: {"h1": {"slots": 4, "mem": 4096, "gpu": 1}}
     reserve: dict[str, dict[str, float]] = field(default_factory=dict)
 

@@ -23,7 +23,7 @@ The contract:
 
 Rows: jobs (id, name, user, queue, submit_time, spec JSON); elements (job_id, idx, state,
 holds, start, end, exit_code, exit_signal, exit_reason, alloc JSON, action, token_hash,
-reserve JSON); events (time, job_id, idx, kind, from_state, to_state, actor, reason,
+reserve JSON, failures); events (time, job_id, idx, kind, from_state, to_state, actor, reason,
 stimulus). Times are epoch seconds.
 """
 

@@ -211,9 +211,10 @@ class SqliteStore:
 
     def load_elements(self) -> Iterator[tuple]:
         """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action,
-        token_hash, reserve)."""
+        token_hash, reserve, failures)."""
         return self.db.execute("SELECT job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, "
-                               "exit_reason, alloc, action, token_hash, reserve FROM elements ORDER BY job_id, idx")
+                               "exit_reason, alloc, action, token_hash, reserve, failures FROM elements "
+                               "ORDER BY job_id, idx")
 
     def events(self, job_id: int) -> list[tuple]:
         """Rows (time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus) of a job, in order."""

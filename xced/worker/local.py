@@ -61,6 +61,18 @@ class LocalWorker:
         self.launcher = procs.Launcher()
         self.task_starter = task_starter_line()
         self._groups: dict[tuple[int, int], bool] = {}
+        #: launch failures already logged, by message: one line per distinct failure (DISPATCH-2)
+        self._failures_logged: set[str] = set()
+
+    def _log_once(self, why: str, ref: str) -> None:
+        """Log a launch failure the first time its message is seen; a dispatch retried after
+        the same failure adds nothing to the log (its pend reason and history say it)."""
+        if why in self._failures_logged:
+            return
+        if len(self._failures_logged) > 1000:  # bounded: many distinct failures are logged anew
+            self._failures_logged.clear()
+        self._failures_logged.add(why)
+        log.error("%s (job %s); each later start that fails the same way is in the job's history only", why, ref)
 
     def jobdir(self, job_id: int, index: int) -> Path:
         return self.jobs_dir / str(job_id) / str(index)
@@ -147,8 +159,9 @@ class LocalWorker:
             }
             handle = procs.launch(jd, spec, self.launcher)
         except OSError as e:
-            log.exception("cannot launch %s.%s", info.job_id, info.index)
-            self.controller.on_start_failed(info.job_id, info.index, f"cannot launch on {self.host}: {e}")
+            why = f"cannot launch on {self.host}: {e}"
+            self._log_once(why, f"{info.job_id}[{info.index}]")
+            self.controller.on_start_failed(info.job_id, info.index, why)
             return
         self._spawn(self._watch(info.job_id, info.index, handle))
 
