@@ -239,3 +239,78 @@ def test_a_failing_start_backs_off_then_holds_and_logs_once(topdir):
         assert d.wait_state(b, ("DONE",))["state"] == "DONE"
     finally:
         d.stop()
+
+
+def _launcher_of(d: Daemon):
+    """The supervisor launcher the daemon started (its child, found by the daemon's PID)."""
+    import psutil
+
+    deadline = time.monotonic() + 10
+    while True:
+        for child in psutil.Process(d.proc.pid).children():
+            if "xced.worker.launcher" in " ".join(child.cmdline()):
+                return child
+        assert time.monotonic() < deadline, "no launcher"
+        time.sleep(0.05)
+
+
+def _launch_timeout_config(top: Path, seconds: float) -> None:
+    write_config(top)
+    (top / "config" / "xce.yaml").write_text((top / "config" / "xce.yaml").read_text()
+                                             + f"launch_timeout: {seconds}\n")
+
+
+def test_a_stopped_launcher_is_replaced_and_the_job_dispatched_again(topdir):
+    """D-8: with the supervisor launcher SIGSTOPped, the daemon keeps answering; after the
+    launch timeout the launcher is replaced and the job runs; it never ends EXIT."""
+    import signal as sig
+
+    _launch_timeout_config(topdir, 1.5)
+    d = Daemon(topdir).start()
+    launcher = None
+    try:
+        first = d.submit("--", "true")
+        d.wait_state(first, ("DONE",))
+        launcher = _launcher_of(d)
+        launcher.send_signal(sig.SIGSTOP)
+        b = d.submit("--", "true")
+        assert d.cli("jobs", "-a").returncode == 0  # answered while the launch waits
+        j = d.wait_state(b, ("DONE", "EXIT"), timeout=30)
+        assert j["state"] == "DONE", j
+        hist = json.loads(d.cli("hist", str(b), "--json", check=True).stdout)["events"]
+        failed = [ev for ev in hist if ev["kind"] == "DISPATCH_FAILED"]
+        assert failed and "the supervisor launcher did not answer in 1.5 s" in failed[0]["reason"], hist
+        assert not launcher.is_running() or launcher.status() == "zombie"  # the stopped one was killed
+        assert _launcher_of(d).pid != launcher.pid
+    finally:
+        if launcher is not None and launcher.is_running():
+            launcher.kill()
+        d.stop()
+
+
+def test_a_job_whose_supervisor_never_started_pends_again_after_a_crash(topdir):
+    """D-8: the daemon is killed while a launch hangs; after the restart the job, which never
+    ran, pends again and runs: it is not recorded EXIT "supervisor lost"."""
+    import signal as sig
+
+    _launch_timeout_config(topdir, 60)
+    d = Daemon(topdir).start()
+    launcher = None
+    try:
+        d.wait_state(d.submit("--", "true"), ("DONE",))
+        launcher = _launcher_of(d)
+        launcher.send_signal(sig.SIGSTOP)
+        b = d.submit("--", "true")
+        d.wait_state(b, ("RUN",))  # dispatched; its launch hangs
+        assert (topdir / "jobs" / str(b) / "0" / "spec.json").exists()
+        d.stop(sig.SIGKILL)
+        launcher.kill()  # by its PID: it outlives the daemon in its own session
+        d.start()
+        j = d.wait_state(b, ("DONE", "EXIT"), timeout=30)
+        assert j["state"] == "DONE" and j["elements"][0]["exit_code"] == 0, j
+        kinds = [ev["kind"] for ev in json.loads(d.cli("hist", str(b), "--json", check=True).stdout)["events"]]
+        assert "LOST" not in kinds and "DISPATCH_FAILED" in kinds, kinds
+    finally:
+        if launcher is not None and launcher.is_running():
+            launcher.kill()
+        d.stop()

@@ -559,3 +559,12 @@ def test_status_from_file_rejects_garbage(tmp_path):
     p.write_text('{"signal": null}')
     with pytest.raises(ValueError, match="exit_code"):
         JobStatus.from_file(p)
+
+
+def test_attach_to_a_supervisor_that_never_started_the_job_finds_nothing(tmp_path):
+    """D-8: spec.json written, but no job.json (the supervisor was never forked, or died before
+    it started the job): the job never ran, so attach finds nothing and it pends again."""
+    (tmp_path / "spec.json").write_text("{}")
+    assert procs.attach(tmp_path, settle_s=0.05) is None
+    (tmp_path / "supervisor.pid").write_text("999999")
+    assert procs.attach(tmp_path, settle_s=0.05) is None

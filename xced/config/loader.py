@@ -492,6 +492,7 @@ _SETTINGS_FIELDS = {
     "sched_delay": _Field(_seconds(low_exclusive=None, high=MAX_SCHED_DELAY_S)),
     "store_busy_timeout": _Field(_seconds(high=MAX_STORE_BUSY_TIMEOUT_S)),
     "max_dispatch_failures": _Field(_int(1, MAX_DISPATCH_FAILURES)),
+    "launch_timeout": _Field(_seconds(high=MAX_INTERVAL_S)),
     "presets_dir": _Field(_nullable(_str())),
 }
 _SETTINGS_MODEL_NAMES = {
@@ -499,6 +500,7 @@ _SETTINGS_MODEL_NAMES = {
     "limit_grace": "limit_grace_s",
     "sched_delay": "sched_delay_s",
     "store_busy_timeout": "store_busy_timeout_s",
+    "launch_timeout": "launch_timeout_s",
 }
 
 _LISTEN_FIELDS = {

@@ -56,6 +56,9 @@ class ClusterSettings(_Strict):
     #: failed starts or declined dispatches in a row before an element gets a system hold
     #: (DISPATCH-2)
     max_dispatch_failures: int = Field(5, ge=1, le=MAX_DISPATCH_FAILURES)
+    #: seconds a worker waits for its supervisor launcher to answer before it replaces it and
+    #: the job is dispatched again (D-8)
+    launch_timeout_s: float = Field(10.0, gt=0, le=MAX_INTERVAL_S)
     presets_dir: str | None = None
 
 

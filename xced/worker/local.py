@@ -64,6 +64,13 @@ class LocalWorker:
         #: launch failures already logged, by message: one line per distinct failure (DISPATCH-2)
         self._failures_logged: set[str] = set()
 
+    @property
+    def launch_timeout_s(self) -> float:
+        """Seconds to wait for the supervisor launcher before replacing it (D-8): xce.yaml's
+        launch_timeout in the daemon (a config applied live changes it), else the default."""
+        config = getattr(self.controller, "config", None)
+        return config.settings.launch_timeout_s if config is not None else procs.LAUNCH_TIMEOUT_S
+
     def _log_once(self, why: str, ref: str) -> None:
         """Log a launch failure the first time its message is seen; a dispatch retried after
         the same failure adds nothing to the log (its pend reason and history say it)."""
@@ -157,13 +164,37 @@ class LocalWorker:
                 "groups": groups_of(info.run_as, info.run_uid, info.run_gid),
                 "umask": info.umask,
             }
-            handle = procs.launch(jd, spec, self.launcher)
-        except OSError as e:
-            why = f"cannot launch on {self.host}: {e}"
-            self._log_once(why, f"{info.job_id}[{info.index}]")
-            self.controller.on_start_failed(info.job_id, info.index, why)
+        except (OSError, ValueError) as e:
+            self._start_failed(info, e)
             return
-        self._spawn(self._watch(info.job_id, info.index, handle))
+        self._spawn(self._launch(info, jd, spec))
+
+    def _start_failed(self, info, e: Exception) -> None:
+        why = f"cannot launch on {self.host}: {e}"
+        self._log_once(why, f"{info.job_id}[{info.index}]")
+        self.controller.on_start_failed(info.job_id, info.index, why)
+
+    async def _launch(self, info, jd: Path, spec: dict) -> None:
+        """Fork the element's supervisor through the launcher, without blocking the loop. A
+        launcher that does not answer is replaced (procs.LauncherTimeout); it may have
+        forked the supervisor before it hung, so the job directory is looked at first: a
+        supervisor found there is watched (the job never runs twice), else the element goes
+        back to PEND and is dispatched again (D-8)."""
+        try:
+            handle = await procs.launch_via(jd, spec, self.launcher, self.launch_timeout_s)
+        except procs.LauncherTimeout as e:
+            found = await asyncio.to_thread(procs.attach, jd)
+            if found is None:
+                self._start_failed(info, e)
+            elif isinstance(found, procs.JobStatus):
+                self._report(info.job_id, info.index, found)
+            else:
+                await self._watch(info.job_id, info.index, found)
+            return
+        except (OSError, ValueError) as e:
+            self._start_failed(info, e)
+            return
+        await self._watch(info.job_id, info.index, handle)
 
     async def _watch(self, job_id: int, index: int, handle) -> None:
         started = await handle.started(timeout=60.0)
@@ -175,6 +206,11 @@ class LocalWorker:
     def _report(self, job_id: int, index: int, st) -> None:
         from xced.model.state import EndStatus
 
+        if st.reason == procs.REASON_SUPERVISOR_LOST and not (self.jobdir(job_id, index) / "job.json").exists():
+            # the supervisor died before it started the job: it never ran, so it pends again
+            self.controller.on_start_failed(job_id, index, f"the supervisor on {self.host} died before it started "
+                                                           f"the job")
+            return
         self.controller.on_finished(job_id, index, EndStatus(
             st.exit_code, st.signal_name, st.start_time, st.end_time if st.end_time else time.time(), st.reason))
 
@@ -197,7 +233,7 @@ class LocalWorker:
                     "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": task.run_limit_s,
                     "kill_interval_s": task.kill_interval_s, "uid": task.run_uid, "gid": task.run_gid,
                     "groups": groups_of(task.run_as, task.run_uid, task.run_gid), "umask": task.umask}
-            handle = procs.launch(td, spec, self.launcher)
+            handle = await procs.launch_via(td, spec, self.launcher, self.launch_timeout_s)
         except (OSError, ValueError) as e:
             return {"host": self.host, "task_id": task.task_id, "exit_code": 1, "signal": None,
                     "reason": f"cannot start the task on {self.host}: {e}", "output": ""}

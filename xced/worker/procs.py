@@ -369,14 +369,31 @@ def _supervisor_env() -> dict[str, str]:
     return env
 
 
+#: seconds the worker waits for the supervisor launcher to answer one request (D-8)
+LAUNCH_TIMEOUT_S = 10.0
+
+
+class LauncherTimeout(OSError):
+    """The supervisor launcher did not answer in time (it is stopped or hung); it has been
+    killed and the next launch starts a new one."""
+
+
 class Launcher:
     """The worker's end of a supervisor launcher process (xced.worker.launcher): forks
     supervisors instead of starting a new interpreter for each job. Started lazily,
-    restarted if it died. Not thread-safe: used from the event loop thread only."""
+    restarted if it died, killed and replaced when it does not answer within the timeout.
+    Talked to without blocking the event loop (D-8): a stopped launcher delays only the
+    launches waiting on it. Used from the event loop thread only."""
 
     def __init__(self) -> None:
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen | None = None
+        self._lock: asyncio.Lock | None = None  # one request at a time on the socket
+
+    @property
+    def pid(self) -> int | None:
+        """The launcher process's pid while it runs (for tests that stop it), else None."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -387,33 +404,66 @@ class Launcher:
                 start_new_session=True)
         finally:
             theirs.close()
+        ours.setblocking(False)
         self._sock = ours
 
-    def spawn(self, jobdir: Path) -> tuple[int, int]:
-        """Fork a supervisor for `jobdir`; returns (pid, pidfd). Raises OSError."""
-        for attempt in (1, 2):
-            if self._sock is None or (self._proc is not None and self._proc.poll() is not None):
-                self.close()
-                self._start()
-            assert self._sock is not None
-            try:
-                self._sock.sendall(f"{jobdir}\n".encode())
-                msg, fds, _, _ = socket.recv_fds(self._sock, 1024, 1)
-            except OSError:
-                self.close()
-                if attempt == 2:
-                    raise
-                continue
-            text = msg.decode().strip()
-            if not msg:
-                self.close()
-                if attempt == 2:
-                    raise OSError(errno.EPIPE, "the supervisor launcher exited")
-                continue
-            if not fds:
-                raise OSError(errno.EIO, f"supervisor launcher: {text or 'no answer'}")
-            return int(text), fds[0]
+    async def spawn(self, jobdir: Path, timeout: float = LAUNCH_TIMEOUT_S) -> tuple[int, int]:
+        """Fork a supervisor for `jobdir`; returns (pid, pidfd). A launcher that died is
+        started again (one retry); one that does not answer within `timeout` seconds is
+        killed (its supervisors live on) and LauncherTimeout is raised. Raises OSError."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            for attempt in (1, 2):
+                if self._sock is None or (self._proc is not None and self._proc.poll() is not None):
+                    self.close()
+                    self._start()
+                assert self._sock is not None
+                try:
+                    msg, fds = await asyncio.wait_for(self._ask(self._sock, f"{jobdir}\n".encode()), timeout)
+                except asyncio.TimeoutError:
+                    self.kill()
+                    raise LauncherTimeout(errno.ETIMEDOUT, f"the supervisor launcher did not answer in {timeout:g} s "
+                                                           f"(stopped or hung); it was replaced") from None
+                except OSError:
+                    self.close()
+                    if attempt == 2:
+                        raise
+                    continue
+                text = msg.decode().strip()
+                if not msg:
+                    self.close()
+                    if attempt == 2:
+                        raise OSError(errno.EPIPE, "the supervisor launcher exited")
+                    continue
+                if not fds:
+                    raise OSError(errno.EIO, f"supervisor launcher: {text or 'no answer'}")
+                return int(text), fds[0]
         raise OSError(errno.EIO, "supervisor launcher unavailable")  # pragma: no cover
+
+    @staticmethod
+    async def _ask(sock: socket.socket, line: bytes) -> tuple[bytes, list[int]]:
+        """Send one request line and read the answer with its passed fd, never blocking."""
+        loop = asyncio.get_running_loop()
+        await loop.sock_sendall(sock, line)
+        while True:
+            try:
+                msg, fds, _, _ = socket.recv_fds(sock, 1024, 1)
+                return msg, fds
+            except (BlockingIOError, InterruptedError):
+                pass
+            ready = loop.create_future()
+            loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+            try:
+                await ready
+            finally:
+                loop.remove_reader(sock.fileno())
+
+    def kill(self) -> None:
+        """Kill the launcher at once (it does not answer); the supervisors it forked live on."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        self.close()
 
     def close(self) -> None:
         """Close our end; the launcher exits (its supervisors keep running)."""
@@ -429,24 +479,9 @@ class Launcher:
             self._proc = None
 
 
-def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launcher | None = None) -> SupervisorHandle:
-    """Start the supervisor of one job and return at once (JOB-1, JOB-8).
-
-    `spec` is the spec.json mapping (see ``xced.worker.supervisor``): required
-    ``job_id, index, argv, cwd, env, stdout, stderr``; optional ``run_limit_s``
-    (seconds or None, JOB-2), ``grace_s`` and ``kill_interval_s`` (seconds,
-    default 10), ``uid, gid, groups``. Writes JOBDIR/spec.json atomically
-    (creating JOBDIR if needed), removes status/job files a previous run left,
-    and starts the supervisor in its own session with stdout/stderr to
-    JOBDIR/supervisor.log: forked by `launcher` when given (a few ms), else as
-    ``python -m xced.worker.supervisor JOBDIR`` (an interpreter start-up). Does
-    not wait for the job to start; see ``SupervisorHandle.started``.
-
-    Raises ValueError for a bad spec (the field named), JobDirBusy when a
-    supervisor is alive in JOBDIR, OSError when the directory or the process
-    cannot be made.
-    """
-    jobdir = Path(jobdir).absolute()
+def _prepare(jobdir: Path, spec: dict[str, Any]) -> None:
+    """Validate `spec`, make JOBDIR, check no supervisor lives there, remove what a previous
+    run left, write spec.json. Raises ValueError, JobDirBusy, OSError."""
     full = _validate_spec(spec)
     if not jobdir.is_dir():
         jobdir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -458,9 +493,28 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launc
         except FileNotFoundError:
             pass
     write_json_atomic(str(jobdir / SPEC_FILE), full, durable=False)
-    if launcher is not None:
-        pid, pidfd = launcher.spawn(jobdir)
-        return SupervisorHandle(jobdir, pid, pidfd)
+
+
+def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any]) -> SupervisorHandle:
+    """Start the supervisor of one job as ``python -m xced.worker.supervisor JOBDIR`` (an
+    interpreter start-up) and return at once (JOB-1, JOB-8); `launch_via` forks it from
+    the launcher instead (a few ms).
+
+    `spec` is the spec.json mapping (see ``xced.worker.supervisor``): required
+    ``job_id, index, argv, cwd, env, stdout, stderr``; optional ``run_limit_s``
+    (seconds or None, JOB-2), ``grace_s`` and ``kill_interval_s`` (seconds,
+    default 10), ``uid, gid, groups``. Writes JOBDIR/spec.json atomically
+    (creating JOBDIR if needed), removes status/job files a previous run left,
+    and starts the supervisor in its own session with stdout/stderr to
+    JOBDIR/supervisor.log. Does not wait for the job to start; see
+    ``SupervisorHandle.started``.
+
+    Raises ValueError for a bad spec (the field named), JobDirBusy when a
+    supervisor is alive in JOBDIR, OSError when the directory or the process
+    cannot be made.
+    """
+    jobdir = Path(jobdir).absolute()
+    _prepare(jobdir, spec)
     log_fd = os.open(jobdir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         popen = subprocess.Popen(
@@ -480,6 +534,16 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launc
     return SupervisorHandle(jobdir, popen.pid, pidfd, popen)
 
 
+async def launch_via(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launcher,
+                     timeout: float = LAUNCH_TIMEOUT_S) -> SupervisorHandle:
+    """As `launch`, with the supervisor forked by `launcher` (see Launcher.spawn); raises
+    LauncherTimeout when the launcher does not answer within `timeout` seconds."""
+    jobdir = Path(jobdir).absolute()
+    _prepare(jobdir, spec)
+    pid, pidfd = await launcher.spawn(jobdir, timeout)
+    return SupervisorHandle(jobdir, pid, pidfd)
+
+
 def attach(jobdir: str | os.PathLike[str], *, settle_s: float = 2.0) -> SupervisorHandle | JobStatus | None:
     """Find a job's supervisor again, e.g. after the daemon restarted (JOB-8).
 
@@ -488,9 +552,10 @@ def attach(jobdir: str | os.PathLike[str], *, settle_s: float = 2.0) -> Supervis
       again, so the pidfd cannot name a reused pid.
     - Lock free and status.json present: ``JobStatus.from_file`` (the job ended
       while nobody watched; its real end_time is kept).
-    - Lock free, no status.json, spec.json present: ``JobStatus(exit_code=1,
-      reason="supervisor lost", end_time=now)``.
-    - Otherwise (nothing was ever launched here): None.
+    - Lock free, no status.json, job.json present (the job started): ``JobStatus(
+      exit_code=1, reason="supervisor lost", end_time=now)``.
+    - Otherwise (nothing was launched here, or the supervisor died before it started
+      the job): None; the job never ran, so it pends again rather than end EXIT.
 
     A supervisor that holds the lock but has not yet written supervisor.pid
     (its first milliseconds) is waited for up to `settle_s` seconds, and so
@@ -524,6 +589,8 @@ def attach(jobdir: str | os.PathLike[str], *, settle_s: float = 2.0) -> Supervis
                 # Launched but the supervisor may not have taken the lock yet.
                 time.sleep(0.005)
                 continue
+            if not (jobdir / JOB_FILE).exists():
+                return None  # the job itself never started (D-8: it pends again, never EXIT)
             return _lost_status(jobdir)
         return None
 
