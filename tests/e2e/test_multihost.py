@@ -425,3 +425,35 @@ def test_host_hooks_on_every_host_of_the_job(tmp_path):
     finally:
         c.stop()
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_kill_asked_while_the_worker_is_away_reaches_it(cluster, tmp_path):
+    """D-8: the job's worker is stopped (SIGSTOP) when the kill is asked, so it never carries
+    it out, and is then SIGKILLed; the kill is acknowledged, and reaches the job when the
+    worker host joins again: the job ends killed and its processes are gone."""
+    d = cluster.ctl
+    jid = d.submit("-n", "4", "--", "sleep", "60", cwd=tmp_path)
+    j = d.wait_state(jid, ("RUN",))
+    first = j["elements"][0]["alloc"][0]["host"]
+    w = cluster.workers[first]
+    job_json = cluster.top / first / "jobs" / str(jid) / "0" / "job.json"
+    deadline = time.monotonic() + 20
+    while not job_json.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    pgid = json.loads(job_json.read_text())["pgid"]
+    w.send_signal(signal.SIGSTOP)
+    r = d.cli("kill", str(jid))
+    assert r.returncode == 0, r.stderr  # acknowledged: the kill is asked (its action is stored)
+    w.send_signal(signal.SIGKILL)
+    w.wait(10)
+    os.killpg(pgid, 0)  # the job still runs: nobody carried the kill out
+    port = (cluster.ctl_top / "run" / "xced.port").read_text().strip()
+    cluster.workers[first] = subprocess.Popen(
+        [XCED, "--roles", "worker", "--controller", f"tcp://127.0.0.1:{port}", "--host-name", first,
+         "--topdir", str(cluster.top / first), "--slots", "4", "--memory", "4GB"], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    j = d.wait_state(jid, ("EXIT", "DONE"), timeout=30)
+    assert j["state"] == "EXIT" and "killed" in (j["elements"][0]["exit_reason"] or ""), j
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)

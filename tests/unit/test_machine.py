@@ -276,8 +276,15 @@ def test_a_host_join_reattaches_what_runs_there_and_a_leave_touches_no_job():
     taking work, and what runs there keeps running (no job effect)."""
     a, b = _el(S.RUN), _el(S.USUSP)
     out = m.host_transition(_stim(m.HostJoined, host="h1"), [a, b])
-    assert out == m.HostOutcome("ok", (m.ReattachElement(7, 0), m.ReattachElement(7, 0)))
+    assert out == m.HostOutcome("ok", (m.ReattachElement(7, 0), m.ReattachElement(7, 0),
+                                       m.SignalAgain(7, 0, signal.SIGSTOP)))  # a stopped job stays stopped
     assert m.host_transition(_stim(m.HostLeft, host="h1"), [a, b]) == m.HostOutcome("unavail", ())
+    # what the worker missed while away reaches it (D-8): a kill asked, a resume sent
+    killed = _el(S.RUN, action="kill:alice")
+    assert m.host_transition(_stim(m.HostJoined, host="h1"), [killed]).effects == (
+        m.ReattachElement(7, 0), m.KillAgain(7, 0))
+    assert m.host_transition(_stim(m.HostJoined, host="h1"), [a], {(7, 0): signal.SIGCONT}).effects == (
+        m.ReattachElement(7, 0), m.SignalAgain(7, 0, signal.SIGCONT))
     with pytest.raises(TypeError, match="not a host stimulus"):
         m.host_transition(_stim(m.Kill), [a])
 
@@ -293,6 +300,17 @@ def test_host_stimuli_reach_the_registry_and_the_worker(ctl):
     assert job.elements[0].state is S.RUN and link.killed == []  # JOB-8: it keeps running
     ctl.worker_joined(link, None)
     assert ctl.hosts["h1"].status == "ok" and ctl.is_joined("h1") and link.reattached == [(job.id, 0)]
+    # a kill and a stop asked while the worker is away reach it when it joins again (D-8)
+    ctl.worker_left(link)
+    ctl.stop(job.id, None, ALICE)
+    assert link.signals == [] and job.elements[0].state is S.USUSP
+    ctl.worker_joined(link, None)
+    assert link.signals == [(job.id, 0, signal.SIGSTOP)]
+    ctl.worker_left(link)
+    ctl.kill(job.id, None, ALICE)
+    assert link.killed == []
+    ctl.worker_joined(link, None)
+    assert link.killed == [(job.id, 0)] and job.elements[0].state is S.USUSP  # until its end is reported
 
 
 def test_a_config_applied_names_itself_on_every_job_event_it_causes(tmp_path):

@@ -98,7 +98,9 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         }
         self.workers: dict[str, WorkerLink] = {}
         self._session_scheduled = False
-        self._wake_at: float | None = None  # a session asked for at the end of a dispatch backoff
+        self._wake_at: float | None = None
+        #: the last stop/resume signal of each element whose worker was away (D-8), sent at its join
+        self._unsent_signals: dict[tuple[int, int], int] = {}  # a session asked for at the end of a dispatch backoff
         self._init_retry()
         #: the last session's findings a submit may pend with, without a session of its own (D-4)
         self.shortcut = SubmitShortcut()
@@ -186,6 +188,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
             self._use(e, +1)
         if new in FINISHED and old not in FINISHED:
             e.job.unfinished -= 1
+            self._unsent_signals.pop((e.job.id, e.index), None)
         elif old in FINISHED and new not in FINISHED:
             e.job.unfinished += 1
             self.active[e.job.id] = e.job
@@ -199,7 +202,10 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
             self._each_first_host([e], lambda w, x: w.kill(job_id, index))
             self._end_tasks(job_id, index, [h for h, _ in e.alloc[1:]])
         elif isinstance(eff, m.SignalElement):
-            self._each_first_host([e], lambda w, x: w.signal(job_id, index, eff.sig))
+            # a worker that is away gets the signal when it joins again (D-8)
+            self._unsent_signals[(job_id, index)] = eff.sig
+            self._each_first_host([e], lambda w, x: (w.signal(job_id, index, eff.sig),
+                                                     self._unsent_signals.pop((job_id, index), None)))
         elif isinstance(eff, m.EndTasks):
             self._end_tasks(job_id, index, list(eff.hosts))
         else:  # pragma: no cover - a new effect type without its runner

@@ -11,7 +11,7 @@ import logging
 from typing import Protocol
 
 from xced.controller import machine as m
-from xced.model.jobs import ACTIVE
+from xced.model.jobs import ACTIVE, format_job_ref
 from xced.model.state import Element, HostState, StartInfo, TaskSpec
 from xced.scheduler.snapshot import HostSupply
 
@@ -91,7 +91,7 @@ class HostsMixin:
         store write: a host's presence is not durable; what runs there is, per element."""
         running = [e for job in list(self.active.values()) for e in list(job.elements.values())
                    if e.state in ACTIVE and e.alloc and e.alloc[0][0] == s.host]
-        out = m.host_transition(s, running)
+        out = m.host_transition(s, running, self._unsent_signals)
         if isinstance(s, m.HostJoined):
             self.workers[s.host] = link
         else:
@@ -100,7 +100,15 @@ class HostsMixin:
             self.hosts[s.host].status = out.status
         log.info("host %s %s (%s)", s.host, "joined" if isinstance(s, m.HostJoined) else "left", s.id)
         for eff in out.effects:  # re-attaching may finish jobs (ended while the worker was away)
-            link.reattach(eff.job_id, eff.index)
+            if isinstance(eff, m.ReattachElement):
+                link.reattach(eff.job_id, eff.index)
+            elif isinstance(eff, m.KillAgain):
+                log.info("kill of %s sent again to %s (asked while it was away)", format_job_ref(eff.job_id,
+                                                                                               eff.index), s.host)
+                link.kill(eff.job_id, eff.index)
+            else:
+                self._unsent_signals.pop((eff.job_id, eff.index), None)
+                link.signal(eff.job_id, eff.index, eff.sig)
         if isinstance(s, m.HostJoined):
             self.kick()
 

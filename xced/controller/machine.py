@@ -530,6 +530,24 @@ class ReattachElement:
 
 
 @dataclass(frozen=True, slots=True)
+class KillAgain:
+    """Deliver again the kill an element was asked (its `action`, stored): the worker was away
+    when it was asked, or died before it carried it out (D-8)."""
+
+    job_id: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class SignalAgain:
+    """Deliver again a stop (SIGSTOP) or resume (SIGCONT) the worker missed (D-8)."""
+
+    job_id: int
+    index: int
+    sig: int
+
+
+@dataclass(frozen=True, slots=True)
 class HostOutcome:
     """What a host stimulus does: the host's `status` afterwards ("ok", "unavail") and the
     effects to run once it is applied."""
@@ -538,13 +556,27 @@ class HostOutcome:
     effects: tuple = ()
 
 
-def host_transition(s: HostJoined | HostLeft, running_there: list[Element]) -> HostOutcome:
+def host_transition(s: HostJoined | HostLeft, running_there: list[Element],
+                    unsent: dict[tuple[int, int], int] | None = None) -> HostOutcome:
     """The outcome of a host stimulus, given the active elements whose first host is
-    `s.host`. A join makes the host usable and re-attaches each of them (a job that ended
-    while the worker was away is then found ended); a leave makes it unusable and touches
-    no job. Raises TypeError for another stimulus."""
+    `s.host` and the signals their worker missed (`unsent`: (job, index) -> the last one).
+    A join makes the host usable and re-attaches each element (a job that ended while the
+    worker was away is then found ended); then what it was asked meanwhile reaches it (D-8):
+    a kill or requeue asked of it (its stored action) is sent again, a stopped one (USUSP)
+    is stopped again, a missed resume is sent. Each is harmless when it had arrived. A leave
+    makes the host unusable and touches no job. Raises TypeError for another stimulus."""
     if isinstance(s, HostJoined):
-        return HostOutcome("ok", tuple(ReattachElement(e.job.id, e.index) for e in running_there))
+        effects: list = []
+        for e in running_there:
+            key = (e.job.id, e.index)
+            effects.append(ReattachElement(*key))
+            if (e.action or "").startswith(("kill:", "requeue:")):
+                effects.append(KillAgain(*key))
+            elif e.state is S.USUSP:
+                effects.append(SignalAgain(*key, int(signal.SIGSTOP)))
+            elif unsent and key in unsent:
+                effects.append(SignalAgain(*key, unsent[key]))
+        return HostOutcome("ok", tuple(effects))
     if isinstance(s, HostLeft):
         return HostOutcome("unavail")
     raise TypeError(f"not a host stimulus: {s!r}")
