@@ -568,3 +568,45 @@ def test_attach_to_a_supervisor_that_never_started_the_job_finds_nothing(tmp_pat
     assert procs.attach(tmp_path, settle_s=0.05) is None
     (tmp_path / "supervisor.pid").write_text("999999")
     assert procs.attach(tmp_path, settle_s=0.05) is None
+
+
+def test_a_status_the_full_disk_refuses_is_kept_and_written_later(jobs, tmp_path):
+    """D-8, JOB-8: the job ends while its directory's disk is full. The supervisor keeps the
+    status and its lock (the worker sees it alive, not lost) and writes status.json, with the
+    real exit code, once the disk has room. Needs a tmpfs: skipped only when mount is refused."""
+    d = tmp_path / "job"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs mount rights): {r.stderr.strip()}")
+    try:
+        gate = tmp_path / "gate"
+        h = procs.launch(d, jobs.spec(d, ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; exit 3"]))
+        jobs.handles.append(h)
+
+        async def go():
+            assert await h.started(10)
+            fd = os.open(d / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                for size in (65536, 512, 1):
+                    try:
+                        while True:
+                            os.write(fd, b"\0" * size)
+                    except OSError:
+                        pass
+            finally:
+                os.close(fd)
+            pid = _read_json(d / "job.json")["pid"]
+            gate.touch()  # the job ends now, on a full disk
+            # wait until it has ended (a zombie its supervisor has not reaped: a state, not a time)
+            while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                await asyncio.sleep(0.02)
+            assert procs.is_alive(d) and not (d / "status.json").exists()  # alive, with its status in memory
+            os.unlink(d / "filler")
+            return await h.wait()
+
+        st = run(go())
+        assert st.exit_code == 3 and st.reason is None  # the real end, not "supervisor lost"
+        assert json.loads((d / "status.json").read_text())["exit_code"] == 3
+    finally:
+        subprocess.run(["umount", "-l", str(d)], capture_output=True)

@@ -165,8 +165,11 @@ def write_json_atomic(path: str, obj: object, *, durable: bool = True) -> None:
             view = view[os.write(fd, view):]
         if durable:
             os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        os.unlink(tmp)  # a full disk must not keep a half-written file
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     if not durable:
         return
@@ -565,7 +568,7 @@ class Supervisor:
             "end_time": end_time,
             "reason": self.reason or why,
         }
-        write_json_atomic(self.path(STATUS_FILE), status)
+        self.write_status(status)
         assert self.proc is not None
         self.proc.wait()  # reap
         os.close(self.pidfd)
@@ -663,10 +666,29 @@ class Supervisor:
                         break
         return first
 
+    def write_status(self, status: dict) -> None:
+        """Write status.json durably, the job's end as the worker learns it (JOB-8). When it
+        cannot be written (the disk is full, an I/O error), the supervisor keeps the status
+        in memory and tries again, with a delay growing from 0.5 s to 5 s, holding its lock
+        meanwhile, so the worker sees a live supervisor rather than a lost one, and learns
+        the real exit code once the disk has room (D-8)."""
+        delay, told = 0.5, None
+        while True:
+            try:
+                write_json_atomic(self.path(STATUS_FILE), status)
+                if told is not None:
+                    log("status.json written at last")
+                return
+            except OSError as e:
+                if str(e) != told:
+                    told = str(e)
+                    log(f"cannot write status.json ({e}); kept, and written again in {delay:g} s until it is")
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
     def write_failure(self, exit_code: int, reason: str) -> None:
         """status.json for a job that never started."""
-        write_json_atomic(
-            self.path(STATUS_FILE),
+        self.write_status(
             {
                 "exit_code": exit_code,
                 "signal": None,
