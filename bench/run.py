@@ -15,6 +15,8 @@ Benchmarks (each starts its own xced in a fresh TopDir under /tmp and always sto
   drain_array  the same 2,000 jobs as one array
   pending      10,000 pending jobs: `xcecli jobs -u all` (plain and --json) and the
                daemon's RSS
+  store_busy   GET /info probed back to back while another process holds the store's
+               write lock and submits wait it out (D-8: the loop never blocks)
 
 `--quick` shrinks every size (for development); `--profile` runs each daemon under
 cProfile and prints where its time went (slower); `--no-write` leaves bench/RESULTS.md
@@ -527,6 +529,56 @@ class Bench:
         ]
 
 
+    # ---------------------------------------------------------------- store_busy
+
+    def store_busy(self, res: BenchResult) -> None:
+        """D-8: another process holds the store's write lock for a while; submits that need a
+        write wait it out (and answer store_busy after store_busy_timeout); meanwhile GET /info
+        is probed back to back: its latency is the event loop's lag."""
+        import threading
+
+        from xced.api.client import Client
+        from xced.api.errors import StoreBusy
+
+        hold_s = 1.5 if self.quick else 4.0
+        with self.daemon("store_busy", slots=4) as d:
+            c = d.client
+            c.info()
+            idle = probe_info(c, 0.3)
+            holder = subprocess.Popen(
+                [sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None);"
+                 " c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(float(sys.argv[2]))",
+                 str(d.top / "state" / "xce.db"), str(hold_s)], stdout=subprocess.PIPE, text=True)
+            assert holder.stdout.readline().strip() == "locked"
+            outcomes: list[str] = []
+
+            def submitter() -> None:
+                sub = Client(d.socket, timeout=60.0)
+                t = time.perf_counter()
+                try:
+                    sub.submit(request(["true"]))
+                    outcomes.append(f"submitted after {(time.perf_counter() - t) * 1000:.0f} ms")
+                except StoreBusy:
+                    outcomes.append(f"store_busy after {(time.perf_counter() - t) * 1000:.0f} ms")
+
+            threads = [threading.Thread(target=submitter) for _ in range(3)]
+            for th in threads:
+                th.start()
+            lag = probe_info(c, hold_s - 0.2)
+            holder.wait(30)
+            for th in threads:
+                th.join(60)
+        lag.sort()
+        p99 = lag[min(len(lag) - 1, int(len(lag) * 0.99))]
+        res.metrics.append(Metric("store_busy", "GET /info while another process holds the store's lock, p99",
+                                  p99, "ms", True, p95=p95(lag), aim=50, extra=f"{len(lag)} probes over {hold_s - 0.2:g} s"))
+        res.details += [
+            f"idle GET /info median {median(idle):.2f} ms; with the lock held: median {median(lag):.2f} ms, "
+            f"p99 {p99:.1f} ms, max {max(lag):.1f} ms ({len(lag)} probes)",
+            f"3 submits sent while the lock was held ({hold_s:g} s; store_busy_timeout 5 s): " + "; ".join(outcomes),
+        ]
+
+
 def submit_parallel(d: PrivateXced, reqs: list, conns: int) -> list[int]:
     """Submit `reqs` over `conns` connections at once (threads); the job IDs."""
     import threading
@@ -569,7 +621,7 @@ def probe_info(c, seconds: float) -> list[float]:
     return out
 
 
-BENCHES = ["cli_submit", "api_submit", "array", "latency", "drain", "drain_array", "pending"]
+BENCHES = ["cli_submit", "api_submit", "array", "latency", "drain", "drain_array", "pending", "store_busy"]
 
 
 # --------------------------------------------------------------------------- output
