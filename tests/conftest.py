@@ -148,6 +148,20 @@ def kill_job_processes(top: Path) -> None:
             pass
 
 
+def fill_disk(path: Path) -> None:
+    """Write `path` until its file system has no block left (a full disk, for fault tests)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (65536, 512, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
 def short_tmpdir(prefix: str = "xce-") -> Path:
     """A short temp dir (Unix socket paths must stay under 107 bytes)."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

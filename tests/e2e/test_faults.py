@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAULTY_ENV, FAULTY_XCED, Daemon, kill_job_processes, short_tmpdir, write_config
+from tests.conftest import (FAULTY_ENV, FAULTY_XCED, Daemon, fill_disk, kill_job_processes, short_tmpdir,
+                            write_config)
 
 
 def _faulty(top: Path, **cfg) -> Daemon:
@@ -181,16 +182,7 @@ def test_a_full_disk_is_named_and_survived(small_disk):
         a = d.submit("--", "sh", "-c", "sleep 1; exit 5")
         d.wait_state(a, ("RUN",))
         filler = top / "state" / "filler"
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)  # fill the disk to its last block
-        try:
-            for size in (65536, 512, 1):
-                try:
-                    while True:
-                        os.write(fd, b"\0" * size)
-                except OSError:
-                    pass
-        finally:
-            os.close(fd)
+        fill_disk(filler)
         r = None
         for _ in range(50):  # SQLite may still have room in pages it holds: submit until it has none
             r = d.cli("submit", "--", "true")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import fill_disk
 from xced.worker import procs
 from xced.worker.procs import JobStatus, SupervisorHandle
 
@@ -586,16 +587,7 @@ def test_a_status_the_full_disk_refuses_is_kept_and_written_later(jobs, tmp_path
 
         async def go():
             assert await h.started(10)
-            fd = os.open(d / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-            try:
-                for size in (65536, 512, 1):
-                    try:
-                        while True:
-                            os.write(fd, b"\0" * size)
-                    except OSError:
-                        pass
-            finally:
-                os.close(fd)
+            fill_disk(d / "filler")
             pid = _read_json(d / "job.json")["pid"]
             gate.touch()  # the job ends now, on a full disk
             # wait until it has ended (a zombie its supervisor has not reaped: a state, not a time)
