@@ -197,15 +197,23 @@ def test_missing_topdir_is_one_clear_line(tmp_path):
     assert r.returncode == 3 and f"TopDir {missing} does not exist" in r.stderr
 
 
-def test_invalid_config_refused_with_build_messages(topdir):
-    """CFG-4: xced refuses an invalid config with the same messages as xceadmin build."""
+@pytest.mark.parametrize("queues,where", [
+    ("queues:\n  - name: normal\n    priority: high\n    prio: 3\n", ["queues.yaml:3:15:", "queues.yaml:4:5:"]),
+    # issue 11 item 8: these gave xced a raw traceback and xceadmin build an internal error line
+    ("queues: " + "[" * 5000 + "]" * 5000 + "\n", ["queues.yaml:1:72:"]),
+    ("queues:\n  - name: normal\n    priority: " + "7" * 5000 + "\n", ["queues.yaml:3:15:"]),
+    ("queues:\n  - name: normal\n    priority: 1\n    priority: 2\n    prio: 3\n",
+     ["queues.yaml:4:5:", "queues.yaml:5:5:"]),
+], ids=["values", "nested-5000-deep", "5000-digits", "duplicate-key"])
+def test_invalid_config_refused_with_build_messages(topdir, queues, where):
+    """CFG-4: xced refuses an invalid config with the same messages as xceadmin build, each
+    FILE:LINE:COL, all at once (CFG-2)."""
     write_config(topdir)
-    (topdir / "config" / "queues.yaml").write_text("queues:\n  - name: normal\n    priority: high\n    prio: 3\n")
+    (topdir / "config" / "queues.yaml").write_text(queues)
     build = subprocess.run([XCEADMIN, "build", "--topdir", str(topdir)], capture_output=True, text=True)
-    assert build.returncode == 1
+    assert build.returncode == 1 and "Traceback" not in build.stderr and "xceadmin: error:" not in build.stderr
     errors = [ln for ln in build.stderr.splitlines() if ": error: " in ln]
-    assert len(errors) == 2
-    assert any("queues.yaml:3:15:" in ln for ln in errors) and any("queues.yaml:4:5:" in ln for ln in errors)
+    assert [ln.split("/config/")[1].split(" ")[0] for ln in errors] == where, build.stderr
     r = subprocess.run([XCED, "--topdir", str(topdir)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     for ln in errors:
