@@ -34,26 +34,41 @@ class RequestBody(Body):
 # ---------------------------------------------------------------- requests
 
 
+#: a lower bound the OpenAPI document states and the submit checks (xced.controller.submit)
+_AT_LEAST_1 = {"minimum": 1}
+#: ... and a string that must not be blank (null leaves the field to its default)
+_NOT_BLANK = {"pattern": r"\S"}
+
+
 class SubmitRequest(RequestBody):
     """POST /jobs. `name` may carry an array part (`sweep[1-100:2]%10`, JOB-4)."""
 
-    argv: list[str] = Field(min_length=1, description="command and arguments; argv[0] is the program or script")
+    argv: list[str] = Field(min_length=1, json_schema_extra={"prefixItems": [{"type": "string", "minLength": 1}]},
+                            description="command and arguments; argv[0] (not empty) is the program or script")
     cwd: str = Field(description="absolute working directory of the job")
     env: dict[str, str] = Field(default_factory=dict, description="the job's environment (the submitter's, with --env applied)")
-    name: str | None = Field(None, max_length=4096)
-    queue: str | None = Field(None, max_length=256)
-    ntasks_min: int | None = Field(None, le=MAX_SLOTS, description="-n MIN; None: the profile's range, else 1")
-    ntasks_max: int | None = Field(None, le=MAX_SLOTS, description="-n MIN,MAX; None means MIN")
-    stdout: str | None = Field(None, description="-o path, %J and %I substituted at dispatch")
-    stderr: str | None = Field(None, description="-e path; None means with stdout")
-    run_limit_s: int | None = Field(None, le=MAX_RUN_LIMIT_S, description="-W, seconds (at most 10 years)")
-    memory_limit_mb: int | None = Field(None, le=MAX_MEMORY_MB, description="-M, MB (at most 1 PB)")
+    name: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=4096)
+    queue: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=256)
+    # the lower bounds are documented here and checked at submit, whose messages say what -n, -W, -M take
+    ntasks_min: int | None = Field(None, le=MAX_SLOTS, json_schema_extra=_AT_LEAST_1,
+                                   description="-n MIN; None: the profile's range, else 1")
+    ntasks_max: int | None = Field(None, le=MAX_SLOTS, json_schema_extra=_AT_LEAST_1,
+                                   description="-n MIN,MAX; None means MIN")
+    stdout: str | None = Field(None, json_schema_extra=_NOT_BLANK,
+                               description="-o path, %J and %I substituted at dispatch")
+    stderr: str | None = Field(None, json_schema_extra=_NOT_BLANK, description="-e path; None means with stdout")
+    run_limit_s: int | None = Field(None, le=MAX_RUN_LIMIT_S, json_schema_extra=_AT_LEAST_1,
+                                    description="-W, seconds (at most 10 years)")
+    memory_limit_mb: int | None = Field(None, le=MAX_MEMORY_MB, json_schema_extra=_AT_LEAST_1,
+                                        description="-M, MB (at most 1 PB)")
     resreq: list[str] = Field(default_factory=list, description="-R strings, merged as LSF merges them (RES-1)")
     app: str | None = Field(None, max_length=256, description="-a profile; None: the cluster's default_application; "
                                                               "'': no profile (PROF-2)")
     app_params: dict[str, str] = Field(default_factory=dict, description="--app-param NAME=VALUE (PROF-6)")
-    pre_exec: str | None = Field(None, max_length=65536, description="-E: the job's own pre-exec (JOB-7 inner layer)")
-    post_exec: str | None = Field(None, max_length=65536, description="-Ep: the job's own post-exec")
+    pre_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=65536,
+                                 description="-E: the job's own pre-exec (JOB-7 inner layer)")
+    post_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=65536,
+                                  description="-Ep: the job's own post-exec")
     exdata: dict | None = Field(None, description="the job's JSON side record (MERGE-4): env, limits, app_params, meta")
     dependency: str | None = Field(None, max_length=MAX_DEPENDENCY_LENGTH,
                                    description="-w: dependency expression, e.g. 'done(12) && ended(13[2])' (JOB-5, "
