@@ -8,8 +8,8 @@ as said below. Units: memory in MB or with a unit KB/MB/GB/TB; run limits as in
 queues.yaml; other durations in seconds or with a unit ms/s/m/h.
 
 Layout: one top-level key, `applications:`, a *mapping* from profile name
-(letters, digits, `_`, `.`, `-`) to the profile (a list is not accepted; YAML
-itself refuses a name given twice)::
+(letters, digits, `_`, `.`, `-`) to the profile (a list is not accepted; a name
+given twice is a duplicate key, an error at the second)::
 
     applications:
       pytorch:
