@@ -95,7 +95,7 @@ def test_nul_in_an_output_path_and_a_body_that_is_not_json_are_refused(shared_da
     resp = conn.getresponse()
     msg = json.loads(resp.read())["error"]["message"]
     conn.close()
-    assert resp.status == 422 and msg.startswith("the request body is not valid JSON"), msg
+    assert resp.status == 400 and msg.startswith("the request body is not valid JSON"), msg
 
 
 def test_openapi_served_under_prefix(shared_daemon):
@@ -197,15 +197,23 @@ def test_missing_topdir_is_one_clear_line(tmp_path):
     assert r.returncode == 3 and f"TopDir {missing} does not exist" in r.stderr
 
 
-def test_invalid_config_refused_with_build_messages(topdir):
-    """CFG-4: xced refuses an invalid config with the same messages as xceadmin build."""
+@pytest.mark.parametrize("queues,where", [
+    ("queues:\n  - name: normal\n    priority: high\n    prio: 3\n", ["queues.yaml:3:15:", "queues.yaml:4:5:"]),
+    # issue 11 item 8: these gave xced a raw traceback and xceadmin build an internal error line
+    ("queues: " + "[" * 5000 + "]" * 5000 + "\n", ["queues.yaml:1:72:"]),
+    ("queues:\n  - name: normal\n    priority: " + "7" * 5000 + "\n", ["queues.yaml:3:15:"]),
+    ("queues:\n  - name: normal\n    priority: 1\n    priority: 2\n    prio: 3\n",
+     ["queues.yaml:4:5:", "queues.yaml:5:5:"]),
+], ids=["values", "nested-5000-deep", "5000-digits", "duplicate-key"])
+def test_invalid_config_refused_with_build_messages(topdir, queues, where):
+    """CFG-4: xced refuses an invalid config with the same messages as xceadmin build, each
+    FILE:LINE:COL, all at once (CFG-2)."""
     write_config(topdir)
-    (topdir / "config" / "queues.yaml").write_text("queues:\n  - name: normal\n    priority: high\n    prio: 3\n")
+    (topdir / "config" / "queues.yaml").write_text(queues)
     build = subprocess.run([XCEADMIN, "build", "--topdir", str(topdir)], capture_output=True, text=True)
-    assert build.returncode == 1
+    assert build.returncode == 1 and "Traceback" not in build.stderr and "xceadmin: error:" not in build.stderr
     errors = [ln for ln in build.stderr.splitlines() if ": error: " in ln]
-    assert len(errors) == 2
-    assert any("queues.yaml:3:15:" in ln for ln in errors) and any("queues.yaml:4:5:" in ln for ln in errors)
+    assert [ln.split("/config/")[1].split(" ")[0] for ln in errors] == where, build.stderr
     r = subprocess.run([XCED, "--topdir", str(topdir)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     for ln in errors:
@@ -377,8 +385,89 @@ def test_a_wait_across_a_daemon_stop_ends_as_unreachable_not_500(topdir):
 @pytest.mark.parametrize("field,value,needle", [
     ("name", "", "-J '': the value is empty"), ("queue", "", "-q '': the value is empty"),
     ("stdout", "", "-o '': the value is empty"), ("argv", [""], "the command is empty"),
-    ("pre_exec", "echo a\u0000b", "-E: the value contains a NUL byte")])
+    ("pre_exec", "echo a\u0000b", "-E: the value contains a NUL byte"),
+    # issue 11 item 8: each was refused already, or accepted and then failed the job at start
+    ("stdout", "o\u0000x", "-o 'o\\x00x': a file name cannot contain a NUL byte"),
+    ("stderr", "e\u0000x", "-e 'e\\x00x': a file name cannot contain a NUL byte"),
+    ("post_exec", "echo a\u0000b", "-Ep: the value contains a NUL byte"),
+    ("cwd", "/nonexistent/xce-dir", "cwd '/nonexistent/xce-dir' is not a directory on this host"),
+    ("exdata", {"limits": {"run_limit_s": -5}}, "exdata.limits.run_limit_s -5: must be an integer from 1 to"),
+    ("exdata", {"limits": {"memory_limit_mb": 4.5}}, "exdata.limits.memory_limit_mb 4.5: must be an integer"),
+    ("exdata", {"limits": {"ntasks_min": True}}, "exdata.limits.ntasks_min True: must be an integer"),
+    ("exdata", {"limits": {"cpus": 2}}, "exdata.limits: unknown key 'cpus'; valid keys: ntasks_min, ntasks_max"),
+    ("exdata", {"limits": [1]}, "exdata.limits must be an object of ntasks_min"),
+    ("exdata", {"meta": json.loads("[" * 40 + "]" * 40)}, "exdata nests more than 32 levels deep"),
+    # issue 11 item 9: strict types, no coercion
+    ("ntasks_min", True, "field 'ntasks_min': Input should be a valid integer"),
+    ("ntasks_min", "2", "field 'ntasks_min': Input should be a valid integer"),
+    ("run_limit_s", 60.0, "field 'run_limit_s': Input should be a valid integer"),
+    ("env", {"A": 1}, "field 'env.A': Input should be a valid string"),
+])
 def test_the_api_refuses_what_the_cli_refuses(shared_daemon, field, value, needle):
-    body = {"argv": ["true"], "cwd": "/tmp", field: value}
+    """CLI-1, D-2: what the API refuses is one line naming it, and nothing is submitted."""
+    body = {"argv": ["true"], "cwd": "/tmp", "name": "refused-by-api", field: value}
     r = shared_daemon.cli("api", "POST", "/jobs", "--data", json.dumps(body))
-    assert r.returncode == 1 and needle in r.stderr, r.stderr
+    assert r.returncode == 1 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    jobs = json.loads(shared_daemon.cli("api", "GET", "/jobs?user=all&all=true", check=True).stdout)["jobs"]
+    assert not any(j["name"] == "refused-by-api" for j in jobs)
+
+
+def _raw(d: Daemon, method: str, path: str, body: bytes | None = None) -> tuple[int, dict, dict]:
+    """One request on the daemon's socket as any HTTP client sends it: (status, headers, JSON body)."""
+    from xced.api.client import _UnixConnection
+
+    conn = _UnixConnection(str(d.top / "run" / "xced.sock"), 10)
+    try:
+        conn.request(method, "/xce/v1" + path, body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("method,path,body,status,code,needle", [
+    ("POST", "/jobs/999999/kill", b'{"index": false}', 422, "invalid", "field 'index': Input should be a valid integer"),
+    ("POST", "/jobs/999999/stop", b'{"index": "0"}', 422, "invalid", "field 'index': Input should be a valid integer"),
+    ("POST", "/sim/record", b'{"stop": 0}', 422, "invalid", "field 'stop': Input should be a valid boolean"),
+    ("POST", "/jobs/999999/launch", b'{"host": "h1", "argv": ["true"], "index": 0.0}', 422, "invalid",
+     "field 'index': Input should be a valid integer"),
+    ("PUT", "/config", b'{"config": {}, "hash": 7}', 422, "invalid", "field 'hash': Input should be a valid string"),
+    ("POST", "/jobs", b"{not json", 400, "malformed", "the request body is not valid JSON"),
+    ("POST", "/jobs", b'{"argv": ["true"], "cwd": "/tmp", "exdata": ' + b"[" * 5000 + b"]" * 5000 + b"}", 400,
+     "malformed", "the request body could not be read as JSON (it nests deeper than the parser goes)"),
+    ("POST", "/jobs", b"[1, 2]", 422, "invalid", "the request body must be a JSON object"),
+    ("GET", "/nosuch", None, 404, "not_found", "GET /xce/v1/nosuch: no such route in the XCE API"),
+    ("GET", "/jobs/abc", None, 404, "not_found", "a job ID is a positive integer"),
+    ("GET", "/jobs/dry-run", None, 405, "method_not_allowed", "this path does not take GET; it takes POST"),
+    ("DELETE", "/jobs", None, 405, "method_not_allowed", "it takes GET, POST"),
+])
+def test_every_error_has_the_apis_shape(shared_daemon, method, path, body, status, code, needle):
+    """Issue 11 item 9, D-2: strict bodies ({"index": false} is not index 0, {"stop": 0} not
+    false); one error shape for every error, FastAPI's and Starlette's own included (they
+    answered {"detail": ...}); GET /jobs/dry-run is 405 with Allow, not a 422 about job_id."""
+    from xced.api.models import ErrorBody
+
+    got, headers, answer = _raw(shared_daemon, method, path, body)
+    err = ErrorBody.model_validate(answer).error
+    assert (got, err.code) == (status, code) and needle in err.message, (got, answer)
+    if status == 405:
+        assert headers["allow"] == err.message.rsplit("it takes ", 1)[1]
+
+
+def test_openapi_documents_every_status_with_the_error_shape(shared_daemon):
+    """Issue 11 item 9: 400, 403, 404, 409 and 503 were missing from the OpenAPI document,
+    and 422 was documented as FastAPI's {"detail": [...]}, which the API never sends."""
+    doc = json.loads(shared_daemon.cli("api", "GET", "/openapi.json", check=True).stdout)
+    ops = {(m.upper(), p.removeprefix("/xce/v1")): op for p, item in doc["paths"].items() for m, op in item.items()}
+    want = {("POST", "/jobs"): {400}, ("GET", "/jobs/{job_id}"): {404}, ("POST", "/jobs/{job_id}/kill"): {400, 404, 409},
+            ("POST", "/jobs/{job_id}/launch"): {400, 404, 409}, ("POST", "/sim/record"): {400, 409},
+            ("GET", "/apps/{name}"): {404}, ("GET", "/hosts"): set()}
+    for key, extra in want.items():
+        assert set(ops[key]["responses"]) == {"200", *map(str, {403, 422, 500, 503} | extra)}, key
+    for key, op in ops.items():
+        for status, resp in op["responses"].items():
+            if status != "200":
+                assert resp["content"] == {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}, \
+                    (key, status)
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    assert doc["components"]["schemas"]["SubmitRequest"]["additionalProperties"] is False

@@ -308,6 +308,50 @@ def test_select_matching_no_host_is_a_warning(tmp_path: Path) -> None:
     assert r.ok and app_warnings(r) == []
 
 
+def test_rusage_no_host_offers_is_a_warning(tmp_path: Path) -> None:
+    """Issue 11 item 8: a profile reserving a resource no host of hosts.yaml declares built as
+    "config OK", and then every job of it was refused at submit (MERGE-2). A warning (a
+    worker may offer it when it joins), naming the resource and what the hosts have."""
+    apps = """\
+    applications:
+      lic: {resreq: {rusage: [{mem: 1GB}, {ansys_lic: 1, per: job}, {gpu: 1}]}}
+    """
+    r = load_cluster_config(topdir(tmp_path, apps=apps))
+    assert r.ok
+    (w,) = app_warnings(r)
+    assert ":2:39: warning: " in w, w
+    assert ('application "lic": resreq.rusage[2]: resource "ansys_lic" is offered by no host of hosts.yaml '
+            "(their resources: fluent_lic, gpu; mem is every host's memory)") in w
+    assert "refused at submit until a host offers it" in w and "--resource ansys_lic=N" in w
+    # no hosts in hosts.yaml (workers join): nothing to compare with
+    r = load_cluster_config(topdir(tmp_path / "b", apps=apps, hosts="hosts: []\n"))
+    assert r.ok and app_warnings(r) == []
+
+
+def _readme_yaml(heading: str) -> list[str]:
+    """The ```yaml blocks of README.md's section `heading`."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```yaml\n(.*?)```", section, re.S)
+
+
+def test_the_readmes_profiles_build_without_warnings(tmp_path: Path) -> None:
+    """Issue 11 item 8: the README's applications.yaml example reserved fluent_lic, which no
+    host offered; with the README's hosts.yaml beside it, it builds with no warning."""
+    apps, hosts = _readme_yaml("Application profiles")
+    assert apps.startswith("applications:") and "fluent_lic" in apps and "hosts:" in hosts
+    r = load_cluster_config(topdir(tmp_path, apps=apps, hosts=hosts))
+    assert r.ok, [str(d) for d in r.errors]
+    assert app_warnings(r) == [] and list(r.config.applications) == ["default", "pytorch", "mpi"]
+    # without a host offering it, the same profiles get the warning
+    r = load_cluster_config(topdir(tmp_path / "b", apps=apps, hosts="hosts:\n  - {name: n, slots: 8, memory: 8GB}\n"))
+    (w,) = app_warnings(r)
+    assert ':10:11: warning: application "pytorch": resreq.rusage[2]: resource "fluent_lic"' in w
+    assert "(their resources: none; mem is every host's memory)" in w
+
+
 # --------------------------------------------------------------------------- helpers
 
 

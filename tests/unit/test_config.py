@@ -234,7 +234,63 @@ def test_yaml_syntax_error_is_one_error_with_position(tmp_path: Path) -> None:
 def test_yaml_duplicate_key(tmp_path: Path) -> None:
     r = load_cluster_config(make_topdir(tmp_path, settings=GOOD_SETTINGS + "mode: test\n"))
     (d,) = r.errors
-    assert (d.line, d.col) == (5, 1) and "duplicate key" in d.message
+    assert (d.line, d.col) == (5, 1) and 'duplicate key "mode" (first given at line 2)' in d.message
+
+
+def test_a_duplicate_key_does_not_hide_the_files_other_errors(tmp_path: Path) -> None:
+    """CFG-2: every error at once. ruamel stops a file at its first duplicate key; the scan
+    reports each duplicate (at the second key) and the file is still checked."""
+    queues = """\
+queues:
+  - name: normal
+    priority: 3
+    priority: 4
+    max_tasks: -1
+  - {name: short, nme: x, name: short2}
+"""
+    r = load_cluster_config(make_topdir(tmp_path, queues=queues))
+    assert where(r) == [("queues.yaml", 4, 5), ("queues.yaml", 5, 16), ("queues.yaml", 6, 19),
+                        ("queues.yaml", 6, 27)]
+    msgs = [d.message for d in r.errors]
+    assert msgs[0].startswith('duplicate key "priority" (first given at line 3)')
+    assert "max_tasks must be an integer from 1" in msgs[1]
+    assert msgs[2].startswith('unknown key "nme"') and msgs[3].startswith('duplicate key "name"')
+
+
+def _nest_block(depth: int) -> str:
+    return "".join("  " * i + "a:\n" for i in range(depth)) + "  " * depth + "1\n"
+
+
+@pytest.mark.parametrize(("queues", "line", "col", "needle"), [
+    ("queues: " + "[" * 5000 + "]" * 5000 + "\n", 1, 72, "nest more than 64 levels deep"),
+    (_nest_block(5000), 65, 129, "nest more than 64 levels deep"),
+    ("queues:\n  - name: normal\n    priority: " + "9" * 5000 + "\n", 3, 15,
+     "an integer of 5000 digits is too long: integers here have at most 100 digits"),
+    ("queues:\n  - name: normal\n    max_tasks: 0x" + "f" * 5000 + "\n", 3, 16, "an integer of 5000 digits"),
+    ("queues:\n  - name: normal\n    priority: !!int abc\n", 3, 15,
+     'the value "abc" is tagged !!int but is not an integer'),
+    ("queues:\n  - name: normal\n    backfill: !!bool maybe\n", 3, 15,
+     'the value "maybe" is tagged !!bool but is not true or false'),
+])
+def test_yaml_the_loader_cannot_build_is_an_error_with_its_position(tmp_path: Path, queues, line, col,
+                                                                    needle) -> None:
+    """Issue 11 item 8, CFG-2: nesting 5,000 deep or a 5,000-digit integer made ruamel raise
+    (RecursionError, ValueError) and the build end on a traceback; each is one error with its
+    FILE:LINE:COL, and the other files are still checked."""
+    r = load_cluster_config(make_topdir(tmp_path, queues=queues, hosts="hosts:\n  - {name: a, slots: 0, memory: 1}\n"))
+    assert where(r) == [("queues.yaml", line, col), ("hosts.yaml", 2, 22)], [str(d) for d in r.errors]
+    assert needle in r.errors[0].message
+
+
+def test_nesting_up_to_the_limit_is_read(tmp_path: Path) -> None:
+    """64 levels are read and then judged by the schema; the 65th is the scan's error."""
+    def queues(lists: int) -> str:  # a mapping, a list, a mapping, then `lists` lists
+        return "queues:\n  - name: normal\n    description: " + "[" * lists + "]" * lists + "\n"
+
+    (d,) = load_cluster_config(make_topdir(tmp_path / "a", queues=queues(61))).errors
+    assert d.line == 3 and "description must be a string, got a list" in d.message
+    (d,) = load_cluster_config(make_topdir(tmp_path / "b", queues=queues(62))).errors
+    assert (d.line, d.col) == (3, 79) and "nest more than 64 levels" in d.message
 
 
 def test_missing_file_and_missing_topdir(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ Every error has a stable `code`, an HTTP status and the CLI exit code it maps to
 
     XceError                      base; exit 1
     ├── InvalidRequest  422       bad input: unknown field, bad value, unknown queue (exit 1)
+    │   ├── MalformedBody 400     the body is not JSON at all (exit 1)
+    │   └── MethodNotAllowed 405  the path takes other methods, named in `Allow` (exit 1)
     ├── NotFound        404       no such job / host / queue (exit 1)
     ├── PermissionDenied 403      not yours, not an admin, --as-user in production (exit 1)
     ├── Conflict        409       the job is in a state where this cannot be done (exit 1)
@@ -42,6 +44,21 @@ class XceError(Exception):
 class InvalidRequest(XceError):
     code = "invalid"
     status = 422
+
+
+class MalformedBody(InvalidRequest):
+    """The request body could not be read as JSON (a syntax error, or nested deeper than the
+    parser goes): HTTP's 400, where a JSON body that is not a valid request is 422."""
+
+    code = "malformed"
+    status = 400
+
+
+class MethodNotAllowed(InvalidRequest):
+    """The path exists but not with this method; the answer's `Allow` header names those it takes."""
+
+    code = "method_not_allowed"
+    status = 405
 
 
 class NotFound(XceError):
@@ -89,7 +106,9 @@ class DaemonUnreachable(XceError):
 
 
 _BY_CODE = {c.code: c for c in (InvalidRequest, NotFound, PermissionDenied, Conflict, ServerError, StoreBusy,
-                                 StoreUnavailable)}
+                                 StoreUnavailable, MalformedBody, MethodNotAllowed)}
+#: every `code` an error answer may carry (the API documents them, xced.api.models.ErrorBody)
+CODES = tuple(_BY_CODE)
 
 
 def from_body(status: int, body: object) -> XceError:

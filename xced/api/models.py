@@ -1,7 +1,7 @@
 """Request and response bodies of the `/xce/v1/` API (D-2).
 
 Every body is strict (`extra="forbid"`): an unknown field is a 422 naming the field,
-never dropped (bug-1970). `--json` output of the CLIs is these models' JSON; their
+never dropped (bug-1970); request bodies are strict in their types too (`RequestBody`). `--json` output of the CLIs is these models' JSON; their
 JSON Schemas are generated into docs/json/ (`python -m xced.api.schema docs/json`).
 
 Units: times are epoch seconds (float), durations seconds, memory MB, slots integers.
@@ -13,37 +13,62 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from xced.api.errors import CODES
 from xced.model.deps import MAX_LENGTH as MAX_DEPENDENCY_LENGTH
 from xced.model.jobs import JobState
+from xced.model.units import MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
 
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RequestBody(Body):
+    """A request body: strict as well (D-2): a JSON value of another type is refused, never
+    converted: `{"index": false}` is not index 0, `{"stop": 0}` not false, `"3"` not 3
+    (pydantic's strict mode; a JSON integer is still a valid float)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
 # ---------------------------------------------------------------- requests
 
 
-class SubmitRequest(Body):
+#: a lower bound the OpenAPI document states and the submit checks (xced.controller.submit)
+_AT_LEAST_1 = {"minimum": 1}
+#: ... and a string that must not be blank (null leaves the field to its default)
+_NOT_BLANK = {"pattern": r"\S"}
+
+
+class SubmitRequest(RequestBody):
     """POST /jobs. `name` may carry an array part (`sweep[1-100:2]%10`, JOB-4)."""
 
-    argv: list[str] = Field(min_length=1, description="command and arguments; argv[0] is the program or script")
+    argv: list[str] = Field(min_length=1, json_schema_extra={"prefixItems": [{"type": "string", "minLength": 1}]},
+                            description="command and arguments; argv[0] (not empty) is the program or script")
     cwd: str = Field(description="absolute working directory of the job")
     env: dict[str, str] = Field(default_factory=dict, description="the job's environment (the submitter's, with --env applied)")
-    name: str | None = Field(None, max_length=4096)
-    queue: str | None = Field(None, max_length=256)
-    ntasks_min: int | None = Field(None, le=1_000_000, description="-n MIN; None: the profile's range, else 1")
-    ntasks_max: int | None = Field(None, le=1_000_000, description="-n MIN,MAX; None means MIN")
-    stdout: str | None = Field(None, description="-o path, %J and %I substituted at dispatch")
-    stderr: str | None = Field(None, description="-e path; None means with stdout")
-    run_limit_s: int | None = Field(None, le=10 * 365 * 86400, description="-W, seconds (at most 10 years)")
-    memory_limit_mb: int | None = Field(None, le=2**30, description="-M, MB (at most 1 PB)")
+    name: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=4096)
+    queue: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=256)
+    # the lower bounds are documented here and checked at submit, whose messages say what -n, -W, -M take
+    ntasks_min: int | None = Field(None, le=MAX_SLOTS, json_schema_extra=_AT_LEAST_1,
+                                   description="-n MIN; None: the profile's range, else 1")
+    ntasks_max: int | None = Field(None, le=MAX_SLOTS, json_schema_extra=_AT_LEAST_1,
+                                   description="-n MIN,MAX; None means MIN")
+    stdout: str | None = Field(None, json_schema_extra=_NOT_BLANK,
+                               description="-o path, %J and %I substituted at dispatch")
+    stderr: str | None = Field(None, json_schema_extra=_NOT_BLANK, description="-e path; None means with stdout")
+    run_limit_s: int | None = Field(None, le=MAX_RUN_LIMIT_S, json_schema_extra=_AT_LEAST_1,
+                                    description="-W, seconds (at most 10 years)")
+    memory_limit_mb: int | None = Field(None, le=MAX_MEMORY_MB, json_schema_extra=_AT_LEAST_1,
+                                        description="-M, MB (at most 1 PB)")
     resreq: list[str] = Field(default_factory=list, description="-R strings, merged as LSF merges them (RES-1)")
     app: str | None = Field(None, max_length=256, description="-a profile; None: the cluster's default_application; "
                                                               "'': no profile (PROF-2)")
     app_params: dict[str, str] = Field(default_factory=dict, description="--app-param NAME=VALUE (PROF-6)")
-    pre_exec: str | None = Field(None, max_length=65536, description="-E: the job's own pre-exec (JOB-7 inner layer)")
-    post_exec: str | None = Field(None, max_length=65536, description="-Ep: the job's own post-exec")
+    pre_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=65536,
+                                 description="-E: the job's own pre-exec (JOB-7 inner layer)")
+    post_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=65536,
+                                  description="-Ep: the job's own post-exec")
     exdata: dict | None = Field(None, description="the job's JSON side record (MERGE-4): env, limits, app_params, meta")
     dependency: str | None = Field(None, max_length=MAX_DEPENDENCY_LENGTH,
                                    description="-w: dependency expression, e.g. 'done(12) && ended(13[2])' (JOB-5, "
@@ -54,13 +79,13 @@ class SubmitRequest(Body):
                                                            "a JSON integer, never a string or a boolean")
 
 
-class JobAction(Body):
+class JobAction(RequestBody):
     """POST /jobs/{id}/{kill|stop|resume|requeue}. `index` None means every element."""
 
     index: int | None = None
 
 
-class LaunchRequest(Body):
+class LaunchRequest(RequestBody):
     """POST /jobs/{id}/launch (`xcecli launch`, LSF blaunch): run `argv` as one task of the
     running element `index` on `host`, one of the job's hosts. `token` is the element's
     XCE_JOB_TOKEN (from inside the job); without it the caller must own the job."""
@@ -72,6 +97,20 @@ class LaunchRequest(Body):
 
 
 # ---------------------------------------------------------------- responses
+
+
+class ErrorOut(Body):
+    """What went wrong, in one line for the user (xced.api.errors)."""
+
+    code: str = Field(description="stable, one of: " + ", ".join(CODES))
+    message: str = Field(description="what was wrong and what would be valid")
+    field: str | None = Field(None, description="the request field at fault, when there is one")
+
+
+class ErrorBody(Body):
+    """Every error answer of the API, whatever its status (D-2; `XceError.to_body()`)."""
+
+    error: ErrorOut
 
 
 class LaunchResult(Body):
@@ -298,7 +337,7 @@ class Info(Body):
     daemon_user: str
 
 
-class ApplyConfigRequest(Body):
+class ApplyConfigRequest(RequestBody):
     """PUT /config (`xceadmin build --apply`, CFG-3): a compiled ClusterConfig (its
     `model_dump(mode="json")`) and the hash the compiler gave it, which the daemon checks."""
 
@@ -317,7 +356,7 @@ class ApplyConfigResult(Body):
     held: list[str]
 
 
-class RecordRequest(Body):
+class RecordRequest(RequestBody):
     """POST /sim/record (`xceadmin sim record`, SIM-2): start recording every scheduler
     session to `<TopDir>/recordings/NAME.jsonl` (a new file the daemon creates), or `stop`."""
 

@@ -8,8 +8,8 @@ as said below. Units: memory in MB or with a unit KB/MB/GB/TB; run limits as in
 queues.yaml; other durations in seconds or with a unit ms/s/m/h.
 
 Layout: one top-level key, `applications:`, a *mapping* from profile name
-(letters, digits, `_`, `.`, `-`) to the profile (a list is not accepted; YAML
-itself refuses a name given twice)::
+(letters, digits, `_`, `.`, `-`) to the profile (a list is not accepted; a name
+given twice is a duplicate key, an error at the second)::
 
     applications:
       pytorch:
@@ -54,7 +54,8 @@ non-alphanumerics to `_`); two names of one profile converting to the same
 name is an error, as is an annotation or param value over 4096 bytes or more
 than 64 annotations. Warnings: secret-looking names in env, params and
 annotations (PASSWORD, PASSWD, TOKEN, SECRET, KEY, CREDENTIAL, ...) and
-secret-looking values; a select that no host of hosts.yaml matches.
+secret-looking values; a select that no host of hosts.yaml matches; an rusage
+resource that no host of hosts.yaml offers (`mem` is every host's memory).
 """
 
 from __future__ import annotations
@@ -545,7 +546,23 @@ class _ProfileChecker:
                 continue
             seen.add(rname)
             entries.append(entry)
+            self._check_hosts_offer(rname, ipos, what)
         return entries
+
+    def _check_hosts_offer(self, rname: str, pos: Pos, what: str) -> None:
+        """A warning when no host of hosts.yaml offers rusage resource `rname`: every job of
+        the profile would be refused at submit as never satisfiable (MERGE-2), as the
+        scheduler reserves `mem` from a host's memory and any other resource from what the
+        host declares (`resources`). Only a warning: a worker may declare the resource when
+        it joins (`xced --roles worker --resource NAME=N`, RES-2). No hosts in hosts.yaml:
+        nothing to compare with (as for the select check, PROF-9)."""
+        if not self.hosts or rname == "mem" or any(rname in h.get("resources", {}) for h in self.hosts):
+            return
+        offered = sorted({r for h in self.hosts for r in h.get("resources", {})})
+        self.warn(pos, f'{what}: resource "{rname}" is offered by no host of hosts.yaml (their resources: '
+                       f'{_one_of(offered) if offered else "none"}; mem is every host\'s memory); every job of '
+                       f"this profile is refused at submit until a host offers it (in hosts.yaml "
+                       f"resources, or a worker's --resource {rname}=N)")
 
     def span(self, parent: Any) -> dict[str, int] | None:
         node = parent["span"]

@@ -230,7 +230,10 @@ class _Source:
 
 def _read_yaml(src: _Source) -> tuple[bool, Any]:
     """(loaded, document). Reports a missing file, an unreadable file or a YAML
-    syntax error as one error."""
+    syntax error as one error; what only a first pass over the YAML events can place
+    (nesting too deep, an integer too long, a duplicate key: `xced.config.scan`) with
+    its position, each one. A file with duplicate keys is still loaded (the first value
+    of a key is kept, ruamel's rule), so its other errors are reported too (CFG-2)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -257,7 +260,19 @@ def _read_yaml(src: _Source) -> tuple[bool, Any]:
         src.error("file", f"cannot read: {e.strerror or e}")
         return False, None
 
+    from xced.config.scan import scan
+
+    try:
+        findings = scan(text)
+    except YAMLError:
+        findings = []  # a syntax error: the load below reports it with its position
+    for f in findings:
+        src.error((f.line, f.col), f.message)
+    if any(f.fatal for f in findings):
+        return False, None
+
     yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = True  # the scan reported each; the rest of the file is checked too (CFG-2)
     try:
         return True, yaml.load(text)
     except MarkedYAMLError as e:
@@ -273,6 +288,8 @@ def _read_yaml(src: _Source) -> tuple[bool, Any]:
         src.error(pos, message)
     except YAMLError as e:
         src.error("file", f"invalid YAML: {str(e).strip().splitlines()[0] if str(e).strip() else e!r}")
+    except (RecursionError, ValueError, KeyError, TypeError) as e:  # the scan should make this unreachable
+        src.error("file", f"invalid YAML: a value could not be read ({type(e).__name__}: {str(e)[:200]})")
     return False, None
 
 

@@ -18,6 +18,7 @@ from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
 from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, merge_job
+from xced.model.units import MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
 from xced.resreq import ResReqError, merge, parse, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 
@@ -34,9 +35,75 @@ def effective_resreq(texts: list[str]):
     return merge(parts) if parts else _NO_RESREQ
 
 
+#: the job's own limits as exdata's `limits` carries them (MERGE-4): name -> (lowest, highest),
+#: the bounds of SubmitRequest's fields of the same names
+_EXDATA_LIMITS = {"ntasks_min": (1, MAX_SLOTS), "ntasks_max": (1, MAX_SLOTS), "run_limit_s": (1, MAX_RUN_LIMIT_S),
+                  "memory_limit_mb": (1, MAX_MEMORY_MB)}
+#: how deep exdata (a free JSON object, `meta` above all) may nest: it is stored and shown
+#: back by --dry-run, and JSON encoders refuse a few hundred levels (D-8: bounded work)
+MAX_EXDATA_DEPTH = 32
+
+
+def _depth(value: object) -> int:
+    """How deep JSON `value` nests (a scalar is 0, `{}` and `[]` are 1), without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        elif not isinstance(v, list):
+            continue
+        deepest = max(deepest, d)
+        if d > MAX_EXDATA_DEPTH:
+            break
+        todo.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def _check_exdata(exdata: object) -> None:
+    """exdata (MERGE-4): an object nesting at most MAX_EXDATA_DEPTH levels whose `limits`,
+    when given, holds only the job's limits as positive integers (or null) within the
+    bounds of the fields of the same names: `{"limits": {"run_limit_s": -5}}` was accepted
+    and dropped. The merge then rewrites env, limits and app_params and keeps meta.
+    Raises InvalidRequest naming the value and what would be valid."""
+    if exdata is None:
+        return
+    if _depth(exdata) > MAX_EXDATA_DEPTH:
+        raise InvalidRequest(f"exdata nests more than {MAX_EXDATA_DEPTH} levels deep; keep it at most "
+                             f"{MAX_EXDATA_DEPTH}", field="exdata")
+    limits = exdata.get("limits") if isinstance(exdata, dict) else None
+    if limits is None:
+        return
+    valid = ", ".join(_EXDATA_LIMITS)
+    if not isinstance(limits, dict):
+        raise InvalidRequest(f"exdata.limits must be an object of {valid} (integers or null), got "
+                             f"{type(limits).__name__}", field="exdata")
+    for name, value in limits.items():
+        if name not in _EXDATA_LIMITS:
+            raise InvalidRequest(f"exdata.limits: unknown key {name!r}; valid keys: {valid}", field="exdata")
+        low, high = _EXDATA_LIMITS[name]
+        if value is not None and (type(value) is not int or not low <= value <= high):
+            raise InvalidRequest(f"exdata.limits.{name} {value!r}: must be an integer from {low} to {high}, "
+                                 f"or null", field="exdata")
+
+
+def _check_cwd(cwd: str) -> None:
+    """The working directory must be an absolute path of a directory that exists. The
+    submitter is on this host (the Unix socket is local, and nothing is taken over TCP
+    until peers authenticate, D-6), so it is checked here: LSF's bsub records the
+    directory it runs in, which exists; a job sent with one that does not would only end
+    EXIT at start with "cannot change directory". Raises InvalidRequest."""
+    if not os.path.isabs(cwd):
+        raise InvalidRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
+    if not os.path.isdir(cwd):
+        raise InvalidRequest(f"cwd {cwd!r} is not a directory on this host; the job starts in its working "
+                             f"directory: give an existing absolute directory", field="cwd")
+
+
 def _check_own_values(req: dict) -> None:
     """The job's own values, sanity only (policy is the merge's, MERGE-1, DESIGN rule 5):
-    task counts, limits, names and values without NUL bytes. Raises InvalidRequest."""
+    task counts, limits, names and values without NUL bytes, exdata's shape
+    (`_check_exdata`). Raises InvalidRequest."""
     nmin, nmax = req.get("ntasks_min"), req.get("ntasks_max")
     if nmin is not None and nmin < 1:
         raise InvalidRequest(f"-n {nmin}: the task count must be at least 1", field="ntasks_min")
@@ -69,6 +136,7 @@ def _check_own_values(req: dict) -> None:
             raise InvalidRequest(f"{opt} {v!r}: the value is empty; leave the field out for the default", field=fld)
         if v is not None and "\0" in v:
             raise InvalidRequest(f"{opt}: the value contains a NUL byte", field=fld)
+    _check_exdata(req.get("exdata"))
 
 
 def _submit_resreq(texts: list[str], nmin: int | None, nmax: int | None):
@@ -145,9 +213,7 @@ class SubmitMixin:
         except MergeError as e:
             raise InvalidRequest(str(e), field="app") from None
         self._check_can_start(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
-        cwd = req.get("cwd") or ""
-        if not os.path.isabs(cwd):
-            raise InvalidRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
+        _check_cwd(req.get("cwd") or "")
         name, array = _job_name(req.get("name"))
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
         dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None

@@ -1,21 +1,77 @@
 """The API server (D-2): FastAPI under `/xce/v1/`, strict bodies, one error shape.
 
-`create_app(controller)` builds the app; there are no module globals.
+`create_app(controller)` builds the app; there are no module globals. Every error answer,
+FastAPI's and Starlette's own included (a body that is not JSON: 400; a path no route
+serves: 404; a method the path does not take: 405, with `Allow`; a request that does not
+validate: 422; a bug: 500), is `XceError.to_body()`: `{"error": {"code", "message",
+"field"}}`; each route documents the statuses it can return (xced.server.responses).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from xced import __version__
-from xced.api.errors import InvalidRequest, ServerError, XceError
+from xced.api.errors import InvalidRequest, MalformedBody, MethodNotAllowed, NotFound, ServerError, XceError
 from xced.constants import API_PREFIX
+from xced.server.responses import errors_as_json
 
 log = logging.getLogger("xced.server")
+
+
+_SEND_JSON = "send one JSON object with the fields the API documents"
+
+
+def _not_json(exc: RequestValidationError) -> MalformedBody | None:
+    """The 400 of a body that is not JSON at all (FastAPI reports it as a validation error)."""
+    for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            return MalformedBody(f"the request body is not valid JSON ({err.get('ctx', {}).get('error', 'invalid')}); "
+                                 f"{_SEND_JSON}")
+    return None
+
+
+def _method_table(routers) -> list[tuple[re.Pattern[str], frozenset[str]]]:
+    """(path regex, methods) of every HTTP route of `routers` under API_PREFIX."""
+    from starlette.routing import compile_path
+
+    return [(compile_path(API_PREFIX + route.path)[0], frozenset(route.methods))
+            for router in routers for route in router.routes if getattr(route, "methods", None)]
+
+
+def _allowed(request: Request) -> str:
+    """The methods the request's path takes, for a 405's `Allow`: of every route whose path
+    matches (Starlette names only the first one's: `DELETE /jobs` said POST, not GET)."""
+    path = request.url.path
+    return ", ".join(sorted({m for regex, methods in request.app.state.methods if regex.match(path)
+                             for m in methods}))
+
+
+def _http_error(request: Request, exc: StarletteHTTPException) -> XceError:
+    """Starlette's and FastAPI's own HTTP errors in the API's error shape: 404 for a path
+    no route serves, 405 for a method the path does not take, 400 for a body FastAPI could
+    not read (JSON nested deeper than the parser goes, RecursionError)."""
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404:
+        hint = ("; a job ID is a positive integer" if request.url.path.startswith(f"{API_PREFIX}/jobs/") else "")
+        return NotFound(f"{where}: no such route in the XCE API{hint}; {API_PREFIX}/openapi.json lists them")
+    if exc.status_code == 405:
+        return MethodNotAllowed(f"{where}: this path does not take {request.method}; it takes "
+                                f"{_allowed(request) or 'nothing'}")
+    if exc.status_code == 400:
+        cause = exc.__cause__
+        why = ("it nests deeper than the parser goes" if isinstance(cause, RecursionError)
+               else f"{type(cause).__name__}: {cause}" if cause is not None else str(exc.detail))
+        return MalformedBody(f"the request body could not be read as JSON ({why}); {_SEND_JSON}")
+    err = XceError(f"{where}: {exc.detail}")
+    err.status = exc.status_code
+    return err
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
@@ -26,11 +82,11 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
         loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
         fld = ".".join(loc) or "body"
         typ = err.get("type", "")
-        if typ == "json_invalid":
-            return (f"the request body is not valid JSON ({err.get('ctx', {}).get('error', 'invalid')}); send one "
-                    f"JSON object with the fields the API documents", None)
         if typ == "extra_forbidden":
             unknown.append(fld)
+        elif not loc and err.get("loc", ())[:1] == ("body",):  # the body itself: a list, a string, ...
+            parts.append(("the request has no body" if typ == "missing" else
+                          "the request body must be a JSON object") + f"; {_SEND_JSON}")
         elif typ == "missing":
             parts.append(f"field {fld!r} is required")
         else:
@@ -88,9 +144,17 @@ def create_app(controller) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        msg, fld = _validation_message(exc)
-        err = InvalidRequest(msg, field=fld)
+        err = _not_json(exc)
+        if err is None:
+            msg, fld = _validation_message(exc)
+            err = InvalidRequest(msg, field=fld)
         return JSONResponse(err.to_body(), status_code=err.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        err = _http_error(request, exc)
+        headers = {"Allow": _allowed(request)} if exc.status_code == 405 else None
+        return JSONResponse(err.to_body(), status_code=err.status, headers=headers)
 
     app.add_middleware(_AnswerEveryError)
 
@@ -99,4 +163,14 @@ def create_app(controller) -> FastAPI:
     app.include_router(jobs.router, prefix=API_PREFIX)
     app.include_router(cluster.router, prefix=API_PREFIX)
     app.include_router(peers.router, prefix=API_PREFIX)
+    app.state.methods = _method_table((jobs.router, cluster.router))
+
+    fastapi_openapi = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            errors_as_json(fastapi_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app

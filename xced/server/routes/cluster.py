@@ -10,11 +10,12 @@ from xced.api.models import ApplyConfigRequest, ApplyConfigResult, AppList, Reco
 from xced.policy.rbac import Caller, require_admin
 from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import caller_of
+from xced.server.responses import BODY, errors
 
 router = APIRouter(route_class=StoreBusyRetryRoute)
 
 
-@router.get("/info", response_model=Info)
+@router.get("/info", response_model=Info, responses=errors())
 async def info(request: Request, caller: Caller = Depends(caller_of)) -> Info:
     ctl = request.app.state.controller
     s = ctl.config.settings
@@ -23,7 +24,7 @@ async def info(request: Request, caller: Caller = Depends(caller_of)) -> Info:
                 is_admin=caller.is_admin, topdir=str(ctl.topdir), daemon_user=ctl.daemon_user)
 
 
-@router.put("/config", response_model=ApplyConfigResult)
+@router.put("/config", response_model=ApplyConfigResult, responses=errors(BODY))
 async def apply_config(body: ApplyConfigRequest, request: Request,
                        caller: Caller = Depends(caller_of)) -> ApplyConfigResult:
     """CFG-3: parse the compiled config again with the strict models, check its hash and
@@ -35,7 +36,7 @@ async def apply_config(body: ApplyConfigRequest, request: Request,
     ctl = request.app.state.controller
     require_admin(caller, "apply a config")
     try:
-        cfg = ClusterConfig.model_validate(body.config)
+        cfg = ClusterConfig.model_validate(body.config, strict=True)  # no "4" for 4, no true for 1 (D-2)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
                              for err in e.errors()[:20])
@@ -48,7 +49,7 @@ async def apply_config(body: ApplyConfigRequest, request: Request,
     return ApplyConfigResult(**ctl.apply_config(cfg, caller))
 
 
-@router.post("/sim/record", response_model=RecordResult)
+@router.post("/sim/record", response_model=RecordResult, responses=errors(BODY, 409))
 async def sim_record(body: RecordRequest, request: Request, caller: Caller = Depends(caller_of)) -> RecordResult:
     """SIM-2: start or stop recording the scheduler's sessions (admins only)."""
     from xced.sim.recording import Recorder
@@ -71,7 +72,7 @@ async def sim_record(body: RecordRequest, request: Request, caller: Caller = Dep
     return RecordResult(path=rec.path, sessions=0)
 
 
-@router.get("/hosts", response_model=HostList)
+@router.get("/hosts", response_model=HostList, responses=errors())
 async def hosts(request: Request, _: Caller = Depends(caller_of)) -> HostList:
     ctl = request.app.state.controller
     return HostList(hosts=[
@@ -81,7 +82,7 @@ async def hosts(request: Request, _: Caller = Depends(caller_of)) -> HostList:
         for h in ctl.host_states()])
 
 
-@router.get("/queues", response_model=QueueList)
+@router.get("/queues", response_model=QueueList, responses=errors())
 async def queues(request: Request, _: Caller = Depends(caller_of)) -> QueueList:
     ctl = request.app.state.controller
     counts = ctl.queue_counts()
@@ -100,14 +101,14 @@ def _app_out(name: str, profile, default: str | None) -> AppOut:
                   profile=profile.model_dump(mode="json"))
 
 
-@router.get("/apps", response_model=AppList)
+@router.get("/apps", response_model=AppList, responses=errors())
 async def apps(request: Request, _: Caller = Depends(caller_of)) -> AppList:
     """Application profiles (PROF-9 v1: listing needs only cluster view)."""
     cfg = request.app.state.controller.config
     return AppList(apps=[_app_out(n, p, cfg.settings.default_application) for n, p in sorted(cfg.applications.items())])
 
 
-@router.get("/apps/{name}", response_model=AppOut)
+@router.get("/apps/{name}", response_model=AppOut, responses=errors(404))
 async def app_show(name: str, request: Request, _: Caller = Depends(caller_of)) -> AppOut:
     cfg = request.app.state.controller.config
     p = cfg.applications.get(name)

@@ -25,6 +25,7 @@ from xced.policy.rbac import Caller, may_control_job, may_view_env
 from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import caller_of, launch_peer
 from xced.server.convert import event_dict, job_dict, json_response
+from xced.server.responses import BODY, JOB, errors
 
 router = APIRouter(route_class=StoreBusyRetryRoute)
 
@@ -32,7 +33,7 @@ def _ctl(request: Request):
     return request.app.state.controller
 
 
-@router.post("/jobs", response_model=SubmitResponse)
+@router.post("/jobs", response_model=SubmitResponse, responses=errors(BODY))
 async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> SubmitResponse:
     job = _ctl(request).submit(body.model_dump(), caller)
     return SubmitResponse(job_id=job.id, name=job.name, queue=job.queue,
@@ -40,7 +41,7 @@ async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends
                           warnings=list(job.effective.warnings))
 
 
-@router.post("/jobs/dry-run", response_model=DryRun)
+@router.post("/jobs/dry-run", response_model=DryRun, responses=errors(BODY))
 async def dry_run(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> DryRun:
     """Validate and merge like a submit, record nothing (CLI-2 --dry-run)."""
     eff = _ctl(request).submit(body.model_dump(), caller, dry_run=True)
@@ -48,12 +49,12 @@ async def dry_run(body: SubmitRequest, request: Request, caller: Caller = Depend
     return DryRun(effective=eff, warnings=warnings)
 
 
-@router.get("/jobs/{job_id}/why", response_model=WhyOut)
+@router.get("/jobs/{job_id:int}/why", response_model=WhyOut, responses=errors(JOB))
 async def why(job_id: int, request: Request, _: Caller = Depends(caller_of), index: int | None = None) -> Response:
     return json_response(_ctl(request).why(job_id, index))
 
 
-@router.get("/jobs", response_model=JobList)
+@router.get("/jobs", response_model=JobList, responses=errors())
 async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
               user: str | None = Query(None, description="a user name or 'all'; default the caller"),
               queue: str | None = None,
@@ -64,18 +65,18 @@ async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
     return json_response({"jobs": [job_dict(job, elements=not job.is_array) for job in jobs]})
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut)
+@router.get("/jobs/{job_id:int}", response_model=JobOut, responses=errors(JOB))
 async def show_job(job_id: int, request: Request, caller: Caller = Depends(caller_of)) -> Response:
     job = _ctl(request).job(job_id)
     return json_response(job_dict(job, env=may_view_env(caller, job.user)))
 
 
-@router.get("/jobs/{job_id}/events", response_model=EventList)
+@router.get("/jobs/{job_id:int}/events", response_model=EventList, responses=errors(JOB))
 async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> Response:
     return json_response({"events": [event_dict(r) for r in _ctl(request).job_events(job_id)]})
 
 
-@router.get("/jobs/{job_id}/output", response_class=PlainTextResponse)
+@router.get("/jobs/{job_id:int}/output", response_class=PlainTextResponse, responses=errors(JOB))
 async def job_output(job_id: int, request: Request, caller: Caller = Depends(caller_of), index: int | None = None,
                stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
                max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
@@ -90,7 +91,7 @@ async def job_output(job_id: int, request: Request, caller: Caller = Depends(cal
     return PlainTextResponse(text)
 
 
-@router.get("/jobs/{job_id}/wait", response_model=JobOut)
+@router.get("/jobs/{job_id:int}/wait", response_model=JobOut, responses=errors(JOB))
 async def wait_job(job_id: int, request: Request, _: Caller = Depends(caller_of),
                    timeout: float = Query(30.0, ge=0, le=300), index: int | None = None) -> Response:
     job = await _ctl(request).wait(job_id, timeout, index)
@@ -110,11 +111,12 @@ def _action(name: str):
 
 
 for _name in ("kill", "stop", "resume", "requeue", "release"):
-    router.add_api_route(f"/jobs/{{job_id}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult)
+    router.add_api_route(f"/jobs/{{job_id:int}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult,
+                         responses=errors(BODY, JOB, 409))
 
 
 
-@router.post("/jobs/{job_id}/launch", response_model=LaunchResult)
+@router.post("/jobs/{job_id:int}/launch", response_model=LaunchResult, responses=errors(BODY, JOB, 409))
 async def launch_task(job_id: int, body: LaunchRequest, request: Request) -> LaunchResult:
     """Start a task on one of a running job's hosts and answer when it ends (JOB-7). With a
     token the caller proves it runs inside the job; on the Unix socket it must also run as
