@@ -2,13 +2,18 @@
 
 The correctness target is a published result: on KTH-SP2, FCFS with EASY backfilling on
 100 processors, average bounded slowdown 92.58 and average flow time 15,697 s (Gaussier,
-Glesser, Reis and Trystram, SC'15, pyss; see tests/data/README.md).
+Glesser, Reis and Trystram, SC'15, pyss; see tests/data/README.md). pyss runs a session
+per event; the simulator runs one per distinct time, as the daemon coalesces, and must
+stay within 1% of that result.
 """
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+import xced.sim.engine as engine
 from tests.conftest import DATA
 from xced.sim.engine import simulate
 from xced.sim.metrics import compute_metrics
@@ -60,3 +65,85 @@ def test_bad_policy_and_oversized_job():
         simulate([], 10, "sjf")
     with pytest.raises(ValueError, match="asks for 11 processors; the machine has 10"):
         simulate([J(1, 0, 11, 5, 5)], 10)
+    with pytest.raises(ValueError, match="asks for 0 processors; a job needs at least 1"):
+        simulate([J(1, 0, 0, 5, 5)], 10)
+
+
+def sessions_seen(monkeypatch) -> list[tuple[float, int]]:
+    """Every session the simulator runs from now on, as (time, pending jobs it was shown)."""
+    seen: list[tuple[float, int]] = []
+    real = engine.schedule
+
+    def counting(snapshot, now, **kw):
+        seen.append((now, len(snapshot.pending)))
+        return real(snapshot, now, **kw)
+
+    monkeypatch.setattr(engine, "schedule", counting)
+    return seen
+
+
+def test_one_session_per_distinct_time_at_which_something_can_change(monkeypatch):
+    """2 processors, six 1-processor jobs of 10 s at t=0 and a 2-processor job at t=5.
+    Something can change at 0 (submissions that fit), 10, 20 and 30 (two ends each). At 5
+    nothing can: the job submitted then cannot start (no processor is free). At 40 job 7
+    ends with nothing pending. One session per changing time; per event, one per end and
+    per submission that fits."""
+    jobs = [J(i, 0, 1, 10, 10) for i in range(1, 7)] + [J(7, 5, 2, 10, 10)]
+    seen = sessions_seen(monkeypatch)
+    for policy in ("easy", "fcfs"):
+        seen.clear()
+        r = simulate(jobs, 2, policy)
+        assert {o.job_id: o.start for o in r.outcomes} == {1: 0, 2: 0, 3: 10, 4: 10, 5: 20, 6: 20, 7: 30}
+        assert [t for t, _ in seen] == [0, 10, 20, 30] and r.sessions == 4
+        seen.clear()
+        r = simulate(jobs, 2, policy, per_event=True)
+        assert {o.job_id: o.start for o in r.outcomes} == {1: 0, 2: 0, 3: 10, 4: 10, 5: 20, 6: 20, 7: 30}
+        assert [t for t, _ in seen] == [0, 0, 10, 10, 20, 20, 30, 30] and r.sessions == 8
+
+
+def test_a_burst_runs_one_small_session_per_distinct_time(monkeypatch):
+    """2,000 jobs of 1 processor and 100 s submitted at t=0 on 8 processors: eight start at
+    each multiple of 100 s, one session at each of those 250 times, and no session is shown
+    more than the 2 x 8 + 1 jobs that can decide it, however deep the queue (shown the whole
+    queue, the first would see 2,000)."""
+    jobs = [J(i, 0, 1, 100, 100) for i in range(1, 2001)]
+    seen = sessions_seen(monkeypatch)
+    for policy in ("easy", "fcfs"):
+        seen.clear()
+        r = simulate(jobs, 8, policy)
+        assert {o.job_id: o.start for o in r.outcomes} == {i: (i - 1) // 8 * 100 for i in range(1, 2001)}
+        times = [t for t, _ in seen]
+        assert times == [k * 100 for k in range(250)] and r.sessions == 250
+        assert max(n for _, n in seen) <= 2 * 8 + 1
+
+
+def mixed_burst(n: int, seed: int) -> list[SimJob]:
+    """n jobs at t=0 of 1 to 16 processors and three requested times, run times below them."""
+    rnd = random.Random(seed)
+    jobs = []
+    for i in range(1, n + 1):
+        est = rnd.choice((60, 600, 3600))
+        jobs.append(J(i, 0, rnd.choice((1, 1, 2, 3, 4, 8, 16)), est, rnd.randint(1, est)))
+    return jobs
+
+
+def per_job(result) -> dict[int, tuple[float, float]]:
+    return {o.job_id: (o.start, o.end) for o in result.outcomes}
+
+
+@pytest.mark.parametrize("policy", ["easy", "fcfs"])
+def test_a_burst_ends_with_the_per_job_results_of_sessions_shown_the_whole_queue(policy):
+    """Sessions are shown only the part of the queue that decides them (xced.sim.engine): a
+    mixed burst of 600 jobs on 16 processors gets every job's start and end exactly as
+    sessions shown every pending job give them, with as many sessions, in both modes; so
+    does the same burst spread over time, and the first 3,000 jobs of KTH-SP2."""
+    jobs = mixed_burst(600, seed=3)
+    spread = [J(j.job_id, 30 * i, j.procs, j.estimate_s, j.duration_s) for i, j in enumerate(jobs)]
+    for js in (jobs, spread):
+        for per_event in (False, True):
+            got = simulate(js, 16, policy, per_event=per_event)
+            want = simulate(js, 16, policy, per_event=per_event, full_queue=True)
+            assert len(got.outcomes) == 600 and per_job(got) == per_job(want)
+            assert got.sessions == want.sessions
+    kth = read_swf(KTH).jobs[:3000]
+    assert per_job(simulate(kth, 100, policy)) == per_job(simulate(kth, 100, policy, full_queue=True))

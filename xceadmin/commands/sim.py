@@ -42,8 +42,10 @@ def run(
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE.png",  # noqa: UP007
                                                 help="Also draw queue length, utilisation and waits to FILE.",
                                                 show_default=False)] = None,
-    per_time: Annotated[bool, typer.Option("--per-time", help="One session per distinct time (as the daemon "
-                                           "coalesces events), not one per event (as pyss).")] = False,
+    per_time: Annotated[bool, typer.Option("--per-time/--per-event",
+                                           help="One session per distinct time at which something can change "
+                                                "(as the daemon coalesces events), or one per event (as pyss).")
+                        ] = True,
     no_estimate: Annotated[str, typer.Option("--no-estimate", metavar="drop|run-time",
                                              help="Jobs with no requested time: drop them (the published rule), "
                                                   "or use their run time as their estimate (e.g. lublin_256.swf, "

@@ -10,13 +10,29 @@ lost by pooling them). Each job's run limit is its requested time (the estimate 
 uses, SCHED-1) and it runs for its duration (run time clamped to the estimate, so no
 job outlives its estimate).
 
-Events, as the published simulators order them (pyss): at one time, job ends come
-before submissions; after each end a session runs; after each submission a session
-runs when the new job could start on the free processors (if it cannot, no decision
-can change: nothing was freed, and a job that cannot start cannot backfill). With
-`per_event=False` all events of one time are taken first and one session follows, as
-the daemon's coalescing delay does (again only when an end or a submission that could
-start happened at that time).
+Sessions. By default all events of one time (job ends and submissions) are taken first
+and one session follows, as the daemon's coalescing delay (`sched_delay`) does; it runs
+only when something can change then: an end (processors were freed) or a submission
+that could start on the free processors (a job that cannot start cannot backfill, and a
+new job is last in the queue, so it changes no other decision). With
+`per_event=True` the events are taken as the published simulators order them (pyss): at
+one time, job ends before submissions, a session after each end and after each
+submission that could start.
+
+What a session is shown. A session reads the pending jobs in the scheduler's order
+(SCHED-1: submit time, then job ID; the simulator has one queue) and decides each job
+from what the jobs before it took, so a session over a part of the queue decides the
+jobs of that part as a session over the whole queue does, provided the part holds every
+job that could start or become the blocked head. With F processors free, at most F jobs
+start (each takes at least one), so the head is among the first F + 1 jobs. Jobs of one
+class (same processors, same run limit) are decided alike within a session, and what is
+free and what the head's reservation spares only shrink as the session goes on, so once
+one job of a class does not start no later one does, and at most F // procs of the class
+start. The session is therefore shown the first F + 1 jobs and the first F // procs jobs
+of each class with at most F processors: at most a few hundred jobs on a small machine
+however deep the queue, so a burst of 10,000 submissions costs about what the same jobs
+cost spread out. `full_queue=True` shows every session the whole queue (the plain
+definition; quadratic on bursts), the reference the tests compare the two with.
 
 Policies: `"easy"` (FCFS with EASY backfilling: the queue's `backfill: true`) and
 `"fcfs"` (strict first come, first served).
@@ -25,6 +41,7 @@ Policies: `"easy"` (FCFS with EASY backfilling: the queue's `backfill: true`) an
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Sequence
 
@@ -43,7 +60,7 @@ _MEM_MB = 1 << 40  # the traces say nothing about memory: never the constraint
 
 @dataclass(slots=True)
 class SimResult:
-    """What a replay produced: one JobOutcome per job (in start order), the number of
+    """What a replay produced: one JobOutcome per job (in end order), the number of
     scheduling sessions run, and the simulated time span (first submit, last end), s."""
 
     outcomes: list[JobOutcome] = field(default_factory=list)
@@ -52,25 +69,79 @@ class SimResult:
     last_end: float = 0.0
 
 
-def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy", "fcfs"] = "easy", *,
-             per_event: bool = True, progress: Callable[[int], None] | None = None) -> SimResult:
-    """Replay `jobs` (sorted by submit time) on `machine_procs` processors with `policy`.
+class _Queue:
+    """The pending jobs in the scheduler's order (submit time, then position in `jobs`,
+    which is the snapshot's job ID), all of them and by class (processors, run limit), as
+    sorted lists of (submit, position): appends in event order, removals by bisection."""
 
-    Returns a SimResult. `progress(n)` is called now and then with the number of jobs
-    finished so far. Raises ValueError for an unknown policy, or a job that asks for more
-    processors than the machine has (the SWF reader drops those, SIM-1).
+    __slots__ = ("snaps", "order", "classes")
+
+    def __init__(self) -> None:
+        self.snaps: dict[int, JobSnap] = {}
+        self.order: list[tuple[float, int]] = []
+        #: processors -> run limit -> the class's jobs, in order
+        self.classes: dict[int, dict[float, list[tuple[float, int]]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.snaps)
+
+    def add(self, pos: int, snap: JobSnap) -> None:
+        key = (snap.submit_time, pos)
+        self.snaps[pos] = snap
+        self.order.append(key)  # submissions arrive in (time, position) order: still sorted
+        self.classes.setdefault(snap.ntasks_min, {}).setdefault(snap.run_limit_s, []).append(key)
+
+    def remove(self, pos: int) -> None:
+        snap = self.snaps.pop(pos)
+        key = (snap.submit_time, pos)
+        del self.order[bisect_left(self.order, key)]
+        group = self.classes[snap.ntasks_min]
+        members = group[snap.run_limit_s]
+        del members[bisect_left(members, key)]
+        if not members:
+            del group[snap.run_limit_s]
+            if not group:
+                del self.classes[snap.ntasks_min]
+
+    def window(self, free: int) -> list[JobSnap]:
+        """The jobs a session with `free` processors free must see to decide as it would
+        over the whole queue (the rule in the module docstring), in order."""
+        keys = set(self.order[:free + 1])
+        for procs, group in self.classes.items():
+            if procs <= free:
+                n = free // procs
+                for members in group.values():
+                    keys.update(members[:n])
+        return [self.snaps[pos] for _, pos in sorted(keys)]
+
+
+def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy", "fcfs"] = "easy", *,
+             per_event: bool = False, full_queue: bool = False,
+             progress: Callable[[int], None] | None = None) -> SimResult:
+    """Replay `jobs` (sorted by submit time, s) on `machine_procs` processors with `policy`.
+
+    Returns a SimResult. By default one session runs per distinct event time at which
+    something can change (an end, or a submission that could start); `per_event=True`
+    runs one after each end and each submission that could start (pyss's order: ends
+    first). `full_queue=True` shows each session every pending job instead of the part
+    that decides it (same decisions, slower; see the module docstring). `progress(n)` is
+    called now and then with the number of jobs finished so far. Raises ValueError for an
+    unknown policy, or a job that asks for fewer than 1 or more processors than the
+    machine has (the SWF reader drops those, SIM-1).
     """
     if policy not in ("easy", "fcfs"):
         raise ValueError(f"policy {policy!r}: valid policies are easy (FCFS with EASY backfilling) and fcfs")
     for j in jobs:
         if j.procs > machine_procs:
             raise ValueError(f"job {j.job_id} asks for {j.procs} processors; the machine has {machine_procs}")
+        if j.procs < 1:
+            raise ValueError(f"job {j.job_id} asks for {j.procs} processors; a job needs at least 1")
     queues = [QueueSnap(QUEUE, 0, 0, None, policy == "easy")]
     events: list[tuple[float, int, int, int]] = []  # (time, kind, seq, job position)
     for pos, j in enumerate(jobs):
         events.append((float(j.submit), _SUBMIT, pos, pos))
     heapq.heapify(events)
-    pending: dict[int, JobSnap] = {}  # position -> snapshot, in submit order (dicts keep insertion order)
+    pending = _Queue()
     running: dict[int, RunSnap] = {}
     started: dict[int, float] = {}
     free = machine_procs
@@ -82,13 +153,14 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
         nonlocal free, seq
         if not pending:
             return
-        snap = Snapshot([HostSupply(HOST, machine_procs, free, _MEM_MB, _MEM_MB)], queues, list(pending.values()),
+        shown = list(pending.snaps.values()) if full_queue else pending.window(free)
+        snap = Snapshot([HostSupply(HOST, machine_procs, free, _MEM_MB, _MEM_MB)], queues, shown,
                         {}, list(running.values()))
         out = schedule(snap, now, explain=False)
         result.sessions += 1
         for d in out.dispatches:
             pos = d.job_id  # the snapshot's job ID is the job's position in `jobs`
-            pending.pop(pos)
+            pending.remove(pos)
             j = jobs[pos]
             free -= d.ntasks
             started[pos] = now
@@ -96,7 +168,7 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
             seq += 1
             heapq.heappush(events, (now + j.duration_s, _END, seq, pos))
 
-    changed = False  # per_event=False: did an end, or a submission that fits, happen at this time?
+    changed = False  # one session per time: did an end, or a submission that fits, happen at this time?
     while events:
         now, kind, _, pos = heapq.heappop(events)
         j = jobs[pos]
@@ -112,7 +184,7 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
             else:
                 changed = True
         else:
-            pending[pos] = JobSnap(pos, 0, QUEUE, float(j.submit), j.procs, j.procs, run_limit_s=j.estimate_s)
+            pending.add(pos, JobSnap(pos, 0, QUEUE, float(j.submit), j.procs, j.procs, run_limit_s=j.estimate_s))
             if per_event:
                 if j.procs <= free:
                     session(now)
@@ -127,4 +199,3 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
         result.first_submit = min(o.submit for o in result.outcomes)
         result.last_end = max(o.end for o in result.outcomes)
     return result
-
