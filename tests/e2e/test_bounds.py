@@ -1,0 +1,83 @@
+"""End to end: every request is bounded in size and in the work it can cause (D-8, issue 11
+item 7). A real xced on its Unix socket: what is over a cap is refused with one line naming
+the cap, the connection is never dropped, and the daemon answers the next request."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import XCECLI, Daemon, write_config
+from xced.api.client import Client, _UnixConnection
+from xced.api.errors import PayloadTooLarge
+from xced.model.units import MAX_REQUEST_BYTES
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _socket(d: Daemon) -> str:
+    return str(d.top / "run" / "xced.sock")
+
+
+def _jobs(d: Daemon) -> list[dict]:
+    return json.loads(d.cli("api", "GET", "/jobs?user=all&all=true", check=True).stdout)["jobs"]
+
+
+def test_a_submit_over_the_body_limit_is_one_line_naming_the_limit(shared_daemon, tmp_path):
+    """An environment of more than MAX_REQUEST_BYTES: xcecli submit exits 1 with the 413's
+    message naming the limit, nothing is submitted, and the daemon serves on."""
+    d = shared_daemon
+    before = len(_jobs(d))
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    env.pop("XCE_SOCKET", None)
+    env.pop("XCE_TEST_USER", None)
+    for i in range(12):  # 12 variables of 100 KB: over 1 MiB together (execve takes each under 128 KiB)
+        env[f"BIG_{i}"] = "x" * 100_000
+    r = subprocess.run([XCECLI, "submit", "--", "true"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=60)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "the API server reads at most 1 MiB (MAX_REQUEST_BYTES" in r.stderr, r.stderr
+    assert len(_jobs(d)) == before
+    assert d.submit("--", "true", cwd=tmp_path) > 0
+
+
+def test_an_over_size_body_gets_413_in_the_api_shape_and_the_connection_stays(shared_daemon):
+    """413 `too_large` in the API's error shape, by Content-Length and for a chunked body,
+    and the same connection then answers the next request (never a dropped connection)."""
+    body = json.dumps({"argv": ["true"], "cwd": "/tmp", "env": {"X": "y" * MAX_REQUEST_BYTES}}).encode()
+    conn = _UnixConnection(_socket(shared_daemon), 30)
+    try:
+        conn.request("POST", "/xce/v1/jobs", body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        answer = json.loads(resp.read())
+        assert resp.status == 413 and not resp.will_close
+        assert answer["error"]["code"] == "too_large"
+        assert f"the request body is {len(body)} bytes" in answer["error"]["message"]
+
+        conn.putrequest("POST", "/xce/v1/jobs/dry-run")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        for i in range(0, len(body), 1 << 16):
+            chunk = body[i:i + (1 << 16)]
+            conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        conn.send(b"0\r\n\r\n")
+        resp = conn.getresponse()
+        answer = json.loads(resp.read())
+        assert resp.status == 413 and answer["error"]["code"] == "too_large", answer
+        assert "more than 1048576 bytes" in answer["error"]["message"]
+
+        small = json.dumps({"argv": ["true"], "cwd": "/tmp"}).encode()
+        conn.request("POST", "/xce/v1/jobs/dry-run", body=small, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and json.loads(resp.read())["effective"]["ntasks_min"] == 1
+    finally:
+        conn.close()
+    # the client's typed error, exit code 1 (bad input)
+    with Client(_socket(shared_daemon)) as c, pytest.raises(PayloadTooLarge) as info:
+        c.request("POST", "/jobs/dry-run", json={"argv": ["true"], "cwd": "/tmp", "exdata": {"meta": "m" * (2 << 20)}})
+    assert info.value.exit_code == 1 and info.value.status == 413
