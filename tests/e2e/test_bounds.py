@@ -81,3 +81,29 @@ def test_an_over_size_body_gets_413_in_the_api_shape_and_the_connection_stays(sh
     with Client(_socket(shared_daemon)) as c, pytest.raises(PayloadTooLarge) as info:
         c.request("POST", "/jobs/dry-run", json={"argv": ["true"], "cwd": "/tmp", "exdata": {"meta": "m" * (2 << 20)}})
     assert info.value.exit_code == 1 and info.value.status == 413
+
+
+def test_an_array_over_max_array_size_is_refused_naming_the_setting(topdir, tmp_path):
+    """JOB-4, D-8: the array cap is xce.yaml's max_array_size (LSF MAX_JOB_ARRAY_SIZE,
+    default 1000); an admin may raise it."""
+    write_config(topdir)
+    d = Daemon(topdir).start()
+    try:
+        r = d.cli("submit", "-J", "x[1-1001]", "--", "true", cwd=tmp_path)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert "1001 indices, more than the 1000 an array may have on this cluster (max_array_size in xce.yaml" \
+            in r.stderr
+        r = d.cli("submit", "--dry-run", "--json", "-J", "x[1-1000]%1000", "--", "true", cwd=tmp_path, check=True)
+        assert json.loads(r.stdout)["effective"]["array_size"] == 1000
+    finally:
+        d.stop()
+    with open(topdir / "config" / "xce.yaml", "a") as f:
+        f.write("max_array_size: 5000\n")
+    d = Daemon(topdir).start()
+    try:
+        r = d.cli("submit", "--dry-run", "--json", "-J", "x[1-5000]", "--", "true", cwd=tmp_path, check=True)
+        assert json.loads(r.stdout)["effective"]["array_size"] == 5000
+        r = d.cli("submit", "-J", "x[1-2000,3000-6000]", "--", "true", cwd=tmp_path)
+        assert r.returncode == 1 and "5001 indices, more than the 5000" in r.stderr, r.stderr
+    finally:
+        d.stop()

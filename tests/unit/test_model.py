@@ -23,11 +23,33 @@ def test_array_specs():
 @pytest.mark.parametrize("bad,needle", [
     ("x[5-1]", "ends before it starts"), ("x[]", "empty index list"), ("x[0-3]", "indices start at 1"),
     ("x[1-4:0]", "step 0"), ("x[1-4]%0", "limit '0'"), ("x[a]", "bad index range"), ("x%3", "only valid after"),
-    ("x[1-4", "not a valid array"), ("x[1-2000000]", "more than"),
+    ("x[1-4", "not a valid array"), ("x[1-2000000]", "2000000 indices, more than the 1000"),
+    ("x[" + "9" * 5000 + "]", "indices go up to 2147483646"), ("x[1-3]%" + "9" * 5000, "is invalid"),
 ])
 def test_bad_array_specs(bad, needle):
-    with pytest.raises(ArraySpecError, match=needle.replace("[", r"\[")):
+    with pytest.raises(ArraySpecError, match=needle.replace("[", r"\[")) as info:
         parse_job_name(bad)
+    assert len(str(info.value)) < 300 and "\n" not in str(info.value)  # one short line, even for a long -J
+
+
+def test_array_size_cap_names_the_setting_and_bounds_the_work():
+    """JOB-4, D-8: at most `max_size` indices (the cluster's max_array_size, LSF
+    MAX_JOB_ARRAY_SIZE, default 1000), counted from the ranges before any is expanded, so a
+    spec listing a billion indices is refused without building them; an index listed twice
+    counts twice; %limit is at most the cap too."""
+    assert len(parse_job_name("x[1-1000]")[1].indices) == 1000
+    with pytest.raises(ArraySpecError, match=r"1001 indices, more than the 1000 .*max_array_size in xce.yaml"):
+        parse_job_name("x[1-1001]")
+    with pytest.raises(ArraySpecError, match="1200 indices"):
+        parse_job_name("x[1-600,1-600]")
+    with pytest.raises(ArraySpecError, match="2147483646 indices, more than the 5000"):
+        parse_job_name("x[1-2147483646]", 5000)
+    with pytest.raises(ArraySpecError, match=r"limit '1001' is invalid; expected %N with 1 <= N <= 1000"):
+        parse_job_name("x[1-10]%1001")
+    assert parse_job_name("x[1-5000]%5000", 5000)[1].limit == 5000
+    # many small ranges: the total listed is what counts
+    with pytest.raises(ArraySpecError, match="more than the 1000"):
+        parse_job_name("x[" + ",".join(["1-1000"] * 300) + "]")
 
 
 def test_job_refs():

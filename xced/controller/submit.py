@@ -161,12 +161,13 @@ def _submit_resreq(texts: list[str], nmin: int | None, nmax: int | None):
     return resreq, total, total
 
 
-def _job_name(text: str | None):
-    """(name, ArraySpec or None) of a -J value (JOB-4). Raises InvalidRequest."""
+def _job_name(text: str | None, max_array_size: int):
+    """(name, ArraySpec or None) of a -J value (JOB-4), an array of at most the cluster's
+    max_array_size elements (D-8). Raises InvalidRequest."""
     if text is None:
         return None, None
     try:
-        return parse_job_name(text)
+        return parse_job_name(text, max_array_size)
     except ArraySpecError as e:
         raise InvalidRequest(str(e), field="name") from None
 
@@ -214,7 +215,7 @@ class SubmitMixin:
             raise InvalidRequest(str(e), field="app") from None
         self._check_can_start(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
         _check_cwd(req.get("cwd") or "")
-        name, array = _job_name(req.get("name"))
+        name, array = _job_name(req.get("name"), self.config.settings.max_array_size)
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
         dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None
         spec = self._spec(req, caller, job_env, texts, app, own_hooks, job_values, array, dependency)
