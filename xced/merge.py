@@ -53,7 +53,7 @@ from xced.model.profile import (
     export_name,
 )
 from xced.resreq import (
-    Binary,
+    BoolOp,
     Expr,
     OrderKey,
     Part,
@@ -164,7 +164,7 @@ def _and(profile_sel: Expr | None, job_sel: Expr | None) -> Expr | None:
         return job_sel
     if job_sel is None:
         return profile_sel
-    return Binary("&&", profile_sel, job_sel)
+    return BoolOp("&&", (profile_sel, job_sel))
 
 
 def _select_into_parts(req: ResReq, sel: Expr) -> ResReq:

@@ -107,3 +107,25 @@ def test_an_array_over_max_array_size_is_refused_naming_the_setting(topdir, tmp_
         assert r.returncode == 1 and "5001 indices, more than the 5000" in r.stderr, r.stderr
     finally:
         d.stop()
+
+
+def test_a_long_flat_select_is_taken_and_the_caps_are_named_with_the_column(shared_daemon, tmp_path):
+    """RES-1, D-8: `-R "select[a||b||...]"` of hundreds of terms is a request like any other
+    (it failed "too deep" at about 200); a request over the term cap or the depth cap is
+    refused with the cap's name and the column."""
+    d = shared_daemon
+    chain = " || ".join(f"hname == n{i}" for i in range(300)) + " || hname == h1"
+    r = d.cli("submit", "--dry-run", "--json", "-R", f"select[{chain}]", "--", "true", cwd=tmp_path, check=True)
+    assert json.loads(r.stdout)["effective"]["resreq"]["select"] == chain
+    jid = d.submit("-R", f"select[{chain}]", "--", "true", cwd=tmp_path)
+    assert d.wait_state(jid, ("DONE",))["state"] == "DONE"
+
+    terms = "rusage[" + ":".join(f"r{i}=1" for i in range(1001)) + "]"
+    r = d.cli("submit", "-R", terms, "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert f"column {terms.index('r1000=') + 1}: more than 1000 terms (MAX_RESREQ_TERMS" in r.stderr, r.stderr
+
+    deep = "select[" + "(" * 40 + "slots > 0" + ")" * 40 + "]"
+    r = d.cli("submit", "-R", deep, "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "nested more than 32 levels deep (MAX_SELECT_DEPTH" in r.stderr, r.stderr
+    assert f"column {len('select[') + 32}:" in r.stderr

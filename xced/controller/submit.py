@@ -19,20 +19,16 @@ from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, merge_job
 from xced.model.units import MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
-from xced.resreq import ResReqError, merge, parse, render, to_json
+from xced.resreq import ResReqError, parse_job, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 
 S = JobState
 
 
-_NO_RESREQ = parse("")
-
-
 def effective_resreq(texts: list[str]):
     """The job's effective requirement: its `-R` strings parsed and merged as LSF merges
-    them (RES-1). Raises ResReqError."""
-    parts = [parse(t) for t in texts if t.strip()]
-    return merge(parts) if parts else _NO_RESREQ
+    them (RES-1), held to the request caps (D-8, xced.resreq.parse_job). Raises ResReqError."""
+    return parse_job(texts)
 
 
 #: the job's own limits as exdata's `limits` carries them (MERGE-4): name -> (lowest, highest),

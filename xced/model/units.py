@@ -102,9 +102,9 @@ MAX_RESREQ_STRINGS = 64
 #: compound (`N*{...} + ...`) or alternative (`{...} || {...}`) requirement: the planner
 #: tries each in turn for every pending job in every session
 MAX_RESREQ_ALTERNATIVES = 32
-#: the deepest nesting of a select expression a user or admin writes: each '(' and each
-#: '!' or '-' prefix is a level, each arithmetic or comparison operator is one (a chain
-#: `a + b + c` is two), and a chain of && or || is one level however long
+#: the deepest nesting of a select expression a user or admin writes: a value is one
+#: level, each '(', '!' or '-' prefix and each arithmetic or comparison operator around it
+#: adds one (`a + b + c` is three), and a chain of && or || adds one however long
 MAX_SELECT_DEPTH = 32
 #: a -w dependency expression (JOB-5): its length in characters, its conditions and its
 #: nesting of '(' and '!'
