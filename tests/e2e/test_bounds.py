@@ -112,7 +112,7 @@ def test_an_array_over_max_array_size_is_refused_naming_the_setting(topdir, tmp_
 def test_a_long_flat_select_is_taken_and_the_caps_are_named_with_the_column(shared_daemon, tmp_path):
     """RES-1, D-8: `-R "select[a||b||...]"` of hundreds of terms is a request like any other
     (it failed "too deep" at about 200); a request over the term cap or the depth cap is
-    refused with the cap's name and the column."""
+    refused with the cap's name and the column; so is a -w over its condition cap."""
     d = shared_daemon
     chain = " || ".join(f"hname == n{i}" for i in range(300)) + " || hname == h1"
     r = d.cli("submit", "--dry-run", "--json", "-R", f"select[{chain}]", "--", "true", cwd=tmp_path, check=True)
@@ -129,3 +129,6 @@ def test_a_long_flat_select_is_taken_and_the_caps_are_named_with_the_column(shar
     r = d.cli("submit", "-R", deep, "--", "true", cwd=tmp_path)
     assert r.returncode == 1 and "nested more than 32 levels deep (MAX_SELECT_DEPTH" in r.stderr, r.stderr
     assert f"column {len('select[') + 32}:" in r.stderr
+
+    r = d.cli("submit", "-w", "||".join(["1"] * 1001), "--", "true", cwd=tmp_path)
+    assert r.returncode == 1 and "more than 1000 conditions" in r.stderr and "MAX_DEPENDENCY_CONDITIONS" in r.stderr
