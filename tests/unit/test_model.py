@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xced.model.jobs import ArraySpecError, JobState, format_job_ref, parse_job_name, parse_job_ref
 from xced.model.state import StartInfo, TaskSpec
@@ -93,3 +95,35 @@ def test_element_and_task_environments_are_built_in_one_place():
     assert "XCE_JOB_TOKEN" not in tenv and "XCE_SOCKET" not in tenv and tenv["XCE_CONTROLLER"] == "tcp://c:1"
     assert tenv["XCE_HOST_NTASKS"] == "1" and tenv["XCE_JOB_HOST_DIR"] == "/j" and tenv["XCE_TASK_ID"] == "3"
     assert tenv["LSB_DJOB_HOSTFILE"] == "/j/hostfile" and tenv["MODE"] == "profile"
+
+
+_NUMBERS = st.one_of(st.integers(0, 3000), st.integers(0, 10**12), st.just(2_147_483_646), st.just(2_147_483_647),
+                     st.text("0123456789", min_size=1, max_size=60).map(int))
+_RANGES = st.one_of(
+    _NUMBERS.map(str),
+    st.tuples(_NUMBERS, _NUMBERS).map(lambda t: f"{t[0]}-{t[1]}"),
+    st.tuples(_NUMBERS, _NUMBERS, _NUMBERS).map(lambda t: f"{t[0]}-{t[1]}:{t[2]}"),
+    st.text("0123456789-:, x", max_size=12),
+)
+
+
+@settings(deadline=None, database=None, max_examples=200)
+@given(st.lists(_RANGES, min_size=1, max_size=300), st.one_of(st.none(), _NUMBERS.map(str), st.text(max_size=5)),
+       st.sampled_from([1, 10, 1000, 1_000_000]))
+def test_generated_array_specs_parse_within_the_cap_or_are_refused(ranges, limit, cap):
+    """JOB-4, D-8: any index list (huge numbers, a thousand-digit index, hundreds of ranges,
+    garbage) gives an ArraySpec of at most `cap` indices that are exactly the ones listed,
+    or an ArraySpecError; nothing else, and never more than `cap` indices built."""
+    text = "x[" + ",".join(ranges) + "]" + (f"%{limit}" if limit is not None else "")
+    try:
+        _, spec = parse_job_name(text, cap)
+    except ArraySpecError as e:
+        assert "\n" not in str(e) and len(str(e)) < 400
+        return
+    want: set[int] = set()
+    for part in ranges:
+        a, _, rest = part.strip().partition("-")
+        b, _, step = rest.partition(":")
+        want.update(range(int(a), int(b or a) + 1, int(step or 1)))
+    assert spec.indices == tuple(sorted(want)) and 1 <= len(spec.indices) <= cap
+    assert spec.limit is None or 1 <= spec.limit <= cap
