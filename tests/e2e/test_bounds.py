@@ -132,3 +132,18 @@ def test_a_long_flat_select_is_taken_and_the_caps_are_named_with_the_column(shar
 
     r = d.cli("submit", "-w", "||".join(["1"] * 1001), "--", "true", cwd=tmp_path)
     assert r.returncode == 1 and "more than 1000 conditions" in r.stderr and "MAX_DEPENDENCY_CONDITIONS" in r.stderr
+
+
+def test_many_tiny_environment_variables_are_refused_naming_the_count(shared_daemon, tmp_path):
+    """D-8: more than MAX_ENV_VARS variables (a megabyte of tiny ones costs the daemon ten
+    times a megabyte of long ones) is refused in one line saying at most how many."""
+    from xced.model.units import MAX_ENV_VARS
+
+    env = {**os.environ, "XCE_TOPDIR": str(shared_daemon.top)}
+    env.pop("XCE_SOCKET", None)
+    env.pop("XCE_TEST_USER", None)
+    env.update({f"T{i}": "1" for i in range(MAX_ENV_VARS)})
+    r = subprocess.run([XCECLI, "submit", "--", "true"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=60)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"field 'env': Dictionary should have at most {MAX_ENV_VARS} items" in r.stderr, r.stderr

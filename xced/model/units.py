@@ -20,7 +20,10 @@ __all__ = [
     "MAX_DEPENDENCY_CONDITIONS",
     "MAX_DEPENDENCY_DEPTH",
     "MAX_DEPENDENCY_LENGTH",
+    "MAX_APP_PARAMS",
+    "MAX_ENV_VARS",
     "MAX_EXDATA_DEPTH",
+    "MAX_EXDATA_ITEMS",
     "MAX_REQUEST_BYTES",
     "MAX_RESREQ_ALTERNATIVES",
     "MAX_RESREQ_STRINGS",
@@ -119,8 +122,15 @@ DEFAULT_MAX_ARRAY_SIZE = 1000
 MAX_ARRAY_SIZE_SETTING = 1_000_000
 MAX_ARRAY_INDEX = 2_147_483_646
 #: the JSON side record of a submit (exdata, MERGE-4): deepest nesting of objects and
-#: arrays (the store writes it as JSON, whose encoder recurses)
+#: arrays (the store writes it as JSON, whose encoder recurses), and the most values in it
+#: (each key, value and array element counts one)
 MAX_EXDATA_DEPTH = 32
+MAX_EXDATA_ITEMS = 4096
+#: the most variables in a submit's environment (a login shell has a few hundred), and the
+#: most --app-param values: a megabyte of tiny entries costs the daemon far more than a
+#: megabyte of a few long ones
+MAX_ENV_VARS = 4096
+MAX_APP_PARAMS = 256
 
 #: names of clusters, queues and hosts (CFG-2)
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
