@@ -83,6 +83,32 @@ def test_an_over_size_body_gets_413_in_the_api_shape_and_the_connection_stays(sh
     assert info.value.exit_code == 1 and info.value.status == 413
 
 
+def test_only_an_admin_may_send_a_config_larger_than_the_body_limit(shared_daemon):
+    """`xceadmin build --apply` of a large cluster may send up to MAX_CONFIG_REQUEST_BYTES,
+    but only an admin's request gets past MAX_REQUEST_BYTES: anyone else's is refused
+    unread, so nobody else can make the daemon parse more than that."""
+    from xced.model.units import MAX_CONFIG_REQUEST_BYTES
+
+    hosts = [{"name": f"n{i}", "slots": 1, "memory_mb": 1} for i in range(40_000)]
+    body = json.dumps({"config": {"hosts": hosts}, "hash": "0" * 64}).encode()
+    assert MAX_REQUEST_BYTES < len(body) < MAX_CONFIG_REQUEST_BYTES
+    conn = _UnixConnection(_socket(shared_daemon), 30)
+    try:
+        for user, status in (("alice", 413), ("admin", 422)):
+            conn.request("PUT", "/xce/v1/config", body=body,
+                         headers={"Content-Type": "application/json", "X-XCE-As-User": user})
+            resp = conn.getresponse()
+            msg = json.loads(resp.read())["error"]["message"]
+            assert resp.status == status, (user, msg)
+        # the admin's got through the limit to the config checks, which refuse this one
+        assert "the daemon refused the config, nothing was applied" in msg
+    finally:
+        conn.close()
+    with Client(_socket(shared_daemon), as_user="alice") as c, pytest.raises(PayloadTooLarge) as info:
+        c.request("PUT", "/config", json={"config": {"hosts": hosts}, "hash": "0" * 64})
+    assert "a cluster admin may send up to 8 MiB here (MAX_CONFIG_REQUEST_BYTES)" in info.value.message
+
+
 def test_an_array_over_max_array_size_is_refused_naming_the_setting(topdir, tmp_path):
     """JOB-4, D-8: the array cap is xce.yaml's max_array_size (LSF MAX_JOB_ARRAY_SIZE,
     default 1000); an admin may raise it."""

@@ -92,8 +92,9 @@ MAX_DISPATCH_FAILURES = 1000
 #: `too_large` (xced.api.errors.PayloadTooLarge) and never parsed. 1 MiB holds a job's
 #: environment many times over (execve itself takes at most ~2 MiB of argv and env on Linux).
 MAX_REQUEST_BYTES = 1 << 20
-#: the largest body of `PUT /config` (`xceadmin build --apply`), bytes: a compiled config of
-#: tens of thousands of hosts fits
+#: the largest body of a cluster admin's `PUT /config` (`xceadmin build --apply`), bytes: a
+#: compiled config of tens of thousands of hosts fits (anyone else's is held to
+#: MAX_REQUEST_BYTES, so only an admin can make the daemon parse more)
 MAX_CONFIG_REQUEST_BYTES = 8 << 20
 #: the most terms in one job's resource requirement, all its -R strings together: each
 #: select operand (a name, number, string or defined()), rusage item, order key, same name
