@@ -19,7 +19,8 @@ xce.yaml
     default_application, default_project, default_queue (a queue of
     queues.yaml), listen {host, port (0..65535 or null)}, kill_interval (> 0),
     limit_grace (> 0), sched_delay (0..0.010), store_busy_timeout (> 0),
-    max_dispatch_failures (1..1000), max_array_size (1..1000000, default 1000),
+    max_dispatch_failures (1..1000), launch_timeout (> 0), max_array_size
+    (1..1000000, default 1000),
     presets_dir
 queues.yaml
     queues: list of {name (required), priority, description, max_tasks (>= 1),
