@@ -132,6 +132,24 @@ def test_deep_nesting_is_capped_naming_the_cap_and_the_column(kind):
     assert f"nested more than {MAX_PARSE_DEPTH} levels deep (MAX_PARSE_DEPTH" in str(err)
 
 
+@pytest.mark.parametrize("opener", ["(", "!(", "-("])
+def test_a_parenthesis_or_prefix_around_a_deep_operand_counts_too(opener):
+    """`(` and `!` are checked on the way in and, around an operand that is deep already
+    (a chain, an operator), on the way out: `((...(a || a)...))` one level past the cap is
+    refused at the `(` or `!` that passes it (hypothesis found it accepted)."""
+    closers = ")" * opener.count("(")
+    for n in range(1, MAX_SELECT_DEPTH):
+        text = f"select[{opener * n}a || a{closers * n}]"
+        levels = 2 + n * len(opener)
+        if levels <= MAX_SELECT_DEPTH:
+            parse(text, capped=True)
+            continue
+        err = refused(text)
+        assert "MAX_SELECT_DEPTH" in str(err)
+        assert len("select[") < err.column <= len("select[") + n * len(opener), (text, err.column)
+        break
+
+
 def test_what_the_daemon_renders_from_capped_requests_always_reads_back():
     """A profile select ANDed with a job's adds a level: the effective text of two requests
     at the depth cap still parses (uncapped), so a stored job always loads."""

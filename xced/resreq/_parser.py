@@ -665,6 +665,7 @@ class _Parser:
             self.nesting -= 1
             if c == "-" and isinstance(operand, Num):
                 return Num(-operand.value), depth
+            self.too_deep(at, depth + 1)  # around an operand that is deep already
             return Unary(c, operand), depth + 1  # type: ignore[arg-type]
         return self.primary()
 
@@ -707,6 +708,7 @@ class _Parser:
             expr, depth = self.binary(0)
             self.nesting -= 1
             self.expect(")", "an operator or ')'")
+            self.too_deep(start, depth + 1)  # around an expression that is deep already
             return expr, depth + 1
         raise self.fail(start, _VALUE_WORDS)
 
