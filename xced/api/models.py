@@ -19,7 +19,6 @@ from xced.model.units import (
     MAX_APP_PARAMS,
     MAX_DEPENDENCY_LENGTH,
     MAX_ENV_VARS,
-    MAX_EXDATA_DEPTH,
     MAX_EXDATA_ITEMS,
     MAX_MEMORY_MB,
     MAX_RESREQ_STRINGS,
@@ -97,25 +96,22 @@ class SubmitRequest(RequestBody):
 
     @field_validator("exdata")
     @classmethod
-    def _exdata_depth(cls, v: dict | None) -> dict | None:
-        """D-8: exdata nests at most MAX_EXDATA_DEPTH objects and arrays deep (the store
-        writes it as JSON, whose encoder recurses) and holds at most MAX_EXDATA_ITEMS keys,
-        values and array elements; walked once, without recursion."""
+    def _exdata_items(cls, v: dict | None) -> dict | None:
+        """D-8: exdata holds at most MAX_EXDATA_ITEMS keys, values and array elements; walked
+        once, without recursion, and given up as soon as it passes the bound (its depth,
+        MAX_EXDATA_DEPTH, is the submit's check, xced.controller.submit._check_exdata)."""
         if v is None:
             return v
         items = 0
-        stack: list[tuple[object, int]] = [(v, 1)]
+        stack: list[object] = [v]
         while stack:
-            node, depth = stack.pop()
-            if depth > MAX_EXDATA_DEPTH:
-                raise ValueError(f"exdata is nested more than {MAX_EXDATA_DEPTH} objects and arrays deep "
-                                 f"(MAX_EXDATA_DEPTH); flatten it")
+            node = stack.pop()
             children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
             items += len(children) * (2 if isinstance(node, dict) else 1)  # type: ignore[arg-type]
             if items > MAX_EXDATA_ITEMS:
                 raise ValueError(f"exdata has more than {MAX_EXDATA_ITEMS} keys, values and array elements "
                                  f"(MAX_EXDATA_ITEMS); keep the side record small")
-            stack.extend((x, depth + 1) for x in children if isinstance(x, (dict, list)))  # type: ignore[union-attr]
+            stack.extend(x for x in children if isinstance(x, (dict, list)))  # type: ignore[union-attr]
         return v
 
 

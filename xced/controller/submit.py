@@ -18,7 +18,7 @@ from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
 from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, merge_job
-from xced.model.units import MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
+from xced.model.units import MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
 from xced.resreq import ResReqError, parse_job, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 
@@ -35,11 +35,6 @@ def effective_resreq(texts: list[str]):
 #: the bounds of SubmitRequest's fields of the same names
 _EXDATA_LIMITS = {"ntasks_min": (1, MAX_SLOTS), "ntasks_max": (1, MAX_SLOTS), "run_limit_s": (1, MAX_RUN_LIMIT_S),
                   "memory_limit_mb": (1, MAX_MEMORY_MB)}
-#: how deep exdata (a free JSON object, `meta` above all) may nest: it is stored and shown
-#: back by --dry-run, and JSON encoders refuse a few hundred levels (D-8: bounded work)
-MAX_EXDATA_DEPTH = 32
-
-
 def _depth(value: object) -> int:
     """How deep JSON `value` nests (a scalar is 0, `{}` and `[]` are 1), without recursion."""
     deepest, todo = 0, [(value, 1)]
