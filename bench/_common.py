@@ -90,6 +90,7 @@ class PrivateXced:
             kill_interval: {self.kill_interval}
             limit_grace: 0.3
             sched_delay: {self.sched_delay}
+            max_array_size: 10000
             """))
         (cfg / "queues.yaml").write_text("queues:\n  - name: normal\n    priority: 30\n")
         (cfg / "hosts.yaml").write_text(f"hosts:\n  - name: {self.host}\n    slots: {self.slots}\n    memory: 64GB\n")

@@ -53,7 +53,7 @@ from xced.model.profile import (
     export_name,
 )
 from xced.resreq import (
-    Binary,
+    BoolOp,
     Expr,
     OrderKey,
     Part,
@@ -164,7 +164,7 @@ def _and(profile_sel: Expr | None, job_sel: Expr | None) -> Expr | None:
         return job_sel
     if job_sel is None:
         return profile_sel
-    return Binary("&&", profile_sel, job_sel)
+    return BoolOp("&&", (profile_sel, job_sel))
 
 
 def _select_into_parts(req: ResReq, sel: Expr) -> ResReq:
@@ -502,9 +502,12 @@ def merge_job(
 
     # exdata (MERGE-4)
     given = _parse_exdata(job.exdata)
-    for key in given:
-        if key not in EXDATA_KEYS:
-            warnings.append(f"exdata: unknown key {key!r} left out (known: {', '.join(EXDATA_KEYS)})")
+    unknown_keys = [key for key in given if key not in EXDATA_KEYS]
+    if unknown_keys:  # one warning however many (D-8: the warnings are stored with the job)
+        shown = ", ".join(repr(k if len(k) <= 40 else k[:37] + "...") for k in unknown_keys[:5])
+        more = f" and {len(unknown_keys) - 5} more" if len(unknown_keys) > 5 else ""
+        warnings.append(f"exdata: unknown key{'s' if len(unknown_keys) > 1 else ''} {shown}{more} left out "
+                        f"(known: {', '.join(EXDATA_KEYS)})")
     exdata: dict[str, Any] = {
         "env": {"job": job_env, "profile": profile_env},
         "limits": {

@@ -415,3 +415,18 @@ def test_live_checks_of_a_compiled_config():
     assert restart_only_changes(ok, moved) == [
         "mode changed from 'production' to 'test'",
         "hosts.yaml changed (hosts are read at start; workers that join are not affected)"]
+
+
+def test_max_array_size_is_an_admin_setting_with_lsfs_default(tmp_path: Path) -> None:
+    """JOB-4, D-8: xce.yaml's max_array_size caps job arrays, as LSF's MAX_JOB_ARRAY_SIZE
+    (default 1000); a value outside 1..MAX_ARRAY_SIZE_SETTING is an error at its place."""
+    from xced.model.units import MAX_ARRAY_SIZE_SETTING
+
+    r = load_cluster_config(make_topdir(tmp_path / "a"))
+    assert r.config is not None and r.config.settings.max_array_size == 1000
+    r = load_cluster_config(make_topdir(tmp_path / "b", settings=GOOD_SETTINGS + "max_array_size: 20000\n"))
+    assert r.config is not None and r.config.settings.max_array_size == 20000
+    for bad in ("0", str(MAX_ARRAY_SIZE_SETTING + 1), "lots"):
+        r = load_cluster_config(make_topdir(tmp_path / bad, settings=GOOD_SETTINGS + f"max_array_size: {bad}\n"))
+        assert where(r) == [("xce.yaml", 5, 17)], r.errors
+        assert f"max_array_size must be an integer from 1 to {MAX_ARRAY_SIZE_SETTING}" in r.errors[0].message

@@ -531,3 +531,78 @@ def test_met_and_never_are_final(e, now):
     for future in itertools.product(*options):
         later = {j: st_(*s) for j, s in zip((1, 2, 3), future, strict=True)}
         assert evaluate(e, lookup_of(later)) is v, (render(e), now, future)
+
+
+# ---------------------------------------------------------------------------- bounds (D-8, issue 11 item 7)
+
+
+def test_the_bounds_are_named_in_the_messages():
+    """Each refusal names its bound in xced.model.units, so a user knows what to change."""
+    for text, cap in (("1" + " " * MAX_LENGTH, "MAX_DEPENDENCY_LENGTH"),
+                      ("||".join(["1"] * (MAX_CONDITIONS + 1)), "MAX_DEPENDENCY_CONDITIONS"),
+                      ("!" * (MAX_DEPTH + 1) + "1", "MAX_DEPENDENCY_DEPTH")):
+        err = pytest.raises(DependencyError, parse_dependency, text).value
+        assert cap in str(err) and "\n" not in str(err) and len(str(err)) < 300, str(err)
+
+
+WORST_TOKENS = ["(", ")", "!", "&&", "||", "1", "2[3]", "done(4)", "exit(5,>1)", " ", ",", "done(", "[", "]"]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(WORST_TOKENS), min_size=1, max_size=1500).map("".join))
+def test_generated_long_and_deep_expressions_parse_or_fail_at_a_column(text):
+    """Texts up to past every bound (1,500 tokens: as deep, as long, as many conditions as
+    they come): a parse, or a DependencyError with a column inside the text; never a
+    RecursionError or anything else."""
+    try:
+        e = parse_dependency(text)
+    except DependencyError as err:
+        assert 1 <= err.column <= len(text) + 1
+        return
+    assert parse_dependency(render(e)) == e
+    evaluate(e, lookup_of({}))
+
+
+def test_a_whole_array_is_read_once_however_many_conditions_name_it(monkeypatch):
+    """D-8: 1,000 conditions on one 1,000-element array used to judge every element for every
+    condition (a million verdicts in every session while the job pends); now each condition
+    is judged on the array's kinds of element (state, exit code)."""
+    import xced.model.deps as deps
+
+    calls = 0
+    real = deps._cond_verdict
+
+    def counting(c, rs):
+        nonlocal calls
+        calls += 1
+        return real(c, rs)
+
+    monkeypatch.setattr(deps, "_cond_verdict", counting)
+    states = [st_(S.DONE, 0, i) for i in range(1, 1001)] + [st_(S.RUN, None, 1001)]
+    lk = lookup_of({7: states})
+    e = parse_dependency("&&".join(["7"] * MAX_CONDITIONS))  # done(7), a thousand times
+    assert evaluate(e, lk) is U
+    assert explain(e, lk) == "Dependency condition not satisfied: done(7) (job 7 elements: 1000 DONE, 1 RUN)"
+    assert calls <= 2 * 2 * MAX_CONDITIONS, calls  # two kinds of element per condition, in evaluate and explain
+
+
+arrays = st.lists(st.tuples(st.sampled_from(list(S)), st.sampled_from([None, 0, 1, 2, 3, 255])), min_size=2,
+                  max_size=30).map(lambda ss: [st_(s, None if s not in (S.DONE, S.EXIT) else c, i)
+                                               for i, (s, c) in enumerate(ss, 1)])
+conds = st.one_of(st.sampled_from(["done", "ended", "started", "exit"]).map(lambda k: Cond(k, Ref(7))),
+                  st.tuples(st.sampled_from(["==", "!=", ">", ">=", "<", "<="]), st.integers(0, 255))
+                  .map(lambda oc: exit_(7, None, *oc)))
+
+
+@SETTINGS
+@given(arrays, conds)
+def test_the_array_summary_judges_as_every_element_would(states, cond):
+    """The verdict on a whole array from its kinds of element is the AND of the elements'
+    own verdicts, and a NEVER names the first element (in order) that never can."""
+    lk = lookup_of({7: states})
+    own = [evaluate(Cond(cond.kind, Ref(7, rs.index), cond.op, cond.code), lookup_of({7: states})) for rs in states]
+    want = N if N in own else U if U in own else M
+    assert evaluate(cond, lk) is want
+    if want is N:
+        first = states[own.index(N)]
+        assert f"job 7[{first.index}] " in explain(cond, lk)

@@ -221,6 +221,15 @@ def test_exdata_meta_kept_and_rewritten():
     assert given == {"meta": meta, "limits": {"run_limit_s": 99999}, "junk": 1}  # input untouched
 
 
+def test_many_unknown_exdata_keys_make_one_short_warning():
+    """D-8: the warnings are stored with the job and shown by --dry-run: thousands of unknown
+    exdata keys give one warning naming the first five and counting the rest."""
+    eff = run(job(exdata={f"k{i}": i for i in range(2000)}), None)
+    (w,) = [w for w in eff.warnings if w.startswith("exdata")]
+    assert w == ("exdata: unknown keys 'k0', 'k1', 'k2', 'k3', 'k4' and 1995 more left out "
+                 "(known: env, limits, app_params, meta)")
+
+
 def test_exdata_none_and_json_text():
     assert "meta" not in run(job(), None).exdata
     eff = run(job(exdata='{"meta": {"k": [1, 2]}}'), None)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xced.model.jobs import ArraySpecError, JobState, format_job_ref, parse_job_name, parse_job_ref
 from xced.model.state import StartInfo, TaskSpec
@@ -23,11 +25,33 @@ def test_array_specs():
 @pytest.mark.parametrize("bad,needle", [
     ("x[5-1]", "ends before it starts"), ("x[]", "empty index list"), ("x[0-3]", "indices start at 1"),
     ("x[1-4:0]", "step 0"), ("x[1-4]%0", "limit '0'"), ("x[a]", "bad index range"), ("x%3", "only valid after"),
-    ("x[1-4", "not a valid array"), ("x[1-2000000]", "more than"),
+    ("x[1-4", "not a valid array"), ("x[1-2000000]", "2000000 indices, more than the 1000"),
+    ("x[" + "9" * 5000 + "]", "indices go up to 2147483646"), ("x[1-3]%" + "9" * 5000, "is invalid"),
 ])
 def test_bad_array_specs(bad, needle):
-    with pytest.raises(ArraySpecError, match=needle.replace("[", r"\[")):
+    with pytest.raises(ArraySpecError, match=needle.replace("[", r"\[")) as info:
         parse_job_name(bad)
+    assert len(str(info.value)) < 300 and "\n" not in str(info.value)  # one short line, even for a long -J
+
+
+def test_array_size_cap_names_the_setting_and_bounds_the_work():
+    """JOB-4, D-8: at most `max_size` indices (the cluster's max_array_size, LSF
+    MAX_JOB_ARRAY_SIZE, default 1000), counted from the ranges before any is expanded, so a
+    spec listing a billion indices is refused without building them; an index listed twice
+    counts twice; %limit is at most the cap too."""
+    assert len(parse_job_name("x[1-1000]")[1].indices) == 1000
+    with pytest.raises(ArraySpecError, match=r"1001 indices, more than the 1000 .*max_array_size in xce.yaml"):
+        parse_job_name("x[1-1001]")
+    with pytest.raises(ArraySpecError, match="1200 indices"):
+        parse_job_name("x[1-600,1-600]")
+    with pytest.raises(ArraySpecError, match="2147483646 indices, more than the 5000"):
+        parse_job_name("x[1-2147483646]", 5000)
+    with pytest.raises(ArraySpecError, match=r"limit '1001' is invalid; expected %N with 1 <= N <= 1000"):
+        parse_job_name("x[1-10]%1001")
+    assert parse_job_name("x[1-5000]%5000", 5000)[1].limit == 5000
+    # many small ranges: the total listed is what counts
+    with pytest.raises(ArraySpecError, match="more than the 1000"):
+        parse_job_name("x[" + ",".join(["1-1000"] * 300) + "]")
 
 
 def test_job_refs():
@@ -71,3 +95,35 @@ def test_element_and_task_environments_are_built_in_one_place():
     assert "XCE_JOB_TOKEN" not in tenv and "XCE_SOCKET" not in tenv and tenv["XCE_CONTROLLER"] == "tcp://c:1"
     assert tenv["XCE_HOST_NTASKS"] == "1" and tenv["XCE_JOB_HOST_DIR"] == "/j" and tenv["XCE_TASK_ID"] == "3"
     assert tenv["LSB_DJOB_HOSTFILE"] == "/j/hostfile" and tenv["MODE"] == "profile"
+
+
+_NUMBERS = st.one_of(st.integers(0, 3000), st.integers(0, 10**12), st.just(2_147_483_646), st.just(2_147_483_647),
+                     st.text("0123456789", min_size=1, max_size=60).map(int))
+_RANGES = st.one_of(
+    _NUMBERS.map(str),
+    st.tuples(_NUMBERS, _NUMBERS).map(lambda t: f"{t[0]}-{t[1]}"),
+    st.tuples(_NUMBERS, _NUMBERS, _NUMBERS).map(lambda t: f"{t[0]}-{t[1]}:{t[2]}"),
+    st.text("0123456789-:, x", max_size=12),
+)
+
+
+@settings(deadline=None, database=None, max_examples=200)
+@given(st.lists(_RANGES, min_size=1, max_size=300), st.one_of(st.none(), _NUMBERS.map(str), st.text(max_size=5)),
+       st.sampled_from([1, 10, 1000, 1_000_000]))
+def test_generated_array_specs_parse_within_the_cap_or_are_refused(ranges, limit, cap):
+    """JOB-4, D-8: any index list (huge numbers, a thousand-digit index, hundreds of ranges,
+    garbage) gives an ArraySpec of at most `cap` indices that are exactly the ones listed,
+    or an ArraySpecError; nothing else, and never more than `cap` indices built."""
+    text = "x[" + ",".join(ranges) + "]" + (f"%{limit}" if limit is not None else "")
+    try:
+        _, spec = parse_job_name(text, cap)
+    except ArraySpecError as e:
+        assert "\n" not in str(e) and len(str(e)) < 400
+        return
+    want: set[int] = set()
+    for part in ranges:
+        a, _, rest = part.strip().partition("-")
+        b, _, step = rest.partition(":")
+        want.update(range(int(a), int(b or a) + 1, int(step or 1)))
+    assert spec.indices == tuple(sorted(want)) and 1 <= len(spec.indices) <= cap
+    assert spec.limit is None or 1 <= spec.limit <= cap

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import DATA
 from xced.resreq import (
     Binary,
+    BoolOp,
     Name,
     Num,
     OrderKey,
@@ -70,7 +71,7 @@ class TestSharedExamples:
 
     def test_1_bare_expression_is_a_select(self):
         req = roundtrip("rhel6 || rhel7")
-        assert req.select == Binary("||", Name("rhel6"), Name("rhel7"))
+        assert req.select == BoolOp("||", (Name("rhel6"), Name("rhel7")))
         assert to_json(req)["select"] == "rhel6 || rhel7"
         assert select_matches(req, {"rhel7": True})
         assert not select_matches(req, {"rhel8": True})
@@ -457,7 +458,7 @@ class TestForms:
         # LSF: -a, !a > * / > + - > comparisons > == != > && > ||
         e = parse_select("-a * b + c > d == e && f || g")
         assert e == parse_select("((((((-a) * b) + c) > d) == e) && f) || g")
-        assert parse_select("!a && b") == Binary("&&", parse_select("!a"), Name("b"))
+        assert parse_select("!a && b") == BoolOp("&&", (parse_select("!a"), Name("b")))
         assert parse_select("a - (b - c)") != parse_select("a - b - c")
         assert parse_select("1 - -2") == Binary("-", Num(1), Num(-2))
 

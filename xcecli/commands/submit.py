@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         import os
 
         from xced.model.jobs import ArraySpecError, parse_job_name
-        from xced.model.units import parse_memory_mb, parse_run_limit_s
+        from xced.model.units import MAX_ARRAY_SIZE_SETTING, parse_memory_mb, parse_run_limit_s
         from xcecli.output import err
 
         try:
@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
         nmin, nmax = parse_ntasks(ntasks) if ntasks is not None else (None, None)
         if name is not None:
             try:
-                parse_job_name(name)
+                parse_job_name(name, MAX_ARRAY_SIZE_SETTING)  # the daemon holds it to max_array_size
             except ArraySpecError as e:
                 _usage(str(e))
         rl = None

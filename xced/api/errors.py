@@ -9,6 +9,8 @@ Every error has a stable `code`, an HTTP status and the CLI exit code it maps to
     ├── NotFound        404       no such job / host / queue (exit 1)
     ├── PermissionDenied 403      not yours, not an admin, --as-user in production (exit 1)
     ├── Conflict        409       the job is in a state where this cannot be done (exit 1)
+    ├── PayloadTooLarge 413       the request body is over the server's limit (MAX_REQUEST_BYTES
+    │                             of xced.model.units; the message names it); not read (exit 1)
     ├── ServerError     500       a bug in xced; the message says where to look (exit 1)
     ├── StoreBusy       503       another process holds the store's lock past store_busy_timeout;
     │                             nothing was changed, retry (exit 3)
@@ -76,6 +78,14 @@ class Conflict(XceError):
     status = 409
 
 
+class PayloadTooLarge(XceError):
+    """The request body is larger than the API server reads (D-8: every request is bounded
+    in size); it was refused unread, and the message names the limit in bytes."""
+
+    code = "too_large"
+    status = 413
+
+
 class ServerError(XceError):
     code = "server_error"
     status = 500
@@ -105,8 +115,8 @@ class DaemonUnreachable(XceError):
     exit_code = 3
 
 
-_BY_CODE = {c.code: c for c in (InvalidRequest, NotFound, PermissionDenied, Conflict, ServerError, StoreBusy,
-                                 StoreUnavailable, MalformedBody, MethodNotAllowed)}
+_BY_CODE = {c.code: c for c in (InvalidRequest, NotFound, PermissionDenied, Conflict, PayloadTooLarge, ServerError,
+                                 StoreBusy, StoreUnavailable, MalformedBody, MethodNotAllowed)}
 #: every `code` an error answer may carry (the API documents them, xced.api.models.ErrorBody)
 CODES = tuple(_BY_CODE)
 

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from xced.api.errors import CODES
-from xced.model.deps import MAX_LENGTH as MAX_DEPENDENCY_LENGTH
 from xced.model.jobs import JobState
-from xced.model.units import MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
+from xced.model.units import (
+    MAX_APP_PARAMS,
+    MAX_DEPENDENCY_LENGTH,
+    MAX_ENV_VARS,
+    MAX_EXDATA_ITEMS,
+    MAX_MEMORY_MB,
+    MAX_RESREQ_STRINGS,
+    MAX_RUN_LIMIT_S,
+    MAX_SLOTS,
+)
 
 
 class Body(BaseModel):
@@ -46,7 +54,9 @@ class SubmitRequest(RequestBody):
     argv: list[str] = Field(min_length=1, json_schema_extra={"prefixItems": [{"type": "string", "minLength": 1}]},
                             description="command and arguments; argv[0] (not empty) is the program or script")
     cwd: str = Field(description="absolute working directory of the job")
-    env: dict[str, str] = Field(default_factory=dict, description="the job's environment (the submitter's, with --env applied)")
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV_VARS,
+                                description="the job's environment (the submitter's, with --env applied); at most "
+                                            "MAX_ENV_VARS variables (D-8)")
     name: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=4096)
     queue: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=256)
     # the lower bounds are documented here and checked at submit, whose messages say what -n, -W, -M take
@@ -61,15 +71,20 @@ class SubmitRequest(RequestBody):
                                     description="-W, seconds (at most 10 years)")
     memory_limit_mb: int | None = Field(None, le=MAX_MEMORY_MB, json_schema_extra=_AT_LEAST_1,
                                         description="-M, MB (at most 1 PB)")
-    resreq: list[str] = Field(default_factory=list, description="-R strings, merged as LSF merges them (RES-1)")
+    resreq: list[str] = Field(default_factory=list, max_length=MAX_RESREQ_STRINGS,
+                              description="-R strings, merged as LSF merges them (RES-1); at most "
+                                          "MAX_RESREQ_STRINGS, with MAX_RESREQ_TERMS terms together (D-8)")
     app: str | None = Field(None, max_length=256, description="-a profile; None: the cluster's default_application; "
                                                               "'': no profile (PROF-2)")
-    app_params: dict[str, str] = Field(default_factory=dict, description="--app-param NAME=VALUE (PROF-6)")
+    app_params: dict[str, str] = Field(default_factory=dict, max_length=MAX_APP_PARAMS,
+                                       description="--app-param NAME=VALUE (PROF-6); at most MAX_APP_PARAMS (D-8)")
     pre_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=65536,
                                  description="-E: the job's own pre-exec (JOB-7 inner layer)")
     post_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=65536,
                                   description="-Ep: the job's own post-exec")
-    exdata: dict | None = Field(None, description="the job's JSON side record (MERGE-4): env, limits, app_params, meta")
+    exdata: dict | None = Field(None, description="the job's JSON side record (MERGE-4): env, limits, app_params, "
+                                                  "meta; nested at most MAX_EXDATA_DEPTH deep, at most "
+                                                  "MAX_EXDATA_ITEMS keys, values and elements (D-8)")
     dependency: str | None = Field(None, max_length=MAX_DEPENDENCY_LENGTH,
                                    description="-w: dependency expression, e.g. 'done(12) && ended(13[2])' (JOB-5, "
                                                "LSF bsub -w); every job it names must exist")
@@ -77,6 +92,27 @@ class SubmitRequest(RequestBody):
                                                            "job's output files are made with it and the job runs "
                                                            "with it (D-7, as in LSF and Slurm); default 0o022; "
                                                            "a JSON integer, never a string or a boolean")
+
+
+    @field_validator("exdata")
+    @classmethod
+    def _exdata_items(cls, v: dict | None) -> dict | None:
+        """D-8: exdata holds at most MAX_EXDATA_ITEMS keys, values and array elements; walked
+        once, without recursion, and given up as soon as it passes the bound (its depth,
+        MAX_EXDATA_DEPTH, is the submit's check, xced.controller.submit._check_exdata)."""
+        if v is None:
+            return v
+        items = 0
+        stack: list[object] = [v]
+        while stack:
+            node = stack.pop()
+            children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+            items += len(children) * (2 if isinstance(node, dict) else 1)  # type: ignore[arg-type]
+            if items > MAX_EXDATA_ITEMS:
+                raise ValueError(f"exdata has more than {MAX_EXDATA_ITEMS} keys, values and array elements "
+                                 f"(MAX_EXDATA_ITEMS); keep the side record small")
+            stack.extend(x for x in children if isinstance(x, (dict, list)))  # type: ignore[union-attr]
+        return v
 
 
 class JobAction(RequestBody):

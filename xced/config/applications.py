@@ -442,7 +442,7 @@ class _ProfileChecker:
         if values.get("select") is not None:
             text = values["select"].rstrip()
             try:
-                expr = parse_select(text)
+                expr = parse_select(text, capped=True)  # held to the request caps (D-8)
             except ResReqError as e:
                 self.err(self._select_pos(node, "select", e.column),
                          f"resreq.select is not a valid select expression: "

@@ -18,7 +18,10 @@ xce.yaml
     cluster_name, mode (production|test), admins (list of user names),
     default_application, default_project, default_queue (a queue of
     queues.yaml), listen {host, port (0..65535 or null)}, kill_interval (> 0),
-    limit_grace (> 0), sched_delay (0..0.010), presets_dir
+    limit_grace (> 0), sched_delay (0..0.010), store_busy_timeout (> 0),
+    max_dispatch_failures (1..1000), launch_timeout (> 0), max_array_size
+    (1..1000000, default 1000),
+    presets_dir
 queues.yaml
     queues: list of {name (required), priority, description, max_tasks (>= 1),
     max_run_limit ([hours:]minutes or 90s/30m/2h), max_memory, host_limit
@@ -47,6 +50,7 @@ from xced.model.config import (
     QueueConfig,
 )
 from xced.model.units import (
+    MAX_ARRAY_SIZE_SETTING,
     MAX_DISPATCH_FAILURES,
     MAX_INTERVAL_S,
     MAX_RESOURCE,
@@ -510,6 +514,7 @@ _SETTINGS_FIELDS = {
     "store_busy_timeout": _Field(_seconds(high=MAX_STORE_BUSY_TIMEOUT_S)),
     "max_dispatch_failures": _Field(_int(1, MAX_DISPATCH_FAILURES)),
     "launch_timeout": _Field(_seconds(high=MAX_INTERVAL_S)),
+    "max_array_size": _Field(_int(1, MAX_ARRAY_SIZE_SETTING)),
     "presets_dir": _Field(_nullable(_str())),
 }
 _SETTINGS_MODEL_NAMES = {

@@ -61,6 +61,11 @@ limit_grace: 10
 # Seconds the scheduler waits to gather events into one session: 0 to 0.010.
 sched_delay: 0.005
 
+# The most elements a job array may have (-J 'name[1-N]'), and the largest %limit,
+# as LSF's MAX_JOB_ARRAY_SIZE: 1 to 1000000. Each element is a row in the store, so
+# a submit takes time in proportion to its array's size.
+max_array_size: 1000
+
 # Directory of site presets offered to users (relative to the TopDir), or null.
 presets_dir: null
 """)

@@ -18,32 +18,23 @@ from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
 from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, merge_job
-from xced.model.units import MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
-from xced.resreq import ResReqError, merge, parse, render, to_json
+from xced.model.units import MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
+from xced.resreq import ResReqError, parse_job, render, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 
 S = JobState
 
 
-_NO_RESREQ = parse("")
-
-
 def effective_resreq(texts: list[str]):
     """The job's effective requirement: its `-R` strings parsed and merged as LSF merges
-    them (RES-1). Raises ResReqError."""
-    parts = [parse(t) for t in texts if t.strip()]
-    return merge(parts) if parts else _NO_RESREQ
+    them (RES-1), held to the request caps (D-8, xced.resreq.parse_job). Raises ResReqError."""
+    return parse_job(texts)
 
 
 #: the job's own limits as exdata's `limits` carries them (MERGE-4): name -> (lowest, highest),
 #: the bounds of SubmitRequest's fields of the same names
 _EXDATA_LIMITS = {"ntasks_min": (1, MAX_SLOTS), "ntasks_max": (1, MAX_SLOTS), "run_limit_s": (1, MAX_RUN_LIMIT_S),
                   "memory_limit_mb": (1, MAX_MEMORY_MB)}
-#: how deep exdata (a free JSON object, `meta` above all) may nest: it is stored and shown
-#: back by --dry-run, and JSON encoders refuse a few hundred levels (D-8: bounded work)
-MAX_EXDATA_DEPTH = 32
-
-
 def _depth(value: object) -> int:
     """How deep JSON `value` nests (a scalar is 0, `{}` and `[]` are 1), without recursion."""
     deepest, todo = 0, [(value, 1)]
@@ -161,12 +152,13 @@ def _submit_resreq(texts: list[str], nmin: int | None, nmax: int | None):
     return resreq, total, total
 
 
-def _job_name(text: str | None):
-    """(name, ArraySpec or None) of a -J value (JOB-4). Raises InvalidRequest."""
+def _job_name(text: str | None, max_array_size: int):
+    """(name, ArraySpec or None) of a -J value (JOB-4), an array of at most the cluster's
+    max_array_size elements (D-8). Raises InvalidRequest."""
     if text is None:
         return None, None
     try:
-        return parse_job_name(text)
+        return parse_job_name(text, max_array_size)
     except ArraySpecError as e:
         raise InvalidRequest(str(e), field="name") from None
 
@@ -214,7 +206,7 @@ class SubmitMixin:
             raise InvalidRequest(str(e), field="app") from None
         self._check_can_start(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
         _check_cwd(req.get("cwd") or "")
-        name, array = _job_name(req.get("name"))
+        name, array = _job_name(req.get("name"), self.config.settings.max_array_size)
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
         dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None
         spec = self._spec(req, caller, job_env, texts, app, own_hooks, job_values, array, dependency)

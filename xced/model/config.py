@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from xced.model.profile import Profile, builtin_profiles
-from xced.model.units import (MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
+from xced.model.units import (DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
                               MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN)
 
 Mode = Literal["production", "test"]
@@ -59,6 +59,9 @@ class ClusterSettings(_Strict):
     #: seconds a worker waits for its supervisor launcher to answer before it replaces it and
     #: the job is dispatched again (D-8)
     launch_timeout_s: float = Field(10.0, gt=0, le=MAX_INTERVAL_S)
+    #: the most elements a job array may have, and the largest `%limit` (JOB-4, D-8); as
+    #: LSF's MAX_JOB_ARRAY_SIZE (lsb.params), default 1000
+    max_array_size: int = Field(DEFAULT_MAX_ARRAY_SIZE, ge=1, le=MAX_ARRAY_SIZE_SETTING)
     presets_dir: str | None = None
 
 

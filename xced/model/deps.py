@@ -24,8 +24,11 @@ Grammar (LSF's, less job names)::
            | 'exit' '(' ref [',' [op] code] ')'           op: == != > >= < <= (none: ==)
     ref   := ID ['[' INDEX ']']                           ID >= 1, 1 <= INDEX <= 2147483646
 
-Whitespace is allowed between any two tokens. Limits: 4,096 characters, 1,000
-conditions, 100 levels of nesting ('(' and '!').
+Whitespace is allowed between any two tokens. Bounds (D-8; xced.model.units): 4,096
+characters (MAX_DEPENDENCY_LENGTH), 1,000 conditions (MAX_DEPENDENCY_CONDITIONS), 100
+levels of nesting of '(' and '!' (MAX_DEPENDENCY_DEPTH); each error names its bound. The
+parser is linear in the text (a chain of && or || is one flat node), and an evaluation
+reads each whole array it names once, however many conditions name it.
 
 LSF pages the rules follow (read through the search index; not copied):
 
@@ -80,6 +83,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from xced.model.jobs import MAX_ARRAY_INDEX, JobState
+from xced.model.units import MAX_DEPENDENCY_CONDITIONS, MAX_DEPENDENCY_DEPTH, MAX_DEPENDENCY_LENGTH
 
 __all__ = [
     "MAX_CONDITIONS",
@@ -102,12 +106,12 @@ __all__ = [
     "render",
 ]
 
-#: Longest dependency text accepted, in characters.
-MAX_LENGTH = 4096
+#: Longest dependency text accepted, in characters (xced.model.units).
+MAX_LENGTH = MAX_DEPENDENCY_LENGTH
 #: Most conditions (done/ended/exit/started or bare IDs) in one expression.
-MAX_CONDITIONS = 1000
+MAX_CONDITIONS = MAX_DEPENDENCY_CONDITIONS
 #: Deepest nesting of '(' and '!' accepted (keeps every recursive walk shallow).
-MAX_DEPTH = 100
+MAX_DEPTH = MAX_DEPENDENCY_DEPTH
 #: Largest job ID (the 18 digits ``parse_job_ref`` accepts).
 MAX_JOB_ID = 10**18 - 1
 #: Exit codes a process can have.
@@ -380,7 +384,8 @@ class _Parser:
         t = self.tok
         if t.kind in ("!", "("):
             if depth >= MAX_DEPTH:
-                raise self.fail("", reason=f"nested deeper than {MAX_DEPTH} levels of '(' and '!'")
+                raise self.fail("", reason=f"nested deeper than {MAX_DEPTH} levels of '(' and '!' "
+                                           f"(MAX_DEPENDENCY_DEPTH)")
             self.take()
             if t.kind == "!":
                 return Not(self.unary(depth + 1))
@@ -411,7 +416,8 @@ class _Parser:
     def count(self, t: _Tok) -> None:
         self.conditions += 1
         if self.conditions > MAX_CONDITIONS:
-            raise self.fail("", t, reason=f"more than {MAX_CONDITIONS} conditions in one dependency expression")
+            raise self.fail("", t, reason=f"more than {MAX_CONDITIONS} conditions in one dependency expression "
+                                          f"(MAX_DEPENDENCY_CONDITIONS)")
 
     def cond(self) -> Cond:
         name = self.tok
@@ -500,7 +506,8 @@ def parse_dependency(text: str) -> DepExpr:
         raise TypeError(f"dependency expression must be a str, not {type(text).__name__}")
     if len(text) > MAX_LENGTH:
         raise DependencyError(text, MAX_LENGTH + 1, "", None,
-                              f"dependency expression is longer than {MAX_LENGTH} characters ({len(text)})")
+                              f"dependency expression is longer than {MAX_LENGTH} characters ({len(text)}; "
+                              f"MAX_DEPENDENCY_LENGTH)")
     return _Parser(text).parse()
 
 
@@ -615,7 +622,27 @@ def _describe(label: str, rs: RefState) -> str:
     return f"{label} is {rs.state}"
 
 
-def _eval_cond(c: Cond, lookup: Lookup, why: bool) -> tuple[Verdict, str]:
+class _Summary:
+    """A whole array's elements by (state, exit code): for each, the first element of the
+    kind (its place in element order and its RefState) and how many there are. A condition's
+    verdict depends on state and exit code alone, so a condition over the array is decided
+    from these few kinds (at most 6 states x 257 codes) instead of every element."""
+
+    __slots__ = ("kinds", "states")
+
+    def __init__(self, states: Sequence[RefState]) -> None:
+        self.states = states  # held, so the id this summary is memoised by stays its own
+        kinds: dict[tuple[JobState, int | None], list] = {}
+        for pos, rs in enumerate(states):
+            kind = kinds.get((rs.state, rs.exit_code))
+            if kind is None:
+                kinds[(rs.state, rs.exit_code)] = [pos, rs, 1]
+            else:
+                kind[2] += 1
+        self.kinds = kinds
+
+
+def _eval_cond(c: Cond, lookup: Lookup, why: bool, memo: dict[int, _Summary]) -> tuple[Verdict, str]:
     got = lookup(c.ref.job_id, c.ref.index)
     if got is None:
         return _N, f"{_label(c.ref.job_id, index=c.ref.index)} does not exist"
@@ -628,19 +655,27 @@ def _eval_cond(c: Cond, lookup: Lookup, why: bool) -> tuple[Verdict, str]:
     if len(states) == 1:
         return _cond_verdict(c, states[0]), (_describe(_label(c.ref.job_id, states[0]), states[0]) if why else "")
     # A whole array: every element must meet the condition (LSF: all jobs the
-    # reference names must satisfy the test; done(array) waits for all of it).
+    # reference names must satisfy the test; done(array) waits for all of it). The
+    # first element that never can (in element order) is the one named.
+    summary = memo.get(id(got))
+    if summary is None:
+        summary = memo[id(got)] = _Summary(got)  # type: ignore[arg-type]
     verdict = _M
-    for rs in states:
+    never: tuple[int, RefState] | None = None
+    for pos, rs, _ in summary.kinds.values():
         v = _cond_verdict(c, rs)
         if v is _N:
-            return _N, (_describe(_label(c.ref.job_id, rs), rs) if why else "")
-        if v is _U:
+            if never is None or pos < never[0]:
+                never = (pos, rs)
+        elif v is _U:
             verdict = _U
+    if never is not None:
+        return _N, (_describe(_label(c.ref.job_id, never[1]), never[1]) if why else "")
     if not why:
         return verdict, ""
     counts = dict.fromkeys(_ORDER, 0)
-    for rs in states:
-        counts[rs.state] += 1
+    for (state, _code), (_pos, _rs, n) in summary.kinds.items():
+        counts[state] += n
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     return verdict, f"job {c.ref.job_id} elements: {summary}"
 
@@ -654,22 +689,22 @@ def _join(details: list[str]) -> str:
     return shown + (f"; and {len(details) - 3} more" if len(details) > 3 else "")
 
 
-def _eval(expr: DepExpr, lookup: Lookup, why: bool) -> tuple[Verdict, DepExpr, str]:
+def _eval(expr: DepExpr, lookup: Lookup, why: bool, memo: dict[int, _Summary]) -> tuple[Verdict, DepExpr, str]:
     """(verdict, culprit, detail): the culprit is the part of the expression that
     decides the verdict and the detail the states behind it (both for explain();
-    the detail is "" unless ``why``)."""
+    the detail is "" unless ``why``). ``memo``: the whole arrays read so far."""
     if isinstance(expr, Cond):
-        v, detail = _eval_cond(expr, lookup, why)
+        v, detail = _eval_cond(expr, lookup, why, memo)
         return v, expr, detail
     if isinstance(expr, Not):
-        v, _, detail = _eval(expr.operand, lookup, why)
+        v, _, detail = _eval(expr.operand, lookup, why, memo)
         return (_N if v is _M else _M if v is _N else _U), expr, detail  # MET <-> NEVER, UNMET stays
     # &&: any NEVER -> NEVER, all MET -> MET, else UNMET; || is the dual.
     stop, every = (_N, _M) if isinstance(expr, And) else (_M, _N)
     first_unmet = None
     details: list[str] = []
     for o in expr.operands:
-        v, culprit, detail = _eval(o, lookup, why)
+        v, culprit, detail = _eval(o, lookup, why, memo)
         if v is stop:
             return v, culprit, detail
         if v is _U and first_unmet is None:
@@ -697,7 +732,7 @@ def evaluate(expr: DepExpr, lookup: Lookup) -> Verdict:
     NEVER and keeps UNMET; ``&&``: any NEVER -> NEVER, all MET -> MET, else
     UNMET; ``||``: any MET -> MET, all NEVER -> NEVER, else UNMET.
     """
-    return _eval(expr, lookup, False)[0]
+    return _eval(expr, lookup, False, {})[0]
 
 
 def explain(expr: DepExpr, lookup: Lookup) -> str:
@@ -707,7 +742,7 @@ def explain(expr: DepExpr, lookup: Lookup) -> str:
     ``Dependency condition not satisfied: done(12) (job 12 is RUN)`` or
     ``Dependency can never be met: done(12) (job 12 ended EXIT with code 1)``.
     For MET: ``Dependency condition satisfied: ...``."""
-    v, culprit, detail = _eval(expr, lookup, True)
+    v, culprit, detail = _eval(expr, lookup, True, {})
     head = {_M: "Dependency condition satisfied", _U: "Dependency condition not satisfied",
             _N: "Dependency can never be met"}[v]
     return f"{head}: {_clip(render(culprit))} ({detail})"

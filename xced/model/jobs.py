@@ -9,6 +9,9 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from xced.model.units import DEFAULT_MAX_ARRAY_SIZE
+from xced.model.units import MAX_ARRAY_INDEX as _MAX_ARRAY_INDEX
+
 
 class JobState(StrEnum):
     """Job states of D-5, spelled as LSF spells them."""
@@ -45,12 +48,19 @@ class EndReason(StrEnum):
     SUPERVISOR_ERROR = "supervisor error"
 
 
-#: Largest array LSF accepts by default is 1000 (MAX_JOB_ARRAY_SIZE); ours is larger.
-MAX_ARRAY_SIZE = 1_000_000
-#: Largest array index (LSF: 2147483646).
-MAX_ARRAY_INDEX = 2_147_483_646
+#: The bounds of job arrays live with the other request bounds (xced.model.units, D-8):
+#: the default of the admin setting `max_array_size`, its ceiling, and the largest index.
+MAX_ARRAY_INDEX = _MAX_ARRAY_INDEX
 
 _ARRAY_RE = re.compile(r"^(?P<name>[^\[\]%]*)\[(?P<spec>[^\]]*)\](?:%(?P<limit>\S*))?$")
+#: an index range; numbers of more than 10 digits are over MAX_ARRAY_INDEX whatever they are
+_RANGE_RE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
+_MAX_INDEX_DIGITS = len(str(_MAX_ARRAY_INDEX))
+
+
+def _q(text: str) -> str:
+    """A -J value for a message: quoted, and shortened when long, so the message stays one short line."""
+    return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
 
 
 class ArraySpecError(ValueError):
@@ -68,50 +78,67 @@ class ArraySpec:
     text: str
 
 
-def parse_job_name(text: str) -> tuple[str, ArraySpec | None]:
+def parse_job_name(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> tuple[str, ArraySpec | None]:
     """Split a `-J` value into (name, array spec or None).
 
-    Grammar (LSF): `name[start[-end[:step]][,...]][%limit]`. Raises ArraySpecError
-    for `x[5-1]`, `x[]`, `x[0]`, a step < 1, a limit < 1, or more than MAX_ARRAY_SIZE
-    elements; a name with `[` but no valid array part is an error too.
+    Grammar (LSF bsub -J): `name[start[-end[:step]][,...]][%limit]`, indices 1 to
+    MAX_ARRAY_INDEX (2147483646, as LSF). `max_size` is the most indices the ranges may
+    list together (an index listed twice counts twice) and the largest `%limit`: the
+    cluster's `max_array_size` setting (LSF MAX_JOB_ARRAY_SIZE, default 1000), which the
+    daemon passes; the CLI passes the ceiling MAX_ARRAY_SIZE_SETTING, leaving the setting
+    to the daemon. The work is linear in `max_size` and the text, whatever the text.
+
+    Raises ArraySpecError naming what was wrong and what would be valid: `x[5-1]`, `x[]`,
+    `x[0]`, a step < 1, a limit outside 1..max_size, more than `max_size` indices (naming
+    the cap and the setting), an index over MAX_ARRAY_INDEX, or a name with `[` but no
+    valid array part.
     """
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise ArraySpecError(f"job name {text!r}: control characters (newlines, tabs) are not allowed")
+        raise ArraySpecError(f"job name {_q(text)}: control characters (newlines, tabs) are not allowed")
     if "[" not in text and "]" not in text:
         if "%" in text:
-            raise ArraySpecError(f"job name {text!r}: '%limit' is only valid after an array part, as in 'name[1-10]%2'")
+            raise ArraySpecError(f"job name {_q(text)}: '%limit' is only valid after an array part, as in 'name[1-10]%2'")
         return text, None
     m = _ARRAY_RE.match(text)
     if not m:
-        raise ArraySpecError(f"job name {text!r} is not a valid array: expected NAME[START-END:STEP,...]%LIMIT, e.g. 'sweep[1-100:2]%10'")
+        raise ArraySpecError(f"job name {_q(text)} is not a valid array: expected NAME[START-END:STEP,...]%LIMIT, e.g. 'sweep[1-100:2]%10'")
     spec = m.group("spec").strip()
     if not spec:
-        raise ArraySpecError(f"job array {text!r}: empty index list; expected e.g. [1-100]")
-    indices: set[int] = set()
+        raise ArraySpecError(f"job array {_q(text)}: empty index list; expected e.g. [1-100]")
+    ranges: list[tuple[int, int, int]] = []
+    listed = 0
     for part in spec.split(","):
         part = part.strip()
-        pm = re.fullmatch(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?", part)
+        pm = _RANGE_RE.fullmatch(part)
         if not pm:
-            raise ArraySpecError(f"job array {text!r}: bad index range {part!r}; expected START, START-END or START-END:STEP with positive integers")
+            raise ArraySpecError(f"job array {_q(text)}: bad index range {part!r}; expected START, START-END or START-END:STEP with positive integers")
+        if any(g is not None and len(g.lstrip("0")) > _MAX_INDEX_DIGITS for g in pm.groups()):
+            raise ArraySpecError(f"job array {_q(text)}: indices go up to {MAX_ARRAY_INDEX}")
         start = int(pm.group(1))
         end = int(pm.group(2)) if pm.group(2) is not None else start
         step = int(pm.group(3)) if pm.group(3) is not None else 1
         if start < 1:
-            raise ArraySpecError(f"job array {text!r}: index {start} is invalid; indices start at 1")
+            raise ArraySpecError(f"job array {_q(text)}: index {start} is invalid; indices start at 1")
         if end > MAX_ARRAY_INDEX or step > MAX_ARRAY_INDEX:
-            raise ArraySpecError(f"job array {text!r}: indices go up to {MAX_ARRAY_INDEX}")
+            raise ArraySpecError(f"job array {_q(text)}: indices go up to {MAX_ARRAY_INDEX}")
         if end < start:
-            raise ArraySpecError(f"job array {text!r}: range {part!r} ends before it starts; write it as {end}-{start}")
+            raise ArraySpecError(f"job array {_q(text)}: range {part!r} ends before it starts; write it as {end}-{start}")
         if step < 1:
-            raise ArraySpecError(f"job array {text!r}: step {step} is invalid; the step must be at least 1")
-        if (end - start) // step + 1 + len(indices) > MAX_ARRAY_SIZE:
-            raise ArraySpecError(f"job array {text!r}: more than {MAX_ARRAY_SIZE} elements")
+            raise ArraySpecError(f"job array {_q(text)}: step {step} is invalid; the step must be at least 1")
+        listed += (end - start) // step + 1
+        ranges.append((start, end, step))
+    if listed > max_size:
+        raise ArraySpecError(f"job array {_q(text)}: {listed} indices, more than the {max_size} an array may have on "
+                             f"this cluster (max_array_size in xce.yaml, as LSF's MAX_JOB_ARRAY_SIZE); split it "
+                             f"into arrays of at most {max_size}")
+    indices: set[int] = set()
+    for start, end, step in ranges:
         indices.update(range(start, end + 1, step))
     limit = None
     if m.group("limit") is not None:
         lim = m.group("limit")
-        if not lim.isascii() or not lim.isdigit() or not 1 <= int(lim) <= MAX_ARRAY_SIZE:
-            raise ArraySpecError(f"job array {text!r}: limit {lim!r} is invalid; expected %N with 1 <= N <= {MAX_ARRAY_SIZE}")
+        if not lim.isascii() or not lim.isdigit() or len(lim) > _MAX_INDEX_DIGITS or not 1 <= int(lim) <= max_size:
+            raise ArraySpecError(f"job array {_q(text)}: limit {_q(lim)} is invalid; expected %N with 1 <= N <= {max_size}")
         limit = int(lim)
     return m.group("name"), ArraySpec(m.group("name"), tuple(sorted(indices)), limit, text)
 

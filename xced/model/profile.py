@@ -207,7 +207,7 @@ class Profile(_Strict):
         if v is None:
             return None
         try:
-            return render_expr(parse_select(v))
+            return render_expr(parse_select(v, capped=True))  # an admin writes it: the request caps (D-8)
         except ResReqError as e:
             raise ValueError(f"select: {e}") from None
 

@@ -13,6 +13,22 @@ import math
 import re
 
 __all__ = [
+    "DEFAULT_MAX_ARRAY_SIZE",
+    "MAX_ARRAY_INDEX",
+    "MAX_ARRAY_SIZE_SETTING",
+    "MAX_CONFIG_REQUEST_BYTES",
+    "MAX_DEPENDENCY_CONDITIONS",
+    "MAX_DEPENDENCY_DEPTH",
+    "MAX_DEPENDENCY_LENGTH",
+    "MAX_APP_PARAMS",
+    "MAX_ENV_VARS",
+    "MAX_EXDATA_DEPTH",
+    "MAX_EXDATA_ITEMS",
+    "MAX_REQUEST_BYTES",
+    "MAX_RESREQ_ALTERNATIVES",
+    "MAX_RESREQ_STRINGS",
+    "MAX_RESREQ_TERMS",
+    "MAX_SELECT_DEPTH",
     "MEMORY_FORMS",
     "RUN_LIMIT_FORMS",
     "SECONDS_FORMS",
@@ -65,6 +81,58 @@ MAX_SCHED_DELAY_S = 0.010
 MAX_STORE_BUSY_TIMEOUT_S = 600.0
 #: the most failed starts and declined dispatches in a row an admin may allow (DISPATCH-2)
 MAX_DISPATCH_FAILURES = 1000
+
+# --------------------------------------------------------------------------- request bounds
+# D-8: every request is bounded in size and in the work it can cause. Each cap below is
+# checked where the text is parsed (the pydantic bodies of xced.api.models, the resreq and
+# dependency parsers, the array spec), and a request over one is refused with a message
+# naming it. The README documents each next to the option it bounds.
+
+#: the largest request body the API server reads, bytes; a larger one is answered 413
+#: `too_large` (xced.api.errors.PayloadTooLarge) and never parsed. 1 MiB holds a job's
+#: environment many times over (execve itself takes at most ~2 MiB of argv and env on Linux).
+MAX_REQUEST_BYTES = 1 << 20
+#: the largest body of a cluster admin's `PUT /config` (`xceadmin build --apply`), bytes: a
+#: compiled config of tens of thousands of hosts fits (anyone else's is held to
+#: MAX_REQUEST_BYTES, so only an admin can make the daemon parse more)
+MAX_CONFIG_REQUEST_BYTES = 8 << 20
+#: the most terms in one job's resource requirement, all its -R strings together: each
+#: select operand (a name, number, string or defined()), rusage item, order key, same name
+#: and each part of a compound or alternative requirement counts one (RES-1)
+MAX_RESREQ_TERMS = 1000
+#: the most -R strings one job may give
+MAX_RESREQ_STRINGS = 64
+#: the most rusage `||` alternatives in one rusage[] section, and the most parts of one
+#: compound (`N*{...} + ...`) or alternative (`{...} || {...}`) requirement: the planner
+#: tries each in turn for every pending job in every session
+MAX_RESREQ_ALTERNATIVES = 32
+#: the deepest nesting of a select expression a user or admin writes: a value is one
+#: level, each '(', '!' or '-' prefix and each arithmetic or comparison operator around it
+#: adds one (`a + b + c` is three), and a chain of && or || adds one however long
+MAX_SELECT_DEPTH = 32
+#: a -w dependency expression (JOB-5): its length in characters, its conditions and its
+#: nesting of '(' and '!'
+MAX_DEPENDENCY_LENGTH = 4096
+MAX_DEPENDENCY_CONDITIONS = 1000
+MAX_DEPENDENCY_DEPTH = 100
+#: job arrays (JOB-4): the default of the admin setting `max_array_size` (xce.yaml), as
+#: LSF's MAX_JOB_ARRAY_SIZE defaults to 1000; the largest value an admin may set (a submit
+#: makes one store row per element, so an array's submit costs time linear in its size);
+#: the largest index (LSF's)
+DEFAULT_MAX_ARRAY_SIZE = 1000
+MAX_ARRAY_SIZE_SETTING = 1_000_000
+MAX_ARRAY_INDEX = 2_147_483_646
+#: the JSON side record of a submit (exdata, MERGE-4): deepest nesting of objects and
+#: arrays (the store writes it as JSON, whose encoder recurses), and the most values in it
+#: (each key, value and array element counts one)
+MAX_EXDATA_DEPTH = 32
+MAX_EXDATA_ITEMS = 4096
+#: the most variables in a submit's environment (a login shell has a few hundred), and the
+#: most --app-param values: a megabyte of tiny entries costs the daemon far more than a
+#: megabyte of a few long ones
+MAX_ENV_VARS = 4096
+MAX_APP_PARAMS = 256
+
 #: names of clusters, queues and hosts (CFG-2)
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 NAME_FORM = "letters, digits, '_', '.' and '-'"

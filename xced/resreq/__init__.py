@@ -3,8 +3,9 @@ evaluate select. Pure: standard library only, no I/O.
 
 Public API::
 
-    parse(text) -> ResReq                  one -R string; raises only ResReqError
-    parse_select(text) -> Expr             a bare select expression
+    parse(text, capped=False) -> ResReq    one -R string; raises only ResReqError
+    parse_job([text, ...]) -> ResReq       a job's -R strings, held to the request caps, merged
+    parse_select(text, capped=False) -> Expr  a bare select expression
     merge([ResReq, ...]) -> ResReq         several -R strings, as LSF merges them
     render(req) -> str                     canonical text; parse(render(r)) == r
     render_expr(expr) -> str               canonical select expression text
@@ -15,7 +16,14 @@ Public API::
 
 The parsed form (``ResReq``, ``Span``, ``RusageGroup``, ``RusageTerm``,
 ``OrderKey``, ``Part`` and the select nodes ``Num``, ``Str``, ``Name``,
-``Defined``, ``Unary``, ``Binary``) is frozen, hashable dataclasses.
+``Defined``, ``Unary``, ``Binary``, ``BoolOp``) is frozen, hashable dataclasses. A chain
+of ``&&`` or ``||`` is one flat ``BoolOp`` (``a || b || c`` has three operands), so
+parsing, rendering, evaluating and explaining it are loops, however long it is.
+
+Bounds (D-8): the parser's work is linear in the text; ``parse_job`` holds a job's -R
+strings to MAX_RESREQ_STRINGS, MAX_RESREQ_TERMS (together), MAX_SELECT_DEPTH and
+MAX_RESREQ_ALTERNATIVES (xced.model.units), naming the bound and the column when one is
+passed; ``capped=True`` holds one string (a profile's) to the same caps.
 
 Units: memory in MB (``mem=4GB`` -> 4096; bare ``mem``/``swp``/``tmp`` rusage
 values are MB, the LSF 7.3 default and XCE's internal unit), durations in
@@ -69,6 +77,7 @@ from ._ast import (
     MEMORY_RESOURCES,
     STRING_ATTRIBUTES,
     Binary,
+    BoolOp,
     Defined,
     Expr,
     Name,
@@ -84,7 +93,7 @@ from ._ast import (
 )
 from ._errors import ResReqError
 from ._merge import merge
-from ._parser import parse, parse_select
+from ._parser import MAX_PARSE_DEPTH, parse, parse_job, parse_select
 from ._render import render, render_expr, to_json
 from ._select import explain_select, select_matches
 
@@ -93,7 +102,9 @@ __all__ = [
     "MEMORY_RESOURCES",
     "STRING_ATTRIBUTES",
     "Binary",
+    "BoolOp",
     "Defined",
+    "MAX_PARSE_DEPTH",
     "Expr",
     "Name",
     "Num",
@@ -109,6 +120,7 @@ __all__ = [
     "explain_select",
     "merge",
     "parse",
+    "parse_job",
     "parse_select",
     "render",
     "render_expr",

@@ -7,7 +7,7 @@ alike; the scheduler may cache by request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "MEMORY_RESOURCES",
     "STRING_ATTRIBUTES",
     "Binary",
+    "BoolOp",
     "Defined",
     "Expr",
     "Name",
@@ -81,14 +82,52 @@ class Unary:
 
 @dataclass(frozen=True)
 class Binary:
-    """``left op right``; op is one of ``* / + - > < >= <= == != && ||``."""
+    """``left op right``; op is one of ``* / + - > < >= <= == !=`` (``&&`` and ``||``
+    are ``BoolOp``: a ValueError here)."""
 
     op: str
     left: Expr
     right: Expr
 
+    def __post_init__(self) -> None:
+        if self.op in ("&&", "||"):
+            raise ValueError(f"{self.op!r} is a BoolOp, not a Binary: write BoolOp({self.op!r}, (a, b, ...))")
 
-Expr = Num | Str | Name | Defined | Unary | Binary
+
+@dataclass(frozen=True)
+class BoolOp:
+    """``a && b && ...`` or ``a || b || ...``: two or more operands in written order
+    (ValueError otherwise). A BoolOp of the same op among them is spliced in, so a chain
+    is one flat node however long (``a || (b || c)`` is ``BoolOp("||", (a, b, c))``) and
+    every walk over it is a loop, never a recursion per operand (D-8). The hash is
+    computed once: the planner keys its memo by whole expressions."""
+
+    op: Literal["&&", "||"]
+    operands: tuple[Expr, ...]
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.op not in ("&&", "||"):
+            raise ValueError(f"BoolOp op {self.op!r}: expected '&&' or '||'")
+        flat: list[Expr] = []
+        for o in self.operands:
+            if isinstance(o, BoolOp) and o.op == self.op:
+                flat.extend(o.operands)
+            else:
+                flat.append(o)
+        if len(flat) < 2:
+            raise ValueError(f"BoolOp {self.op!r} needs at least two operands")
+        object.__setattr__(self, "operands", tuple(flat))
+        object.__setattr__(self, "_hash", hash((BoolOp, self.op, self.operands)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self):  # a copy or an unpickled node hashes afresh (str hashes differ per process)
+        return (BoolOp, (self.op, self.operands))
+
+
+Expr = Num | Str | Name | Defined | Unary | Binary | BoolOp
 
 
 # --------------------------------------------------------------------------- sections

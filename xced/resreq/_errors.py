@@ -18,8 +18,9 @@ class ResReqError(ValueError):
         found: what was there instead (``"'='"``, ``"end of input"``), or None.
 
     ``str(err)`` is one line, e.g.
-    ``rusage=[mem=20MB]: column 7: expected '[' after 'rusage', found '='``;
-    ``err.pretty()`` adds the text and a caret under the column.
+    ``rusage=[mem=20MB]: column 7: expected '[' after 'rusage', found '='`` (a text of
+    more than 80 characters is shortened there); ``err.pretty()`` adds the text (a window
+    of it around the column when long) and a caret under the column.
     """
 
     def __init__(
@@ -38,7 +39,8 @@ class ResReqError(ValueError):
         if reason is None:
             reason = f"expected {expected}" + (f", found {found}" if found is not None else "")
         where = f"column {column}: " if column is not None else ""
-        super().__init__(f"{text}: {where}{reason}")
+        shown = text if len(text) <= 80 else text[:77] + "..."  # one short line, even for a long text
+        super().__init__(f"{shown}: {where}{reason}")
 
     def pretty(self) -> str:
         """The message, then the text and a caret line pointing at the column.
@@ -49,4 +51,12 @@ class ResReqError(ValueError):
         if self.column is None:
             return msg
         shown = "".join(c if c.isprintable() else " " for c in self.text)
-        return f"{msg}\n  {shown}\n  {' ' * (self.column - 1)}^"
+        col = self.column
+        if len(shown) > 80:
+            start = max(0, col - 41)
+            end = min(len(shown), start + 80)
+            piece, col = shown[start:end], col - start
+            if start > 0:
+                piece, col = "..." + piece, col + 3
+            shown = piece + ("..." if end < len(shown) else "")
+        return f"{msg}\n  {shown}\n  {' ' * (col - 1)}^"

@@ -15,7 +15,7 @@ Grammar (whitespace — space, tab, CR, LF — is allowed between any two tokens
     value       := number [ "KB"|"MB"|"GB"|"TB"|"K"|"M"|"G"|"T" ] [ "/task"|"/host"|"/job" ]
     span        := "ptile" "=" int>=1 | "hosts" "=" ("1"|"-1") | "block" "=" int>=1
     same        := name ( ":" name )*
-    expr        := or ;  or := and ("||" and)* ;  and := eq ("&&" eq)*
+    expr        := or ;  or := and ("||" and)* ;  and := eq ("&&" eq)*   -- flat BoolOp chains
     eq          := rel (("=="|"!="|"=") rel)* ;  rel := add (("<"|"<="|">"|">=") add)*
     add         := mul (("+"|"-") mul)* ;  mul := unary (("*"|"/") unary)*
     unary       := ("-"|"!") unary | primary
@@ -23,6 +23,17 @@ Grammar (whitespace — space, tab, CR, LF — is allowed between any two tokens
                  | "(" expr ")"
 
 Names are ASCII ``[A-Za-z_][A-Za-z0-9_]*``; numbers are ASCII decimals.
+
+Bounds (D-8; the values are in xced.model.units). The work is linear in the text: a chain
+of ``&&`` or ``||`` is read in a loop into one ``BoolOp``, every other construct nests
+the parser at most ``max_depth`` deep. Depth: a value (name, number, string,
+``defined()``) is one level, and each ``(``, each ``!``/``-`` prefix and each arithmetic or
+comparison operator around it adds one (``a + b + c`` is three levels, ``(a > 1)`` three),
+a whole ``&&``/``||`` chain adds one however long. ``parse`` holds any text to
+MAX_PARSE_DEPTH (the walkers over the tree recurse per level) and, with ``capped=True``,
+to what a user or admin may write: MAX_SELECT_DEPTH levels, MAX_RESREQ_TERMS terms,
+MAX_RESREQ_ALTERNATIVES rusage alternatives or parts; ``parse_job`` holds all the -R
+strings of one job to those caps together. An error names the cap and the column.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from ._ast import (
     MEMORY_RESOURCES,
     STRING_ATTRIBUTES,
     Binary,
+    BoolOp,
     Defined,
     Expr,
     Name,
@@ -49,8 +61,14 @@ from ._ast import (
     Unary,
 )
 from ._errors import ResReqError
+from xced.model.units import (
+    MAX_RESREQ_ALTERNATIVES,
+    MAX_RESREQ_STRINGS,
+    MAX_RESREQ_TERMS,
+    MAX_SELECT_DEPTH,
+)
 
-__all__ = ["parse", "parse_select"]
+__all__ = ["MAX_PARSE_DEPTH", "parse", "parse_job", "parse_select"]
 
 SECTIONS = ("select", "order", "rusage", "span", "same")
 UNSUPPORTED_SECTIONS = ("cu", "affinity")
@@ -84,10 +102,12 @@ COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 
 _COMPOUND_START = re.compile(r"[0-9]+[ \t\r\n]*\*[ \t\r\n]*\{")
 
-#: Deepest parenthesis / unary nesting accepted, and deepest expression tree
-#: (render and evaluation recurse over the tree).
-MAX_NESTING = 64
-MAX_TREE_DEPTH = 200
+#: The deepest select expression ``parse`` reads from any text (see the module
+#: docstring): a safety bound for the parser and the walkers that recurse per level
+#: (render, evaluation, equality), above what users and admins may write
+#: (MAX_SELECT_DEPTH), so that text the daemon renders from a merged request (the
+#: profile's select ANDed with the job's adds a level) always reads back.
+MAX_PARSE_DEPTH = 2 * MAX_SELECT_DEPTH
 _MAX_NUMBER_CHARS = 40
 _VALUE_WORDS = "a value (number, resource name, quoted string, '(', '!', '-' or defined(name))"
 
@@ -112,12 +132,23 @@ def format_number(value: float) -> str:
     return text
 
 
+_TERM_WORDS = "select operands, rusage items, order keys, same names and parts count one each"
+
+
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, max_depth: int = MAX_PARSE_DEPTH, max_terms: int | None = None,
+                 max_alternatives: int | None = None, depth_name: str = "MAX_PARSE_DEPTH",
+                 terms_words: str = "") -> None:
         self.text = text
         self.n = len(text)
         self.pos = 0
         self.nesting = 0
+        self.max_depth = max_depth
+        self.depth_name = depth_name
+        self.max_terms = max_terms
+        self.terms_words = terms_words
+        self.max_alternatives = max_alternatives
+        self.terms = 0
 
     # ------------------------------------------------------------------ helpers
 
@@ -142,6 +173,28 @@ class _Parser:
         if len(tok) > 30:
             tok = tok[:30] + "..."
         return repr(tok)
+
+    def term(self, pos: int) -> None:
+        """One more term (MAX_RESREQ_TERMS), at ``pos``."""
+        self.terms += 1
+        if self.max_terms is not None and self.terms > self.max_terms:
+            raise self.fail(pos, f"at most {self.max_terms} terms",
+                            reason=f"more than {self.max_terms} terms{self.terms_words} (MAX_RESREQ_TERMS; "
+                                   f"{_TERM_WORDS})")
+
+    def alternative(self, pos: int, count: int, what: str) -> None:
+        """``count`` rusage alternatives or parts so far (MAX_RESREQ_ALTERNATIVES)."""
+        if self.max_alternatives is not None and count > self.max_alternatives:
+            raise self.fail(pos, f"at most {self.max_alternatives} {what}",
+                            reason=f"more than {self.max_alternatives} {what} (MAX_RESREQ_ALTERNATIVES)")
+
+    def too_deep(self, pos: int, depth: int) -> None:
+        if depth > self.max_depth:
+            raise self.fail(pos, f"a select expression at most {self.max_depth} levels deep",
+                            reason=f"select expression nested more than {self.max_depth} levels deep "
+                                   f"({self.depth_name}: a value is one level, and each '(', '!', '-' and "
+                                   f"arithmetic or comparison operator around it adds one; a chain of && or || "
+                                   f"adds one)")
 
     def skip_ws(self) -> None:
         text, n, pos = self.text, self.n, self.pos
@@ -253,6 +306,8 @@ class _Parser:
             count = int(digits)
             if count < 1:
                 raise self.fail(start, "a slot count >= 1 before '*{'")
+            self.term(start)
+            self.alternative(start, len(parts) + 1, "parts in a compound requirement")
             self.expect("*", "'*' after the slot count")
             self.expect("{", "'{' after '*'")
             inner = self.parse_simple(stop="}")
@@ -273,6 +328,9 @@ class _Parser:
     def parse_alternative(self) -> ResReq:
         parts: list[Part] = []
         while True:
+            self.skip_ws()
+            self.term(self.pos)
+            self.alternative(self.pos, len(parts) + 1, "alternatives in an alternative requirement")
             self.expect("{", "'{'")
             self.skip_ws()
             if _COMPOUND_START.match(self.text, self.pos):
@@ -371,6 +429,7 @@ class _Parser:
                 self.skip_ws()
             start = self.pos
             raw = self.read_ident("a load index name ([-]name[:[-]name]...)")
+            self.term(start)
             name = ALIASES.get(raw, raw)
             if name in seen:
                 raise self.fail(start, "each load index once in order[...]",
@@ -398,6 +457,7 @@ class _Parser:
                 break
             alternatives.append(tuple(groups))
             if self.text.startswith("||", self.pos):
+                self.alternative(self.pos, len(alternatives) + 1, "rusage alternatives ('||') in one rusage[]")
                 self.pos += 2
                 continue
             self.expect("]", "':', ',', '||' or ']'")
@@ -413,6 +473,7 @@ class _Parser:
             self.skip_ws()
             start = self.pos
             raw = self.read_ident("a resource name (name=value)")
+            self.term(start)
             self.expect("=", f"'=' after '{raw}'")
             self.skip_ws()
             if raw == "duration":
@@ -525,12 +586,12 @@ class _Parser:
         return Span(**{key: value})
 
     def section_same(self) -> tuple[str, ...]:
-        names: list[str] = []
+        names: dict[str, None] = {}  # first-seen order, each once
         while True:
+            self.skip_ws()
+            self.term(self.pos)
             raw = self.read_ident("a resource name (name[:name]...)")
-            name = ALIASES.get(raw, raw)
-            if name not in names:
-                names.append(name)
+            names.setdefault(ALIASES.get(raw, raw))
             self.skip_ws()
             if self.peek() == ":":
                 self.pos += 1
@@ -541,11 +602,7 @@ class _Parser:
     # ------------------------------------------------------------------ expressions
 
     def parse_expr(self) -> Expr:
-        start = self.pos
-        expr = self.binary(0)
-        if tree_depth(expr) > MAX_TREE_DEPTH:
-            raise self.fail(start, f"an expression at most {MAX_TREE_DEPTH} operators deep",
-                            reason=f"expression too deep (more than {MAX_TREE_DEPTH} levels)")
+        expr, _ = self.binary(0)
         return canonical(expr)
 
     def peek_op(self) -> str | None:
@@ -560,42 +617,64 @@ class _Parser:
             raise self.fail(self.pos, f"'{c}{c}'")
         return None
 
-    def binary(self, level: int) -> Expr:
+    def binary(self, level: int) -> tuple[Expr, int]:
+        """The expression at precedence ``level`` and its depth (see the module docstring)."""
         if level == len(_BINARY_LEVELS):
             return self.unary()
         ops = _BINARY_LEVELS[level]
-        left = self.binary(level + 1)
+        left, depth = self.binary(level + 1)
+        if ops[0] in ("||", "&&"):  # a chain, read in a loop into one flat node
+            operands = [left]
+            deepest = None  # the operator before the deepest operand (or the first operator)
+            while self.peek_op() == ops[0]:
+                at = self.pos
+                self.pos += 2
+                right, rdepth = self.binary(level + 1)
+                operands.append(right)
+                if deepest is None or rdepth > depth:
+                    deepest = at
+                depth = max(depth, rdepth)
+            if deepest is None:
+                return left, depth
+            self.too_deep(deepest, depth + 1)
+            return BoolOp(ops[0], tuple(operands)), depth + 1  # type: ignore[arg-type]
         while True:
             op = self.peek_op()
             if op not in ops:
-                return left
+                return left, depth
+            at = self.pos
             self.pos += len(op)  # type: ignore[arg-type]
-            right = self.binary(level + 1)
+            right, rdepth = self.binary(level + 1)
+            depth = max(depth, rdepth) + 1
+            self.too_deep(at, depth)
             left = Binary("==" if op == "=" else op, left, right)  # type: ignore[arg-type]
 
-    def enter(self) -> None:
+    def enter(self, pos: int) -> None:
+        """One more '(' or prefix operator at ``pos``: refused before the parser goes deeper."""
         self.nesting += 1
-        if self.nesting > MAX_NESTING:
-            raise self.fail(self.pos, f"at most {MAX_NESTING} nested parentheses or unary operators",
-                            reason=f"expression nested too deeply (more than {MAX_NESTING} levels)")
+        self.too_deep(pos, self.nesting + 1)
 
-    def unary(self) -> Expr:
+    def unary(self) -> tuple[Expr, int]:
         self.skip_ws()
         c = self.peek()
         if c in ("-", "!") and not self.text.startswith("!=", self.pos):
+            at = self.pos
             self.pos += 1
-            self.enter()
-            operand = self.unary()
+            self.enter(at)
+            operand, depth = self.unary()
             self.nesting -= 1
             if c == "-" and isinstance(operand, Num):
-                return Num(-operand.value)
-            return Unary(c, operand)  # type: ignore[arg-type]
+                return Num(-operand.value), depth
+            self.too_deep(at, depth + 1)  # around an operand that is deep already
+            return Unary(c, operand), depth + 1  # type: ignore[arg-type]
         return self.primary()
 
-    def primary(self) -> Expr:
+    def primary(self) -> tuple[Expr, int]:
         self.skip_ws()
         start = self.pos
         c = self.peek()
+        if c != "(":
+            self.term(start)
         if c and (c in _DIGITS or (c == "." and self.pos + 1 < self.n and self.text[self.pos + 1] in _DIGITS)):
             value = self.read_decimal(_VALUE_WORDS)
             factor = self.read_unit(" or an operator after the number")
@@ -603,14 +682,14 @@ class _Parser:
                 value = _normalise_number(value * factor)
             if self.peek() == ".":
                 raise self.fail(self.pos, "an operator after the number")
-            return Num(value)
+            return Num(value), 1
         if c in ("'", '"'):
             end = self.text.find(c, start + 1)
             if end < 0:
                 raise self.fail(start, f"a closing {c} for the string that starts here",
                                 reason=f"unterminated string: no closing {c}")
             self.pos = end + 1
-            return Str(self.text[start + 1:end])
+            return Str(self.text[start + 1:end]), 1
         ident = self.ident_at(start)
         if ident is not None:
             self.pos = start + len(ident)
@@ -619,33 +698,19 @@ class _Parser:
                 self.pos = nxt + 1
                 name = self.read_ident("a resource name in defined(...)")
                 self.expect(")", "')' after defined(name")
-                return Defined(name)
+                return Defined(name), 1
             if nxt < self.n and self.text[nxt] == "[":
                 raise self.fail(start, _VALUE_WORDS, found=f"section {ident + '[...]'!r}")
-            return Name(ident)
+            return Name(ident), 1
         if c == "(":
             self.pos += 1
-            self.enter()
-            expr = self.binary(0)
+            self.enter(start)
+            expr, depth = self.binary(0)
             self.nesting -= 1
             self.expect(")", "an operator or ')'")
-            return expr
+            self.too_deep(start, depth + 1)  # around an expression that is deep already
+            return expr, depth + 1
         raise self.fail(start, _VALUE_WORDS)
-
-
-def tree_depth(expr: Expr) -> int:
-    """Depth of an expression tree, computed without recursion."""
-    best = 0
-    stack: list[tuple[Expr, int]] = [(expr, 1)]
-    while stack:
-        node, depth = stack.pop()
-        best = max(best, depth)
-        if isinstance(node, Binary):
-            stack.append((node.left, depth + 1))
-            stack.append((node.right, depth + 1))
-        elif isinstance(node, Unary):
-            stack.append((node.operand, depth + 1))
-    return best
 
 
 def canonical(expr: Expr) -> Expr:
@@ -657,6 +722,8 @@ def canonical(expr: Expr) -> Expr:
         return Defined(ALIASES.get(expr.name, expr.name))
     if isinstance(expr, Unary):
         return Unary(expr.op, canonical(expr.operand))
+    if isinstance(expr, BoolOp):
+        return BoolOp(expr.op, tuple(canonical(o) for o in expr.operands))
     if isinstance(expr, Binary):
         left, right = expr.left, expr.right
         if expr.op in COMPARISONS and isinstance(left, Name) and isinstance(right, Name):
@@ -668,7 +735,18 @@ def canonical(expr: Expr) -> Expr:
     return expr
 
 
-def parse(text: str) -> ResReq:
+def _caps(capped: bool) -> dict:
+    if not capped:
+        return {}
+    return {"max_depth": MAX_SELECT_DEPTH, "depth_name": "MAX_SELECT_DEPTH", "max_terms": MAX_RESREQ_TERMS,
+            "max_alternatives": MAX_RESREQ_ALTERNATIVES}
+
+
+def _not_a_string(text: object) -> ResReqError:
+    return ResReqError(repr(text), None, "a string", reason=f"expected a string, got {type(text).__name__}")
+
+
+def parse(text: str, *, capped: bool = False) -> ResReq:
     """Parse one LSF resource requirement string (one ``bsub -R`` value).
 
     Accepts simple strings (``select[...] order[...] rusage[...] span[...]
@@ -681,40 +759,89 @@ def parse(text: str) -> ResReq:
     K/M/G/T) are converted to MB (1 GB = 1024 MB); bare mem/swp/tmp rusage
     values are MB; durations are stored in seconds (a bare duration is minutes).
 
+    Bounds (D-8, module docstring): any text is held to MAX_PARSE_DEPTH; ``capped``
+    holds it to what a user or admin may write (MAX_SELECT_DEPTH levels,
+    MAX_RESREQ_TERMS terms, MAX_RESREQ_ALTERNATIVES rusage alternatives or parts, of
+    xced.model.units). Text the daemon rendered itself (a stored effective requirement)
+    is read uncapped. A job's -R strings go through ``parse_job``. The work is linear in
+    the text.
+
     Follows IBM Spectrum LSF 10.1 "Resource requirement strings" (select, order,
     usage, span and same string pages) and ``bsub -R``.
 
     Raises:
-        ResReqError: for any text that is not a valid requirement string, with
-            the 1-based column and what was expected there. Nothing else is
-            raised, whatever the input.
+        ResReqError: for any text that is not a valid requirement string, or is over
+            a bound, with the 1-based column and what was expected there (the bound
+            by name). Nothing else is raised, whatever the input.
     """
     if not isinstance(text, str):
-        raise ResReqError(repr(text), None, "a string", reason=f"expected a string, got {type(text).__name__}")
+        raise _not_a_string(text)
+    return _parse(text, _caps(capped))[0]
+
+
+def _parse(text: str, caps: dict, terms_words: str = "") -> tuple[ResReq, int]:
+    """(the requirement, the terms it has)."""
+    p = _Parser(text, terms_words=terms_words, **caps)
     try:
-        return _Parser(text).parse()
-    except RecursionError:
+        req = p.parse()
+    except RecursionError:  # pragma: no cover - the depth bounds keep the parser well inside the limit
         raise ResReqError(text, None, "a less deeply nested requirement",
                           reason="requirement nested too deeply") from None
+    return req, p.terms
 
 
-def parse_select(text: str) -> Expr:
-    """Parse a bare select expression (``"mem > 100 && type == X86_64"``); the
-    text of ``select[...]`` without the brackets.
+def parse_job(texts: list[str] | tuple[str, ...]) -> ResReq:
+    """A job's own -R strings (RES-1), parsed and merged as LSF merges them (``merge``);
+    blank strings are skipped, none gives ``ResReq()``.
+
+    Held to what a user may write (D-8; xced.model.units): at most MAX_RESREQ_STRINGS
+    strings, MAX_RESREQ_TERMS terms in all of them together, and each string to
+    MAX_SELECT_DEPTH and MAX_RESREQ_ALTERNATIVES. The one place the submit and the
+    re-merge of a job read its -R strings. Linear in the texts.
 
     Raises:
-        ResReqError: when the text is not one select expression.
+        ResReqError: a string that does not parse or is over a bound (``text`` is that
+            string and ``column`` where it went wrong), too many strings (column None),
+            or strings that cannot be merged (see ``merge``).
+    """
+    from ._merge import merge
+
+    if len(texts) > MAX_RESREQ_STRINGS:
+        raise ResReqError(f"{len(texts)} -R strings", None, f"at most {MAX_RESREQ_STRINGS} -R strings",
+                          reason=f"a job may give at most {MAX_RESREQ_STRINGS} -R strings (MAX_RESREQ_STRINGS); "
+                                 f"merge them into fewer")
+    budget = MAX_RESREQ_TERMS
+    reqs: list[ResReq] = []
+    for text in texts:
+        if not isinstance(text, str):
+            raise _not_a_string(text)
+        if not text.strip():
+            continue
+        words = " in the job's -R strings together" if len(texts) > 1 else ""
+        req, used = _parse(text, {**_caps(True), "max_terms": budget}, words)
+        reqs.append(req)
+        budget -= used
+    return merge(reqs)
+
+
+def parse_select(text: str, *, capped: bool = False) -> Expr:
+    """Parse a bare select expression (``"mem > 100 && type == X86_64"``); the
+    text of ``select[...]`` without the brackets. ``capped`` as for ``parse`` (a
+    profile's select is held to the caps of what an admin writes).
+
+    Raises:
+        ResReqError: when the text is not one select expression, or is over a bound.
     """
     if not isinstance(text, str):
-        raise ResReqError(repr(text), None, "a string", reason=f"expected a string, got {type(text).__name__}")
-    p = _Parser(text)
+        raise _not_a_string(text)
+    p = _Parser(text, **_caps(capped))
     try:
         p.skip_ws()
         expr = p.parse_expr()
         p.skip_ws()
         if not p.at_end():
             raise p.fail(p.pos, "an operator or end of input")
-    except RecursionError:
+    except RecursionError:  # pragma: no cover - the depth bounds keep the parser well inside the limit
         raise ResReqError(text, None, "a less deeply nested expression",
                           reason="expression nested too deeply") from None
     return expr

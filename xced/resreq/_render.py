@@ -8,6 +8,7 @@ from typing import Any
 from ._ast import (
     MEMORY_RESOURCES,
     Binary,
+    BoolOp,
     Defined,
     Expr,
     Name,
@@ -55,6 +56,13 @@ def _expr(e: Expr) -> tuple[str, int]:
         if prec < _UNARY_PREC:
             text = f"({text})"
         return f"{e.op}{text}", _UNARY_PREC
+    if isinstance(e, BoolOp):  # a flat chain: one loop, never one recursion per operand
+        prec = _PREC[e.op]
+        parts = []
+        for o in e.operands:
+            text, oprec = _expr(o)
+            parts.append(f"({text})" if oprec <= prec else text)
+        return f" {e.op} ".join(parts), prec
     if isinstance(e, Binary):
         prec = _PREC[e.op]
         left, lprec = _expr(e.left)

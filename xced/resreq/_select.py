@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._ast import Binary, Defined, Expr, Name, Num, ResReq, Str, Unary
+from ._ast import Binary, BoolOp, Defined, Expr, Name, Num, ResReq, Str, Unary
 from ._parser import COMPARISONS, format_number, parse
 from ._render import render_expr
 
@@ -23,6 +23,8 @@ Value = int | float | str | bool | _Missing
 
 _NEGATE = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _SPECIAL_ATTRS = ("type", "model")
+#: the operands of a false `||` chain a reason names (the rest are counted)
+_EXPLAINED = 3
 
 
 def _truthy(v: Value) -> bool:
@@ -89,11 +91,11 @@ class _Eval:
             if e.op == "!":
                 return not _truthy(v)
             return -v if _is_number(v) else MISSING  # type: ignore[operator]
+        if isinstance(e, BoolOp):  # a flat chain, evaluated in a loop, left to right, short-circuit
+            if e.op == "&&":
+                return all(_truthy(self.value(o)) for o in e.operands)
+            return any(_truthy(self.value(o)) for o in e.operands)
         op = e.op
-        if op == "&&":
-            return _truthy(self.value(e.left)) and _truthy(self.value(e.right))
-        if op == "||":
-            return _truthy(self.value(e.left)) or _truthy(self.value(e.right))
         if op in COMPARISONS:
             return self.compare(e)[2]
         a, b = self.value(e.left), self.value(e.right)
@@ -151,7 +153,9 @@ class _Eval:
             node = stack.pop()
             if isinstance(node, Name) and not self.has(node.name):
                 return node.name
-            if isinstance(node, Binary):
+            if isinstance(node, BoolOp):
+                stack.extend(reversed(node.operands))
+            elif isinstance(node, Binary):
                 stack.extend((node.right, node.left))
             elif isinstance(node, Unary):
                 stack.append(node.operand)
@@ -166,11 +170,14 @@ class _Eval:
 
     def explain(self, e: Expr) -> str:
         """Why ``e`` is false on this host (called only when it is)."""
+        if isinstance(e, BoolOp):
+            if e.op == "&&":  # the first false operand
+                return self.explain(next(o for o in e.operands if not _truthy(self.value(o))))
+            # every operand is false: the first few, so a long chain gives a short reason
+            shown = [self.explain(o) for o in e.operands[:_EXPLAINED]]
+            more = len(e.operands) - _EXPLAINED
+            return " and ".join(shown) + (f" and {more} more false" if more > 0 else "")
         if isinstance(e, Binary):
-            if e.op == "&&":
-                return self.explain(e.left) if not _truthy(self.value(e.left)) else self.explain(e.right)
-            if e.op == "||":
-                return f"{self.explain(e.left)} and {self.explain(e.right)}"
             if e.op in COMPARISONS:
                 a, b, _ = self.compare(e)
                 special = self.special(e)
@@ -208,7 +215,7 @@ class _Eval:
 def _expr_of(req_or_expr: object) -> ResReq | Expr | None:
     if isinstance(req_or_expr, str):
         return parse(req_or_expr)
-    if isinstance(req_or_expr, (ResReq, Num, Str, Name, Defined, Unary, Binary)) or req_or_expr is None:
+    if isinstance(req_or_expr, (ResReq, Num, Str, Name, Defined, Unary, Binary, BoolOp)) or req_or_expr is None:
         return req_or_expr  # type: ignore[return-value]
     raise TypeError(f"expected a ResReq, a select expression or a string, got {type(req_or_expr).__name__}")
 
@@ -263,8 +270,9 @@ def explain_select(
     """None when the host satisfies the select (see ``select_matches``);
     otherwise a short reason naming the failing comparison and the host's
     value, for pend reasons (RES-6): ``"type x86_64 != aarch64"``,
-    ``"gpu 0 < 1"``, ``"not defined(fluent)"``. For ``a && b`` the first false
-    side is explained; for ``a || b`` both, joined with ``" and "``; for a
+    ``"gpu 0 < 1"``, ``"not defined(fluent)"``. For ``a && b && ...`` the first false
+    operand is explained; for ``a || b || ...`` the first three, joined with
+    ``" and "``, then ``"and N more false"``; for a
     compound or alternative request, each part as ``"part N: ..."`` joined
     with ``"; "``.
 

@@ -99,6 +99,7 @@ from xced.model.jobs import HINT_START_WITH, HostShortfall, PendReason
 from xced.scheduler.snapshot import HostSupply
 from xced.resreq import (
     Binary,
+    BoolOp,
     Defined,
     Expr,
     Name,
@@ -318,12 +319,14 @@ _NO_DEMAND = _Demand({}, {}, {}, (), "")
 
 
 def _demand(part: ResReq, alt: int) -> _Demand:
+    """One rusage alternative of a simple part, summed per resource and method. One pass
+    over its terms (a dict of the names, never a list searched per term: D-8)."""
     if not part.rusage:
         return _NO_DEMAND
     task: dict[str, float] = {}
     host: dict[str, float] = {}
     job: dict[str, float] = {}
-    names: list[str] = []
+    names: dict[str, None] = {}  # first-seen order, each once
     texts: list[str] = []
     for term, _duration, _decay in part.rusage_terms(alt):
         if not term.value:
@@ -331,8 +334,7 @@ def _demand(part: ResReq, alt: int) -> _Demand:
         per = term.per or "task"
         bucket = job if per == "job" else host if per == "host" else task
         bucket[term.name] = bucket.get(term.name, 0.0) + float(term.value)
-        if term.name not in names:
-            names.append(term.name)
+        names.setdefault(term.name)
         unit = " MB" if term.name == "mem" or term.unit == "MB" else ""
         texts.append(f"{term.name}={_fmt(float(term.value))}{unit} per {per}")
     return _Demand(task, host, job, tuple(names), ", ".join(texts))
@@ -378,7 +380,8 @@ def _same_key(h: HostSupply, attrs: tuple[str, ...]) -> tuple[object, ...] | Non
 
 
 def _same_text(attrs: tuple[str, ...]) -> str:
-    return ":".join(attrs)
+    text = ":".join(attrs)
+    return text if len(text) <= 200 else text[:197] + "..."  # a short reason for a long same[]
 
 
 def _sort_key(order: tuple[OrderKey, ...], sup: _Counters) -> Callable[[int], tuple]:
@@ -607,13 +610,14 @@ _NAMES_MEMO: dict[Expr, tuple[str, ...]] = {}
 def _select_names(e: Expr) -> tuple[str, ...]:
     names = _NAMES_MEMO.get(e)
     if names is None:
-        found: list[str] = []
+        found: dict[str, None] = {}  # first-seen order, each once
         stack = [e]
         while stack:
             node = stack.pop()
             if isinstance(node, (Name, Defined)):
-                if node.name not in found:
-                    found.append(node.name)
+                found.setdefault(node.name)
+            elif isinstance(node, BoolOp):
+                stack.extend(reversed(node.operands))
             elif isinstance(node, Binary):
                 stack.extend((node.left, node.right))
             elif isinstance(node, Unary):
@@ -896,8 +900,17 @@ class _Diag:
     never: str
 
 
+#: the longest select text a reason quotes (a select of a thousand terms gives a short reason)
+_SELECT_SHOWN = 200
+
+
+def _sel(sel: Expr) -> str:
+    text = render_expr(sel)
+    return text if len(text) <= _SELECT_SHOWN else text[:_SELECT_SHOWN - 3] + "..."
+
+
 def _where(sel: Expr | None) -> str:
-    return "any host" if sel is None else f"any host with {render_expr(sel)}"
+    return "any host" if sel is None else f"any host with {_sel(sel)}"
 
 
 def _diagnose(rr: ResReq, sup: _Counters, lo: int, hi: int, limit: int | None) -> _Diag:
@@ -939,7 +952,7 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
     lines: list[HostShortfall] = []
     matching: list[int] = []
     caps: dict[int, int] = {}
-    limiting: list[str] = []
+    limiting: dict[str, None] = {}  # the resources that bound a host's count, first-seen order
     sel_ok = 0
     for i in sorted(range(len(hosts)), key=lambda i: hosts[i].name):
         h = hosts[i]
@@ -979,8 +992,8 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
                                            f"needs {_fmt(need)}{unit}"))
             t = d.task.get(r, 0.0)
             bound = math.floor((have - d.host.get(r, 0.0)) / t + _EPS) if t > 0 else (free if have + _EPS >= need else 0)
-            if bound < free and r not in limiting:
-                limiting.append(r)
+            if bound < free:
+                limiting.setdefault(r)
 
     where = _where(part.select)
     total = len(hosts)
@@ -998,7 +1011,7 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
             r = next(r for r in res_names if not any(r in h.resources for h in hosts))
             never = f"no host has resource {r}"
         elif part.select is not None and sel_ok == 0:
-            never = f"no host matches select[{render_expr(part.select)}]"
+            never = f"no host matches select[{_sel(part.select)}]"
         elif sel_ok and res_names and not part.same:
             never = f"no host that matches the select has resource {', '.join(res_names)}"
         elif part.same:
@@ -1017,7 +1030,7 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
             if maxfree < n:
                 main = f"span[hosts=1]: no host has {n} free slots"
                 wait = f"waits for {n} free slots on one host" + (
-                    "" if part.select is None else f" with {render_expr(part.select)}")
+                    "" if part.select is None else f" with {_sel(part.select)}")
                 never = f"span[hosts=1] with {what}: the largest matching host has {maxfree} slots"
             else:
                 main = f"span[hosts=1]: no host has room for {n} tasks ({short} short)"
@@ -1033,7 +1046,7 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
             elif nfull < full:
                 main = f"span[ptile={p}]: {nfull} of the {full} hosts needed can take {p} tasks"
                 wait = f"waits for {full - nfull} more host(s) with {p} free slots" + (
-                    "" if part.select is None else f" and {render_expr(part.select)}")
+                    "" if part.select is None else f" and {_sel(part.select)}")
                 never = f"span[ptile={p}] with {what}: only {nfull} matching hosts can take {p} tasks, {full} needed"
             else:
                 main = f"span[ptile={p}]: no other host can take the last {r} tasks"

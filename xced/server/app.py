@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from xced import __version__
 from xced.api.errors import InvalidRequest, MalformedBody, MethodNotAllowed, NotFound, ServerError, XceError
 from xced.constants import API_PREFIX
+from xced.server.limits import BodyLimit
 from xced.server.responses import errors_as_json
 
 log = logging.getLogger("xced.server")
@@ -157,6 +158,7 @@ def create_app(controller) -> FastAPI:
         return JSONResponse(err.to_body(), status_code=err.status, headers=headers)
 
     app.add_middleware(_AnswerEveryError)
+    app.add_middleware(BodyLimit)  # outermost: an over-size body is refused before anything reads it (D-8)
 
     from xced.server.routes import cluster, jobs, peers
 

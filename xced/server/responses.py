@@ -8,6 +8,8 @@ the API never sends.
 Statuses (their causes; the error classes are in xced.api.errors):
 
     400  the body is not JSON at all (MalformedBody): only routes that take a body
+    413  the body is over the server's limit (PayloadTooLarge, xced.server.limits): only
+         routes that take a body
     403  the caller may not do this (PermissionDenied): every route, since the caller's
          identity itself can be refused (xced.server.auth.caller_of)
     404  no such job / profile / element (NotFound)
@@ -31,6 +33,7 @@ _WHY = {
     403: "the caller may not do this (code forbidden)",
     404: "no such job, element or profile (code not_found)",
     409: "the job's state does not allow this (code conflict)",
+    413: "the request body is over the API server's limit, MAX_REQUEST_BYTES (code too_large)",
     422: "the request is not valid: a path, query or body value, named in `field` (code invalid)",
     500: "a bug in xced; the daemon's log has the traceback (code server_error)",
     503: "the store is busy or cannot be written; nothing was changed, retry (code store_busy, "
@@ -40,7 +43,7 @@ _WHY = {
 #: what every route may answer
 ALWAYS = (403, 422, 500, 503)
 #: ... and a route that takes a body
-BODY = (400,)
+BODY = (400, 413)
 #: ... and a route about one job
 JOB = (404,)
 
