@@ -357,27 +357,41 @@ def test_the_clis_own_variables_stay_out_of_the_job(shared_daemon):
     assert shared_daemon.show(int(r.stdout))["env"]["PYDANTIC_DISABLE_PLUGINS"] == "0"
 
 
-def test_a_wait_across_a_daemon_stop_ends_as_unreachable_not_500(topdir):
-    """`xcecli wait` blocked in the daemon when xced gets SIGTERM: the wait is answered before
-    the connections close, and the client then finds no daemon: exit 3, never an HTTP 500."""
+def test_a_wait_rides_out_a_daemon_restart(topdir):
+    """`xcecli wait` and `submit -K` blocked in the daemon when xced gets SIGTERM keep waiting
+    (as `bsub -K` rides out an mbatchd restart: the job keeps running under its supervisor),
+    say once on stderr that xced is not answering, never an HTTP 500, and end with the job's
+    real end once xced is back. With --timeout and no daemon to ask, wait exits 3."""
     write_config(topdir)
     d = Daemon(topdir).start()
     try:
-        jid = d.submit("--", "sleep", "30")
-        d.wait_state(jid, ("RUN",))
+        gate = topdir / "gate"
         env = {**os.environ, "XCE_TOPDIR": str(topdir)}
         env.pop("XCE_SOCKET", None)
+        k = subprocess.Popen([XCECLI, "submit", "-K", "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done;"
+                              " exit 5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        while not d.cli("jobs", "-a").stdout.count("RUN"):
+            assert time.monotonic() < deadline and k.poll() is None, "the -K job never ran"
+            time.sleep(0.05)
+        jid = int(json.loads(d.cli("jobs", "-a", "--json", check=True).stdout)["jobs"][0]["job_id"])
         w = subprocess.Popen([XCECLI, "wait", str(jid)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-        deadline = time.monotonic() + 20
         while not any(os.readlink(f"/proc/{w.pid}/fd/{fd}").startswith("socket:")
                       for fd in os.listdir(f"/proc/{w.pid}/fd") if os.path.exists(f"/proc/{w.pid}/fd/{fd}")):
             assert time.monotonic() < deadline and w.poll() is None, "xcecli wait never connected"
             time.sleep(0.02)
         d.stop()
+        short = d.cli("wait", "--timeout", "0.5", str(jid))  # no daemon for the whole timeout: exit 3
+        assert short.returncode == 3 and "cannot reach xced" in short.stderr, short.stderr
+        assert w.poll() is None and k.poll() is None  # both still wait
+        d.start()
+        gate.touch()
         out, err = w.communicate(timeout=30)
-        assert w.returncode == 3 and "HTTP 500" not in err, (w.returncode, err)
-        assert "cannot reach xced" in err or "lost the connection to xced" in err, err
+        assert w.returncode == 1 and f"job {jid} ended EXIT (exit code 5)" in err, (w.returncode, err)
+        assert "still waiting for job" in err and "HTTP 500" not in err, err
+        kout, kerr = k.communicate(timeout=30)
+        assert k.returncode == 5, (k.returncode, kerr)  # -K exits with the job's own code
     finally:
         d.stop()
 
@@ -402,6 +416,12 @@ def test_a_wait_across_a_daemon_stop_ends_as_unreachable_not_500(topdir):
     ("ntasks_min", "2", "field 'ntasks_min': Input should be a valid integer"),
     ("run_limit_s", 60.0, "field 'run_limit_s': Input should be a valid integer"),
     ("env", {"A": 1}, "field 'env.A': Input should be a valid string"),
+    # a byte that is not UTF-8 (a lone surrogate): it broke every listing once stored (D-8)
+    ("argv", ["echo", "caf\udce9"], "argv[1]: the text holds \\xe9, which is not UTF-8"),
+    ("env", {"X": "\ud800"}, "env.X: the text holds \\ud800, which is not UTF-8"),
+    ("stdout", "/tmp/o\udce9", "stdout: the text holds \\xe9"),
+    ("resreq", ['select[hname=="\udce9"]'], "resreq[0]: the text holds \\xe9"),
+    ("exdata", {"meta": {"k": "\udce9"}}, "exdata.meta.k: the text holds \\xe9"),
 ])
 def test_the_api_refuses_what_the_cli_refuses(shared_daemon, field, value, needle):
     """CLI-1, D-2: what the API refuses is one line naming it, and nothing is submitted."""
@@ -473,3 +493,11 @@ def test_openapi_documents_every_status_with_the_error_shape(shared_daemon):
                     (key, status)
     assert "HTTPValidationError" not in doc["components"]["schemas"]
     assert doc["components"]["schemas"]["SubmitRequest"]["additionalProperties"] is False
+
+
+def test_a_command_with_a_byte_that_is_not_utf8_is_refused_by_the_cli_too(shared_daemon):
+    """D-8: `xcecli submit -- echo $'caf\\xe9'` once ran, then broke `xcecli jobs` for every user."""
+    r = subprocess.run([XCECLI, "submit", "--", "echo", os.fsdecode(b"caf\xe9")], capture_output=True, text=True,
+                       env={**os.environ, "XCE_TOPDIR": str(shared_daemon.top)})
+    assert r.returncode == 1 and "which is not UTF-8" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert shared_daemon.cli("jobs", "-a").returncode == 0

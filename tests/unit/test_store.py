@@ -59,3 +59,13 @@ def test_plain_tokens_of_an_older_store_become_hashes(tmp_path):
     assert row[1] == hashlib.sha256(b"cafe0123").hexdigest()
     assert b"cafe0123" not in path.read_bytes() + (tmp_path / "x.db-wal").read_bytes()
     s.close()
+
+
+def test_a_listing_with_text_utf8_cannot_encode_is_still_answered():
+    """D-8: a job an older version stored with a lone surrogate must not fail every listing."""
+    import json as _json
+
+    from xced.server.convert import json_response
+
+    body = json_response({"jobs": [{"argv": ["echo", "caf\udce9"]}, {"argv": ["true"]}]}).body
+    assert _json.loads(body)["jobs"][1]["argv"] == ["true"]

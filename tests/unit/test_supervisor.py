@@ -602,3 +602,23 @@ def test_a_status_the_full_disk_refuses_is_kept_and_written_later(jobs, tmp_path
         assert json.loads((d / "status.json").read_text())["exit_code"] == 3
     finally:
         subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+def test_a_supervisor_watched_through_a_descriptor_numbered_past_1024(jobs):
+    """D-8: a daemon with a thousand open connections watches supervisors through pidfds
+    numbered 1024 and more, which select() refuses; a job's end must still be seen."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2100:
+        pytest.skip(f"the hard limit of open files here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2100), hard))
+    try:
+        d, h = jobs.launch(["sh", "-c", "exit 6"])
+        high = os.dup2(h._pidfd, 2000)
+        os.close(h._pidfd)
+        h._pidfd = high
+        st = run(_start_and_wait(h))[1]  # started() looks whether it has exited, then wait()
+        assert st.exit_code == 6
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

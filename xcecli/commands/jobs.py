@@ -254,7 +254,7 @@ def register(app: typer.Typer) -> None:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if status:
                     status.update(f"waiting for job {jid} ({i}/{len(refs)} ended)")
-                results[(jid, idx)] = client.wait(jid, timeout=left, index=idx)
+                results[(jid, idx)] = client.wait(jid, timeout=left, index=idx, on_lost=err)
         finally:
             if status:
                 status.stop()

@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
         if wait:
             if not as_json:
                 err("<<Waiting for dispatch ...>>")
-            job = client.wait(out["job_id"])
+            job = client.wait(out["job_id"], on_lost=err)
             if as_json:  # the finished job, exit codes included (CLI-1: tell code 3 from a lost daemon)
                 print(job.model_dump_json(indent=2))
             codes = [e.exit_code for e in job.elements if e.exit_code is not None]

@@ -256,19 +256,39 @@ class Client:
             params["index"] = index
         return self.request("GET", f"/jobs/{job_id}/output", params=params).text
 
-    def wait(self, job_id: int, timeout: float | None = None, poll: float = 15.0, index: int | None = None):
+    def wait(self, job_id: int, timeout: float | None = None, poll: float = 15.0, index: int | None = None,
+             on_lost=None):
         """Block until every element of the job (or element `index`) has finished, or
-        `timeout` seconds pass; returns the JobOut."""
+        `timeout` seconds pass; returns the JobOut.
+
+        A daemon that stops or restarts meanwhile does not end the wait (as `bsub -K` rides
+        out an mbatchd restart): the job's supervisor keeps it running, so the client asks
+        again, every 0.2 s to 2 s, until the daemon answers; `on_lost(message)` is called
+        once when it stops answering. Raises DaemonUnreachable only when `timeout` passes
+        with no daemon to ask."""
         from xced.api.models import JobOut
 
         deadline = None if timeout is None else time.monotonic() + timeout
+        pause, told = 0.2, False
         while True:
             step = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
             params: dict[str, Any] = {"timeout": step}
             if index is not None:
                 params["index"] = index
             asked = time.monotonic()
-            job = _model(JobOut, self.request("GET", f"/jobs/{job_id}/wait", params=params, timeout=step + 30).body)
+            try:
+                res = self.request("GET", f"/jobs/{job_id}/wait", params=params, timeout=step + 30)
+            except errors.DaemonUnreachable as e:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                if not told and on_lost is not None:
+                    on_lost(f"{e.message}; still waiting for job {job_id}, until xced answers again")
+                told = True
+                time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
+                pause = min(pause * 2, 2.0)
+                continue
+            pause = 0.2
+            job = _model(JobOut, res.body)
             els = job.elements if index is None else [e for e in job.elements if e.index == index]
             done = all(e.state in ("DONE", "EXIT") for e in els)
             if done or (deadline is not None and time.monotonic() >= deadline):

@@ -91,6 +91,31 @@ def _check_cwd(cwd: str) -> None:
                              f"directory: give an existing absolute directory", field="cwd")
 
 
+def _check_utf8(req: dict) -> None:
+    """Every string of the request is text that UTF-8 can encode: a byte a shell passed that
+    is not UTF-8 (`echo $'caf\\xe9'`) arrives as a lone surrogate, which no listing, store
+    or process environment could carry again, so the submit is refused naming the field (D-8).
+    Walks nested values without recursion. Raises InvalidRequest."""
+    stack: list[tuple[str, object]] = [(k, v) for k, v in req.items()]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                bad = v[e.start]
+                shown = f"\\x{ord(bad) - 0xDC00:02x}" if 0xDC80 <= ord(bad) <= 0xDCFF else f"\\u{ord(bad):04x}"
+                raise InvalidRequest(f"{where}: the text holds {shown}, which is not UTF-8 (at character {e.start + 1});"
+                                     f" XCE keeps commands, names, paths and environments as UTF-8 text: re-encode "
+                                     f"or rename it", field=where.split("[", 1)[0].split(".", 1)[0]) from None
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                stack.append((f"{where}.{k}" if isinstance(k, str) and k.isascii() else f"{where} key", k))
+                stack.append((f"{where}.{k}" if isinstance(k, str) and k.isascii() else f"{where}[...]", x))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
+
+
 def _check_own_values(req: dict) -> None:
     """The job's own values, sanity only (policy is the merge's, MERGE-1, DESIGN rule 5):
     task counts, limits, names and values without NUL bytes, exdata's shape
@@ -189,6 +214,7 @@ class SubmitMixin:
         "resreq" (the documented JSON form), "resreq_text"}. Raises InvalidRequest naming the
         field and what would be valid.
         """
+        _check_utf8(req)  # first: every message below may quote the request's text
         qname, queue, app, profile = self._submit_target(req)
         own_hooks = {k: req.get(k) for k in ("pre_exec", "post_exec") if req.get(k)}
         if own_hooks and profile is not None and not profile.allow_job_pre_post_exec:

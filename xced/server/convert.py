@@ -13,7 +13,16 @@ from xced.model.jobs import format_job_ref
 
 
 def json_response(obj: object) -> Response:
-    return Response(orjson.dumps(obj), media_type="application/json")
+    """`obj` as a JSON answer. Text that UTF-8 cannot encode (a lone surrogate, from a job an
+    older version accepted with a byte that is not UTF-8) is sent as a JSON escape rather
+    than failing the whole listing: one such job must not hide every other (D-8)."""
+    try:
+        body = orjson.dumps(obj)
+    except TypeError:
+        import json
+
+        body = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
+    return Response(body, media_type="application/json")
 
 
 def element_dict(e) -> dict:

@@ -64,8 +64,14 @@ def serve(sock: socket.socket) -> int:
     for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(s, signal.SIG_IGN)
     buf = b""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    poller.register(rfd, select.POLLIN)
     while True:
-        ready, _, _ = select.select([sock, rfd], [], [])
+        # poll, not select: the socket keeps the number it had in the daemon, which may be
+        # 1024 or more there (a daemon with many clients), and select() refuses those
+        ready = {fd for fd, _ in poller.poll()}
+        ready = [x for x in (sock, rfd) if (x.fileno() if hasattr(x, "fileno") else x) in ready]
         if rfd in ready:
             try:
                 while os.read(rfd, 512):

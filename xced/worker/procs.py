@@ -248,7 +248,11 @@ class SupervisorHandle:
             return True
         import select
 
-        return bool(select.select([self._pidfd], [], [], 0)[0])
+        # poll, not select: select() refuses a descriptor numbered 1024 or more, which a daemon
+        # with a thousand clients or jobs has (D-8)
+        p = select.poll()
+        p.register(self._pidfd, select.POLLIN)
+        return bool(p.poll(0))
 
     def _reap(self) -> int | None:
         """Reap the supervisor if it is our child; its wait status as Popen.returncode, else None."""

@@ -532,7 +532,11 @@ class Supervisor:
             deadlines = [d for d in (self.run_deadline, self.grace_deadline, self.kill_deadline, self.mem_check)
                          if d is not None]
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
-            ready, _, _ = select.select([self.pidfd, self.wake_r], [], [], timeout)
+            # poll, not select: select() refuses descriptors numbered 1024 or more (D-8)
+            poller = select.poll()
+            poller.register(self.pidfd, select.POLLIN)
+            poller.register(self.wake_r, select.POLLIN)
+            ready = {fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)}
             if self.wake_r in ready:
                 try:
                     while os.read(self.wake_r, 512):
