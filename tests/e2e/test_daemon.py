@@ -501,3 +501,10 @@ def test_a_command_with_a_byte_that_is_not_utf8_is_refused_by_the_cli_too(shared
                        env={**os.environ, "XCE_TOPDIR": str(shared_daemon.top)})
     assert r.returncode == 1 and "which is not UTF-8" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert shared_daemon.cli("jobs", "-a").returncode == 0
+
+
+def test_a_job_id_of_thousands_of_digits_is_an_unknown_route_not_a_500(shared_daemon):
+    """D-8: Python refuses to convert a number of more than 4300 digits; that was a 500."""
+    r = shared_daemon.cli("api", "GET", "/jobs/" + "9" * 5000)
+    assert r.returncode == 1 and "no such route in the XCE API; a job ID is a positive integer of at most 18 " \
+        "digits" in r.stderr and "(5013 characters)" in r.stderr and "internal error" not in r.stderr, r.stderr

@@ -58,9 +58,11 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> XceError:
     """Starlette's and FastAPI's own HTTP errors in the API's error shape: 404 for a path
     no route serves, 405 for a method the path does not take, 400 for a body FastAPI could
     not read (JSON nested deeper than the parser goes, RecursionError)."""
-    where = f"{request.method} {request.url.path}"
+    path = request.url.path
+    where = f"{request.method} {path if len(path) <= 120 else path[:100] + f'... ({len(path)} characters)'}"
     if exc.status_code == 404:
-        hint = ("; a job ID is a positive integer" if request.url.path.startswith(f"{API_PREFIX}/jobs/") else "")
+        hint = ("; a job ID is a positive integer of at most 18 digits" if path.startswith(f"{API_PREFIX}/jobs/")
+                else "")
         return NotFound(f"{where}: no such route in the XCE API{hint}; {API_PREFIX}/openapi.json lists them")
     if exc.status_code == 405:
         return MethodNotAllowed(f"{where}: this path does not take {request.method}; it takes "

@@ -3,7 +3,7 @@ route can return is listed there, each with the API's one error shape (`ErrorBod
 wire form of `xced.api.errors`), in place of FastAPI's `{"detail": ...}` 422 schema, which
 the API never sends.
 
-    @router.get("/jobs/{job_id:int}", responses=errors(JOB))
+    @router.get("/jobs/{job_id:jobid}", responses=errors(JOB))
 
 Statuses (their causes; the error classes are in xced.api.errors):
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
+from starlette.convertors import IntegerConvertor, register_url_convertor
 
 from xced.api.errors import InvalidRequest, PermissionDenied
 from xced.api.models import (
@@ -26,6 +27,16 @@ from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import caller_of, launch_peer
 from xced.server.convert import event_dict, job_dict, json_response
 from xced.server.responses import BODY, JOB, errors
+
+class _JobIdConvertor(IntegerConvertor):
+    """A job ID in a path: at most 18 digits (job IDs are 64-bit), so that a path with a
+    longer number is an unknown route (404) rather than a 500 from Python's limit on
+    converting thousands of digits (D-8)."""
+
+    regex = "[0-9]{1,18}"
+
+
+register_url_convertor("jobid", _JobIdConvertor())
 
 router = APIRouter(route_class=StoreBusyRetryRoute)
 
@@ -49,7 +60,7 @@ async def dry_run(body: SubmitRequest, request: Request, caller: Caller = Depend
     return DryRun(effective=eff, warnings=warnings)
 
 
-@router.get("/jobs/{job_id:int}/why", response_model=WhyOut, responses=errors(JOB))
+@router.get("/jobs/{job_id:jobid}/why", response_model=WhyOut, responses=errors(JOB))
 async def why(job_id: int, request: Request, _: Caller = Depends(caller_of), index: int | None = None) -> Response:
     return json_response(_ctl(request).why(job_id, index))
 
@@ -65,18 +76,18 @@ async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
     return json_response({"jobs": [job_dict(job, elements=not job.is_array) for job in jobs]})
 
 
-@router.get("/jobs/{job_id:int}", response_model=JobOut, responses=errors(JOB))
+@router.get("/jobs/{job_id:jobid}", response_model=JobOut, responses=errors(JOB))
 async def show_job(job_id: int, request: Request, caller: Caller = Depends(caller_of)) -> Response:
     job = _ctl(request).job(job_id)
     return json_response(job_dict(job, env=may_view_env(caller, job.user)))
 
 
-@router.get("/jobs/{job_id:int}/events", response_model=EventList, responses=errors(JOB))
+@router.get("/jobs/{job_id:jobid}/events", response_model=EventList, responses=errors(JOB))
 async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> Response:
     return json_response({"events": [event_dict(r) for r in _ctl(request).job_events(job_id)]})
 
 
-@router.get("/jobs/{job_id:int}/output", response_class=PlainTextResponse, responses=errors(JOB))
+@router.get("/jobs/{job_id:jobid}/output", response_class=PlainTextResponse, responses=errors(JOB))
 async def job_output(job_id: int, request: Request, caller: Caller = Depends(caller_of), index: int | None = None,
                stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
                max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
@@ -91,7 +102,7 @@ async def job_output(job_id: int, request: Request, caller: Caller = Depends(cal
     return PlainTextResponse(text)
 
 
-@router.get("/jobs/{job_id:int}/wait", response_model=JobOut, responses=errors(JOB))
+@router.get("/jobs/{job_id:jobid}/wait", response_model=JobOut, responses=errors(JOB))
 async def wait_job(job_id: int, request: Request, _: Caller = Depends(caller_of),
                    timeout: float = Query(30.0, ge=0, le=300), index: int | None = None) -> Response:
     job = await _ctl(request).wait(job_id, timeout, index)
@@ -111,12 +122,12 @@ def _action(name: str):
 
 
 for _name in ("kill", "stop", "resume", "requeue", "release"):
-    router.add_api_route(f"/jobs/{{job_id:int}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult,
+    router.add_api_route(f"/jobs/{{job_id:jobid}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult,
                          responses=errors(BODY, JOB, 409))
 
 
 
-@router.post("/jobs/{job_id:int}/launch", response_model=LaunchResult, responses=errors(BODY, JOB, 409))
+@router.post("/jobs/{job_id:jobid}/launch", response_model=LaunchResult, responses=errors(BODY, JOB, 409))
 async def launch_task(job_id: int, body: LaunchRequest, request: Request) -> LaunchResult:
     """Start a task on one of a running job's hosts and answer when it ends (JOB-7). With a
     token the caller proves it runs inside the job; on the Unix socket it must also run as
