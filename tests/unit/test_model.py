@@ -127,3 +127,17 @@ def test_generated_array_specs_parse_within_the_cap_or_are_refused(ranges, limit
         want.update(range(int(a), int(b or a) + 1, int(step or 1)))
     assert spec.indices == tuple(sorted(want)) and 1 <= len(spec.indices) <= cap
     assert spec.limit is None or 1 <= spec.limit <= cap
+
+
+def test_array_refusals_name_the_right_bound():
+    """The CLI checks against the largest max_array_size any cluster may set, so its message
+    must not call that "this cluster's"; a step too large is named as the step."""
+    from xced.model.jobs import ArraySpecError, parse_job_name
+    from xced.model.units import MAX_ARRAY_SIZE_SETTING
+
+    with pytest.raises(ArraySpecError, match="more than the 1000000 any cluster allows"):
+        parse_job_name("a[1-100000000]", MAX_ARRAY_SIZE_SETTING)
+    with pytest.raises(ArraySpecError, match="more than the 1000 an array may have on this cluster"):
+        parse_job_name("a[1-1001]", 1000)
+    with pytest.raises(ArraySpecError, match="step 1000000000000 is more than the largest, 2147483646"):
+        parse_job_name("a[1-1000:1000000000000]", 1000)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from xced.model.units import DEFAULT_MAX_ARRAY_SIZE
+from xced.model.units import DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING
 from xced.model.units import MAX_ARRAY_INDEX as _MAX_ARRAY_INDEX
 
 
@@ -112,15 +112,20 @@ def parse_job_name(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> tuple[s
         pm = _RANGE_RE.fullmatch(part)
         if not pm:
             raise ArraySpecError(f"job array {_q(text)}: bad index range {part!r}; expected START, START-END or START-END:STEP with positive integers")
-        if any(g is not None and len(g.lstrip("0")) > _MAX_INDEX_DIGITS for g in pm.groups()):
+        if any(g is not None and len(g.lstrip("0")) > _MAX_INDEX_DIGITS for g in pm.groups()[:2]):
             raise ArraySpecError(f"job array {_q(text)}: indices go up to {MAX_ARRAY_INDEX}")
+        if pm.group(3) is not None and len(pm.group(3).lstrip("0")) > _MAX_INDEX_DIGITS:
+            raise ArraySpecError(f"job array {_q(text)}: step {pm.group(3)[:20]} is more than the largest, "
+                                 f"{MAX_ARRAY_INDEX}")
         start = int(pm.group(1))
         end = int(pm.group(2)) if pm.group(2) is not None else start
         step = int(pm.group(3)) if pm.group(3) is not None else 1
         if start < 1:
             raise ArraySpecError(f"job array {_q(text)}: index {start} is invalid; indices start at 1")
-        if end > MAX_ARRAY_INDEX or step > MAX_ARRAY_INDEX:
+        if end > MAX_ARRAY_INDEX:
             raise ArraySpecError(f"job array {_q(text)}: indices go up to {MAX_ARRAY_INDEX}")
+        if step > MAX_ARRAY_INDEX:
+            raise ArraySpecError(f"job array {_q(text)}: step {step} is more than the largest, {MAX_ARRAY_INDEX}")
         if end < start:
             raise ArraySpecError(f"job array {_q(text)}: range {part!r} ends before it starts; write it as {end}-{start}")
         if step < 1:
@@ -128,8 +133,9 @@ def parse_job_name(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> tuple[s
         listed += (end - start) // step + 1
         ranges.append((start, end, step))
     if listed > max_size:
-        raise ArraySpecError(f"job array {_q(text)}: {listed} indices, more than the {max_size} an array may have on "
-                             f"this cluster (max_array_size in xce.yaml, as LSF's MAX_JOB_ARRAY_SIZE); split it "
+        where = ("any cluster allows (the most max_array_size may be)" if max_size >= MAX_ARRAY_SIZE_SETTING else
+                 "an array may have on this cluster (max_array_size in xce.yaml, as LSF's MAX_JOB_ARRAY_SIZE)")
+        raise ArraySpecError(f"job array {_q(text)}: {listed} indices, more than the {max_size} {where}; split it "
                              f"into arrays of at most {max_size}")
     indices: set[int] = set()
     for start, end, step in ranges:
