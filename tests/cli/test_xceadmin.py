@@ -27,6 +27,11 @@ def test_init_then_build(tmp_path: Path) -> None:
     build = run("build", "--topdir", "site/top", cwd=tmp_path)
     assert build.returncode == 0, build.stderr
     assert re.fullmatch(r"config OK: 2 queues, 1 host, hash [0-9a-f]{64}\n", build.stdout)
+    # the skeleton shows every setting of xce.yaml the README documents, with its default
+    skeleton = (tmp_path / "site/top/config/xce.yaml").read_text()
+    for key in ("kill_interval", "limit_grace", "sched_delay", "max_array_size", "store_busy_timeout",
+                "max_dispatch_failures", "launch_timeout", "presets_dir"):
+        assert f"\n{key}: " in skeleton, key
 
 
 def test_init_makes_a_topdir_that_keeps_users_apart(tmp_path: Path) -> None:

@@ -66,6 +66,18 @@ sched_delay: 0.005
 # a submit takes time in proportion to its array's size.
 max_array_size: 1000
 
+# Seconds a request that writes waits for a store another process has locked; then
+# it answers store_busy (exit 3) and changed nothing.
+store_busy_timeout: 5
+
+# Failed starts or declined dispatches in a row (each followed by a wait doubling
+# from 1 s to 60 s) before a job is held by the system for an admin to release.
+max_dispatch_failures: 5
+
+# Seconds a worker waits for its supervisor launcher before it replaces it and the
+# job is dispatched again.
+launch_timeout: 10
+
 # Directory of site presets offered to users (relative to the TopDir), or null.
 presets_dir: null
 """)
