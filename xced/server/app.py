@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from xced import __version__
 from xced.api.errors import InvalidRequest, MalformedBody, MethodNotAllowed, NotFound, ServerError, XceError
 from xced.constants import API_PREFIX
+from xced.server.asgi import HttpMiddleware
 from xced.server.limits import BodyLimit
 from xced.server.responses import errors_as_json
 
@@ -104,19 +105,13 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return "; ".join(parts[:5]) or "invalid request", first
 
 
-class _AnswerEveryError:
+class _AnswerEveryError(HttpMiddleware):
     """ASGI middleware: an exception no handler took (a bug) is answered with the API's error
     shape, 500 `server_error`, and not raised further. Raised further, as Starlette's own
     last-resort handler does, uvicorn would close the connection after the answer, so the
     client's next request on it would fail as "daemon unreachable" (D-2)."""
 
-    def __init__(self, app) -> None:
-        self.app = app
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope, receive, send) -> None:
         started = False
 
         async def tracking_send(message) -> None:

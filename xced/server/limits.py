@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from xced.api.errors import PayloadTooLarge, XceError
 from xced.constants import API_PREFIX
 from xced.model.units import MAX_CONFIG_REQUEST_BYTES, MAX_REQUEST_BYTES
+from xced.server.asgi import HttpMiddleware
 
 __all__ = ["BodyLimit"]
 
@@ -43,16 +44,10 @@ async def _is_admin(scope) -> bool:
         return False
 
 
-class BodyLimit:
+class BodyLimit(HttpMiddleware):
     """ASGI middleware: refuse a body over its route's limit (see the module docstring)."""
 
-    def __init__(self, app) -> None:
-        self.app = app
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope, receive, send) -> None:
         admin_limit = _ADMIN_LIMITS.get((scope.get("method", ""), scope.get("path", "")))
         declared: int | None = None
         chunked = False
