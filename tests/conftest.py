@@ -177,9 +177,11 @@ def topdir():
         shutil.rmtree(top, ignore_errors=True)
 
 
-def _daemon_fixture(top: Path, **cfg):
+def _daemon_fixture(top: Path, args: tuple[str, ...] = (), **cfg):
+    """Yield a started xced on `top` (config: write_config's `cfg`; `args` for xced), stopped
+    and its job processes killed afterwards, even on failure."""
     write_config(top, **cfg)
-    d = Daemon(top)
+    d = Daemon(top, args=list(args))
     try:
         d.start()
         yield d

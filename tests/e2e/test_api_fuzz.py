@@ -33,7 +33,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import Daemon, kill_job_processes, short_tmpdir, write_config
+from tests.conftest import _daemon_fixture, short_tmpdir
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -90,14 +90,9 @@ class _UnixAdapter(requests.adapters.HTTPAdapter):
 def fuzz_daemon():
     """A real xced, test mode, without the worker role: nothing it accepts ever runs."""
     top = short_tmpdir()
-    write_config(top)
-    d = Daemon(top, args=["--roles", "controller,scheduler,apiserver"])
     try:
-        d.start()
-        yield d
+        yield from _daemon_fixture(top, args=("--roles", "controller,scheduler,apiserver"))
     finally:
-        d.stop()
-        kill_job_processes(top)
         shutil.rmtree(top, ignore_errors=True)
 
 
