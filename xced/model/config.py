@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from xced.model.profile import Profile, builtin_profiles
+from xced.model.project import PROJECT_PATH_PATTERN, ProjectsConfig, RbacConfig
 from xced.model.units import (DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
                               MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN)
 
@@ -41,7 +42,8 @@ class ClusterSettings(_Strict):
     mode: Mode = "production"
     admins: list[str] = Field(default_factory=list)
     default_application: str | None = None
-    default_project: str | None = None
+    #: the cluster default project (PRJ-3), after a group's default of projects.yaml
+    default_project: str | None = Field(None, pattern=PROJECT_PATH_PATTERN)
     default_queue: str | None = Field(None, pattern=NAME_PATTERN)
     listen: ListenSettings = ListenSettings()
     #: seconds between INT, TERM and KILL of `xcecli kill` (LSF JOB_TERMINATE_INTERVAL).
@@ -100,6 +102,10 @@ class ClusterConfig(_Strict):
     #: application profiles by name (PROF-1): the built-in `default` plus those of
     #: applications.yaml (a file profile named `default` replaces the built-in one).
     applications: dict[str, Profile] = Field(default_factory=builtin_profiles)
+    #: projects.yaml (PRJ-1..PRJ-8); none: open mode (PRJ-4)
+    projects: ProjectsConfig = Field(default_factory=ProjectsConfig)
+    #: rbac.yaml (RBAC-1..RBAC-4)
+    rbac: RbacConfig = Field(default_factory=RbacConfig)
 
     def content_hash(self) -> str:
         """sha256 over canonical JSON of the whole config (CFG-2), hex, 64 chars."""

@@ -1,22 +1,51 @@
-"""Permission checks (RBAC-1, D-6), v1: the smallest rule set the job commands need.
+"""Permissions (RBAC-1..RBAC-4, PRJ-2..PRJ-4, PRJ-8, SUBMIT-1, D-6, D-7): the only place a
+permission is decided.
 
-v1 rules: anyone who can reach the daemon may view the cluster and every job
-(`cluster:view`, `job:view`) and submit to any queue (`queue:submit`), but a job's
-environment (which holds the submitter's secrets) only its owner and the cluster admins
-see (D-7; the projects issue widens it to `job:view` over the job's project); a job's owner
-and the cluster admins named in xce.yaml may kill, stop, resume and requeue it
-(`job:kill`, `job:modify`, `job:requeue`). Root is not implicitly an admin (D-6).
+`Policy(config)` is compiled once per config in force; `Policy.authorize(caller,
+permission, scope)` is the one call, raising PermissionDenied, and `Policy.holds` the same
+test as a value. The rules:
+
+- every user holds `queue:submit` and `cluster:view` (anyone may list job summaries: ID,
+  user, queue, project, state, times, command, as LSF's bjobs and Slurm's squeue show them);
+- a job's owner holds every job permission on that job (`job:view`, `job:kill`,
+  `job:modify`, `job:requeue`), as in LSF and Slurm;
+- `project:submit` comes from membership of that very project (users, and groups written
+  `@name`: system groups plus those of projects.yaml; no inheritance from ancestors, PRJ-2),
+  or from a role bound at a scope that covers the project (RBAC-2);
+- roles are bound at project scopes and cover the subtree; scope `/` covers the cluster;
+- project admins hold every job permission and `project:view` over their subtree, never
+  `project:submit`: they submit as members, like everyone else (RBAC-3);
+- cluster admins (named in xce.yaml, or holding a role with `cluster:admin` at `/`) hold
+  everything; root is not implicitly one (D-6) and gets nothing it is not granted;
+- open mode (no project defined, PRJ-4): submits are not checked (basis `open`).
+
+A job's environment, its output and its hook logs need `job:view` over its project (D-7):
+its owner, project admins above it, holders of a role with `job:view` there, cluster admins.
 """
 
 from __future__ import annotations
 
+import grp
+import os
+import pwd
+import time
 from dataclasses import dataclass
+
+from xced.model.project import JOB_PERMISSIONS, PERMISSIONS, ancestors, within
+
+#: RBAC-1: what every user holds, everywhere
+EVERYONE = frozenset({"queue:submit", "cluster:view"})
+#: seconds a user's system groups are remembered (LSF refreshes its user groups likewise)
+GROUP_CACHE_S = 60.0
+#: the name a cluster admin's basis gets when it submits outside its memberships
+ADMIN_BASIS = "role:cluster-admin@/"
 
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is asking: a user name, the uid/gid from SO_PEERCRED (None over TCP), whether
-    the name was asserted in test mode (D-6), and whether that user is a cluster admin."""
+    """Who is asking: a user name, the uid/gid from SO_PEERCRED (None over TCP or when
+    asserted), whether the name was asserted in test mode (D-6), and whether that user is a
+    cluster admin (named in xce.yaml, or holding `cluster:admin` at `/`)."""
 
     user: str
     uid: int | None
@@ -25,16 +54,262 @@ class Caller:
     is_admin: bool
 
 
-def may_control_job(caller: Caller, job_user: str) -> bool:
-    """`job:kill` / `job:modify` / `job:requeue`: the owner or a cluster admin."""
-    return caller.is_admin or caller.user == job_user
+def system_groups(user: str, gid: int | None) -> tuple[str, ...]:
+    """The user's system groups by name, the primary group first (the gid from SO_PEERCRED,
+    else the passwd entry's), then the others in the order the system lists them. A user
+    the system does not know (an asserted test user) has none."""
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        pw = None
+    primary = gid if gid is not None else (pw.pw_gid if pw is not None else None)
+    gids: list[int] = []
+    if pw is not None:
+        try:
+            gids = os.getgrouplist(user, primary if primary is not None else pw.pw_gid)
+        except OSError:
+            gids = []
+    if primary is not None:
+        gids = [primary] + [g for g in gids if g != primary]
+    out: list[str] = []
+    for g in gids:
+        try:
+            name = grp.getgrgid(g).gr_name
+        except KeyError:
+            continue
+        if name not in out:
+            out.append(name)
+    return tuple(out)
 
 
-def may_view_env(caller: Caller, job_user: str) -> bool:
-    """A job's environment (D-7): the submitter's whole shell environment, keys and
-    passwords included, so only the job's owner and the cluster admins see it, as only the
-    owner (and root) can read a process's /proc/PID/environ."""
-    return caller.is_admin or caller.user == job_user
+class Policy:
+    """The permission rules of one config (module docstring). Build one per config in force;
+    it keeps users' system groups for GROUP_CACHE_S seconds."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.projects = config.projects
+        self.open_mode = self.projects.open_mode
+        self._by_path = {p.path: p for p in self.projects.projects}
+        self._config_groups: dict[str, set[str]] = {}
+        for g, users in self.projects.groups.items():
+            for u in users:
+                self._config_groups.setdefault(u, set()).add(g)
+        self._roles = {name: frozenset(perms) for name, perms in config.rbac.roles.items()}
+        self._group_cache: dict[tuple[str, int | None], tuple[float, tuple[str, ...]]] = {}
+        self._admins = frozenset(config.settings.admins)
+
+    # ------------------------------------------------------------------ who is who
+    def groups_of(self, caller: Caller) -> tuple[str, ...]:
+        """The caller's groups, primary first: its system groups (none for an asserted user
+        the system does not know), then the groups of projects.yaml that list it, in file order."""
+        key = (caller.user, caller.gid)
+        now = time.monotonic()
+        hit = self._group_cache.get(key)
+        if hit is not None and now - hit[0] < GROUP_CACHE_S:
+            sys_groups = hit[1]
+        else:
+            sys_groups = system_groups(caller.user, None if caller.asserted else caller.gid)
+            self._group_cache[key] = (now, sys_groups)
+        mine = self._config_groups.get(caller.user, set())
+        extra = [g for g in self.projects.groups if g in mine and g not in sys_groups]
+        return sys_groups + tuple(extra)
+
+    def is_admin(self, user: str) -> bool:
+        """A cluster admin: named in xce.yaml's admins, or bound to a role holding
+        `cluster:admin` at scope `/` (a user binding; a group binding is resolved per caller)."""
+        if user in self._admins:
+            return True
+        return any(b.scope == "/" and user in b.users and "cluster:admin" in self._roles.get(b.role, ())
+                   for b in self.config.rbac.bindings)
+
+    def caller(self, user: str, uid: int | None, gid: int | None, asserted: bool) -> Caller:
+        """The Caller of a request, with whether it is a cluster admin by this config."""
+        c = Caller(user, uid, gid, asserted, False)
+        admin = self.is_admin(user) or self._admin_by_group(c)
+        return Caller(user, uid, gid, asserted, admin)
+
+    def _admin_by_group(self, caller: Caller) -> bool:
+        bindings = [b for b in self.config.rbac.bindings
+                    if b.scope == "/" and b.groups and "cluster:admin" in self._roles.get(b.role, ())]
+        if not bindings:
+            return False
+        groups = set(self.groups_of(caller))
+        return any(groups & set(b.groups) for b in bindings)
+
+    def _names(self, principals: list[str], caller: Caller, groups: set[str] | None) -> tuple[bool, set[str] | None]:
+        """Whether `caller` is among `principals` (users and @groups); the groups looked up, if any."""
+        if caller.user in principals:
+            return True, groups
+        wanted = {p[1:] for p in principals if p.startswith("@")}
+        if not wanted:
+            return False, groups
+        if groups is None:
+            groups = set(self.groups_of(caller))
+        return bool(wanted & groups), groups
+
+    def is_member(self, caller: Caller, path: str) -> bool:
+        """PRJ-2: the caller is a member of that very project (by name or by group)."""
+        p = self._by_path.get(path)
+        return p is not None and self._names(p.members, caller, None)[0]
+
+    def member_projects(self, caller: Caller) -> list[str]:
+        """The projects the caller may submit to as a member, in file order."""
+        groups: set[str] | None = None
+        out = []
+        for p in self.projects.projects:
+            ok, groups = self._names(p.members, caller, groups)
+            if ok:
+                out.append(p.path)
+        return out
+
+    # ------------------------------------------------------------------ permissions
+    def grants(self, caller: Caller, permission: str, scope: str | None) -> str | None:
+        """The basis on which `caller` holds `permission` over project `scope` (None: a thing
+        with no project, or the cluster), or None when it does not hold it. Bases: "admin"
+        (cluster admin), "everyone" (queue:submit, cluster:view), "member" (project:submit on
+        that project), "project-admin@/path", "role:NAME@/scope". Job ownership is the
+        caller's own business: see `may_job`."""
+        if permission not in PERMISSIONS:
+            raise ValueError(f"unknown permission {permission!r}; permissions: {', '.join(PERMISSIONS)}")
+        if caller.is_admin:
+            return "admin"
+        if permission in EVERYONE:
+            return "everyone"
+        if permission == "cluster:admin":
+            return None
+        groups: set[str] | None = None
+        if permission == "project:submit" and scope is not None:
+            ok, groups = self._names(self._by_path[scope].members if scope in self._by_path else [], caller, groups)
+            if ok:
+                return "member"
+        if scope is not None and (permission in JOB_PERMISSIONS or permission == "project:view"):
+            for path in ancestors(scope):  # RBAC-3: project admins over the subtree
+                p = self._by_path.get(path)
+                if p is not None and p.admins:
+                    ok, groups = self._names(p.admins, caller, groups)
+                    if ok:
+                        return f"project-admin@{path}"
+        for b in self.config.rbac.bindings:  # RBAC-2: a role bound at a scope covers the subtree
+            if permission not in self._roles.get(b.role, ()) or not within(scope, b.scope):
+                continue
+            if caller.user in b.users:
+                return f"role:{b.role}@{b.scope}"
+            if b.groups:
+                if groups is None:
+                    groups = set(self.groups_of(caller))
+                if groups & set(b.groups):
+                    return f"role:{b.role}@{b.scope}"
+        return None
+
+    def authorize(self, caller: Caller, permission: str, scope: str | None = None) -> str:
+        """RBAC-1: the basis on which `caller` holds `permission` over `scope`, or
+        PermissionDenied saying who holds it."""
+        basis = self.grants(caller, permission, scope)
+        if basis is None:
+            from xced.api.errors import PermissionDenied
+
+            where = f" over project {scope}" if scope else ""
+            raise PermissionDenied(f"user {caller.user} does not hold {permission}{where}; "
+                                   f"{_who_holds(permission)}")
+        return basis
+
+    def may_job(self, caller: Caller, permission: str, owner: str, project: str | None) -> bool:
+        """A job permission (`job:view`, `job:kill`, `job:modify`, `job:requeue`) on a job of
+        `owner` in `project`: its owner always, else `grants` over the job's project."""
+        return caller.user == owner or self.grants(caller, permission, project) is not None
+
+    def authorize_job(self, caller: Caller, permission: str, owner: str, project: str | None, what: str) -> None:
+        """`may_job`, or PermissionDenied naming the job (`what`: "job 12") and who may."""
+        if not self.may_job(caller, permission, owner, project):
+            from xced.api.errors import PermissionDenied
+
+            where = f" in project {project}" if project else ""
+            raise PermissionDenied(f"{what} belongs to {owner}{where}; user {caller.user} does not hold "
+                                   f"{permission} there: only its owner, the admins of its project, holders of a "
+                                   f"role with {permission} over it (rbac.yaml) and the cluster admins (xce.yaml) may")
+
+    # ------------------------------------------------------------------ submits
+    def submit_project(self, caller: Caller, requested: str | None) -> tuple[str | None, str]:
+        """SUBMIT-1, PRJ-2..PRJ-4: the project a submit goes to and the basis it is let in on.
+
+        Open mode: `requested` as given (None stays None: no project), basis "open". Else the
+        project is `requested`, or the caller's default (`default_project`) and the caller
+        must hold `project:submit` on it: basis "member", "role:NAME@/scope", or for a cluster
+        admin outside its memberships ADMIN_BASIS. Raises InvalidRequest for a path that is
+        not a project, PermissionDenied with the reason and the projects the caller may use."""
+        from xced.api.errors import InvalidRequest, PermissionDenied
+
+        if self.open_mode:
+            return requested or self.config.settings.default_project, "open"
+        path = requested if requested is not None else self.default_project(caller)
+        if path is None:
+            raise PermissionDenied(f"no project given (-P) and user {caller.user} has no default project; "
+                                   f"{self._may_use(caller)}")
+        if path not in self._by_path:
+            raise InvalidRequest(f"-P {path}: no such project; projects: {', '.join(self._by_path)} "
+                                 f"(xcecli projects shows the tree)", field="project")
+        basis = self.grants(caller, "project:submit", path)
+        if basis is None:
+            how = "" if requested is not None else " (its default project)"
+            raise PermissionDenied(f"user {caller.user} is not a member of project {path}{how}; "
+                                   f"{self._may_use(caller)}")
+        if basis == "admin":
+            basis = "member" if self.is_member(caller, path) else ADMIN_BASIS
+        return path, basis
+
+    def default_project(self, caller: Caller) -> str | None:
+        """PRJ-3: the default project of the caller's primary group, else of its other groups
+        in the order `default_projects` lists them, else xce.yaml's `default_project`."""
+        defaults = self.projects.default_projects
+        if defaults:
+            groups = self.groups_of(caller)
+            if groups and groups[0] in defaults:
+                return defaults[groups[0]]
+            mine = set(groups)
+            for g, path in defaults.items():
+                if g in mine:
+                    return path
+        return self.config.settings.default_project
+
+    def _may_use(self, caller: Caller) -> str:
+        """The projects the caller may submit to, as the end of a refusal."""
+        mine = [p.path for p in self.projects.projects if self.grants(caller, "project:submit", p.path)]
+        if not mine:
+            return "you may submit to no project: ask a cluster admin to add you to one (projects.yaml)"
+        return f"projects you may use: {', '.join(mine)} (submit with -P PATH)"
+
+    def still_allowed(self, user: str, project: str | None, basis: str) -> str | None:
+        """PRJ-5, at a config change: why a pending job of `user` in `project`, let in on
+        `basis`, may no longer run (the project was removed, the user is no longer a member
+        or no longer holds the role), or None. Jobs let in `direct` or `open` in open mode are
+        not checked; an `open` job under a config with projects is checked like a submit."""
+        if basis == "direct" or self.open_mode:
+            return None
+        if project is None or project not in self._by_path:
+            return f"project {project} removed" if project else "projects are defined now and the job has none"
+        caller = self.caller(user, None, None, False)
+        if self.grants(caller, "project:submit", project) is None:
+            return f"user {user} is no longer a member of project {project}"
+        return None
+
+    # ------------------------------------------------------------------ visibility
+    def visible_projects(self, caller: Caller) -> list[str]:
+        """PRJ-8: the projects the caller belongs to, plus the subtrees where it holds
+        `project:view`; all of them for cluster admins. In file order."""
+        if caller.is_admin:
+            return list(self._by_path)
+        mine = set(self.member_projects(caller))
+        return [p for p in self._by_path if p in mine or self.grants(caller, "project:view", p) is not None]
+
+
+def _who_holds(permission: str) -> str:
+    if permission == "cluster:admin":
+        return "only the cluster admins (admins in xce.yaml) may"
+    if permission == "project:submit":
+        return "members of the project (projects.yaml) and holders of a role with it (rbac.yaml) may"
+    return ("its owner, the admins of the project, holders of a role with it (rbac.yaml) and the cluster "
+            "admins (xce.yaml) may")
 
 
 def require_admin(caller: Caller, what: str, hint: str = "") -> None:
@@ -45,3 +320,15 @@ def require_admin(caller: Caller, what: str, hint: str = "") -> None:
 
         raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the admins named in xce.yaml "
                                f"may {what}{hint}")
+
+
+def may_control_job(caller: Caller, job_user: str) -> bool:
+    """`job:kill` / `job:modify` / `job:requeue` without a project in view: the owner or a
+    cluster admin. Superseded by `Policy.may_job`, which reaches the job's project."""
+    return caller.is_admin or caller.user == job_user
+
+
+def may_view_env(caller: Caller, job_user: str) -> bool:
+    """A job's environment (D-7) without a project in view: the owner or a cluster admin.
+    Superseded by `Policy.may_job(caller, "job:view", ...)`."""
+    return caller.is_admin or caller.user == job_user
