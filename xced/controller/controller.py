@@ -40,6 +40,7 @@ from xced.controller.reports import ReportsMixin
 from xced.controller.actions import ActionsMixin
 from xced.controller.explain import ExplainMixin
 from xced.controller.retry import RetryMixin
+from xced.policy.rbac import Policy
 from xced.model.config import ClusterConfig
 from xced.model.jobs import ACTIVE, FINISHED, JobState
 from xced.model.spec import from_record
@@ -85,6 +86,8 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
     def __init__(self, config: ClusterConfig, store: Store, topdir: Path,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
+        #: the permission rules of the config in force (RBAC-1; xced.policy.rbac)
+        self.policy = Policy(config)
         self.store = store
         self.topdir = topdir
         self.clock = clock

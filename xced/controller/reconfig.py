@@ -17,7 +17,7 @@ from xced.model.config import ClusterConfig
 from xced.model.jobs import JobState
 from xced.model.spec import EffectiveJob, to_record
 from xced.model.state import Job
-from xced.policy.rbac import Caller, require_admin
+from xced.policy.rbac import Caller, Policy, require_admin
 from xced.merge import MergeError
 from xced.resreq import ResReqError
 
@@ -135,6 +135,7 @@ class ReconfigMixin:
                                  field="config")
         previous = self._config_hash
         self.config = new
+        self.policy = Policy(new)
         self._config_hash = new.content_hash()
         applied = self._stim(m.ConfigApplied, "config", f"admin:{caller.user}", config_hash=self._config_hash,
                              previous_hash=previous)

@@ -50,7 +50,9 @@ class JobSpec:
     `array_spec` is the -J text of an array (`name[1-10]%2`) and `array_limit` its `%` limit;
     `dependency` the -w expression in canonical form; `own_hooks` the job's -E/-Ep
     ({"pre_exec": cmd, "post_exec": cmd}); `run_uid`/`run_gid` are None when the job runs as
-    the daemon's user; `asserted` marks a user a test-mode caller named for itself."""
+    the daemon's user; `asserted` marks a user a test-mode caller named for itself;
+    `project` and `auth_basis` are the project the API server resolved and the basis it let
+    the submit in on (SUBMIT-1; a record older than projects has None and "direct")."""
 
     argv: tuple[str, ...]
     cwd: str
@@ -69,6 +71,10 @@ class JobSpec:
     asserted: bool
     dependency: str | None
     umask: int = DEFAULT_UMASK
+    #: the project's path (PRJ-1), None in open mode without a default project
+    project: str | None = None
+    #: how the submit was let in (SUBMIT-1): "member", "role:NAME@/scope", "open", "direct"
+    auth_basis: str = "direct"
 
     @property
     def is_array(self) -> bool:
@@ -118,7 +124,7 @@ def to_record(spec: JobSpec, eff: EffectiveJob) -> dict:
         "effective_resreq": eff.resreq, "profile_env": dict(eff.profile_env), "export_env": dict(eff.export_env),
         "warnings": list(eff.warnings), "profile_hash": eff.profile_hash, "config_hash": eff.config_hash,
         "run_as": spec.run_as, "run_uid": spec.run_uid, "run_gid": spec.run_gid, "asserted": spec.asserted,
-        "dependency": spec.dependency, "umask": spec.umask,
+        "dependency": spec.dependency, "umask": spec.umask, "project": spec.project, "auth_basis": spec.auth_basis,
     }
     if eff.config_refused:
         rec["config_refused"] = True
@@ -133,7 +139,7 @@ def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
         d.get("array_spec"), d.get("array_limit"), tuple(d.get("resreq") or ()), d.get("app") or "",
         dict(d.get("own_hooks") or {}), OwnValues.from_record(d.get("job_values")), d["run_as"], d.get("run_uid"),
         d.get("run_gid"), bool(d.get("asserted", False)), d.get("dependency"),
-        d["umask"] if d.get("umask") is not None else DEFAULT_UMASK)
+        d["umask"] if d.get("umask") is not None else DEFAULT_UMASK, d.get("project"), d.get("auth_basis") or "direct")
     eff = EffectiveJob(
         d["ntasks_min"], d.get("ntasks_max", d["ntasks_min"]), d.get("run_limit_s"), d.get("memory_limit_mb"),
         dict(d.get("app_params") or {}), d.get("exdata"), d.get("effective_resreq") or "",
