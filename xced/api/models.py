@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from xced.api.errors import CODES
 from xced.model.jobs import JobState
+from xced.model.project import MAX_PROJECT_PATH
 from xced.model.units import (
     MAX_APP_PARAMS,
     MAX_DEPENDENCY_LENGTH,
@@ -59,6 +60,9 @@ class SubmitRequest(RequestBody):
                                             "MAX_ENV_VARS variables (D-8)")
     name: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=4096)
     queue: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=256)
+    project: str | None = Field(None, max_length=MAX_PROJECT_PATH,
+                                description="-P: the project's path (PRJ-1), e.g. /physics/hep; None: the caller's "
+                                            "default project (PRJ-3)")
     # the lower bounds are documented here and checked at submit, whose messages say what -n, -W, -M take
     ntasks_min: int | None = Field(None, le=MAX_SLOTS, json_schema_extra=_AT_LEAST_1,
                                    description="-n MIN; None: the profile's range, else 1")
@@ -218,6 +222,10 @@ class JobOut(Body):
     run_as: str = Field(description="the user the job's processes run as (D-6)")
     asserted_user: bool = Field(False, description="submitted by a user asserted in test mode")
     queue: str
+    project: str | None = Field(None, description="the project's path (PRJ-1); null: none (open mode)")
+    auth_basis: str = Field("direct", description="how the submit was let in (SUBMIT-1): member, "
+                                                  "role:NAME@/scope, open, or direct (the controller's client "
+                                                  "library, test mode only)")
     app: str | None = Field(None, description="the application profile (PROF-2); null: none")
     app_params: dict[str, str] = Field(default_factory=dict, description="the profile params in force (PROF-6)")
     state: JobState = Field(description="the job's state; for an array the most active element state")

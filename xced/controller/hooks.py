@@ -89,7 +89,7 @@ class HooksMixin:
                         sp.run_gid, sp.run_as, self.config.settings.kill_interval_s, run_limit_s,
                         sp.umask, e.job.name, e.job.queue, list(e.alloc),
                         dict(eff.profile_env), dict(eff.export_env), sp.app or None,
-                        dict(extra))
+                        dict(extra), sp.project)
 
     @staticmethod
     def _hooks(profile, sp: JobSpec) -> dict[str, dict]:

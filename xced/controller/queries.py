@@ -19,15 +19,17 @@ class QueriesMixin:
     """Reads for the API server: a part of the Controller."""
 
     def find_jobs(self, user: str | None, queue: str | None, states: set[JobState] | None,
-                  finished_too: bool) -> Iterator[Job]:
+                  finished_too: bool, project: str | None = None) -> Iterator[Job]:
         """The jobs `xcecli jobs` lists (LSF bjobs), by ID: of `user` (None: every user), in
-        `queue`, with an element in one of `states`; without `states`, unfinished jobs and
+        `queue`, of `project` (that very project, as LSF's bjobs -P), with an element in one of `states`; without `states`, unfinished jobs and
         those finished within CLEAN_PERIOD_S, or every job with `finished_too` (bjobs -a)."""
         horizon = self.clock() - CLEAN_PERIOD_S
         for job in self.jobs.values():
             if user is not None and job.user != user:
                 continue
             if queue is not None and job.queue != queue:
+                continue
+            if project is not None and job.spec.project != project:
                 continue
             js = job.state()
             if states is not None and js not in states and not any(e.state in states for e in job.elements.values()):

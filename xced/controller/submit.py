@@ -199,22 +199,36 @@ def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int) ->
     return {**eff.to_json(), "queue": qname, "app": app or None, "ntasks_min": eff.ntasks_min,
             "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s, "memory_limit_mb": eff.memory_limit_mb,
             "name": name, "array_size": array_size, "run_as": spec.run_as, "resreq": to_json(resreq),
-            "resreq_text": render(resreq), "dependency": spec.dependency, "_warnings": warnings}
+            "resreq_text": render(resreq), "dependency": spec.dependency, "project": spec.project,
+            "auth_basis": spec.auth_basis, "_warnings": warnings}
 
 
 class SubmitMixin:
     """Submits (JOB-1, JOB-4, JOB-5, MERGE-1, MERGE-2, D-3): a part of the Controller."""
 
-    def submit(self, req: dict, caller: Caller, *, dry_run: bool = False):
+    def submit(self, req: dict, caller: Caller, *, dry_run: bool = False, project: str | None = None,
+               basis: str | None = None):
         """Validate and record a job (JOB-1, JOB-4, MERGE-2 ceilings); acknowledged after commit (D-3).
 
-        `req` holds SubmitRequest's fields. Returns the Job; with `dry_run`, records nothing
+        `req` holds SubmitRequest's fields. `project` and `basis` are what the API server
+        resolved and let the submit in on (SUBMIT-1: "member", "role:NAME@/scope", "open"),
+        recorded on the job. Without a basis the submit comes through the controller's client
+        library, a test tool: recorded with basis "direct" (its `req["project"]` taken as
+        given) and refused in production mode (PermissionDenied). Returns the Job; with `dry_run`, records nothing
         and returns the effective values instead (CLI-2 --dry-run): {"queue", "ntasks_min",
         "ntasks_max", "run_limit_s", "memory_limit_mb", "name", "array_size", "run_as",
         "resreq" (the documented JSON form), "resreq_text"}. Raises InvalidRequest naming the
         field and what would be valid.
         """
         _check_utf8(req)  # first: every message below may quote the request's text
+        if basis is None:
+            if self.config.settings.mode != "test":
+                from xced.api.errors import PermissionDenied
+
+                raise PermissionDenied("a submit straight to the controller (basis direct) is a test tool: in "
+                                       "production mode every submit goes through the API server, which checks "
+                                       "its project (SUBMIT-1)")
+            project, basis = req.get("project"), "direct"
         qname, queue, app, profile = self._submit_target(req)
         own_hooks = {k: req.get(k) for k in ("pre_exec", "post_exec") if req.get(k)}
         if own_hooks and profile is not None and not profile.allow_job_pre_post_exec:
@@ -235,7 +249,7 @@ class SubmitMixin:
         name, array = _job_name(req.get("name"), self.config.settings.max_array_size)
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
         dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None
-        spec = self._spec(req, caller, job_env, texts, app, own_hooks, job_values, array, dependency)
+        spec = self._spec(req, caller, job_env, texts, app, own_hooks, job_values, array, dependency, project, basis)
         indices = array.indices if array else (0,)
         if dry_run:
             return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0)
@@ -285,7 +299,8 @@ class SubmitMixin:
         if never is not None:
             raise InvalidRequest(never[0], field=never[1])
 
-    def _spec(self, req, caller, job_env, texts, app, own_hooks, job_values, array, dependency) -> JobSpec:
+    def _spec(self, req, caller, job_env, texts, app, own_hooks, job_values, array, dependency, project,
+              basis) -> JobSpec:
         """What the user submitted: its own values as given (job_values, for a later
         re-merge), and who it runs as (D-6: the submitting user when the daemon is root and
         the user is real, else the daemon's user)."""
@@ -298,7 +313,7 @@ class SubmitMixin:
             req.get("stdout"), req.get("stderr"), array.text if array else None, array.limit if array else None,
             tuple(texts), app, own_hooks, job_values, run_as, run_uid, run_gid, caller.asserted,
             deps.render(dependency) if dependency is not None else None,
-            req["umask"] if req.get("umask") is not None else DEFAULT_UMASK)
+            req["umask"] if req.get("umask") is not None else DEFAULT_UMASK, project, basis)
 
     def _effective(self, eff: Effective, profile) -> EffectiveJob:
         """The one place a job's effective values (the merge's result, MERGE-1) are made, at

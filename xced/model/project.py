@@ -28,6 +28,9 @@ PROJECT_PATH_FORM = "'/' followed by names of letters, digits, '_', '.' and '-' 
 #: the deepest a project tree goes, and the longest path
 MAX_PROJECT_DEPTH = 16
 MAX_PROJECT_PATH = 255
+#: the project of a job submitted in open mode (PRJ-4) without -P when xce.yaml names no
+#: default_project: LSF's project `default`
+OPEN_DEFAULT_PROJECT = "/default"
 #: the key of memory in shares and quotas (MB) and the key of slots
 MEM = "mem_mb"
 SLOTS = "slots"

@@ -133,6 +133,8 @@ class StartInfo:
     app: str | None = None
     #: the profile's hooks (JOB-6): {"pre_job_exec": {"command": str, "timeout_s": float}, ...}
     hooks: dict[str, dict] = field(default_factory=dict)
+    #: the job's project path (PRJ-1): XCE_PROJECT and LSB_PROJECT_NAME; None: no project
+    project: str | None = None
 
 
 @dataclass(slots=True)
@@ -164,6 +166,8 @@ class TaskSpec:
     app: str | None = None
     #: the task's own names: XCE_TASK_ID, XCE_TASK_HOST; XCE_HOOK, XCE_HOST_TASK_INDEX, XCE_JOB_EXIT_CODE
     extra: dict[str, str] = field(default_factory=dict)
+    #: the job's project path (PRJ-1), as on StartInfo
+    project: str | None = None
 
 
 @dataclass(slots=True)

@@ -31,7 +31,7 @@ import pwd
 import time
 from dataclasses import dataclass
 
-from xced.model.project import JOB_PERMISSIONS, PERMISSIONS, ancestors, within
+from xced.model.project import JOB_PERMISSIONS, OPEN_DEFAULT_PROJECT, PERMISSIONS, ancestors, within
 
 #: RBAC-1: what every user holds, everywhere
 EVERYONE = frozenset({"queue:submit", "cluster:view"})
@@ -233,7 +233,8 @@ class Policy:
     def submit_project(self, caller: Caller, requested: str | None) -> tuple[str | None, str]:
         """SUBMIT-1, PRJ-2..PRJ-4: the project a submit goes to and the basis it is let in on.
 
-        Open mode: `requested` as given (None stays None: no project), basis "open". Else the
+        Open mode: `requested` as given, else xce.yaml's default_project, else
+        OPEN_DEFAULT_PROJECT (LSF's `default`), basis "open". Else the
         project is `requested`, or the caller's default (`default_project`) and the caller
         must hold `project:submit` on it: basis "member", "role:NAME@/scope", or for a cluster
         admin outside its memberships ADMIN_BASIS. Raises InvalidRequest for a path that is
@@ -241,7 +242,7 @@ class Policy:
         from xced.api.errors import InvalidRequest, PermissionDenied
 
         if self.open_mode:
-            return requested or self.config.settings.default_project, "open"
+            return requested or self.config.settings.default_project or OPEN_DEFAULT_PROJECT, "open"
         path = requested if requested is not None else self.default_project(caller)
         if path is None:
             raise PermissionDenied(f"no project given (-P) and user {caller.user} has no default project; "

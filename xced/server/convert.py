@@ -48,7 +48,8 @@ def job_dict(job, *, elements: bool = True, env: bool = False) -> dict:
         counts[k] = counts.get(k, 0) + 1
     return {
         "job_id": job.id, "name": job.name, "user": job.user, "run_as": sp.run_as,
-        "asserted_user": sp.asserted, "queue": job.queue, "app": sp.app or None,
+        "asserted_user": sp.asserted, "queue": job.queue, "project": sp.project, "auth_basis": sp.auth_basis,
+        "app": sp.app or None,
         "app_params": eff.app_params, "state": job.state().value,
         "submit_time": job.submit_time, "argv": list(sp.argv), "cwd": sp.cwd, "ntasks_min": eff.ntasks_min,
         "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,

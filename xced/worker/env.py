@@ -34,7 +34,7 @@ def job_environment(base: Mapping[str, str], *, job_id: int, index: int, name: s
     """The element's environment: the submitted `base` environment plus (JOB-3):
 
     XCE_JOBID, XCE_JOBINDEX, XCE_JOBNAME, XCE_QUEUE, XCE_PROJECT, XCE_HOSTS, XCE_HOSTFILE,
-    XCE_NTASKS, and LSB_JOBID, LSB_JOBINDEX, LSB_JOBNAME, LSB_QUEUE, LSB_HOSTS,
+    XCE_NTASKS, and LSB_JOBID, LSB_JOBINDEX, LSB_JOBNAME, LSB_QUEUE, LSB_PROJECT_NAME, LSB_HOSTS,
     LSB_MCPU_HOSTS ("hA 2 hB 1"), LSB_DJOB_HOSTFILE, LSB_DJOB_NUMPROC.
     XCE_JOBINDEX/LSB_JOBINDEX are 0 for a job that is not an array, as in LSF.
     `user`/`home` set USER, LOGNAME and HOME when the job runs as another user (D-6).
@@ -47,7 +47,7 @@ def job_environment(base: Mapping[str, str], *, job_id: int, index: int, name: s
     jname = name or ""
     env.update({
         "XCE_JOBID": jid, "XCE_JOBINDEX": str(index), "XCE_JOBNAME": jname, "XCE_QUEUE": queue,
-        "XCE_PROJECT": project or "", "XCE_HOSTS": per_slot, "XCE_HOSTFILE": str(hostfile),
+        "XCE_PROJECT": project or "", "LSB_PROJECT_NAME": project or "", "XCE_HOSTS": per_slot, "XCE_HOSTFILE": str(hostfile),
         "XCE_NTASKS": ntasks,
         "LSB_JOBID": jid, "LSB_JOBINDEX": str(index), "LSB_JOBNAME": jname, "LSB_QUEUE": queue,
         "LSB_HOSTS": per_slot, "LSB_MCPU_HOSTS": mcpu, "LSB_DJOB_HOSTFILE": str(hostfile),
@@ -80,10 +80,10 @@ def _home(uid: int | None) -> str | None:
 
 
 def _layers(base: Mapping[str, str], *, job_id: int, index: int, name: str | None, queue: str,
-            alloc: list[tuple[str, int]], hostfile: Path, run_as: str, run_uid: int | None,
+            project: str | None, alloc: list[tuple[str, int]], hostfile: Path, run_as: str, run_uid: int | None,
             profile_env: Mapping[str, str], export_env: Mapping[str, str], app: str | None,
             client_env: Mapping[str, str], task_starter: str) -> dict[str, str]:
-    env = job_environment(base, job_id=job_id, index=index, name=name, queue=queue, project=None, alloc=alloc,
+    env = job_environment(base, job_id=job_id, index=index, name=name, queue=queue, project=project, alloc=alloc,
                           hostfile=hostfile, user=run_as if run_uid is not None else None, home=_home(run_uid))
     for k in DAEMON_ADDRESS:
         env.pop(k, None)
@@ -100,7 +100,7 @@ def element_environment(info, hostfile: Path, client_env: Mapping[str, str], tas
     """The environment of element `info` (a StartInfo) on its first host: the layers above,
     with its launch token (XCE_JOB_TOKEN), by which its own tasks prove they run inside it."""
     env = _layers(info.env, job_id=info.job_id, index=info.index, name=info.name, queue=info.queue,
-                  alloc=list(info.alloc), hostfile=hostfile, run_as=info.run_as, run_uid=info.run_uid,
+                  project=info.project, alloc=list(info.alloc), hostfile=hostfile, run_as=info.run_as, run_uid=info.run_uid,
                   profile_env=info.profile_env, export_env=info.export_env, app=info.app, client_env=client_env,
                   task_starter=task_starter)
     env["XCE_JOB_TOKEN"] = info.token
@@ -114,7 +114,7 @@ def task_environment(task, host: str, jobdir: Path, client_env: Mapping[str, str
     XCE_HOST_NTASKS (the job's slots on this host), XCE_JOB_HOST_DIR (JOB-6) and the task's
     own names (XCE_TASK_ID, XCE_TASK_HOST; XCE_HOOK, XCE_HOST_TASK_INDEX for a hook)."""
     env = _layers(task.env, job_id=task.job_id, index=task.index, name=task.name, queue=task.queue,
-                  alloc=list(task.alloc), hostfile=jobdir / "hostfile", run_as=task.run_as, run_uid=task.run_uid,
+                  project=task.project, alloc=list(task.alloc), hostfile=jobdir / "hostfile", run_as=task.run_as, run_uid=task.run_uid,
                   profile_env=task.profile_env, export_env=task.export_env, app=task.app, client_env=client_env,
                   task_starter=task_starter)
     env["XCE_HOST_NTASKS"] = str(sum(k for h, k in task.alloc if h == host))

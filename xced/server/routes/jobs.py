@@ -46,7 +46,9 @@ def _ctl(request: Request):
 
 @router.post("/jobs", response_model=SubmitResponse, responses=errors(BODY))
 async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> SubmitResponse:
-    job = _ctl(request).submit(body.model_dump(), caller)
+    ctl = _ctl(request)
+    project, basis = ctl.policy.submit_project(caller, body.project)  # SUBMIT-1: the API server decides
+    job = ctl.submit(body.model_dump(), caller, project=project, basis=basis)
     return SubmitResponse(job_id=job.id, name=job.name, queue=job.queue,
                           array_size=len(job.elements) if job.is_array else 0, app=job.spec.app or None,
                           warnings=list(job.effective.warnings))
@@ -55,7 +57,9 @@ async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends
 @router.post("/jobs/dry-run", response_model=DryRun, responses=errors(BODY))
 async def dry_run(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> DryRun:
     """Validate and merge like a submit, record nothing (CLI-2 --dry-run)."""
-    eff = _ctl(request).submit(body.model_dump(), caller, dry_run=True)
+    ctl = _ctl(request)
+    project, basis = ctl.policy.submit_project(caller, body.project)
+    eff = ctl.submit(body.model_dump(), caller, dry_run=True, project=project, basis=basis)
     warnings = eff.pop("_warnings", [])
     return DryRun(effective=eff, warnings=warnings)
 
@@ -69,10 +73,11 @@ async def why(job_id: int, request: Request, _: Caller = Depends(caller_of), ind
 async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
               user: str | None = Query(None, description="a user name or 'all'; default the caller"),
               queue: str | None = None,
+              project: str | None = Query(None, description="that very project's jobs (bjobs -P)"),
               state: list[JobState] | None = Query(None),
               all: bool = Query(False, description="include finished jobs of any age")) -> Response:
     want_user = caller.user if user is None else (None if user == "all" else user)
-    jobs = _ctl(request).find_jobs(want_user, queue, set(state) if state else None, all)
+    jobs = _ctl(request).find_jobs(want_user, queue, set(state) if state else None, all, project)
     return json_response({"jobs": [job_dict(job, elements=not job.is_array) for job in jobs]})
 
 
