@@ -69,13 +69,14 @@ class ReconfigMixin:
         return write, remember
 
     def _gone(self, job: Job) -> str | None:
-        """Why the config in force has no place for `job` (its queue or its profile is gone), or None."""
+        """Why the config in force has no place for `job` (its queue or its profile is gone, or,
+        PRJ-5, its project was removed or its user may no longer submit there), or None."""
         app = job.spec.app
         if app and app not in self.config.applications:
             return f"its application profile {app!r} no longer exists"
         if self.config.queue(job.queue) is None:
             return f"its queue {job.queue!r} no longer exists"
-        return None
+        return self.policy.still_allowed(job.user, job.spec.project, job.spec.auth_basis)
 
     def _remerge_pending(self, actor: str, applied: m.ConfigApplied | None = None) -> tuple[int, list[str]]:
         """Re-merge every job whose elements all pend and whose values came from another
