@@ -8,7 +8,7 @@ import typer
 
 #: Fields of `xcecli jobs -o` (bjobs -o style), in default order.
 FIELDS = {
-    "id": "JOBID", "user": "USER", "state": "STAT", "queue": "QUEUE", "hosts": "EXEC_HOST",
+    "id": "JOBID", "user": "USER", "state": "STAT", "queue": "QUEUE", "project": "PROJ_NAME", "hosts": "EXEC_HOST",
     "name": "JOB_NAME", "submit_time": "SUBMIT_TIME", "start_time": "START_TIME", "end_time": "END_TIME",
     "exit_code": "EXIT_CODE", "ntasks": "NTASKS", "elements": "ELEMENTS", "run_as": "RUN_AS", "app": "APP",
     "reason": "PEND_REASON",
@@ -50,7 +50,7 @@ def _getters():
 
     return {
         "id": lambda j, e: j["job_id"], "user": lambda j, e: j["user"], "state": lambda j, e: j["state"],
-        "queue": lambda j, e: j["queue"], "run_as": lambda j, e: j["run_as"], "hosts": lambda j, e: _hosts(e),
+        "queue": lambda j, e: j["queue"], "project": lambda j, e: j.get("project"), "run_as": lambda j, e: j["run_as"], "hosts": lambda j, e: _hosts(e),
         "app": lambda j, e: j.get("app"),
         "name": lambda j, e: _name(j), "submit_time": lambda j, e: fmt_time(j["submit_time"]),
         "start_time": lambda j, e: fmt_time(e["start_time"]) if e else None,
@@ -81,6 +81,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         user: Optional[str] = typer.Option(None, "-u", "--user", help="whose jobs: a user name or 'all' (default: yours)"),
         queue: Optional[str] = typer.Option(None, "-q", "--queue"),
+        project: Optional[str] = typer.Option(None, "-P", "--project", help="jobs of that very project, e.g. /physics/hep"),
         state: List[str] = typer.Option([], "-s", "--state", help="PEND, PSUSP, RUN, USUSP, DONE or EXIT (repeatable)"),
         all_: bool = typer.Option(False, "-a", "--all", help="include finished jobs of any age (default: the last hour)"),
         fields: Optional[str] = typer.Option(None, "-o", help=f"fields, space or comma separated: {' '.join(FIELDS)}"),
@@ -90,7 +91,7 @@ def register(app: typer.Typer) -> None:
         from xced.model.jobs import JobState
         from xcecli.output import table
 
-        for opt, val in (("-u", user), ("-q", queue), ("-o", fields)):
+        for opt, val in (("-u", user), ("-q", queue), ("-P", project), ("-o", fields)):
             if val is not None and not val.strip():
                 raise typer.BadParameter(f"{opt} '': the value is empty")
         states = []
@@ -106,7 +107,7 @@ def register(app: typer.Typer) -> None:
             if bad:
                 raise typer.BadParameter(f"-o: unknown field(s) {', '.join(bad)}; valid fields: {' '.join(FIELDS)}")
         # plain JSON, no model parsing: 10,000 jobs must list within the 300 ms aim (bench)
-        res = ctx.obj.client().jobs_raw(user=user, queue=queue, states=states or None, all=all_)
+        res = ctx.obj.client().jobs_raw(user=user, queue=queue, states=states or None, all=all_, project=project)
         if as_json:
             import sys
 
@@ -135,6 +136,7 @@ def register(app: typer.Typer) -> None:
             ("User", j.user + (" (asserted in test mode)" if j.asserted_user else "")),
             ("Runs as", j.run_as),
             ("Queue", j.queue),
+            ("Project", f"{j.project or 'none'} (let in as: {j.auth_basis})"),
             ("Application", (j.app or "none") + (" " + " ".join(f"{k}={v}" for k, v in j.app_params.items())
                                                  if j.app_params else "")),
             ("State", j.state.value),

@@ -86,6 +86,7 @@ def register(app: typer.Typer) -> None:
         command: List[str] = typer.Argument(..., help="command and arguments, or a script path (put -- before a command with options)"),
         ntasks: Optional[str] = typer.Option(None, "-n", help="tasks: N, or MIN,MAX to take as many as fit now"),
         queue: Optional[str] = typer.Option(None, "-q", "--queue", help="queue (default: the cluster's default queue)"),
+        project: Optional[str] = typer.Option(None, "-P", "--project", help="project path, e.g. /physics/hep (default: your group's default project)"),
         name: Optional[str] = typer.Option(None, "-J", "--name", help="job name; NAME[1-100:2]%10 makes an array"),
         stdout: Optional[str] = typer.Option(None, "-o", help="stdout file; %J = job ID, %I = array index"),
         stderr: Optional[str] = typer.Option(None, "-e", help="stderr file (default: with stdout)"),
@@ -118,7 +119,7 @@ def register(app: typer.Typer) -> None:
             cwd = os.getcwd()
         except FileNotFoundError:
             _usage("the current directory no longer exists; cd to a directory the job can run in")
-        for opt, val in (("-o", stdout), ("-e", stderr), ("-q", queue), ("-J", name), ("-E", pre_exec),
+        for opt, val in (("-o", stdout), ("-e", stderr), ("-q", queue), ("-P", project), ("-J", name), ("-E", pre_exec),
                          ("-Ep", post_exec), ("-w", dependency)):
             if val is not None and not val.strip():
                 _usage(f"{opt} '': the value is empty")
@@ -157,7 +158,8 @@ def register(app: typer.Typer) -> None:
                 _usage(f"-M {memory!r}: {e}")
         # the body of SubmitRequest, built without importing pydantic (CLI-6); the server
         # validates it strictly (D-2)
-        body = {"argv": argv, "cwd": cwd, "env": job_env, "name": name, "queue": queue, "ntasks_min": nmin,
+        body = {"argv": argv, "cwd": cwd, "env": job_env, "name": name, "queue": queue, "project": project,
+                "ntasks_min": nmin,
                 "ntasks_max": nmax, "stdout": stdout, "stderr": stderr, "run_limit_s": rl, "memory_limit_mb": mem,
                 "resreq": list(resreq) or None, "app": app, "app_params": params or None,
                 "pre_exec": pre_exec, "post_exec": post_exec, "dependency": dependency}
@@ -172,7 +174,7 @@ def register(app: typer.Typer) -> None:
                 print(json.dumps(res, indent=2))
             else:
                 eff = res["effective"]
-                for k in ("queue", "ntasks_min", "ntasks_max", "run_limit_s", "memory_limit_mb", "name",
+                for k in ("queue", "project", "auth_basis", "ntasks_min", "ntasks_max", "run_limit_s", "memory_limit_mb", "name",
                           "array_size", "run_as", "resreq_text", "dependency"):
                     print(f"{k + ':':<17}{'-' if eff.get(k) is None else eff[k]}")
                 for w in res.get("warnings", []):

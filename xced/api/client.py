@@ -220,13 +220,15 @@ class Client:
         return _model(SubmitResponse, self.request("POST", "/jobs", json=body).body)
 
     def jobs_raw(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
-                 all: bool = False) -> Response:
+                 all: bool = False, project: str | None = None) -> Response:
         """GET /jobs as the raw answer (plain JSON, no model parsing: fast for big listings)."""
         params: dict[str, Any] = {}
         if user:
             params["user"] = user
         if queue:
             params["queue"] = queue
+        if project:
+            params["project"] = project
         if states:
             params["state"] = states
         if all:
@@ -234,11 +236,11 @@ class Client:
         return self.request("GET", "/jobs", params=params)
 
     def jobs(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
-             all: bool = False):
+             all: bool = False, project: str | None = None):
         """The JobList of `xcecli jobs` (filters as GET /jobs)."""
         from xced.api.models import JobList
 
-        return _model(JobList, self.jobs_raw(user=user, queue=queue, states=states, all=all).body)
+        return _model(JobList, self.jobs_raw(user=user, queue=queue, states=states, all=all, project=project).body)
 
     def job(self, job_id: int):
         from xced.api.models import JobOut

@@ -168,6 +168,7 @@ class SubmitResponse(Body):
     job_id: int
     name: str | None
     queue: str
+    project: str | None = Field(None, description="the project the job was let into (PRJ-1, SUBMIT-1)")
     array_size: int = Field(0, description="number of elements, 0 for a plain job")
     app: str | None = Field(None, description="the application profile the job runs with (PROF-2)")
     warnings: list[str] = Field(default_factory=list, description="side effects of the merge (MERGE-1)")

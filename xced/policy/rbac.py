@@ -26,15 +26,18 @@ its owner, project admins above it, holders of a role with `job:view` there, clu
 from __future__ import annotations
 
 import grp
+import re
 import os
 import pwd
 import time
 from dataclasses import dataclass
 
-from xced.model.project import JOB_PERMISSIONS, OPEN_DEFAULT_PROJECT, PERMISSIONS, ancestors, within
+from xced.model.project import (JOB_PERMISSIONS, MAX_PROJECT_PATH, OPEN_DEFAULT_PROJECT, PERMISSIONS, PROJECT_PATH_FORM,
+                                PROJECT_PATH_PATTERN, ancestors, within)
 
 #: RBAC-1: what every user holds, everywhere
 EVERYONE = frozenset({"queue:submit", "cluster:view"})
+_PATH = re.compile(PROJECT_PATH_PATTERN)
 #: seconds a user's system groups are remembered (LSF refreshes its user groups likewise)
 GROUP_CACHE_S = 60.0
 #: the name a cluster admin's basis gets when it submits outside its memberships
@@ -241,6 +244,9 @@ class Policy:
         not a project, PermissionDenied with the reason and the projects the caller may use."""
         from xced.api.errors import InvalidRequest, PermissionDenied
 
+        if requested is not None and (len(requested) > MAX_PROJECT_PATH or not _PATH.fullmatch(requested)):
+            raise InvalidRequest(f"-P {requested!r}: a project is named by its path, {PROJECT_PATH_FORM}",
+                                 field="project")
         if self.open_mode:
             return requested or self.config.settings.default_project or OPEN_DEFAULT_PROJECT, "open"
         path = requested if requested is not None else self.default_project(caller)

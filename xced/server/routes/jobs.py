@@ -49,7 +49,7 @@ async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends
     ctl = _ctl(request)
     project, basis = ctl.policy.submit_project(caller, body.project)  # SUBMIT-1: the API server decides
     job = ctl.submit(body.model_dump(), caller, project=project, basis=basis)
-    return SubmitResponse(job_id=job.id, name=job.name, queue=job.queue,
+    return SubmitResponse(job_id=job.id, name=job.name, queue=job.queue, project=job.spec.project,
                           array_size=len(job.elements) if job.is_array else 0, app=job.spec.app or None,
                           warnings=list(job.effective.warnings))
 
