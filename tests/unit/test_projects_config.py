@@ -461,6 +461,25 @@ def test_warnings_of_projects_and_rbac(tmp_path: Path) -> None:
     ]
 
 
+def test_unknown_config_file_names_get_a_warning(tmp_path: Path) -> None:
+    top = make_topdir(tmp_path, **{"project.yaml": "x: 1\n", "queue.yml": "", "monitoring.yaml": "",
+                                   "keys.yaml": "garbage: [\n", "README": "", ".hosts.yaml.tmp": "",
+                                   ".swp.yaml": ""})
+    (top / "config" / "presets").mkdir()
+    (top / "config" / "presets" / "mine.yaml").write_text("x: 1\n")
+    r = load_cluster_config(top)
+    assert r.ok  # keys.yaml is not compiled here (KEY-*)
+    got = {Path(w.file).name: (w.line, w.message) for w in r.warnings}
+    assert set(got) == {"project.yaml", "queue.yml", "monitoring.yaml"}
+    reads = ("config/ holds xce.yaml, queues.yaml, hosts.yaml, applications.yaml, projects.yaml, rbac.yaml, "
+             "keys.yaml and the directory presets/")
+    assert got["project.yaml"] == (None, f'not a file XCE reads, so it is ignored (did you mean "projects.yaml"?); '
+                                         f"{reads}")
+    assert got["queue.yml"][1].startswith('not a file XCE reads, so it is ignored (did you mean "queues.yaml"?)')
+    assert got["monitoring.yaml"][1] == f"not a file XCE reads, so it is ignored; {reads}"
+    assert str(r.warnings[-1]).startswith(str(top / "config") + "/")
+
+
 # --------------------------------------------------------------------------- no traceback
 
 

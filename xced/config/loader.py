@@ -14,7 +14,8 @@ the cluster is in open mode, PRJ-4) are compiled by `xced.config.projects` into
 `ClusterConfig.projects` and `ClusterConfig.rbac`; `default_project` of xce.yaml
 is a project path, and once projects are defined it must name one of them (PRJ-3).
 `keys.yaml` (KEY-*) is read by its own issue, and `presets/` is not compiled
-(PRE-3).
+(PRE-3). Any other `*.yaml` / `*.yml` file in `config/` gets a warning naming the
+files XCE reads (a misspelt `project.yaml` would otherwise be silently ignored).
 
 Schema (memory in MB or with a unit KB/MB/GB/TB; times in seconds unless said):
 
@@ -93,6 +94,8 @@ REQUIRED_FILES = (SETTINGS_FILE, QUEUES_FILE, HOSTS_FILE)
 #: keys.yaml holds the trusted host keys (`xceadmin keys`, KEY-*)
 KNOWN_FILES = (SETTINGS_FILE, QUEUES_FILE, HOSTS_FILE, "applications.yaml", "projects.yaml", "rbac.yaml",
                "keys.yaml")
+#: the directories of config/ that XCE reads: server presets (PRE-3, not compiled)
+KNOWN_DIRS = ("presets",)
 
 # the bounds live with the model (xced.model.units): the compiled config checks them again
 NAME_RE = re.compile(NAME_PATTERN)
@@ -897,6 +900,7 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
     for p in prj.elsewhere:  # xce.yaml's default_project names no project (PRJ-3)
         settings_src.error(_value_pos(settings_doc, "default_project") if _is_map(settings_doc) else "file",
                            p.message)
+    _check_file_names(config_dir, warnings)
 
     errors.sort(key=_order)
     warnings.sort(key=_order)
@@ -925,6 +929,26 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
 
 
 _FILE_ORDER = {name: i for i, name in enumerate(KNOWN_FILES)}
+
+
+def _check_file_names(config_dir: Path, warnings: list[Diagnostic]) -> None:
+    """A `*.yaml` / `*.yml` file of config/ that XCE does not read gets a warning naming the
+    files it reads, with a "did you mean" where one is close (a misspelt `project.yaml`
+    would be ignored without a word). Hidden files (editors' and our own `.NAME.tmp`) and
+    other names (README, backups) are left alone."""
+    try:
+        names = sorted(e.name for e in config_dir.iterdir())
+    except OSError:
+        return
+    reads = f"{_one_of(list(KNOWN_FILES))} and the directory {KNOWN_DIRS[0]}/"
+    for name in names:
+        if name.startswith(".") or name in KNOWN_FILES or not name.lower().endswith((".yaml", ".yml")):
+            continue
+        stems = {known.split(".")[0]: known for known in KNOWN_FILES} | {d: f"{d}/" for d in KNOWN_DIRS}
+        close = difflib.get_close_matches(name.rsplit(".", 1)[0].lower(), list(stems), n=1, cutoff=0.6)
+        hint = f' (did you mean "{stems[close[0]]}"?)' if close else ""
+        warnings.append(Diagnostic("warning", str(config_dir / name), None, None,
+                                   f"not a file XCE reads, so it is ignored{hint}; config/ holds {reads}"))
 
 
 def _order(d: Diagnostic) -> tuple[int, str, int, int]:
