@@ -444,6 +444,12 @@ def test_live_checks_of_a_compiled_config():
     assert "queue 'normal' is defined twice; names must be unique" in problems
     assert "default_queue 'nope' is not a queue; valid: normal, normal" in problems
     assert any(p.startswith("default_application 'x' is not a profile; valid: default") for p in problems)
+    with_projects = ClusterConfig.model_validate({**base, "projects": {"projects": [{"path": "/a/b"}]},
+                                                  "rbac": {"bindings": [{"role": "op", "users": ["u"]}]}})
+    assert check_compiled(with_projects) == [
+        "project /a/b: its parent /a is not a project; declare /a in projects.yaml too (every ancestor of a "
+        "project is a project, PRJ-1)",
+        'binding #1: role "op" is not a role of rbac.yaml; roles: (none)']
     moved = ClusterConfig.model_validate({**base, "settings": {"cluster_name": "c", "mode": "test"},
                                           "hosts": []})
     assert restart_only_changes(ok, moved) == [

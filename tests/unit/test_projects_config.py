@@ -522,3 +522,51 @@ def test_odd_rbac_files_never_raise(tmp_path: Path, text: str) -> None:
     r = build(tmp_path, PROJECTS, text)
     for d in r.errors + r.warnings:
         assert d.line is not None, str(d)
+
+
+# --------------------------------------------------------------------------- live checks (CFG-3)
+
+
+def test_live_checks_cover_projects_and_rbac() -> None:
+    """A compiled config sent to PUT /config that skipped `xceadmin build` is held to the same rules."""
+    base = {"settings": {"cluster_name": "c", "default_project": "/nope"}, "queues": [{"name": "normal"}],
+            "hosts": [{"name": "h1", "slots": 2, "memory_mb": 100}]}
+    projects = {
+        "projects": [
+            {"path": "/a", "share_percent": 60},
+            {"path": "/b", "share": {"slots": {"percent": 50}}},
+            {"path": "/x/y"},
+            {"path": "/a/k", "share": {"slots": {"amount": 5}}},
+            {"path": "/c", "share": {"slots": {"amount": 10}}},
+            {"path": "/c/d", "share": {"slots": {"amount": 11}}},
+            {"path": "/a"},
+        ],
+        "default_projects": {"hep": "/gone"},
+    }
+    rbac = {"roles": {"op": ["job:view"], "root": ["cluster:admin"]},
+            "bindings": [{"role": "nope", "users": ["a"]}, {"role": "op", "users": ["a"], "scope": "/zz"},
+                         {"role": "root", "users": ["a"], "scope": "/a"}]}
+    cfg = ClusterConfig.model_validate({**base, "projects": projects, "rbac": rbac}, strict=True)
+    assert check_compiled(cfg) == [
+        "project /x/y: its parent /x is not a project; declare /x in projects.yaml too (every ancestor of a project "
+        "is a project, PRJ-1)",
+        "project /a is defined twice; paths must be unique",
+        "default_projects: the default project of group hep, /gone is not a project of projects.yaml; projects: "
+        "/a, /b, /x/y, /a/k, /c, /c/d, /a",
+        'default_project /nope is not a project of projects.yaml; projects: /a, /b, /x/y, /a/k, /c, /c/d, /a',
+        'binding #1: role "nope" is not a role of rbac.yaml (did you mean "op"?); roles: op, root',
+        "binding #2: scope /zz is not a project; valid: / (the whole cluster) or a project path; projects: /a, /b, "
+        "/x/y, /a/k, /c, /c/d, /a",
+        'binding #3: role "root" holds cluster:admin, which covers the whole cluster, so it is bound at scope / '
+        "only, got scope /a; bind it at /, or bind a role without cluster:admin here",
+        "shares of the top-level projects add up to 110% of slots, more than the whole cluster (100%)",
+        "shares of the children of /c add up to 11 slots, more than /c's share (10 slots)",
+    ]
+    child_first = ClusterConfig.model_validate({**base, "settings": {}, "projects": {
+        "projects": [{"path": "/a/b"}, {"path": "/a"}]}}, strict=True)
+    assert check_compiled(child_first) == [
+        "project /a/b is listed before its parent /a; the compiled list holds parents before children"]
+    deep = ClusterConfig.model_validate({**base, "settings": {}, "projects": {
+        "projects": [{"path": "/a" * i} for i in range(1, 18)]}}, strict=True)
+    assert check_compiled(deep) == ["project " + "/a" * 17 + " is 17 levels deep; a project tree has at most 16 "
+                                    "levels"]
