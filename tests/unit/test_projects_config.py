@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import grp
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -570,3 +571,58 @@ def test_live_checks_cover_projects_and_rbac() -> None:
         "projects": [{"path": "/a" * i} for i in range(1, 18)]}}, strict=True)
     assert check_compiled(deep) == ["project " + "/a" * 17 + " is 17 levels deep; a project tree has at most 16 "
                                     "levels"]
+
+
+# --------------------------------------------------------------------------- xceadmin init
+
+
+def _uncommented(text: str) -> str:
+    """The example of a skeleton with its leading "# " taken off: from the first line that
+    is a commented top-level key on."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.fullmatch(r"# [a-z_]+:\s*", line))
+    return "\n".join(re.sub(r"^# ?", "", line) for line in lines[start:]) + "\n"
+
+
+def test_init_writes_commented_skeletons_that_stay_in_open_mode(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from xceadmin.app import app
+
+    top = tmp_path / "top"
+    res = CliRunner().invoke(app, ["init", str(top)])
+    assert res.exit_code == 0, res.output
+    config = top / "config"
+    r = load_cluster_config(top)
+    assert r.errors == [] and r.warnings == [] and r.config.projects.open_mode and r.config.rbac.bindings == []
+    projects, rbac = (config / "projects.yaml").read_text(), (config / "rbac.yaml").read_text()
+    assert (config / "projects.yaml").stat().st_mode & 0o777 == 0o644
+    for key in ("groups:", "projects:", "default_projects:", "description:", "share:", "quota:", "member_quota:",
+                "members:", "admins:"):
+        assert f"# {key}" in projects or f"#     {key}" in projects, key
+    for word in ("roles:", "bindings:", "role:", "users:", "groups:", "scope:", *PERMISSIONS):
+        assert word in rbac, word
+    assert all(line.startswith("#") or not line.strip() for line in projects.splitlines() + rbac.splitlines())
+
+    # the example, uncommented, builds: every key shown is a valid one
+    (config / "projects.yaml").write_text(_uncommented(projects))
+    (config / "rbac.yaml").write_text(_uncommented(rbac))
+    r = load_cluster_config(top)
+    assert r.errors == [] and r.warnings == [], [str(d) for d in r.errors + r.warnings]
+    assert r.config.projects.paths() == ["/physics", "/physics/hep", "/physics/astro", "/bio"]
+    assert [b.role for b in r.config.rbac.bindings] == ["operator", "submitter"]
+
+    again = CliRunner().invoke(app, ["init", str(top)])
+    assert again.exit_code == 1
+
+
+def test_init_refuses_when_only_projects_yaml_exists(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from xceadmin.app import app
+
+    (tmp_path / "top" / "config").mkdir(parents=True)
+    (tmp_path / "top" / "config" / "projects.yaml").write_text("projects: {/a: {}}\n")
+    res = CliRunner().invoke(app, ["init", str(tmp_path / "top")])
+    assert res.exit_code == 1 and "projects.yaml exists already" in res.output
+    assert not (tmp_path / "top" / "config" / "xce.yaml").exists()
