@@ -114,14 +114,48 @@ def test_skeleton_loads_and_is_commented(tmp_path: Path) -> None:
     assert text.count("#") > 10
 
 
-def test_later_files_are_ignored(tmp_path: Path) -> None:
+def test_garbage_in_optional_files_is_refused_with_positions(tmp_path: Path) -> None:
+    """CFG-2: applications.yaml (PROF-1), projects.yaml and rbac.yaml (PRJ-1, RBAC-4) are
+    compiled: garbage in them is an error at its place, and the files are listed in the
+    order the loader reads them. keys.yaml is read by its own issue (KEY-*)."""
     top = make_topdir(tmp_path)
-    for name in ("projects.yaml", "rbac.yaml", "keys.yaml"):  # their issues compile them later
-        (top / "config" / name).write_text("anything: [at all\n")
+    (top / "config" / "keys.yaml").write_text("anything: [at all\n")
     assert load_cluster_config(top).ok
-    (top / "config" / "applications.yaml").write_text("anything: [at all\n")  # compiled since PROF-1
+    for name in ("rbac.yaml", "projects.yaml", "applications.yaml"):
+        (top / "config" / name).write_text("anything: [at all\n")
     res = load_cluster_config(top)
-    assert not res.ok and "applications.yaml:" in str(res.errors[0])
+    assert not res.ok and res.config is None
+    assert where(res) == [("applications.yaml", 2, 1), ("projects.yaml", 2, 1), ("rbac.yaml", 2, 1)]
+    assert all(d.message.startswith("invalid YAML:") for d in res.errors)
+    (top / "config" / "applications.yaml").unlink()
+    (top / "config" / "projects.yaml").write_text("projects:\n  /p:\n    shares: 50%\n")
+    (top / "config" / "rbac.yaml").write_text("roles:\n  op: [job:view]\nbinding: []\n")
+    res = load_cluster_config(top)
+    assert where(res) == [("projects.yaml", 3, 5), ("rbac.yaml", 3, 1)]
+    assert 'unknown key "shares" in project /p' in res.errors[0].message and 'did you mean "share"' in \
+        res.errors[0].message
+    assert 'unknown key "binding" in rbac.yaml' in res.errors[1].message and 'did you mean "bindings"' in \
+        res.errors[1].message
+
+
+def test_diagnostics_are_sorted_by_file_in_reading_order(tmp_path: Path) -> None:
+    from xced.config.loader import _order
+
+    names = ["unknown.yaml", "rbac.yaml", "keys.yaml", "projects.yaml", "applications.yaml", "hosts.yaml",
+             "queues.yaml", "xce.yaml"]
+    diags = [Diagnostic("error", f"/t/config/{n}", 1, 1, "m") for n in names]
+    assert [Path(d.file).name for d in sorted(diags, key=_order)] == [
+        "xce.yaml", "queues.yaml", "hosts.yaml", "applications.yaml", "projects.yaml", "rbac.yaml", "keys.yaml",
+        "unknown.yaml"]
+
+
+def test_names_with_a_final_newline_are_refused_at_their_place(tmp_path: Path) -> None:
+    """`$` of a pattern lets a final newline through with re.match; the compiled model then
+    refused the name with no position. fullmatch reports it at its place."""
+    r = load_cluster_config(make_topdir(tmp_path, hosts='hosts:\n  - {name: "n1\\n", slots: 1, memory: 1, '
+                                                       'resources: {"gpu\\n": 1}}\n'))
+    assert where(r) == [("hosts.yaml", 2, 12), ("hosts.yaml", 2, 53)]
+    assert "must consist of letters" in r.errors[0].message and "resource name must be" in r.errors[1].message
 
 
 def test_hash_is_stable_and_follows_content(tmp_path: Path) -> None:
@@ -410,6 +444,12 @@ def test_live_checks_of_a_compiled_config():
     assert "queue 'normal' is defined twice; names must be unique" in problems
     assert "default_queue 'nope' is not a queue; valid: normal, normal" in problems
     assert any(p.startswith("default_application 'x' is not a profile; valid: default") for p in problems)
+    with_projects = ClusterConfig.model_validate({**base, "projects": {"projects": [{"path": "/a/b"}]},
+                                                  "rbac": {"bindings": [{"role": "op", "users": ["u"]}]}})
+    assert check_compiled(with_projects) == [
+        "project /a/b: its parent /a is not a project; declare /a in projects.yaml too (every ancestor of a "
+        "project is a project, PRJ-1)",
+        'binding #1: role "op" is not a role of rbac.yaml; roles: (none)']
     moved = ClusterConfig.model_validate({**base, "settings": {"cluster_name": "c", "mode": "test"},
                                           "hosts": []})
     assert restart_only_changes(ok, moved) == [

@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 HELP = (
-    "Make a TopDir skeleton in DIR: commented config/xce.yaml, queues.yaml and hosts.yaml.\n\n"
-    "The files describe this machine (one host, the current user as admin). "
-    "Refuses if DIR already has a config."
+    "Make a TopDir skeleton in DIR: commented config/xce.yaml, queues.yaml and hosts.yaml, "
+    "and projects.yaml and rbac.yaml with every key shown but commented out.\n\n"
+    "The files describe this machine (one host, the current user as admin); with no project "
+    "defined the cluster is in open mode. Refuses if DIR already has a config."
 )
 
 
@@ -22,8 +23,10 @@ def init(
 ) -> None:
     import shlex
 
+    from xced.config import templates
     from xced.config.loader import CONFIG_DIR, REQUIRED_FILES
-    from xced.config.personal import write_skeleton
+    from xced.config.personal import _comment_safe, _write, write_skeleton
+    from xced.config.projects import PROJECTS_FILE, RBAC_FILE
     from xced.config.topdir import UnsafeDirectory, make_layout
 
     def fail(message: str) -> typer.Exit:
@@ -32,7 +35,8 @@ def init(
 
     given = directory.expanduser()
     topdir = given.absolute()
-    existing = [topdir / CONFIG_DIR / name for name in REQUIRED_FILES if (topdir / CONFIG_DIR / name).exists()]
+    names = (*REQUIRED_FILES, PROJECTS_FILE, RBAC_FILE)
+    existing = [topdir / CONFIG_DIR / name for name in names if (topdir / CONFIG_DIR / name).exists()]
     if existing:
         raise fail(f"{existing[0]} exists already; not overwriting it (edit it, or choose another DIR)")
     if topdir.exists() and not topdir.is_dir():
@@ -43,6 +47,10 @@ def init(
             raise fail("the directory lets other users change what xced will trust:\n  "
                        + "\n  ".join(str(p) for p in problems))
         written = write_skeleton(topdir)
+        # commented out: a fresh TopDir is in open mode with no role bound (PRJ-4, RBAC-4)
+        shown = {"topdir": _comment_safe(str(topdir))}
+        written += _write(topdir, {PROJECTS_FILE: templates.SKELETON_PROJECTS.substitute(shown),
+                                   RBAC_FILE: templates.SKELETON_RBAC.substitute(shown)}, False)
     except (FileExistsError, UnsafeDirectory) as e:
         raise fail(str(e)) from None
     except OSError as e:

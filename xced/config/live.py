@@ -7,7 +7,11 @@ is refused whole, never half-applied.
 
 - `check_compiled(cfg)`: the cross-references the loader checks with file positions
   (default_queue, default_application (PROF-2: an undefined name is an error, never a
-  fallback), unique queue and host names, profile selects that parse, task ranges).
+  fallback), unique queue and host names, profile selects that parse, task ranges; and
+  of projects and roles, by the same rules `xceadmin build` uses
+  (`xced.config.projects.reference_problems`): parents exist and come first,
+  default_projects and default_project name projects, bindings name roles and projects,
+  cluster-wide roles are bound at `/`, shares do not over-carve).
 - `restart_only_changes(old, new)`: settings a live swap cannot honour (the listener,
   the mode, the cluster name, the host list), each needing a restart.
 """
@@ -22,6 +26,7 @@ __all__ = ["check_compiled", "restart_only_changes"]
 def check_compiled(cfg: ClusterConfig) -> list[str]:
     """Every cross-reference problem of `cfg`, one sentence each saying what is wrong and
     what would be valid; [] when it may be applied. Never raises."""
+    from xced.config.projects import reference_problems
     from xced.resreq import ResReqError, parse
 
     problems: list[str] = []
@@ -53,6 +58,9 @@ def check_compiled(cfg: ClusterConfig) -> list[str]:
         if lim.task_min is not None and lim.task_max is not None and lim.task_min > lim.task_max:
             problems.append(f"profile {name}: task range {lim.task_min},{lim.task_max} has its minimum above its "
                             "maximum")
+    problems.extend(p.message for p in reference_problems(cfg.projects, cfg.rbac,
+                                                          default_project=cfg.settings.default_project)
+                    if not p.warning)
     return problems
 
 

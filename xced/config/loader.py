@@ -9,15 +9,20 @@ the first. Only when there is no error is the ClusterConfig built and hashed.
 `config/applications.yaml` (optional) is compiled by `xced.config.applications`
 into `ClusterConfig.applications`; `default_application` of xce.yaml must name
 one of its profiles or the built-in `default` (PROF-2; "" means no profile).
-Other files of `config/` (projects.yaml, rbac.yaml, keys.yaml) are not
-compiled yet and are ignored.
+`config/projects.yaml` and `config/rbac.yaml` (both optional; without a project
+the cluster is in open mode, PRJ-4) are compiled by `xced.config.projects` into
+`ClusterConfig.projects` and `ClusterConfig.rbac`; `default_project` of xce.yaml
+is a project path, and once projects are defined it must name one of them (PRJ-3).
+`keys.yaml` (KEY-*) is read by its own issue, and `presets/` is not compiled
+(PRE-3). Any other `*.yaml` / `*.yml` file in `config/` gets a warning naming the
+files XCE reads (a misspelt `project.yaml` would otherwise be silently ignored).
 
 Schema (memory in MB or with a unit KB/MB/GB/TB; times in seconds unless said):
 
 xce.yaml
     cluster_name, mode (production|test), admins (list of user names),
-    default_application, default_project, default_queue (a queue of
-    queues.yaml), listen {host, port (0..65535 or null)}, kill_interval (> 0),
+    default_application, default_project (a project path, /a/b), default_queue
+    (a queue of queues.yaml), listen {host, port (0..65535 or null)}, kill_interval (> 0),
     limit_grace (> 0), sched_delay (0..0.010), store_busy_timeout (> 0),
     max_dispatch_failures (1..1000), launch_timeout (> 0), max_array_size
     (1..1000000, default 1000),
@@ -30,6 +35,8 @@ hosts.yaml
     hosts: list of {name (required), slots (required, >= 1), memory (required),
     resources {name: number}, type, model, attributes {name: string},
     tags [string]}
+projects.yaml, rbac.yaml
+    see xced.config.projects
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from xced.config.diagnostics import Diagnostic
+from xced.model.project import MAX_PROJECT_DEPTH, MAX_PROJECT_PATH, PROJECT_PATH_FORM, PROJECT_PATH_PATTERN
 from xced.model.config import (
     ClusterConfig,
     ClusterSettings,
@@ -69,6 +77,7 @@ from xced.model.units import (
 __all__ = [
     "CONFIG_DIR",
     "HOSTS_FILE",
+    "KNOWN_FILES",
     "QUEUES_FILE",
     "REQUIRED_FILES",
     "SETTINGS_FILE",
@@ -81,10 +90,17 @@ SETTINGS_FILE = "xce.yaml"
 QUEUES_FILE = "queues.yaml"
 HOSTS_FILE = "hosts.yaml"
 REQUIRED_FILES = (SETTINGS_FILE, QUEUES_FILE, HOSTS_FILE)
+#: every file of config/ that XCE reads (CFG-1), in the order diagnostics are listed;
+#: keys.yaml holds the trusted host keys (`xceadmin keys`, KEY-*)
+KNOWN_FILES = (SETTINGS_FILE, QUEUES_FILE, HOSTS_FILE, "applications.yaml", "projects.yaml", "rbac.yaml",
+               "keys.yaml")
+#: the directories of config/ that XCE reads: server presets (PRE-3, not compiled)
+KNOWN_DIRS = ("presets",)
 
 # the bounds live with the model (xced.model.units): the compiled config checks them again
 NAME_RE = re.compile(NAME_PATTERN)
 RESOURCE_RE = re.compile(RESOURCE_PATTERN)
+PROJECT_PATH_RE = re.compile(PROJECT_PATH_PATTERN)
 
 
 @dataclass
@@ -284,6 +300,8 @@ def _read_yaml(src: _Source) -> tuple[bool, Any]:
         pos: Pos | str = (mark.line, mark.column) if mark is not None else "file"
         problem = (e.problem or e.context or "syntax error").strip()
         message = f"invalid YAML: {problem}"
+        if "character '@'" in problem:
+            message += ' (a value that starts with @ must be quoted, e.g. "@hep")'
         if e.context and e.problem and e.context_mark is not None:
             message += (
                 f" ({e.context} at line {e.context_mark.line + 1},"
@@ -317,7 +335,7 @@ def _str(pattern: re.Pattern[str] | None = None, form: str = "") -> Check:
             raise _Invalid(f"{what} must be a string, got {_got(v)}")
         if not v.strip():
             raise _Invalid(f"{what} must not be empty")
-        if pattern is not None and not pattern.match(v):
+        if pattern is not None and not pattern.fullmatch(v):  # fullmatch: `$` lets a final newline through
             raise _Invalid(f"{what} must consist of {form}, got {_got(v)}")
         return str(v)
 
@@ -409,6 +427,36 @@ def _run_limit(v: Any, what: str) -> int:
         return parse_run_limit_s(v if isinstance(v, str) else int(v))
     except ValueError as e:
         raise _Invalid(f"{what}: {e}") from None
+
+
+def _shown_path(v: str) -> str:
+    """A path as a message shows it: quoted, a long one cut short."""
+    return _got(v) if len(v) <= 80 else f'"{v[:60]}..." ({len(v)} characters)'
+
+
+def _project_path(v: Any, what: str) -> str:
+    """A project path (PRJ-1): PROJECT_PATH_FORM, at most MAX_PROJECT_DEPTH names deep and
+    MAX_PROJECT_PATH characters long. `/` alone is the whole cluster, not a project."""
+    if not isinstance(v, str):
+        raise _Invalid(f"{what} must be {PROJECT_PATH_FORM}, got {_got(v)}")
+    if len(v) > MAX_PROJECT_PATH:
+        raise _Invalid(f"{what} is {len(v)} characters long; a project path has at most {MAX_PROJECT_PATH}, "
+                       f"got {_shown_path(v)}")
+    if not v.startswith("/"):
+        hint = f' (did you mean "/{v}"?)' if PROJECT_PATH_RE.fullmatch("/" + v) else ""
+        raise _Invalid(f"{what} must start with '/': a project path is {PROJECT_PATH_FORM}, "
+                       f"got {_shown_path(v)}{hint}")
+    if v == "/":
+        raise _Invalid(f"{what} must name a project, {PROJECT_PATH_FORM}; \"/\" is the whole cluster")
+    if not PROJECT_PATH_RE.fullmatch(v):
+        trimmed = v.rstrip("/")
+        hint = f' (did you mean "{trimmed}"?)' if trimmed != v and PROJECT_PATH_RE.fullmatch(trimmed) else ""
+        raise _Invalid(f"{what} must be {PROJECT_PATH_FORM}, got {_shown_path(v)}{hint}")
+    depth = v.count("/")
+    if depth > MAX_PROJECT_DEPTH:
+        raise _Invalid(f"{what} is {depth} levels deep; a project tree has at most {MAX_PROJECT_DEPTH} levels, "
+                       f"got {_shown_path(v)}")
+    return str(v)
 
 
 # --------------------------------------------------------------------------- mappings
@@ -505,7 +553,7 @@ _SETTINGS_FIELDS = {
     "mode": _Field(_choice("production", "test")),
     "admins": _Field(_nullable(lambda v, w: v)),  # checked item by item below
     "default_application": _Field(_nullable(_text)),  # "" = no profile (PROF-2)
-    "default_project": _Field(_nullable(_str())),
+    "default_project": _Field(_nullable(_project_path)),  # PRJ-3; a project once any is defined
     "default_queue": _Field(_nullable(_str(NAME_RE, NAME_FORM))),
     "listen": _Field(lambda v, w: v),  # checked below
     "kill_interval": _Field(_seconds(high=MAX_INTERVAL_S)),
@@ -672,7 +720,7 @@ def _check_hosts(src: _Source, doc: Any) -> list[dict[str, Any]] | None:
                 )
             else:
                 for rname, rvalue in res.items():
-                    if not isinstance(rname, str) or not RESOURCE_RE.match(rname):
+                    if not isinstance(rname, str) or not RESOURCE_RE.fullmatch(rname):
                         src.error(
                             _key_pos(res, rname),
                             f"{label}: resource name must be {RESOURCE_FORM}, got {_got(rname)}",
@@ -845,6 +893,15 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
             f'valid: {_one_of(apps.names)}, or "" for no profile',
         )
 
+    from xced.config.projects import load_projects
+
+    prj = load_projects(config_dir, errors, warnings, hosts=None if hosts_src.failed else hosts,
+                        default_project=settings.get("default_project"))
+    for p in prj.elsewhere:  # xce.yaml's default_project names no project (PRJ-3)
+        settings_src.error(_value_pos(settings_doc, "default_project") if _is_map(settings_doc) else "file",
+                           p.message)
+    _check_file_names(config_dir, warnings)
+
     errors.sort(key=_order)
     warnings.sort(key=_order)
     if errors:
@@ -853,12 +910,15 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
     from pydantic import ValidationError
 
     assert queues is not None and hosts is not None and apps.profiles is not None
+    assert prj.projects is not None and prj.rbac is not None
     try:
         config = ClusterConfig(
             settings=ClusterSettings(**settings),
             queues=[QueueConfig(**{k: v for k, v in q.items() if k != "_node"}) for q in queues],
             hosts=[HostConfig(**{k: v for k, v in h.items() if k != "_node"}) for h in hosts],
             applications=apps.profiles if apps.profiles is not None else {},
+            projects=prj.projects,
+            rbac=prj.rbac,
         )
     except ValidationError as e:  # the checks above should make this unreachable
         for err in e.errors():
@@ -868,7 +928,27 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
     return BuildResult(config=config, errors=errors, warnings=warnings, hash=config.content_hash())
 
 
-_FILE_ORDER = {SETTINGS_FILE: 0, QUEUES_FILE: 1, HOSTS_FILE: 2, "applications.yaml": 3}
+_FILE_ORDER = {name: i for i, name in enumerate(KNOWN_FILES)}
+
+
+def _check_file_names(config_dir: Path, warnings: list[Diagnostic]) -> None:
+    """A `*.yaml` / `*.yml` file of config/ that XCE does not read gets a warning naming the
+    files it reads, with a "did you mean" where one is close (a misspelt `project.yaml`
+    would be ignored without a word). Hidden files (editors' and our own `.NAME.tmp`) and
+    other names (README, backups) are left alone."""
+    try:
+        names = sorted(e.name for e in config_dir.iterdir())
+    except OSError:
+        return
+    reads = f"{_one_of(list(KNOWN_FILES))} and the directory {KNOWN_DIRS[0]}/"
+    for name in names:
+        if name.startswith(".") or name in KNOWN_FILES or not name.lower().endswith((".yaml", ".yml")):
+            continue
+        stems = {known.split(".")[0]: known for known in KNOWN_FILES} | {d: f"{d}/" for d in KNOWN_DIRS}
+        close = difflib.get_close_matches(name.rsplit(".", 1)[0].lower(), list(stems), n=1, cutoff=0.6)
+        hint = f' (did you mean "{stems[close[0]]}"?)' if close else ""
+        warnings.append(Diagnostic("warning", str(config_dir / name), None, None,
+                                   f"not a file XCE reads, so it is ignored{hint}; config/ holds {reads}"))
 
 
 def _order(d: Diagnostic) -> tuple[int, str, int, int]:

@@ -12,7 +12,9 @@ __all__ = [
     "PERSONAL_QUEUES",
     "PERSONAL_SETTINGS",
     "SKELETON_HOSTS",
+    "SKELETON_PROJECTS",
     "SKELETON_QUEUES",
+    "SKELETON_RBAC",
     "SKELETON_SETTINGS",
 ]
 
@@ -141,6 +143,94 @@ hosts:
     # attributes:
     #   rack: r1
     # tags: [local]
+""")
+
+# The project tree and the roles: every line of the example is commented out, so a fresh
+# TopDir stays in open mode (PRJ-4) with no role bound. Removing the "# " in front of the
+# example's lines gives a config that builds.
+SKELETON_PROJECTS = Template("""\
+# projects.yaml: the project tree (PRJ-1..PRJ-8). While no project is defined the
+# cluster is in open mode: submits are not checked and jobs need no -P. Once one is,
+# a user submits with -P PATH to a project they are a member of (or gets a default),
+# and each project holds at most its share and its quota. Check with:
+#     xceadmin build --topdir $topdir
+# Unknown keys are errors, so a typo never goes unnoticed.
+#
+# Keys:
+#   groups            NAME: [user, ...], groups beside the system's ones
+#   projects          PATH: project, in any order; a path is / and names joined by
+#                     / (letters, digits, '_', '.', '-'), at most 16 deep, and every
+#                     ancestor of a project must be a project too
+#   default_projects  group NAME: PATH, the project a job with no -P gets when its
+#                     user is in the group: the primary group first, then in this
+#                     order; then default_project of xce.yaml
+#
+# Keys of a project (all optional):
+#   description   free text
+#   share         what it is carved from its parent's share (the cluster's, for a
+#                 top-level project): a percentage of every resource ("60%"), or per
+#                 resource an amount or a percentage ({slots: 40, mem: 256GB,
+#                 gpu: 50%}). Siblings' shares add up to at most their parent's; a
+#                 project's own jobs and its children without a share draw from
+#                 what its children's shares leave
+#   quota         cap on the concurrent use of the whole subtree ({slots: 32})
+#   member_quota  cap on each member's concurrent use over the subtree ({slots: 8})
+#   members       who may submit to this very project (not its children): user
+#                 names, and groups written "@name" (quoted: @ starts no YAML value)
+#   admins        users and "@groups" who may view, kill, modify and requeue any job
+#                 of the subtree; they submit as members, like everyone else
+# Resources: slots (whole slots), mem (MB, or with a unit: 512MB, 256GB, 1TB) and
+# the consumable resources of hosts.yaml (gpu, ...).
+
+# groups:
+#   hep: [erin, frank]
+#
+# projects:
+#   /physics:
+#     description: Physics department
+#     share: 60%
+#     admins: [alice]
+#   /physics/hep:
+#     share: {slots: 40, mem: 256GB}
+#     quota: {slots: 32}
+#     member_quota: {slots: 8}
+#     members: [bob, "@hep"]
+#   /physics/astro:
+#     members: [dave]
+#   /bio:
+#     share: 30%
+#     members: [gina]
+#
+# default_projects:
+#   hep: /physics/hep
+""")
+
+SKELETON_RBAC = Template("""\
+# rbac.yaml: roles and who holds them where (RBAC-1..RBAC-4). Without it no role is
+# bound: every user may submit to a queue and view the cluster, members submit to
+# their projects, owners act on their own jobs, project admins (projects.yaml) on
+# their subtree's jobs, and the admins of xce.yaml on everything. Check with:
+#     xceadmin build --topdir $topdir
+#
+# Keys:
+#   roles     NAME: [permission, ...]. The permissions: queue:submit,
+#             project:submit, project:view, job:view, job:kill, job:modify,
+#             job:requeue, cluster:view, cluster:admin
+#   bindings  a list of {role, users, groups, scope}: the role's permissions for
+#             the users (names) and groups (names, without @) over the project
+#             `scope` and its subtree; scope / (the default) is the whole cluster.
+#             A role holding cluster:admin or cluster:view is bound at / only.
+
+# roles:
+#   operator: [job:view, job:kill, job:requeue]
+#   submitter: [project:submit]
+#
+# bindings:
+#   - {role: operator, users: [oscar], groups: [], scope: /physics}
+#   - role: submitter
+#     users: []
+#     groups: [hep]
+#     scope: /physics
 """)
 
 # --------------------------------------------------------------------------- personal

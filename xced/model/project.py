@@ -43,9 +43,16 @@ Permission = Literal["queue:submit", "project:submit", "project:view", "job:view
 #: RBAC-3: what a project admin holds over the subtree
 JOB_PERMISSIONS = ("job:view", "job:kill", "job:modify", "job:requeue")
 
+#: a user name (as in a member list, a group of projects.yaml, a binding): a letter, digit,
+#: '_' or '.' first, then also '-' and '$' (Samba's machine accounts end in '$'), at most 256
+USER_PATTERN = r"^[A-Za-z0-9_.][A-Za-z0-9_.$-]*$"
+USER_FORM = "letters, digits, '_', '.', '-' and '$', not starting with '-' or '$'"
+MAX_PRINCIPAL = 256
+
 ProjectPath = Annotated[str, Field(pattern=PROJECT_PATH_PATTERN, max_length=MAX_PROJECT_PATH)]
+User = Annotated[str, Field(pattern=USER_PATTERN, max_length=MAX_PRINCIPAL)]
 #: a member or admin: a user name, or `@group`
-Principal = Annotated[str, Field(pattern=r"^@?[A-Za-z0-9_.][A-Za-z0-9_.$-]*$", max_length=256)]
+Principal = Annotated[str, Field(pattern=r"^@?" + USER_PATTERN[1:], max_length=MAX_PRINCIPAL)]
 ResourceKey = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
 Amount = Annotated[float, Field(ge=0, le=MAX_RESOURCE)]
 
@@ -99,8 +106,7 @@ class ProjectsConfig(_Strict):
     maps a group to its default project, in file order (PRJ-3). No project at all is open
     mode (PRJ-4)."""
 
-    groups: dict[Annotated[str, Field(pattern=NAME_PATTERN)], list[Annotated[str, Field(pattern=NAME_PATTERN)]]] = \
-        Field(default_factory=dict)
+    groups: dict[Annotated[str, Field(pattern=NAME_PATTERN)], list[User]] = Field(default_factory=dict)
     projects: list[ProjectConfig] = Field(default_factory=list)
     default_projects: dict[Annotated[str, Field(pattern=NAME_PATTERN)], ProjectPath] = Field(default_factory=dict)
 
@@ -124,7 +130,7 @@ class Binding(_Strict):
     scope `/` is the whole cluster."""
 
     role: Annotated[str, Field(pattern=NAME_PATTERN)]
-    users: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.][A-Za-z0-9_.$-]*$")]] = Field(default_factory=list)
+    users: list[User] = Field(default_factory=list)
     groups: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=list)
     scope: Annotated[str, Field(pattern=r"^/$|" + PROJECT_PATH_PATTERN[1:], max_length=MAX_PROJECT_PATH)] = "/"
 
