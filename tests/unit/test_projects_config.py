@@ -316,9 +316,6 @@ def test_rbac_yaml_errors_name_their_place(tmp_path: Path, rbac: str, at, needle
     assert needle in msg, msg
 
 
-@pytest.mark.xfail(strict=True, reason="xced/config/scan.py: _tag_of returns ruamel's Tag for a plain scalar "
-                   "and a str for a quoted one; they compare equal but hash apart, so the duplicate is not seen "
-                   "and ruamel keeps the first silently (fix: str() around resolver.resolve(...))")
 def test_a_path_given_twice_quoted_once_is_a_duplicate(tmp_path: Path) -> None:
     r = build(tmp_path, 'projects:\n  /p: {}\n  "/p": {share: 5%}\n', None)
     (at, msg) = one_error(r)

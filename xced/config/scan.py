@@ -77,7 +77,8 @@ def _tag_of(event, resolver) -> str:
     if tag is not None:
         return str(getattr(tag, "value", tag))
     if not event.style:  # plain
-        return resolver.resolve(ScalarNode, event.value, (True, False))
+        # str(): ruamel's Tag equals its string but hashes apart, so `/p` and `"/p"` differed as keys
+        return str(resolver.resolve(ScalarNode, event.value, (True, False)))
     return _STR
 
 
