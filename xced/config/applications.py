@@ -791,7 +791,7 @@ def check_applications(src: _Source, doc: Any, hosts: list[dict[str, Any]] | Non
                   f"applications must be a mapping of profile name to profile{hint}, got {_got(apps)}")
         return ApplicationsResult(None, names)
     for name in apps:
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             src.error(_key_pos(apps, name), f"an application name must consist of {NAME_FORM}, got {_got(name)}")
             continue
         if name not in names:
