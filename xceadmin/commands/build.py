@@ -7,9 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 HELP = (
-    "Check and compile config/xce.yaml, queues.yaml and hosts.yaml of the TopDir.\n\n"
+    "Check and compile config/xce.yaml, queues.yaml and hosts.yaml of the TopDir, and the optional "
+    "applications.yaml, projects.yaml and rbac.yaml.\n\n"
     "Prints every error as FILE:LINE:COL: error: MESSAGE, then the warnings, on stderr, "
-    "and on success 'config OK: N queues, M hosts, hash SHA256' on stdout. "
+    "and on success 'config OK: N queues, M hosts[, P projects], hash SHA256' on stdout. "
     "Exit 0 when there is no error, 1 otherwise.\n\n"
     "--json prints {ok, hash, errors, warnings} on stdout instead, each diagnostic "
     "being {severity, file, line, col, message}.\n\n"
@@ -55,9 +56,10 @@ def build(
         _print_diagnostics(result.errors + result.warnings)
         if result.ok and result.config is not None:
             nq, nh = len(result.config.queues), len(result.config.hosts)
+            np_ = len(result.config.projects.projects)
             typer.echo(
                 f"config OK: {nq} queue{'s' if nq != 1 else ''}, {nh} host{'s' if nh != 1 else ''}, "
-                f"hash {result.hash}"
+                + (f"{np_} project{'s' if np_ != 1 else ''}, " if np_ else "") + f"hash {result.hash}"
             )
         else:
             n = len(result.errors)
