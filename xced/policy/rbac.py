@@ -393,15 +393,3 @@ def require_admin(caller: Caller, what: str, hint: str = "") -> None:
 
         raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the cluster admins (admins in "
                                f"xce.yaml, or a role with cluster:admin bound at / in rbac.yaml) may {what}{hint}")
-
-
-def may_control_job(caller: Caller, job_user: str) -> bool:
-    """`job:kill` / `job:modify` / `job:requeue` without a project in view: the owner or a
-    cluster admin. Superseded by `Policy.may_job`, which reaches the job's project."""
-    return caller.is_admin or caller.user == job_user
-
-
-def may_view_env(caller: Caller, job_user: str) -> bool:
-    """A job's environment (D-7) without a project in view: the owner or a cluster admin.
-    Superseded by `Policy.may_job(caller, "job:view", ...)`."""
-    return caller.is_admin or caller.user == job_user
