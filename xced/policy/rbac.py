@@ -282,11 +282,11 @@ class Policy:
     def _cluster_admins(self) -> str:
         """The cluster admins by name: xce.yaml's admins, then the users and @groups of roles
         with `cluster:admin` bound at `/`."""
-        names = list(self._admins)
+        names = list(dict.fromkeys(self.config.settings.admins))
         for b in self.config.rbac.bindings:
             if b.scope == "/" and "cluster:admin" in self._roles.get(b.role, ()):
                 names += [n for n in [*b.users, *(f"@{g}" for g in b.groups)] if n not in names]
-        return (f"{_listed(sorted(names))} (admins in xce.yaml, or a role with cluster:admin bound at / in "
+        return (f"{_listed(names)} (admins in xce.yaml, or a role with cluster:admin bound at / in "
                 f"rbac.yaml; root is not one unless named)")
 
     # ------------------------------------------------------------------ submits
