@@ -24,7 +24,7 @@ import struct
 from fastapi import Depends, Request
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from xced.api.errors import PermissionDenied
+from xced.api.errors import NotFound, PermissionDenied
 from xced.model.project import JOB_PERMISSIONS, PERMISSIONS
 from xced.policy.rbac import Caller
 
@@ -141,17 +141,22 @@ def requires(permission: str, what: str | None = None):
     - a job permission (`job:view`, `job:kill`, `job:modify`, `job:requeue`) for a route with
       `{job_id}` in its path: the job's owner, or who holds it over the job's project
       (`Policy.authorize_job`; RBAC-3: the project admins above it; a role bound there; the
-      cluster admins). An unknown job is NotFound (404) first;
+      cluster admins). For an unknown job it lets the route answer: a request that is not
+      valid gets its 422 first, then the route's 404 (every such route looks the job up);
     - a marker (TOKEN_OR_OWNER, PEER, NO_PERMISSION): no check here, the route proves it.
 
     `project:submit` and `project:view` are decided with their project where it is known
     (`Policy.submit_project`, `Policy.visible_projects`), never as a route's whole need: a
     ValueError, as is any name RBAC-1 does not list. `what` ("apply a config") is what a
-    refusal says the caller may not do. Refusals are PermissionDenied (403)."""
+    refusal says the caller may not do. Refusals are PermissionDenied (403), and come before
+    the body is validated (422): who may not make a request learns nothing from its body."""
     if permission in JOB_PERMISSIONS:
         async def dependency(request: Request, job_id: int, caller: Caller = Depends(caller_of)) -> Caller:
             ctl = request.app.state.controller
-            job = ctl.job(job_id)
+            try:
+                job = ctl.job(job_id)
+            except NotFound:  # not a permission matter: the route answers 404, once the request is valid
+                return caller
             ctl.policy.authorize_job(caller, permission, job.user, job.spec.project, f"job {job_id}", what)
             return caller
     elif permission in CLUSTER_PERMISSIONS:
