@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Daemon, _daemon_fixture, short_tmpdir, write_config
-from tests.e2e.test_users import SECRET, _home, _running, _sock, base, users  # noqa: F401 (fixtures)
+from tests.e2e.test_users import SECRET, _home, _running, _sock, _wait, base, users  # noqa: F401 (fixtures)
 from tests.unit.test_rbac import PROJECTS, RBAC, ROUTES
 from xced.api.client import Client
 from xced.api.errors import XceError
@@ -85,17 +85,6 @@ def submit(d: Daemon, who: str, project: str, argv: list[str], cwd: Path, env: d
                                                 "env": env or {}}).json()["job_id"]
 
 
-def wait_state(d: Daemon, job: int, states: tuple[str, ...], timeout: float = 30) -> dict:
-    with client(d, "admin") as c:
-        deadline = time.monotonic() + timeout
-        while True:
-            j = c.request("GET", f"/jobs/{job}").json()
-            if j["state"] in states:
-                return j
-            assert time.monotonic() < deadline, f"job {job} is {j['state']}, expected {states}"
-            time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def cluster():
     """A test-mode xced (8 slots) with the projects and roles of tests/unit/test_rbac.py."""
@@ -116,7 +105,7 @@ def done_jobs(cluster, tmp_path_factory):
     hep = submit(cluster, "frank", "/physics/hep", ["sh", "-c", "echo out-hep"], cwd, {"MY_SECRET": HEP_SECRET})
     bio = submit(cluster, "gina", "/bio", ["sh", "-c", "echo out-bio"], cwd, {"MY_SECRET": BIO_SECRET})
     for j in (hep, bio):
-        assert wait_state(cluster, j, ("DONE", "EXIT"))["state"] == "DONE"
+        assert _wait(cluster, j, ("DONE", "EXIT"))["state"] == "DONE"
     return {"hep": hep, "bio": bio}
 
 
@@ -229,7 +218,7 @@ def test_what_each_caller_sees_at_the_command_line(cluster, tmp_path):
     hep = [submit(d, "frank", "/physics/hep", ["sleep", "60"], tmp_path) for _ in range(3)]
     bio = submit(d, "gina", "/bio", ["sleep", "60"], tmp_path)
     for j in (*hep, bio):
-        wait_state(d, j, ("RUN",))
+        _wait(d, j, ("RUN",))
     r = d.cli("kill", str(bio), user="alice")
     assert r.returncode == 1 and (f"job {bio} belongs to gina in project /bio; user alice may not kill it (job:kill "
                                   f"over /bio); only these may: its owner (gina); the admins of /bio or a project "
@@ -238,7 +227,7 @@ def test_what_each_caller_sees_at_the_command_line(cluster, tmp_path):
                                   ) in r.stderr, r.stderr
     r = d.cli("kill", str(hep[0]), user="alice")
     assert r.returncode == 0, r.stderr
-    assert wait_state(d, hep[0], ("EXIT",))["elements"][0]["exit_reason"] == "killed by alice"
+    assert _wait(d, hep[0], ("EXIT",))["elements"][0]["exit_reason"] == "killed by alice"
     assert d.cli("requeue", str(hep[1]), user="oscar").returncode == 0
     r = d.cli("stop", str(hep[2]), user="oscar")
     assert r.returncode == 1 and "user oscar may not stop it (job:modify over /physics/hep)" in r.stderr, r.stderr
@@ -296,7 +285,7 @@ def test_another_unix_user_may_not_see_or_kill_a_job_and_a_cluster_admin_may(pro
     assert "the cluster admins: root" in msg and "alice-out" not in json.dumps(out)
     code, out = bob.api(sock, "POST", f"/jobs/{job}/kill", {})
     assert code == 403 and "user xce-bob may not kill it (job:kill over /default)" in out["error"]["message"], out
-    assert wait_state_prod(d, job)["state"] == "RUN"
+    assert _wait(d, job, ("RUN", "EXIT", "DONE"))["state"] == "RUN"  # still running
     with Client(sock) as c:  # root, by SO_PEERCRED, named in admins
         assert c.request("GET", f"/jobs/{job}").json()["env"]["MY_SECRET"] == SECRET
         deadline = time.monotonic() + 30
@@ -304,13 +293,6 @@ def test_another_unix_user_may_not_see_or_kill_a_job_and_a_cluster_admin_may(pro
             assert time.monotonic() < deadline, text
             time.sleep(0.1)
         assert c.request("POST", f"/jobs/{job}/kill", json={}).json()["affected"] == [str(job)]
-    deadline = time.monotonic() + 30
-    while (j := wait_state_prod(d, job))["state"] != "EXIT":
-        assert time.monotonic() < deadline, j
-        time.sleep(0.05)
+    j = _wait(d, job, ("EXIT",))
     assert j["elements"][0]["exit_reason"] == "killed by root"
 
-
-def wait_state_prod(d: Daemon, job: int) -> dict:
-    with Client(_sock(d)) as c:
-        return c.request("GET", f"/jobs/{job}").json()
