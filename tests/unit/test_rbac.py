@@ -37,8 +37,7 @@ RBAC = RbacConfig(
               Binding(role="submitter", users=["sam"], scope="/physics"),
               Binding(role="viewer", users=["vic"], scope="/physics/hep"),
               Binding(role="superuser", users=["carol"], scope="/"),
-              Binding(role="superuser", groups=["wheel"], scope="/"),
-              Binding(role="superuser", users=["pat"], scope="/physics")])  # not at /: no cluster admin
+              Binding(role="superuser", groups=["wheel"], scope="/")])
 
 
 def config(projects: ProjectsConfig = PROJECTS, rbac: RbacConfig = RBAC) -> ClusterConfig:
@@ -84,7 +83,6 @@ JOB_TABLE = [
     ("olga", HEP_JOB, NONE),
     ("vic", HEP_JOB, NONE),              # project:view is no job permission
     ("sam", HEP_JOB, NONE),              # nor is project:submit
-    ("pat", HEP_JOB, NONE),              # cluster:admin bound below / gives nothing
     (ADMIN, HEP_JOB, ALL), (ADMIN, BIO_JOB, ALL), (ADMIN, BARE_JOB, ALL),
     ("carol", BIO_JOB, ALL),             # a role with cluster:admin at /
     ("greta", BIO_JOB, ALL),             # ... bound to her group
@@ -172,7 +170,7 @@ def test_visible_projects(name, visible):
 
 #: caller -> the cluster permissions it holds (RBAC-1: everyone holds queue:submit, cluster:view)
 CLUSTER_TABLE = [(n, {"queue:submit", "cluster:view"}) for n in (MEMBER, NON_MEMBER, PARENT_ADMIN, ROLE_HOLDER,
-                                                                 "pat", ROOT)] + \
+                                                                 ROOT)] + \
                 [(n, {"queue:submit", "cluster:view", "cluster:admin"}) for n in (ADMIN, "carol", "greta")]
 
 
@@ -191,7 +189,7 @@ def test_cluster_permissions(name, held):
 
 def test_every_permission_for_every_caller_at_every_scope_is_decided_without_error():
     """No caller, permission and scope makes the policy raise anything but PermissionDenied."""
-    for name in (MEMBER, NON_MEMBER, PARENT_ADMIN, ROLE_HOLDER, ADMIN, ROOT, "carol", "greta", "pat", "olga"):
+    for name in (MEMBER, NON_MEMBER, PARENT_ADMIN, ROLE_HOLDER, ADMIN, ROOT, "carol", "greta", "olga"):
         caller = who(name)
         for perm in PERMISSIONS:
             for scope in (None, "/", *PROJECTS.paths(), "/nowhere"):
