@@ -432,13 +432,16 @@ def test_the_api_refuses_what_the_cli_refuses(shared_daemon, field, value, needl
     assert not any(j["name"] == "refused-by-api" for j in jobs)
 
 
-def _raw(d: Daemon, method: str, path: str, body: bytes | None = None) -> tuple[int, dict, dict]:
-    """One request on the daemon's socket as any HTTP client sends it: (status, headers, JSON body)."""
+def _raw(d: Daemon, method: str, path: str, body: bytes | None = None,
+         user: str | None = None) -> tuple[int, dict, dict]:
+    """One request on the daemon's socket as any HTTP client sends it (as asserted `user`):
+    (status, headers, JSON body)."""
     from xced.api.client import _UnixConnection
 
     conn = _UnixConnection(str(d.top / "run" / "xced.sock"), 10)
     try:
-        conn.request(method, "/xce/v1" + path, body=body, headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json", **({"X-XCE-As-User": user} if user else {})}
+        conn.request(method, "/xce/v1" + path, body=body, headers=headers)
         resp = conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, json.loads(resp.read())
     finally:
@@ -467,7 +470,8 @@ def test_every_error_has_the_apis_shape(shared_daemon, method, path, body, statu
     answered {"detail": ...}); GET /jobs/dry-run is 405 with Allow, not a 422 about job_id."""
     from xced.api.models import ErrorBody
 
-    got, headers, answer = _raw(shared_daemon, method, path, body)
+    admin = "admin" if path in ("/sim/record", "/config") else None  # RBAC-1: only an admin's body is read there
+    got, headers, answer = _raw(shared_daemon, method, path, body, admin)
     err = ErrorBody.model_validate(answer).error
     assert (got, err.code) == (status, code) and needle in err.message, (got, answer)
     if status == 405:

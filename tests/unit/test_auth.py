@@ -10,11 +10,14 @@ import pytest
 
 from xced.api.errors import PermissionDenied
 from xced.model.config import ClusterSettings
+from xced.model.project import ProjectsConfig, RbacConfig
+from xced.policy.rbac import Policy
 from xced.server import auth
 
 
 def _request(mode: str, peer, headers=None):
-    ctl = SimpleNamespace(config=SimpleNamespace(settings=ClusterSettings(mode=mode, admins=[])), daemon_user="alice")
+    cfg = SimpleNamespace(settings=ClusterSettings(mode=mode, admins=[]), projects=ProjectsConfig(), rbac=RbacConfig())
+    ctl = SimpleNamespace(config=cfg, policy=Policy(cfg), daemon_user="alice")
     return SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(controller=ctl)),
                            scope={auth.PEER_KEY: peer}, headers=headers or {})
 

@@ -259,7 +259,8 @@ def test_vanished_profile_declines_then_system_hold(tmp_path):
         c.resume(j.id, None, ALICE)
     assert c.workers["h1"].started == []
     # an admin releases it (D-5) once the profile is back; not a user, not while it is missing
-    with pytest.raises(PermissionDenied, match="only the admins named in xce.yaml may release a system hold"):
+    with pytest.raises(PermissionDenied, match="user alice is not a cluster admin; only the cluster admins may release a "
+                                               "system hold"):
         c.release(j.id, None, ALICE)
     admin = Caller("root", 0, 0, False, True)
     with pytest.raises(Conflict, match="still refuses it: its application profile 'pytorch' no longer exists"):

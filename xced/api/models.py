@@ -416,6 +416,33 @@ class RecordResult(Body):
     sessions: int
 
 
+
+class ProjectOut(Body):
+    """One project as `xcecli projects --json` shows it (PRJ-6..PRJ-8). Resources are keyed
+    `slots`, `mem_mb` (MB) and the consumable resources of hosts.yaml (`gpu`, ...)."""
+
+    path: str = Field(description="the project's path, its identity (PRJ-1)")
+    share: dict[str, float] | None = Field(None, description="the share (PRJ-6) as configured: {\"percent\": P} for "
+                                           "`share: P%` of every resource of the parent; else per resource its "
+                                           "amount, or RESOURCE_percent for a percentage of the parent's; null: "
+                                           "none, the project draws from its parent's unassigned part")
+    quota: dict[str, float] = Field(default_factory=dict, description="the cap on the subtree's concurrent use "
+                                    "(PRJ-7)")
+    member_quota: dict[str, float] = Field(default_factory=dict, description="the cap on each member's concurrent "
+                                           "use over the subtree (PRJ-7)")
+    use: dict[str, int | float] = Field(default_factory=dict, description="what the subtree's running (RUN, USUSP) "
+                                        "elements hold now")
+    pending: int = Field(0, description="pending (PEND, PSUSP) elements of that very project")
+    members: list[str] = Field(default_factory=list, description="users and @groups who may submit (PRJ-2)")
+    admins: list[str] = Field(default_factory=list, description="the project admins (RBAC-3)")
+
+
+class ProjectList(Body):
+    """GET /projects (PRJ-8): the projects the caller may see, parents before children: those
+    it belongs to, the subtrees where it holds project:view, every one for a cluster admin."""
+
+    projects: list[ProjectOut]
+
 #: Models whose JSON Schema is published in docs/json/ (CLI-1 "stable, documented fields").
 PUBLISHED = {
     "submit": SubmitResponse,
@@ -433,4 +460,5 @@ PUBLISHED = {
     "info": Info,
     "config-apply": ApplyConfigResult,
     "sim-record": RecordResult,
+    "projects": ProjectList,
 }

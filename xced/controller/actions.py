@@ -1,5 +1,10 @@
 """What users do to jobs (CLI-3; LSF bkill, bstop, bresume, brequeue, bwait, bpeek, blaunch):
-each checks who may, then is one stimulus of the state machine.
+each checks who may, through the policy of the config in force (`self.policy`, RBAC-1,
+RBAC-3), then is one stimulus of the state machine. Kill needs `job:kill`, stop and resume
+`job:modify`, requeue `job:requeue`: the job's owner, or who holds it over the job's project
+(its project admins, a role bound at or above it, the cluster admins); releasing a system
+hold needs `cluster:admin`. In LSF, bkill of another user's job likewise needs the LSF
+administrator or the queue / user-group administrator.
 
 Part of the Controller (xced.controller.controller), which mixes these in: every method
 runs on the event loop thread and changes state only through the shell (`_commit`).
@@ -18,7 +23,7 @@ from xced.controller.retry import STORE_ERRORS
 from xced.model.jobs import ACTIVE, FINISHED, PENDING, JobState
 from xced.model.spec import EffectiveJob
 from xced.model.state import Element, Job
-from xced.policy.rbac import Caller, may_control_job, require_admin
+from xced.policy.rbac import Caller
 from xced.store.base import token_hash
 
 S = JobState
@@ -35,23 +40,21 @@ def _subject(job, index: int | None) -> tuple[str, str]:
 class ActionsMixin:
     """What users do to jobs (CLI-3; LSF bkill, bstop, bresume, brequeue, bwait, bpeek, blaunch): a part of the Controller."""
 
-    def _begin_action(self, job_id: int, caller: Caller) -> tuple[Job, str]:
-        """The job of a user action (kill/stop/resume/requeue) once the caller may change it,
-        and the actor name its events carry. Raises NotFound, PermissionDenied."""
+    def _begin_action(self, job_id: int, caller: Caller, permission: str, doing: str) -> tuple[Job, str]:
+        """The job of a user action (kill/stop/resume/requeue) once the caller holds
+        `permission` on it (`Policy.authorize_job`: its owner, or who holds it over the job's
+        project), and the actor name its events carry. Raises NotFound, PermissionDenied
+        naming who may `doing` ("kill it")."""
         job = self.job(job_id)
-        self._check_control(caller, job)
+        self.policy.authorize_job(caller, permission, job.user, job.spec.project, f"job {job.id}", doing)
         return job, f"user:{caller.user}"
-
-    def _check_control(self, caller: Caller, job: Job) -> None:
-        if not may_control_job(caller, job.user):
-            raise PermissionDenied(f"job {job.id} belongs to {job.user}; only its owner or a cluster admin "
-                                   f"(admins in xce.yaml) may change it")
 
     def kill(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli kill` (LSF bkill): pending elements end EXIT at once; running ones get
         INT, TERM, KILL spaced by kill_interval (the supervisor runs the sequence) and end when
-        their processes do. Raises Conflict when every element has finished."""
-        job, actor = self._begin_action(job_id, caller)
+        their processes do. Needs job:kill (RBAC-3; PermissionDenied naming who may). Raises
+        Conflict when every element has finished."""
+        job, actor = self._begin_action(job_id, caller, "job:kill", "kill it")
         changes = self._changes(self._elements(job, index), self._stim(m.Kill, "kill", actor, user=caller.user))
         if not changes:
             ref, state = _subject(job, index)
@@ -63,8 +66,9 @@ class ActionsMixin:
 
     def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli stop` (LSF bstop): a running element is stopped (SIGSTOP, USUSP); a pending
-        one gets a `user` hold (PSUSP). Raises Conflict when nothing could be stopped."""
-        job, actor = self._begin_action(job_id, caller)
+        one gets a `user` hold (PSUSP). Needs job:modify (RBAC-3; PermissionDenied naming who may).
+        Raises Conflict when nothing could be stopped."""
+        job, actor = self._begin_action(job_id, caller, "job:modify", "stop it")
         changes = self._changes(self._elements(job, index), self._stim(m.Stop, "stop", actor))
         if not changes:
             ref, state = _subject(job, index)
@@ -75,8 +79,9 @@ class ActionsMixin:
 
     def resume(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli resume` (LSF bresume): USUSP -> RUN (SIGCONT); releases the `user` hold of a
-        PSUSP element, never a `system` hold (D-5). Raises Conflict when nothing resumes."""
-        job, actor = self._begin_action(job_id, caller)
+        PSUSP element, never a `system` hold (D-5). Needs job:modify (RBAC-3; PermissionDenied
+        naming who may). Raises Conflict when nothing resumes."""
+        job, actor = self._begin_action(job_id, caller, "job:modify", "resume it")
         els = self._elements(job, index)
         changes = self._changes(els, self._stim(m.Resume, "resume", actor))
         if not changes:
@@ -93,10 +98,12 @@ class ActionsMixin:
         """`xcecli release` (Slurm scontrol release): an admin releases the `system` hold of PSUSP
         elements (D-5: a user's resume never does), e.g. after declined dispatches (DISPATCH-2)
         or a config that refused the job (CFG-3). The job is merged again with the config in
-        force first; if that still refuses it, the hold stays (Conflict naming why). Raises
-        PermissionDenied for a non-admin, Conflict when nothing is held by the system."""
+        force first; if that still refuses it, the hold stays (Conflict naming why). Needs
+        cluster:admin (PermissionDenied naming the admins). Raises Conflict when nothing is
+        held by the system."""
         job = self.job(job_id)
-        require_admin(caller, "release a system hold", " (a hold of your own goes with `xcecli resume`)")
+        self.policy.authorize(caller, "cluster:admin", None,
+                              "release a system hold (a hold of your own goes with `xcecli resume`)")
         els = [e for e in self._elements(job, index) if e.state is S.PSUSP and "system" in e.holds]
         if not els:
             raise Conflict(f"job {job_id}: nothing is held by the system")
@@ -120,8 +127,9 @@ class ActionsMixin:
         again with the config in force (MERGE-1, CFG-3), as a pending job is when the config
         changes (unless other elements of its array still run: they share one set of values).
         Refused (Conflict) when its queue or its application profile no longer exists or the
-        config in force refuses it; then nothing changes."""
-        job, actor = self._begin_action(job_id, caller)
+        config in force refuses it; then nothing changes. Needs job:requeue (RBAC-3;
+        PermissionDenied naming who may)."""
+        job, actor = self._begin_action(job_id, caller, "job:requeue", "requeue it")
         if self.config.queue(job.queue) is None:
             raise Conflict(f"job {job_id}: its queue {job.queue!r} no longer exists; it cannot pend there again")
         app = job.spec.app

@@ -2,8 +2,9 @@
 permission is decided.
 
 `Policy(config)` is compiled once per config in force; `Policy.authorize(caller,
-permission, scope)` is the one call, raising PermissionDenied, and `Policy.holds` the same
-test as a value. The rules:
+permission, scope)` is the one call, raising PermissionDenied, and `Policy.grants` the same
+test as a value (the basis, or None). Every API route declares what it needs through it
+(xced.server.auth.requires). The rules:
 
 - every user holds `queue:submit` and `cluster:view` (anyone may list job summaries: ID,
   user, queue, project, state, times, command, as LSF's bjobs and Slurm's squeue show them);
@@ -205,32 +206,88 @@ class Policy:
                     return f"role:{b.role}@{b.scope}"
         return None
 
-    def authorize(self, caller: Caller, permission: str, scope: str | None = None) -> str:
-        """RBAC-1: the basis on which `caller` holds `permission` over `scope`, or
-        PermissionDenied saying who holds it."""
-        basis = self.grants(caller, permission, scope)
-        if basis is None:
-            from xced.api.errors import PermissionDenied
+    def authorize(self, caller: Caller, permission: str, scope: str | None = None, what: str | None = None) -> str:
+        """RBAC-1, the one call every route's permission goes through (xced.server.auth.requires):
+        the basis on which `caller` holds `permission` over project `scope` (None: the
+        cluster), as `grants` gives it.
 
-            where = f" over project {scope}" if scope else ""
-            raise PermissionDenied(f"user {caller.user} does not hold {permission}{where}; "
-                                   f"{_who_holds(permission)}")
-        return basis
+        Raises PermissionDenied, one line naming the caller, what it may not do (`what`: "apply
+        a config"), the permission, and who holds it by this config (`who_holds`): for
+        `cluster:admin` "user X is not a cluster admin; only the cluster admins may ...", as
+        LSF's badmin and bkill of another user's job answer to anyone but the LSF
+        administrators. Raises ValueError for a permission RBAC-1 does not list (a bug)."""
+        basis = self.grants(caller, permission, scope)
+        if basis is not None:
+            return basis
+        from xced.api.errors import PermissionDenied
+
+        if permission == "cluster:admin":
+            raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the cluster admins may "
+                                   f"{what or 'do this'}: {self._cluster_admins()}")
+        where = f" over project {scope}" if scope else ""
+        doing = f", so may not {what}" if what else ""
+        raise PermissionDenied(f"user {caller.user} does not hold {permission}{where}{doing}; only these do: "
+                               f"{self.who_holds(permission, scope)}")
 
     def may_job(self, caller: Caller, permission: str, owner: str, project: str | None) -> bool:
         """A job permission (`job:view`, `job:kill`, `job:modify`, `job:requeue`) on a job of
-        `owner` in `project`: its owner always, else `grants` over the job's project."""
+        `owner` in `project` (None: a job with no project): its owner always, else `grants`
+        over the job's project (project admins above it, roles bound at or above it, cluster
+        admins; RBAC-3, D-7). In LSF, bkill/bstop/bresume/brequeue of another user's job
+        need the LSF administrator or the queue/user-group administrator likewise."""
+        if permission not in JOB_PERMISSIONS:
+            raise ValueError(f"{permission!r} is not a job permission; job permissions: {', '.join(JOB_PERMISSIONS)}")
         return caller.user == owner or self.grants(caller, permission, project) is not None
 
-    def authorize_job(self, caller: Caller, permission: str, owner: str, project: str | None, what: str) -> None:
-        """`may_job`, or PermissionDenied naming the job (`what`: "job 12") and who may."""
+    def authorize_job(self, caller: Caller, permission: str, owner: str, project: str | None, what: str,
+                      doing: str | None = None) -> None:
+        """`may_job`, or PermissionDenied naming the job (`what`: "job 12"), its owner and
+        project, what the caller may not do (`doing`, else the permission's own verb: "kill
+        it") and who may, by name (`who_holds`): "job 12 belongs to frank in project
+        /physics/hep; user nora may not kill it (job:kill over /physics/hep); only these may:
+        its owner; ..."."""
         if not self.may_job(caller, permission, owner, project):
             from xced.api.errors import PermissionDenied
 
             where = f" in project {project}" if project else ""
-            raise PermissionDenied(f"{what} belongs to {owner}{where}; user {caller.user} does not hold "
-                                   f"{permission} there: only its owner, the admins of its project, holders of a "
-                                   f"role with {permission} over it (rbac.yaml) and the cluster admins (xce.yaml) may")
+            over = f" over {project}" if project else ""
+            raise PermissionDenied(f"{what} belongs to {owner}{where}; user {caller.user} may not "
+                                   f"{doing or JOB_VERBS[permission]} ({permission}{over}); only these may: "
+                                   f"{self.who_holds(permission, project, owner=owner)}")
+
+    # ------------------------------------------------------------------ who may
+    def who_holds(self, permission: str, scope: str | None, owner: str | None = None) -> str:
+        """Who holds `permission` over project `scope` by this config, by name, for a refusal
+        ("its owner (frank); the admins of /physics/hep or a project above it: alice (/physics);
+        holders of a role with job:kill there: oscar (operator@/physics); the cluster admins:
+        admin"). Groups are written @name; long lists are cut after MAX_NAMED names."""
+        parts = []
+        if owner is not None:
+            parts.append(f"its owner ({owner})")
+        if permission == "project:submit" and scope is not None:
+            p = self._by_path.get(scope)
+            parts.append(f"the members of {scope}: {_listed(p.members if p else [])}")
+        if scope is not None and (permission in JOB_PERMISSIONS or permission == "project:view"):
+            admins = [f"{a} ({path})" for path in ancestors(scope) if (p := self._by_path.get(path)) is not None
+                      for a in p.admins]
+            parts.append(f"the admins of {scope} or a project above it: {_listed(admins)}")
+        holders = [f"{who} ({b.role}@{b.scope})" for b in self.config.rbac.bindings
+                   if permission in self._roles.get(b.role, ()) and within(scope, b.scope)
+                   for who in [*b.users, *(f"@{g}" for g in b.groups)]]
+        there = f"bound at {scope} or above" if scope else "bound at /"
+        parts.append(f"holders of a role with {permission} {there} (rbac.yaml): {_listed(holders)}")
+        parts.append(f"the cluster admins: {self._cluster_admins()}")
+        return "; ".join(parts)
+
+    def _cluster_admins(self) -> str:
+        """The cluster admins by name: xce.yaml's admins, then the users and @groups of roles
+        with `cluster:admin` bound at `/`."""
+        names = list(dict.fromkeys(self.config.settings.admins))
+        for b in self.config.rbac.bindings:
+            if b.scope == "/" and "cluster:admin" in self._roles.get(b.role, ()):
+                names += [n for n in [*b.users, *(f"@{g}" for g in b.groups)] if n not in names]
+        return (f"{_listed(names)} (admins in xce.yaml, or a role with cluster:admin bound at / in "
+                f"rbac.yaml; root is not one unless named)")
 
     # ------------------------------------------------------------------ submits
     def submit_project(self, caller: Caller, requested: str | None) -> tuple[str | None, str]:
@@ -310,32 +367,29 @@ class Policy:
         return [p for p in self._by_path if p in mine or self.grants(caller, "project:view", p) is not None]
 
 
-def _who_holds(permission: str) -> str:
-    if permission == "cluster:admin":
-        return "only the cluster admins (admins in xce.yaml) may"
-    if permission == "project:submit":
-        return "members of the project (projects.yaml) and holders of a role with it (rbac.yaml) may"
-    return ("its owner, the admins of the project, holders of a role with it (rbac.yaml) and the cluster "
-            "admins (xce.yaml) may")
+#: the most names a refusal lists of each kind of holder (who_holds)
+MAX_NAMED = 8
+#: what each job permission lets one do to a job, as a refusal says it
+JOB_VERBS = {"job:view": "see its environment, output and hook logs", "job:kill": "kill it",
+             "job:modify": "stop or resume it", "job:requeue": "requeue it"}
+
+
+def _listed(names: list[str]) -> str:
+    """The names joined with commas, the first MAX_NAMED of them then "and N more"; "none"
+    for no name."""
+    if not names:
+        return "none"
+    head = ", ".join(names[:MAX_NAMED])
+    return head if len(names) <= MAX_NAMED else f"{head} and {len(names) - MAX_NAMED} more"
 
 
 def require_admin(caller: Caller, what: str, hint: str = "") -> None:
-    """`cluster:admin` (RBAC-1): only the admins named in xce.yaml (root is not implicitly one,
-    D-6). Raises PermissionDenied saying who may `what` ("apply a config"), and `hint`."""
+    """`cluster:admin` (RBAC-1) for a caller a Policy made (`Policy.caller`: admins named in
+    xce.yaml, or a role with cluster:admin bound at `/`; root is not implicitly one, D-6),
+    where no Policy is at hand (the controller's config swap). Raises PermissionDenied saying
+    who may `what` ("apply a config"), and `hint`. Routes use `Policy.authorize`."""
     if not caller.is_admin:
         from xced.api.errors import PermissionDenied
 
-        raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the admins named in xce.yaml "
-                               f"may {what}{hint}")
-
-
-def may_control_job(caller: Caller, job_user: str) -> bool:
-    """`job:kill` / `job:modify` / `job:requeue` without a project in view: the owner or a
-    cluster admin. Superseded by `Policy.may_job`, which reaches the job's project."""
-    return caller.is_admin or caller.user == job_user
-
-
-def may_view_env(caller: Caller, job_user: str) -> bool:
-    """A job's environment (D-7) without a project in view: the owner or a cluster admin.
-    Superseded by `Policy.may_job(caller, "job:view", ...)`."""
-    return caller.is_admin or caller.user == job_user
+        raise PermissionDenied(f"user {caller.user} is not a cluster admin; only the cluster admins (admins in "
+                               f"xce.yaml, or a role with cluster:admin bound at / in rbac.yaml) may {what}{hint}")

@@ -5,6 +5,11 @@ FastAPI's and Starlette's own included (a body that is not JSON: 400; a path no 
 serves: 404; a method the path does not take: 405, with `Allow`; a request that does not
 validate: 422; a bug: 500), is `XceError.to_body()`: `{"error": {"code", "message",
 "field"}}`; each route documents the statuses it can return (xced.server.responses).
+
+Every route declares the permission it needs (RBAC-1, xced.server.auth.requires), shown in
+its OpenAPI operation as `x-xce-permission`; `create_app` refuses to build an app with a
+route that declares none. FastAPI's own OpenAPI document and docs page (`public_routes`)
+are public: the API is documented to anyone (D-2).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import re
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from xced import __version__
@@ -130,6 +136,12 @@ class _AnswerEveryError(HttpMiddleware):
             await JSONResponse(err.to_body(), status_code=err.status)(scope, receive, send)
 
 
+def public_routes(app: FastAPI) -> set[str]:
+    """The paths of FastAPI's own routes, open to anyone: the OpenAPI document and the docs
+    page with its OAuth2 redirect (no API data; D-2: the OpenAPI document is served)."""
+    return {p for p in (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url) if p}
+
+
 def create_app(controller) -> FastAPI:
     """The ASGI app serving `controller` under API_PREFIX, OpenAPI at `/xce/v1/openapi.json`."""
     app = FastAPI(title="XCE", version=__version__, openapi_url=f"{API_PREFIX}/openapi.json",
@@ -157,12 +169,19 @@ def create_app(controller) -> FastAPI:
     app.add_middleware(_AnswerEveryError)
     app.add_middleware(BodyLimit)  # outermost: an over-size body is refused before anything reads it (D-8)
 
-    from xced.server.routes import cluster, jobs, peers
+    from xced.server.auth import OPENAPI_KEY, all_routes, route_permissions, undeclared
+    from xced.server.routes import cluster, jobs, peers, projects
 
-    app.include_router(jobs.router, prefix=API_PREFIX)
-    app.include_router(cluster.router, prefix=API_PREFIX)
-    app.include_router(peers.router, prefix=API_PREFIX)
-    app.state.methods = _method_table((jobs.router, cluster.router))
+    routers = (jobs.router, cluster.router, projects.router, peers.router)
+    for router in routers:  # the declaration in each operation of the OpenAPI document
+        for route in router.routes:
+            if isinstance(route, APIRoute) and (declared := route_permissions(route)):
+                route.openapi_extra = {**(route.openapi_extra or {}), OPENAPI_KEY: declared[0]}
+        app.include_router(router, prefix=API_PREFIX)
+    app.state.methods = _method_table(routers)
+    bad = undeclared(all_routes(app), public_routes(app))
+    if bad:  # a route added without saying who may use it (RBAC-1): a bug, caught at start and by the tests
+        raise RuntimeError("routes without a permission declaration: " + "; ".join(bad))
 
     fastapi_openapi = app.openapi
 

@@ -1,4 +1,12 @@
-"""Job routes: submit, list, show, events, output, wait, kill/stop/resume/requeue/release (CLI-2, CLI-3)."""
+"""Job routes: submit, list, show, events, output, wait, kill/stop/resume/requeue/release (CLI-2, CLI-3).
+
+What each needs (RBAC-1, declared with xced.server.auth.requires): submitting `queue:submit`
+(the project's `project:submit` is the policy's `submit_project`, SUBMIT-1); reading
+summaries `cluster:view` (anyone may list job summaries, as LSF's bjobs and Slurm's squeue
+show them); a job's environment and output `job:view` over its project (D-7); kill
+`job:kill`, stop/resume `job:modify`, requeue `job:requeue` (the owner, or who holds it over
+the job's project, RBAC-3); releasing a system hold `cluster:admin` (D-5: the system's holds
+are the admins'); a task launch its job's token or its owner (TOKEN_OR_OWNER, D-7)."""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from starlette.convertors import IntegerConvertor, register_url_convertor
 
-from xced.api.errors import InvalidRequest, PermissionDenied
+from xced.api.errors import InvalidRequest
 from xced.api.models import (
     ActionResult,
     DryRun,
@@ -22,9 +30,9 @@ from xced.api.models import (
     WhyOut,
 )
 from xced.model.jobs import JobState
-from xced.policy.rbac import Caller, may_control_job, may_view_env
+from xced.policy.rbac import Caller
 from xced.server.busy import StoreBusyRetryRoute
-from xced.server.auth import caller_of, launch_peer
+from xced.server.auth import TOKEN_OR_OWNER, caller_of, launch_peer, requires
 from xced.server.convert import event_dict, job_dict, json_response
 from xced.server.responses import BODY, JOB, errors
 
@@ -45,7 +53,8 @@ def _ctl(request: Request):
 
 
 @router.post("/jobs", response_model=SubmitResponse, responses=errors(BODY))
-async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> SubmitResponse:
+async def submit(body: SubmitRequest, request: Request,
+                 caller: Caller = Depends(requires("queue:submit"))) -> SubmitResponse:
     ctl = _ctl(request)
     project, basis = ctl.policy.submit_project(caller, body.project)  # SUBMIT-1: the API server decides
     job = ctl.submit(body.model_dump(), caller, project=project, basis=basis)
@@ -55,7 +64,8 @@ async def submit(body: SubmitRequest, request: Request, caller: Caller = Depends
 
 
 @router.post("/jobs/dry-run", response_model=DryRun, responses=errors(BODY))
-async def dry_run(body: SubmitRequest, request: Request, caller: Caller = Depends(caller_of)) -> DryRun:
+async def dry_run(body: SubmitRequest, request: Request,
+                  caller: Caller = Depends(requires("queue:submit"))) -> DryRun:
     """Validate and merge like a submit, record nothing (CLI-2 --dry-run)."""
     ctl = _ctl(request)
     project, basis = ctl.policy.submit_project(caller, body.project)
@@ -65,12 +75,13 @@ async def dry_run(body: SubmitRequest, request: Request, caller: Caller = Depend
 
 
 @router.get("/jobs/{job_id:jobid}/why", response_model=WhyOut, responses=errors(JOB))
-async def why(job_id: int, request: Request, _: Caller = Depends(caller_of), index: int | None = None) -> Response:
+async def why(job_id: int, request: Request, _: Caller = Depends(requires("cluster:view")),
+              index: int | None = None) -> Response:
     return json_response(_ctl(request).why(job_id, index))
 
 
 @router.get("/jobs", response_model=JobList, responses=errors())
-async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
+async def list_jobs(request: Request, caller: Caller = Depends(requires("cluster:view")),
               user: str | None = Query(None, description="a user name or 'all'; default the caller"),
               queue: str | None = None,
               project: str | None = Query(None, description="that very project's jobs (bjobs -P)"),
@@ -82,25 +93,27 @@ async def list_jobs(request: Request, caller: Caller = Depends(caller_of),
 
 
 @router.get("/jobs/{job_id:jobid}", response_model=JobOut, responses=errors(JOB))
-async def show_job(job_id: int, request: Request, caller: Caller = Depends(caller_of)) -> Response:
-    job = _ctl(request).job(job_id)
-    return json_response(job_dict(job, env=may_view_env(caller, job.user)))
+async def show_job(job_id: int, request: Request, caller: Caller = Depends(requires("cluster:view"))) -> Response:
+    """The job's summary for anyone (cluster:view); its environment only for its owner and
+    the holders of job:view over its project (D-7, RBAC-3), else `env` is null."""
+    ctl = _ctl(request)
+    job = ctl.job(job_id)
+    return json_response(job_dict(job, env=ctl.policy.may_job(caller, "job:view", job.user, job.spec.project)))
 
 
 @router.get("/jobs/{job_id:jobid}/events", response_model=EventList, responses=errors(JOB))
-async def job_events(job_id: int, request: Request, _: Caller = Depends(caller_of)) -> Response:
+async def job_events(job_id: int, request: Request, _: Caller = Depends(requires("cluster:view"))) -> Response:
     return json_response({"events": [event_dict(r) for r in _ctl(request).job_events(job_id)]})
 
 
 @router.get("/jobs/{job_id:jobid}/output", response_class=PlainTextResponse, responses=errors(JOB))
-async def job_output(job_id: int, request: Request, caller: Caller = Depends(caller_of), index: int | None = None,
-               stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
-               max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
+async def job_output(job_id: int, request: Request,
+                     _: Caller = Depends(requires("job:view", "read its output")), index: int | None = None,
+                     stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
+                     max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
+    """`xcecli peek` (LSF bpeek, which only the job's owner and the LSF admins may run): the
+    job's owner and the holders of job:view over its project (D-7, RBAC-3)."""
     ctl = _ctl(request)
-    job = ctl.job(job_id)
-    if not may_control_job(caller, job.user):  # LSF bpeek: the job's owner or an admin
-        raise PermissionDenied(f"job {job_id} belongs to {job.user}; only its owner or a cluster admin (admins in "
-                               f"xce.yaml) may read its output")
     e, text = await ctl.read_output(job_id, index, stream, max_bytes)
     if text is None:
         raise InvalidRequest(f"job {e.ref} has no {stream} yet (state {e.state})")
@@ -108,15 +121,22 @@ async def job_output(job_id: int, request: Request, caller: Caller = Depends(cal
 
 
 @router.get("/jobs/{job_id:jobid}/wait", response_model=JobOut, responses=errors(JOB))
-async def wait_job(job_id: int, request: Request, _: Caller = Depends(caller_of),
+async def wait_job(job_id: int, request: Request, _: Caller = Depends(requires("cluster:view")),
                    timeout: float = Query(30.0, ge=0, le=300), index: int | None = None) -> Response:
     job = await _ctl(request).wait(job_id, timeout, index)
     return json_response(job_dict(job))
 
 
+#: what each job action needs (RBAC-1, RBAC-3; D-5: a system hold is the admins' to release)
+ACTION_PERMISSIONS = {"kill": "job:kill", "stop": "job:modify", "resume": "job:modify", "requeue": "job:requeue",
+                      "release": "cluster:admin"}
+_DOING = {"kill": "kill it", "stop": "stop it", "resume": "resume it", "requeue": "requeue it",
+          "release": "release a system hold (a hold of your own goes with `xcecli resume`)"}
+
+
 def _action(name: str):
     async def route(job_id: int, request: Request, body: JobAction | None = None,
-              caller: Caller = Depends(caller_of)) -> ActionResult:
+                    caller: Caller = Depends(requires(ACTION_PERMISSIONS[name], _DOING[name]))) -> ActionResult:
         index = body.index if body else None
         affected = getattr(_ctl(request), name)(job_id, index, caller)
         verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued",
@@ -126,13 +146,13 @@ def _action(name: str):
     return route
 
 
-for _name in ("kill", "stop", "resume", "requeue", "release"):
+for _name in ACTION_PERMISSIONS:
     router.add_api_route(f"/jobs/{{job_id:jobid}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult,
                          responses=errors(BODY, JOB, 409))
 
 
-
-@router.post("/jobs/{job_id:jobid}/launch", response_model=LaunchResult, responses=errors(BODY, JOB, 409))
+@router.post("/jobs/{job_id:jobid}/launch", response_model=LaunchResult, responses=errors(BODY, JOB, 409),
+             dependencies=[Depends(requires(TOKEN_OR_OWNER))])
 async def launch_task(job_id: int, body: LaunchRequest, request: Request) -> LaunchResult:
     """Start a task on one of a running job's hosts and answer when it ends (JOB-7). With a
     token the caller proves it runs inside the job; on the Unix socket it must also run as

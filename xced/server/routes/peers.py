@@ -1,21 +1,25 @@
-"""The worker channel route (D-1): `WebSocket /xce/v1/workers/channel` (xced.api.peer)."""
+"""The worker channel route (D-1): `WebSocket /xce/v1/workers/channel` (xced.api.peer).
+
+A peer route (xced.server.auth.PEER): worker hosts, not users, come here; they will
+authenticate with host keys (KEY-1, a later issue), and until then only test mode takes them."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from xced.api.peer import CHANNEL_PATH, Join
 from xced.controller.channel import RemoteWorkerLink, handle_worker_message
+from xced.server.auth import PEER, requires
 
 router = APIRouter()
 log = logging.getLogger("xced.server.peers")
 
 
-@router.websocket(CHANNEL_PATH)
+@router.websocket(CHANNEL_PATH, dependencies=[Depends(requires(PEER))])
 async def worker_channel(ws: WebSocket) -> None:
     ctl = ws.app.state.controller
     await ws.accept()
