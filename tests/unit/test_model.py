@@ -121,7 +121,7 @@ def test_generated_array_specs_parse_within_the_cap_or_are_refused(ranges, limit
         assert "\n" not in str(e) and len(str(e)) < 400
         return
     want: set[int] = set()
-    for part in ranges:
+    for part in ",".join(ranges).split(","):  # a generated range may hold a comma itself ("1,1")
         a, _, rest = part.strip().partition("-")
         b, _, step = rest.partition(":")
         want.update(range(int(a), int(b or a) + 1, int(step or 1)))
