@@ -244,3 +244,44 @@ def test_a_session_of_many_jobs_works_out_each_project_and_user_once():
         book.check("/physics/hep", "bob", {"slots": 1})
     assert len(book._plans) == 1
 
+
+# ------------------------------------------------------------------ through the controller
+
+def test_the_controllers_snapshot_carries_projects_use_and_why_lists_the_caps(tmp_path):
+    """D-4: the controller's snapshot gives each pending element its project and user and the
+    running elements' use; a job held back by a quota pends with the cap line, and `why`
+    lists every cap. Open mode: no projects in the snapshot at all."""
+    from dataclasses import replace
+
+    from tests.unit.test_controller import ALICE, BOB, Clock, FakeWorker, req
+    from xced.controller.controller import Controller
+    from xced.model.config import ClusterConfig, ClusterSettings, HostConfig, QueueConfig
+    from xced.store.sqlite import SqliteStore
+
+    projects = cfg(P("/a", quota={"slots": 2}, member_quota={"slots": 1}))
+    config = ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
+                           hosts=[HostConfig(name="h1", slots=8, memory_mb=1000)], projects=projects)
+    store = SqliteStore(tmp_path / "db")
+    try:
+        c = Controller(config, store, tmp_path, clock=Clock())
+        c.attach_worker(FakeWorker())
+        jobs = [c.submit(req(), who) for who in (ALICE, ALICE, BOB, BOB, ALICE)]
+        for j in jobs[:4]:
+            j.spec = replace(j.spec, project="/a")
+        c.run_session()
+        assert [j.elements[0].state for j in jobs] == ["RUN", "PEND", "RUN", "PEND", "RUN"]
+        snap = c.snapshot()
+        assert sorted(snap.usage) == [("/a", "alice", {"slots": 1}), ("/a", "bob", {"slots": 1})]
+        assert [(s.project, s.user) for s in snap.pending] == [("/a", "alice"), ("/a", "bob")]
+        assert sorted(c.project_usage()) == sorted(snap.usage)
+        assert jobs[1].elements[0].pend_reason.main == "user alice at member_quota of /a: 1/1 slots"  # bob not yet in
+        c.run_session()  # now both run: the quota is full too
+        w = c.why(jobs[1].id, None)
+        assert w["main"] == "project /a at quota: 2/2 slots"
+        assert w["caps"] == ["project /a at quota: 2/2 slots", "user alice at member_quota of /a: 1/1 slots"]
+        assert any("pend on project caps" in line for line in w["trace"])
+        c.config = config.model_copy(update={"projects": ProjectsConfig()})  # open mode
+        snap = c.snapshot()
+        assert snap.projects is None and snap.usage == [] and {s.project for s in snap.pending} == {None}
+    finally:
+        store.close()
