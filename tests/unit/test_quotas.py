@@ -251,8 +251,6 @@ def test_the_controllers_snapshot_carries_projects_use_and_why_lists_the_caps(tm
     """D-4: the controller's snapshot gives each pending element its project and user and the
     running elements' use; a job held back by a quota pends with the cap line, and `why`
     lists every cap. Open mode: no projects in the snapshot at all."""
-    from dataclasses import replace
-
     from tests.unit.test_controller import ALICE, BOB, Clock, FakeWorker, req
     from xced.controller.controller import Controller
     from xced.model.config import ClusterConfig, ClusterSettings, HostConfig, QueueConfig
@@ -265,9 +263,7 @@ def test_the_controllers_snapshot_carries_projects_use_and_why_lists_the_caps(tm
     try:
         c = Controller(config, store, tmp_path, clock=Clock())
         c.attach_worker(FakeWorker())
-        jobs = [c.submit(req(), who) for who in (ALICE, ALICE, BOB, BOB, ALICE)]
-        for j in jobs[:4]:
-            j.spec = replace(j.spec, project="/a")
+        jobs = [c.submit(req(project="/a"), who) for who in (ALICE, ALICE, BOB, BOB)] + [c.submit(req(), ALICE)]
         c.run_session()
         assert [j.elements[0].state for j in jobs] == ["RUN", "PEND", "RUN", "PEND", "RUN"]
         snap = c.snapshot()
