@@ -242,7 +242,14 @@ def test_a_session_of_many_jobs_works_out_each_project_and_user_once():
     for _ in range(1000):
         book.headroom("/physics/hep", "bob")
         book.check("/physics/hep", "bob", {"slots": 1})
-    assert len(book._plans) == 1
+    assert list(book.tree.plans) == [("/physics/hep", "bob")]
+    # the next session with the same config and supply reuses what was worked out; new use is its own
+    again = QuotaBook(ISSUE, sup(100), [("/physics/hep", "bob", {"slots": 8})])
+    assert again.tree is book.tree and again.headroom("/physics/hep", "bob") == 0
+    assert book.headroom("/physics/hep", "bob") == 8
+    # another supply (a worker joined) or another config object: another tree
+    assert QuotaBook(ISSUE, sup(132)).tree is not book.tree
+    assert QuotaBook(ISSUE.model_copy(), sup(100)).tree is not book.tree
 
 
 # ------------------------------------------------------------------ through the controller

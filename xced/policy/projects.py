@@ -59,8 +59,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the types only: the scheduler and the simulator import this without pydantic
     from xced.model.project import ProjectConfig, ProjectsConfig
 
-__all__ = ["CLUSTER", "Cap", "QuotaBook", "Resolved", "Usage", "never_fits", "report", "reserve_use",
-           "resolve_shares", "supply_totals"]
+__all__ = ["CLUSTER", "Cap", "CapTree", "QuotaBook", "Resolved", "Usage", "never_fits", "report", "reserve_use",
+           "resolve_shares", "supply_totals", "tree_for"]
 
 #: the keys of slots and of memory (MB): xced.model.project's SLOTS and MEM (a test holds them equal)
 SLOTS = "slots"
@@ -282,73 +282,62 @@ class Cap:
         return f"project {self.project} has a quota of {a}"
 
 
-class QuotaBook:
-    """The caps of one session and the use against them (PRJ-6, PRJ-7; LSF lsb.resources
-    limits with PROJECTS and PER_USER consumers): built once from the projects config, the
-    supply totals of the hosts present (`supply_totals`) and the running usage (one
-    `Usage` per running element, or already summed per (project, user)).
+class CapTree:
+    """The caps of a projects config over a supply (PRJ-6, PRJ-7), without any use: the
+    resolved shares and, per (project, user), the constraints in a job's way (limit, and the
+    counter of use it is held to) and the counters its use adds to, worked out on first need
+    and kept. It depends on the config and the supply alone, so one serves every session
+    while neither changes (`tree_for`); `QuotaBook` adds a session's use to it."""
 
-    - `check(project, user, need)`: every cap that `need` ({"slots", "mem_mb", res}) would
-      pass, nearest project first (per project: quota, share or unassigned part, member_quota);
-      [] when it fits;
-    - `headroom(project, user)`: the slots a job may still take (an int, possibly <= 0), or
-      None when no cap bounds its slots: a task range `-n 2,8` shrinks to it (RES-3);
-    - `take(project, user, used)`: a dispatch's use, counted before the next job is decided.
+    __slots__ = ("projects", "supply", "resolved", "resources", "known", "limit", "ctr", "meta", "ctr_ids",
+                 "cons_ids", "plans", "_lock")
 
-    A job's caps and counters are worked out once per (project, user) and kept, and the slot
-    headroom is kept until the next `take`, so a session of 100,000 jobs costs a dict lookup
-    per job. A `project` of None is never capped: `check` gives [], `headroom` None, `take`
-    counts nothing. Never raises for any project path or user."""
+    def __init__(self, projects: ProjectsConfig, supply: Mapping[str, float]) -> None:
+        import threading
 
-    __slots__ = ("projects", "supply", "resolved", "resources", "_known", "_limit", "_ctr", "_meta", "_use",
-                 "_ctr_ids", "_cons_ids", "_plans", "_headroom")
-
-    def __init__(self, projects: ProjectsConfig, supply: Mapping[str, float],
-                 usage: Iterable[Usage] = ()) -> None:
         self.projects = projects
         self.supply = dict(supply)
         self.resolved = resolve_shares(projects, supply)
         self.resources = _resources(projects, supply)
-        self._known = {p.path: p for p in projects.projects}
-        self._limit: list[float] = []  # per constraint
-        self._ctr: list[int] = []  # per constraint: its counter
-        self._meta: list[tuple[str, str, str, str | None, bool]] = []  # per constraint: kind, project, res, user, capped
-        self._use: list[float] = []  # per counter
-        self._ctr_ids: dict[tuple, int] = {}
-        self._cons_ids: dict[tuple, int] = {}
+        self.known = {p.path: p for p in projects.projects}
+        self.limit: list[float] = []  # per constraint
+        self.ctr: list[int] = []  # per constraint: its counter
+        self.meta: list[tuple[str, str, str, str | None, bool]] = []  # per constraint: kind, project, res, user, capped
+        self.ctr_ids: dict[tuple, int] = {}  # ("sub"|"pool", node, res) or ("member", node, user, res) -> counter
+        self.cons_ids: dict[tuple, int] = {}
         #: (project, user) -> ({res: constraint ids}, {res: counter ids})
-        self._plans: dict[tuple[str, str | None], tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]] = {}
-        self._headroom: dict[tuple[str, str | None], int | None] = {}
-        for project, user, used in usage:
-            self.take(project, user, used)
+        self.plans: dict[tuple[str, str | None], tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]] = {}
+        self._lock = threading.Lock()
 
-    # -------------------------------------------------------------- building
     def _counter(self, key: tuple) -> int:
-        i = self._ctr_ids.get(key)
+        i = self.ctr_ids.get(key)
         if i is None:
-            i = self._ctr_ids[key] = len(self._use)
-            self._use.append(0.0)
+            i = self.ctr_ids[key] = len(self.ctr_ids)
         return i
 
     def _cons(self, kind: str, project: str, r: str, limit: float, ctr_key: tuple, user: str | None = None,
               capped: bool = False) -> int:
         key = (kind, project, r, user)
-        i = self._cons_ids.get(key)
+        i = self.cons_ids.get(key)
         if i is None:
-            i = self._cons_ids[key] = len(self._limit)
-            self._limit.append(limit)
-            self._ctr.append(self._counter(ctr_key))
-            self._meta.append((kind, project, r, user, capped))
+            i = self.cons_ids[key] = len(self.limit)
+            self.limit.append(limit)
+            self.ctr.append(self._counter(ctr_key))
+            self.meta.append((kind, project, r, user, capped))
         return i
 
-    def _plan(self, project: str, user: str | None):
+    def plan(self, project: str, user: str | None):
         """The constraints in the way of a job of (project, user) and the counters its use
-        adds to, per resource (the module docstring's rules), worked out once."""
-        key = (project, user)
-        got = self._plans.get(key)
+        adds to, per resource (the module docstring's rules): ({res: constraint ids, nearest
+        project first}, {res: counter ids})."""
+        got = self.plans.get((project, user))
         if got is not None:
             return got
-        known, res = self._known, self.resolved
+        with self._lock:  # two threads (a session, a report) may ask at once
+            return self.plans.get((project, user)) or self._build(project, user)
+
+    def _build(self, project: str, user: str | None):
+        known, res = self.known, self.resolved
         chain: list[str] = []  # the defined ancestors, the project itself first when defined
         path = project if project in known else _parent(project, known)
         while path != CLUSTER:
@@ -356,8 +345,8 @@ class QuotaBook:
             path = _parent(path, known)
         own = project if project in known else None  # the pool its own jobs draw from
         draws = chain[0] if own is None and chain else (CLUSTER if own is None else None)
-        cons: dict[str, list[int]] = {}
-        ctrs: dict[str, list[int]] = {}
+        cons: dict[str, tuple[int, ...]] = {}
+        ctrs: dict[str, tuple[int, ...]] = {}
         for r in self.resources:
             cl: list[int] = []
             cr: list[int] = []
@@ -385,9 +374,66 @@ class QuotaBook:
                     mk = ("member", a, user, r)
                     cr.append(self._counter(mk))
                     cl.append(self._cons("member_quota", a, r, float(p.member_quota[r]), mk, user))
-            cons[r] = tuple(dict.fromkeys(cl))
+            if cl:
+                cons[r] = tuple(dict.fromkeys(cl))
             ctrs[r] = tuple(dict.fromkeys(cr))
-        got = self._plans[key] = ({r: v for r, v in cons.items() if v}, ctrs)
+        got = self.plans[(project, user)] = (cons, ctrs)
+        return got
+
+
+#: the trees of the last few (config, supply) pairs: a session reuses its predecessor's
+_TREES: list[tuple[object, tuple, CapTree]] = []
+_TREES_KEPT = 4
+
+
+def tree_for(projects: ProjectsConfig, supply: Mapping[str, float]) -> CapTree:
+    """The CapTree of `projects` over `supply`, the one made for this very config object and
+    an equal supply if it is among the last few, else a new one. (A tree keeps its config
+    alive, so the object compared by identity cannot be another config at the same address.)"""
+    key = tuple(sorted(supply.items()))
+    for cfg, sup, tree in _TREES:
+        if cfg is projects and sup == key:
+            return tree
+    tree = CapTree(projects, supply)
+    _TREES.insert(0, (projects, key, tree))
+    del _TREES[_TREES_KEPT:]
+    return tree
+
+
+class QuotaBook:
+    """The caps of one session and the use against them (PRJ-6, PRJ-7; LSF lsb.resources
+    limits with PROJECTS and PER_USER consumers): built once from the projects config, the
+    supply totals of the hosts present (`supply_totals`) and the running usage (one
+    `Usage` per running element, or already summed per (project, user)).
+
+    - `check(project, user, need)`: every cap that `need` ({"slots", "mem_mb", res}) would
+      pass, nearest project first (per project: quota, share or unassigned part, member_quota);
+      [] when it fits;
+    - `headroom(project, user)`: the slots a job may still take (an int, possibly <= 0), or
+      None when no cap bounds its slots: a task range `-n 2,8` shrinks to it (RES-3);
+    - `take(project, user, used)`: a dispatch's use, counted before the next job is decided.
+
+    A job's caps and counters are worked out once per (project, user) and kept across
+    sessions while the config and the supply stay the same (`CapTree`, `tree_for`), and the
+    slot headroom is kept until the next `take`, so a session of 100,000 jobs costs a dict
+    lookup or two per job. A `project` of None is never capped: `check` gives [], `headroom`
+    None, `take` counts nothing. Never raises for any project path or user."""
+
+    __slots__ = ("tree", "projects", "supply", "resolved", "resources", "_use", "_headroom")
+
+    def __init__(self, projects: ProjectsConfig, supply: Mapping[str, float],
+                 usage: Iterable[Usage] = ()) -> None:
+        self.tree = tree = tree_for(projects, supply)
+        self.projects, self.supply, self.resolved, self.resources = projects, tree.supply, tree.resolved, tree.resources
+        self._use: list[float] = [0.0] * len(tree.ctr_ids)  # per counter
+        self._headroom: dict[tuple[str, str | None], int | None] = {}
+        for project, user, used in usage:
+            self.take(project, user, used)
+
+    def _plan(self, project: str, user: str | None):
+        got = self.tree.plan(project, user)
+        if len(self._use) < len(self.tree.ctr_ids):  # the tree grew new counters: none used yet
+            self._use.extend([0.0] * (len(self.tree.ctr_ids) - len(self._use)))
         return got
 
     # -------------------------------------------------------------- the session's calls
@@ -399,14 +445,15 @@ class QuotaBook:
         if project is None:
             return []
         cons = self._plan(project, user)[0]
+        t, use = self.tree, self._use
         out: list[Cap] = []
         for r in sorted(need, key=lambda k: k != SLOTS) if len(need) > 1 else need:  # slots first
             v = need[r]
             for c in cons.get(r, ()) if v > 0 else ():
-                use = self._use[self._ctr[c]]
-                if use + v > self._limit[c] + _EPS:
-                    kind, p, res, u, capped = self._meta[c]
-                    out.append(Cap(kind, p, res, self._limit[c], use, v, u, capped))
+                u = use[t.ctr[c]]
+                if u + v > t.limit[c] + _EPS:
+                    kind, p, res, who, capped = t.meta[c]
+                    out.append(Cap(kind, p, res, t.limit[c], u, v, who, capped))
         return out
 
     def headroom(self, project: str | None, user: str | None) -> int | None:
@@ -423,7 +470,7 @@ class QuotaBook:
         cons = self._plan(project, user)[0].get(SLOTS)
         h = None
         if cons:
-            use, lim, ctr = self._use, self._limit, self._ctr
+            use, lim, ctr = self._use, self.tree.limit, self.tree.ctr
             h = math.floor(min(lim[c] - use[ctr[c]] for c in cons) + _EPS)
         self._headroom[key] = h
         return h
@@ -449,29 +496,31 @@ class QuotaBook:
         if project is None:
             return []
         cons = self._plan(project, user)[0]
+        t = self.tree
         out = []
         for r in sorted(need, key=lambda k: k != SLOTS):
             v = need[r]
             for c in cons.get(r, ()) if v > 0 else ():
-                kind, p, res, u, capped = self._meta[c]
-                if v > self._limit[c] + _EPS and (kind in ("quota", "member_quota") or self.supply.get(r, 0) > 0):
-                    out.append(Cap(kind, p, res, self._limit[c], 0.0, v, u, capped))
+                kind, p, res, u, capped = t.meta[c]
+                if v > t.limit[c] + _EPS and (kind in ("quota", "member_quota") or self.supply.get(r, 0) > 0):
+                    out.append(Cap(kind, p, res, t.limit[c], 0.0, v, u, capped))
         return out
 
     # -------------------------------------------------------------- the report
     def use_of(self, project: str) -> dict[str, float]:
         """The running use of `project`'s subtree per resource (0 where none)."""
-        return {r: _num(self._use[i]) if (i := self._ctr_ids.get(("sub", project, r))) is not None else 0
+        ids = self.tree.ctr_ids
+        return {r: _num(self._use[i]) if (i := ids.get(("sub", project, r))) is not None and i < len(self._use) else 0
                 for r in self.resources}
 
     def report(self) -> dict:
         """See `report` (the module function)."""
-        res = self.resolved
+        res, known = self.resolved, self.tree.known
         rows = []
         cap_of: dict[str, dict[str, float]] = {CLUSTER: dict(res[CLUSTER].pool)}
         for p in self.projects.projects:
             rp = res[p.path]
-            parent = cap_of[_parent(p.path, self._known)]
+            parent = cap_of[_parent(p.path, known)]
             cap = {}
             for r in self.resources:
                 c = min(rp.pool[r], parent[r])
@@ -481,13 +530,13 @@ class QuotaBook:
             cap_of[p.path] = cap
             members: dict[str, dict[str, float]] = {}
             if p.member_quota:
-                for (kind, *rest), i in self._ctr_ids.items():
-                    if kind == "member" and rest[0] == p.path and self._use[i]:
+                for (kind, *rest), i in self.tree.ctr_ids.items():
+                    if kind == "member" and rest[0] == p.path and i < len(self._use) and self._use[i]:
                         members.setdefault(rest[1], {})[rest[2]] = _num(self._use[i])
             rows.append({
                 "path": p.path,
                 "share": _nums(rp.share),
-                "draws_from": None if rp.share else (_parent(p.path, self._known) or "/"),
+                "draws_from": None if rp.share else (_parent(p.path, known) or "/"),
                 "unassigned": _nums(rp.unassigned) if rp.carved else {},
                 "quota": _nums(p.quota),
                 "member_quota": _nums(p.member_quota),

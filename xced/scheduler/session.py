@@ -408,6 +408,9 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
     projects = snapshot.projects
     book = QuotaBook(projects, supply_totals(snapshot.hosts), snapshot.usage) \
         if projects is not None and projects.projects else None
+    #: (project, user, slots) -> the reason and trace text of a job its slot caps hold back,
+    #: until the next dispatch changes the use: many jobs of one user share one
+    held_by_caps: dict[tuple, tuple[PendReason, str]] = {}
 
     def pend(j: JobSnap, reason: PendReason) -> None:
         last = j.last_reason
@@ -435,11 +438,16 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
         if capped:  # PRJ-6, PRJ-7: the project's caps first; a job held by them blocks nobody
             room = book.headroom(j.project, j.user)
             if room is not None and room < j.ntasks_min:
-                caps = book.check(j.project, j.user, {SLOTS: j.ntasks_min})
-                if caps:
-                    pr = caps_reason(caps)
-                    pend(j, pr)
-                    trace.append(TraceLine(ref, f"pend on project caps: {'; '.join(pr.caps)}"))
+                ckey = (j.project, j.user, j.ntasks_min)
+                held = held_by_caps.get(ckey)
+                if held is None:
+                    caps = book.check(j.project, j.user, {SLOTS: j.ntasks_min})
+                    if caps:
+                        pr = caps_reason(caps)
+                        held = held_by_caps[ckey] = (pr, f"pend on project caps: {'; '.join(pr.caps)}")
+                if held is not None:
+                    pend(j, held[0])
+                    trace.append(TraceLine(ref, held[1]))
                     continue
             if room is not None and room < ntasks_max:
                 ntasks_max = max(room, j.ntasks_min)
@@ -493,6 +501,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                 free_slots -= out.ntasks
                 if capped:
                     book.take(j.project, j.user, reserve_use(out.reserve))
+                    held_by_caps.clear()
                 for r in late:
                     if r.extra is not None:
                         r.extra -= out.ntasks
