@@ -34,9 +34,9 @@ def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
     return ["/bin/sh", "-c", line]
 
 
-def _element_use(e: Element) -> dict[str, float]:
-    """What a running element holds, {"slots", "mem_mb", resource: amount} (PRJ-7)."""
-    return reserve_use(e.reserve or {h: {"slots": n} for h, n in e.alloc})
+def _element_use(e: Element, into: dict[str, float]) -> dict[str, float]:
+    """Add what a running element holds to `into`, {"slots", "mem_mb", resource: amount} (PRJ-7)."""
+    return reserve_use(e.reserve or {h: {"slots": n} for h, n in e.alloc}, into)
 
 
 class DispatchMixin:
@@ -84,7 +84,7 @@ class DispatchMixin:
         array_running: dict[int, int] = {}
         apps = self.config.applications
         projects = self.config.projects if self.config.projects.projects else None  # PRJ-4: open mode, no caps
-        usage: list = []
+        usage: dict[tuple[str, str], dict[str, float]] = {}  # PRJ-7: summed per (project, user)
         for job in self.active.values():
             sp, eff = job.spec, job.effective
             limit = sp.array_limit
@@ -107,7 +107,7 @@ class DispatchMixin:
                 elif st is S.RUN or st is S.USUSP:
                     nrun += 1
                     if projects is not None and sp.project is not None:  # PRJ-7: what it holds counts
-                        usage.append((sp.project, job.user, _element_use(e)))
+                        _element_use(e, usage.setdefault((sp.project, job.user), {}))
                     if backfill:  # SCHED-1: when the running work ends at the latest
                         rl = eff.run_limit_s
                         running.append(RunSnap(job.id, e.index, e.start_time + rl if rl and e.start_time else None,
@@ -116,14 +116,20 @@ class DispatchMixin:
                 array_running[job.id] = nrun
         if wake is not None:
             self._kick_at(wake, now)
-        return Snapshot(hosts, queues, pending, array_running, running, wall_clock(now), projects, usage)
+        return Snapshot(hosts, queues, pending, array_running, running, wall_clock(now), projects,
+                        [(p, u, used) for (p, u), used in usage.items()])
 
     def project_usage(self) -> list[tuple[str, str, dict[str, float]]]:
-        """What the running and stopped elements of jobs with a project hold (PRJ-7), one
-        (project, user, {"slots", "mem_mb", resource: amount}) each: the `usage` that
-        xced.policy.projects.report and QuotaBook read (the snapshot carries the same)."""
-        return [(job.spec.project, job.user, _element_use(e)) for job in self.active.values()
-                if job.spec.project is not None for e in job.elements.values() if e.state in (S.RUN, S.USUSP)]
+        """What the running and stopped elements of jobs with a project hold (PRJ-7), summed
+        per (project, user): [(project, user, {"slots", "mem_mb", resource: amount})], the
+        `usage` that xced.policy.projects.report and QuotaBook read (the snapshot's, with projects)."""
+        usage: dict[tuple[str, str], dict[str, float]] = {}
+        for job in self.active.values():
+            if job.spec.project is not None:
+                for e in job.elements.values():
+                    if e.state in (S.RUN, S.USUSP):
+                        _element_use(e, usage.setdefault((job.spec.project, job.user), {}))
+        return [(p, u, used) for (p, u), used in usage.items()]
 
     def _kick_at(self, when: float, now: float) -> None:
         """Ask for a session at `when` (epoch seconds; the end of a dispatch backoff), unless

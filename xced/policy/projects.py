@@ -78,18 +78,19 @@ Usage = tuple["str | None", "str | None", Mapping[str, float]]
 # --------------------------------------------------------------------------- inputs
 
 
-def reserve_use(reserve: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+def reserve_use(reserve: Mapping[str, Mapping[str, float]], into: dict[str, float] | None = None
+                ) -> dict[str, float]:
     """What a dispatch or a running element holds, summed over its hosts: a reserve
     {host: {"slots": n, "mem": MB, resource: amount}} (the scheduler's and the store's
-    shape) -> {"slots": n, "mem_mb": MB, resource: amount}. The one place the two shapes
-    meet (PRJ-7)."""
-    out: dict[str, float] = {}
+    shape) -> {"slots": n, "mem_mb": MB, resource: amount}, added to `into` when given (so
+    the elements of one (project, user) sum into one dict) and returned. The one place the
+    two shapes meet (PRJ-7)."""
+    out: dict[str, float] = {} if into is None else into
     for held in reserve.values():
         for k, v in held.items():
-            if not v:
-                continue
-            key = MEM if k == "mem" else k
-            out[key] = out.get(key, 0) + v
+            if v:
+                key = MEM if k == "mem" else k
+                out[key] = out.get(key, 0) + v
     return out
 
 
@@ -427,7 +428,17 @@ class QuotaBook:
         self.projects, self.supply, self.resolved, self.resources = projects, tree.supply, tree.resolved, tree.resources
         self._use: list[float] = [0.0] * len(tree.ctr_ids)  # per counter
         self._headroom: dict[tuple[str, str | None], int | None] = {}
+        summed: dict[tuple[str, str | None], dict[str, float]] = {}  # per (project, user): one take each
         for project, user, used in usage:
+            if project is None:
+                continue
+            d = summed.get((project, user))
+            if d is None:
+                summed[(project, user)] = dict(used)
+            else:
+                for r, v in used.items():
+                    d[r] = d.get(r, 0) + v
+        for (project, user), used in summed.items():
             self.take(project, user, used)
 
     def _plan(self, project: str, user: str | None):

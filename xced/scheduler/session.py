@@ -411,6 +411,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
     #: (project, user, slots) -> the reason and trace text of a job its slot caps hold back,
     #: until the next dispatch changes the use: many jobs of one user share one
     held_by_caps: dict[tuple, tuple[PendReason, str]] = {}
+    headroom = book.headroom if book is not None else None
 
     def pend(j: JobSnap, reason: PendReason) -> None:
         last = j.last_reason
@@ -434,9 +435,9 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
             continue
         ntasks_max = j.ntasks_max
-        capped = book is not None and j.project is not None
+        capped = headroom is not None and j.project is not None
         if capped:  # PRJ-6, PRJ-7: the project's caps first; a job held by them blocks nobody
-            room = book.headroom(j.project, j.user)
+            room = headroom(j.project, j.user)
             if room is not None and room < j.ntasks_min:
                 ckey = (j.project, j.user, j.ntasks_min)
                 held = held_by_caps.get(ckey)
