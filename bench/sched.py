@@ -21,6 +21,7 @@ hand-written part, which bench/run.py keeps).
 from __future__ import annotations
 
 import argparse
+import gc
 import platform
 import random
 import statistics
@@ -131,8 +132,11 @@ def projects_times(npending: int, nhosts: int, backfill: bool, runs: int, bindin
     base = busy_snapshot(npending, nhosts, backfill)
     off, on = with_projects(base, False, binding), with_projects(base, True, binding)
     t_off, t_on = [], []
+    out = None
     for _ in range(runs):
         for snap, times in ((off, t_off), (on, t_on)):
+            out = None  # the last result is freed, and collected, outside the timing
+            gc.collect()
             t = time.process_time()
             out = schedule(snap, 1000.0)
             times.append(time.process_time() - t)

@@ -100,14 +100,12 @@ def supply_totals(hosts: Iterable, usable_only: bool = True) -> dict[str, float]
     xced.scheduler.snapshot.HostSupply). `usable_only`: only hosts whose status is "ok" (the
     hosts present now: what a session carves); False: every host, as if all were up (what
     the submit-time check `never_fits` should be given)."""
-    out: dict[str, float] = {SLOTS: 0, MEM: 0}
+    hosts = [h for h in hosts if h.status == "ok"] if usable_only else list(hosts)
+    out: dict[str, float] = {SLOTS: sum(h.slots for h in hosts), MEM: sum(h.mem_mb for h in hosts)}
     for h in hosts:
-        if usable_only and h.status != "ok":
-            continue
-        out[SLOTS] += h.slots
-        out[MEM] += h.mem_mb
-        for k, v in h.resources.items():
-            out[k] = out.get(k, 0) + v
+        if h.resources:
+            for k, v in h.resources.items():
+                out[k] = out.get(k, 0) + v
     return out
 
 
@@ -405,7 +403,8 @@ class QuotaBook:
     """The caps of one session and the use against them (PRJ-6, PRJ-7; LSF lsb.resources
     limits with PROJECTS and PER_USER consumers): built once from the projects config, the
     supply totals of the hosts present (`supply_totals`) and the running usage (one
-    `Usage` per running element, or already summed per (project, user)).
+    `Usage` per running element, or, cheaper, summed per (project, user) as the
+    controller's snapshot gives it).
 
     - `check(project, user, need)`: every cap that `need` ({"slots", "mem_mb", res}) would
       pass, nearest project first (per project: quota, share or unassigned part, member_quota);
@@ -428,18 +427,14 @@ class QuotaBook:
         self.projects, self.supply, self.resolved, self.resources = projects, tree.supply, tree.resolved, tree.resources
         self._use: list[float] = [0.0] * len(tree.ctr_ids)  # per counter
         self._headroom: dict[tuple[str, str | None], int | None] = {}
-        summed: dict[tuple[str, str | None], dict[str, float]] = {}  # per (project, user): one take each
-        for project, user, used in usage:
-            if project is None:
-                continue
-            d = summed.get((project, user))
-            if d is None:
-                summed[(project, user)] = dict(used)
-            else:
+        use, plans = self._use, tree.plans
+        for project, user, used in usage:  # as `take`, without its bookkeeping
+            if project is not None:
+                got = plans.get((project, user)) or self._plan(project, user)
+                ctrs = got[1]
                 for r, v in used.items():
-                    d[r] = d.get(r, 0) + v
-        for (project, user), used in summed.items():
-            self.take(project, user, used)
+                    for i in ctrs.get(r, ()):
+                        use[i] += v
 
     def _plan(self, project: str, user: str | None):
         got = self.tree.plan(project, user)
