@@ -126,15 +126,15 @@ def with_projects(snap: Snapshot, on: bool, binding: bool, seed: int = 11) -> Sn
 
 def projects_times(npending: int, nhosts: int, backfill: bool, runs: int, binding: bool
                    ) -> tuple[float, float, int, int, int]:
-    """Median session times without and with the projects (runs interleaved; CPU time of
-    this process, so that other load on the machine weighs less on the ratio), the
-    dispatches of each, and the pend reasons that name a project cap."""
+    """Median session times without and with the projects (runs interleaved, in turn first;
+    CPU time of this process, so that other load on the machine weighs less on the ratio),
+    the dispatches of each, and the pend reasons that name a project cap."""
     base = busy_snapshot(npending, nhosts, backfill)
     off, on = with_projects(base, False, binding), with_projects(base, True, binding)
     t_off, t_on = [], []
     out = None
-    for _ in range(runs):
-        for snap, times in ((off, t_off), (on, t_on)):
+    for i in range(runs):
+        for snap, times in ((off, t_off), (on, t_on)) if i % 2 == 0 else ((on, t_on), (off, t_off)):
             out = None  # the last result is freed, and collected, outside the timing
             gc.collect()
             t = time.process_time()
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     npend, nhosts = sizes[-1]
     for binding in (False, True):
         for bf in (True, False):
-            off, on, n_off, n_on, capped = projects_times(npend, nhosts, bf, runs_s, binding)
+            off, on, n_off, n_on, capped = projects_times(npend, nhosts, bf, 2 * runs_s - 1, binding)
             rows.append((f"session, {npend:,} pending, {nhosts:,} hosts, {'EASY' if bf else 'FCFS'}, with projects "
                          f"({'shares, full' if binding else 'quotas, roomy'})",
                          f"{on * 1000:,.0f} ms ({on / off:.2f}x)",
@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     block = [BEGIN, "", f"### Scheduler and simulator ({datetime.now():%Y-%m-%d %H:%M}, "
              f"{platform.python_implementation()} {platform.python_version()})", "",
-             "Command: `.venv/bin/python bench/sched.py` (medians: 3 replays, 5 sessions).", "",
+             "Command: `.venv/bin/python bench/sched.py` (medians: 3 replays, 5 sessions; the sessions with "
+             "projects: 9 of each, CPU time, in turn first).", "",
              "| measure | median | notes |", "|---|---|---|"]
     block += [f"| {k} | {v} | {n} |" for k, v, n in rows]
     block += ["", "Aims (issue 5): replay KTH-SP2 faster than pyss (3.74 s under PyPy, ~7,600 jobs/s); "

@@ -142,6 +142,7 @@ def reservation_text(r: "Reservation | None", clock: Clock) -> str:
     return NO_RESERVATION if r is None else f"reserved from {format_when(r.start, clock)} (backfill)"
 
 _INF = float("inf")
+_UNSEEN = object()
 
 
 def _first(x: tuple) -> float:
@@ -412,6 +413,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
     #: until the next dispatch changes the use: many jobs of one user share one
     held_by_caps: dict[tuple, tuple[PendReason, str]] = {}
     headroom = book.headroom if book is not None else None
+    rooms: dict[tuple, int | None] = {}  # (project, user) -> its slot headroom, until the next dispatch
 
     def pend(j: JobSnap, reason: PendReason) -> None:
         last = j.last_reason
@@ -437,8 +439,13 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
         ntasks_max = j.ntasks_max
         capped = headroom is not None and j.project is not None
         if capped:  # PRJ-6, PRJ-7: the project's caps first; a job held by them blocks nobody
-            room = headroom(j.project, j.user)
-            if room is not None and room < j.ntasks_min:
+            who = (j.project, j.user)
+            room = rooms.get(who, _UNSEEN)
+            if room is _UNSEEN:
+                room = rooms[who] = headroom(j.project, j.user)
+            if room is None or room >= ntasks_max:
+                pass  # nothing in the way: the common case, kept short
+            elif room < j.ntasks_min:
                 ckey = (j.project, j.user, j.ntasks_min)
                 held = held_by_caps.get(ckey)
                 if held is None:
@@ -450,8 +457,8 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                     pend(j, held[0])
                     trace.append(TraceLine(ref, held[1]))
                     continue
-            if room is not None and room < ntasks_max:
-                ntasks_max = max(room, j.ntasks_min)
+            else:
+                ntasks_max = room
                 trace.append(TraceLine(ref, f"task range {j.ntasks_min},{j.ntasks_max} cut to "
                                             f"{j.ntasks_min},{ntasks_max} by the project caps"))
         req = PlacementRequest(j.ntasks_min, ntasks_max, j.resreq, q.host_limit if q else None)
@@ -503,6 +510,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                 if capped:
                     book.take(j.project, j.user, reserve_use(out.reserve))
                     held_by_caps.clear()
+                    rooms.clear()
                 for r in late:
                     if r.extra is not None:
                         r.extra -= out.ntasks
