@@ -50,7 +50,8 @@ def test_snapshot_with_projects_round_trips_and_replays_its_caps(tmp_path):
     d = json.loads(json.dumps(snapshot_to_json(s)))
     assert snapshot_from_json(d) == s
     r = schedule(s, 1000.0)
-    assert r.pend_reasons[(2, 3)].caps == ["project /a at quota: 2/4 slots, 3 needed"] or r.pend_reasons
+    assert r.pend_reasons[(1, 0)].caps == ("project /a at quota: 2/4 slots, 8 needed",)
+    assert "2[3]: task range 2,4 cut to 2,2 by the project caps" in [str(t) for t in r.trace]
     rec = tmp_path / "rec.jsonl"
     rec.write_text(header_line(CFG) + "\n" + session_line(1, 1000.0, CFG.content_hash(), s, r) + "\n")
     assert verify(rec) == (1, [])

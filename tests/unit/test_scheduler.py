@@ -317,7 +317,7 @@ def test_a_job_over_its_quota_pends_naming_the_cap_and_does_not_block_its_queue(
     assert [d.job_id for d in r.dispatches] == [2]
     pr = r.pend_reasons[(1, 0)]
     assert pr.main == "project /physics/hep at quota: 10/12 slots, 4 needed"
-    assert pr.caps == [pr.main] and pr.hosts == [] and "normal" not in r.blocked
+    assert pr.caps == (pr.main,) and pr.hosts == [] and "normal" not in r.blocked
     assert "1: pend on project caps: project /physics/hep at quota: 10/12 slots, 4 needed" in [str(t) for t in r.trace]
     # a quota pend says nothing of the request: it is not cached as unsatisfiable (SCHED-2)
     assert r.unsatisfiable == {}
@@ -328,14 +328,14 @@ def test_every_cap_in_the_way_reaches_the_reason():
              ("/physics/astro", "dave", {"slots": 4})]
     r = prun([host("h1", 32, free=16)], [pjob(1, "/physics/hep", "bob", 1)], usage)
     pr = r.pend_reasons[(1, 0)]
-    assert pr.caps == ["project /physics/hep at quota: 12/12 slots",
+    assert pr.caps == ("project /physics/hep at quota: 12/12 slots",
                        "user bob at member_quota of /physics/hep: 8/8 slots",
-                       "project /physics at share: 16/16 slots"]
+                       "project /physics at share: 16/16 slots")
     assert pr.main == pr.caps[0] and pr.cause == "quota"
     # astro draws from /physics's unassigned part, which hep's share takes whole
     r = prun([host("h1", 32, free=16)], [pjob(1, "/physics/astro", "dave", 1)], usage)
-    assert r.pend_reasons[(1, 0)].caps == ["unassigned part of /physics at share: 4/0 slots",
-                                           "project /physics at share: 16/16 slots"]
+    assert r.pend_reasons[(1, 0)].caps == ("unassigned part of /physics at share: 4/0 slots",
+                                           "project /physics at share: 16/16 slots")
 
 
 def test_a_task_range_shrinks_to_the_headroom():
@@ -383,7 +383,7 @@ def test_the_unsatisfiable_cache_never_carries_a_cap_to_another_project():
     assert [d.job_id for d in r.dispatches] == [2]
     assert r.pend_reasons[(1, 0)].main == "project /physics/hep at quota: 12/12 slots"
     assert r.pend_reasons[(3, 0)].main == "Not enough free slots: 8 free on matching hosts, the job needs 10"
-    assert r.pend_reasons[(4, 0)].main == r.pend_reasons[(3, 0)].main and r.pend_reasons[(4, 0)].caps == []
+    assert r.pend_reasons[(4, 0)].main == r.pend_reasons[(3, 0)].main and r.pend_reasons[(4, 0)].caps == ()
     assert "4: no plan generated: skipped, same request as 3 proved unsatisfiable earlier this session" in \
         [str(t) for t in r.trace]
     assert all(not pr.caps for pr in r.unsatisfiable.values())

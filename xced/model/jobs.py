@@ -198,8 +198,9 @@ class PendReason:
     cause: str | None = field(default=None, compare=False)
     #: every project cap in the job's way, one line each, nearest project first (PRJ-6,
     #: PRJ-7): "project /physics/hep at quota: 32/32 slots", "user bob at member_quota of
-    #: /physics/hep: 8/8 slots"; `main` is the first. Empty for any other reason.
-    caps: list[str] = field(default_factory=list)
+    #: /physics/hep: 8/8 slots"; `main` is the first. Empty for any other reason (a tuple:
+    #: the empty one costs no allocation in the many reasons of a session)
+    caps: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {

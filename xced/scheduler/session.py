@@ -344,13 +344,13 @@ def _hint_with_reservations(pr: PendReason, late: list[_Reserved], clock: Clock)
 
 def _copy_reason(pr: PendReason) -> PendReason:
     """A deep copy of a pend reason (SCHED-2 keeps its own, bug-1932)."""
-    return PendReason(pr.main, [replace(h) for h in pr.hosts], pr.hint, pr.start_with, pr.cause, list(pr.caps))
+    return PendReason(pr.main, [replace(h) for h in pr.hosts], pr.hint, pr.start_with, pr.cause, pr.caps)
 
 
 def caps_reason(caps: list[Cap]) -> PendReason:
     """The pend reason of a job held back by its project's caps (PRJ-6, PRJ-7): every cap
     in its way as a line (`caps`), the first as the main reason."""
-    lines = [c.text for c in caps]
+    lines = tuple(c.text for c in caps)
     return PendReason(lines[0], caps=lines, cause="quota")
 
 

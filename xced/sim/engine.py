@@ -113,17 +113,19 @@ class _Queue:
         key = (snap.submit_time, pos)
         self.snaps[pos] = snap
         self.order.append(key)  # submissions arrive in (time, position) order: still sorted
-        self.classes.setdefault(snap.ntasks_min, {}).setdefault(_class(snap), []).append(key)
+        self.classes.setdefault(snap.ntasks_min, {}).setdefault((snap.run_limit_s, snap.project, snap.user),
+                                                                []).append(key)
 
     def remove(self, pos: int) -> None:
         snap = self.snaps.pop(pos)
         key = (snap.submit_time, pos)
         del self.order[bisect_left(self.order, key)]
         group = self.classes[snap.ntasks_min]
-        members = group[_class(snap)]
+        cls = (snap.run_limit_s, snap.project, snap.user)  # what decides a class alike (module docstring)
+        members = group[cls]
         del members[bisect_left(members, key)]
         if not members:
-            del group[_class(snap)]
+            del group[cls]
             if not group:
                 del self.classes[snap.ntasks_min]
 
@@ -138,11 +140,6 @@ class _Queue:
                 for members in group.values():
                     keys.update(members[:n])
         return [self.snaps[pos] for _, pos in sorted(keys)]
-
-
-def _class(snap: JobSnap) -> tuple:
-    """What makes jobs of one processor count decided alike in a session (the module docstring)."""
-    return snap.run_limit_s, snap.project, snap.user
 
 
 def sim_project(j: SimJob) -> tuple[str | None, str | None]:
@@ -211,7 +208,9 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
             return
         shown = list(pending.snaps.values()) if full_queue else pending.window(free)
         snap = Snapshot([HostSupply(HOST, machine_procs, free, _MEM_MB, _MEM_MB)], queues, shown,
-                        {}, list(running.values()), projects=projects, usage=list(usage.values()))
+                        {}, list(running.values()))
+        if projects is not None:
+            snap.projects, snap.usage = projects, list(usage.values())
         out = schedule(snap, now, explain=False)
         result.sessions += 1
         for d in out.dispatches:
@@ -232,7 +231,8 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
         j = jobs[pos]
         if kind == _END:
             rs = running.pop(pos)
-            usage.pop(pos, None)
+            if usage:
+                usage.pop(pos, None)
             free += int(rs.reserve[HOST]["slots"])
             result.outcomes.append(JobOutcome(j.job_id, float(j.submit), started[pos], now, j.procs))
             done += 1
@@ -243,8 +243,10 @@ def simulate(jobs: Sequence[SimJob], machine_procs: int, policy: Literal["easy",
             else:
                 changed = True
         else:
-            pending.add(pos, JobSnap(pos, 0, QUEUE, float(j.submit), j.procs, j.procs, run_limit_s=j.estimate_s,
-                                     project=who[pos][0], user=who[pos][1]))
+            js = JobSnap(pos, 0, QUEUE, float(j.submit), j.procs, j.procs, run_limit_s=j.estimate_s)
+            if projects is not None:
+                js.project, js.user = who[pos]
+            pending.add(pos, js)
             if per_event:
                 if j.procs <= free:
                     session(now)
