@@ -131,19 +131,19 @@ def test_sim_run_with_a_projects_file_shows_waits_by_project(tmp_path: Path) -> 
     assert r.returncode == 0 and "waits by project" in r.stdout and "/g1" in r.stdout
 
 
-@pytest.mark.parametrize("text,expect", [
-    ("projects:\n  /g1:\n    share: 120%\n", "projects.yaml:3: share '120%': a percentage is more than 0%"),
-    ("projects:\n  /g1:\n    shares: 10%\n", "projects.yaml:3: project /g1: unknown key 'shares'"),
-    ("projects:\n  g1:\n    share: 10%\n", "projects.yaml: projects.0.path: String should match pattern"),
-    ("projects:\n  /g1:\n    quota: {slots: -4}\n", "projects.yaml:3: slots: -4 is negative"),
-    ("project:\n  /g1: {}\n", "projects.yaml:1: unknown key 'project'"),
-    ("projects: [\n", "projects.yaml: not YAML"),
+@pytest.mark.parametrize("text,expect", [  # the daemon's compiler's messages (xced.config.projects)
+    ("projects:\n  /g1:\n    share: 120%\n", "my-projects.yaml:3:12: error: project /g1: share"),
+    ("projects:\n  /g1:\n    shares: 10%\n", 'my-projects.yaml:3:5: error: unknown key "shares" in project /g1'),
+    ("projects:\n  g1:\n    share: 10%\n", "my-projects.yaml:2:3: error: a project path must start with '/'"),
+    ("projects:\n  /g1:\n    quota: {slots: -4}\n", "my-projects.yaml:3:20: error: project /g1: quota.slots"),
+    ("project:\n  /g1: {}\n", 'my-projects.yaml:1:1: error: unknown key "project"'),
+    ("projects: [\n", "my-projects.yaml:2:1: error: invalid YAML"),
 ])
 def test_sim_run_bad_projects_file_is_one_clear_line(tmp_path: Path, text: str, expect: str) -> None:
     swf = tmp_path / "small.swf"
     swf.write_text(SMALL)
-    (tmp_path / "projects.yaml").write_text(text)
-    r = run("sim", "run", "--swf", str(swf), "--projects", str(tmp_path / "projects.yaml"), cwd=tmp_path)
+    (tmp_path / "my-projects.yaml").write_text(text)
+    r = run("sim", "run", "--swf", str(swf), "--projects", str(tmp_path / "my-projects.yaml"), cwd=tmp_path)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert expect in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
