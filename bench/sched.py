@@ -7,7 +7,12 @@
   PyPy, about 7,600 jobs/s);
 - session_*: one `schedule()` call over a synthetic busy cluster (hosts mostly full,
   every host running jobs with run limits) with N pending jobs drawn from 12 distinct
-  requests, in a backfilling queue and in a strict FCFS one (median of 5).
+  requests, in a backfilling queue and in a strict FCFS one (median of 5);
+- session with projects (issue 12, PRJ-6, PRJ-7): the 100,000-job sessions again with a
+  projects tree of 16 projects and 200 users, every pending and running job in one of them,
+  against the same snapshot without the projects (aim: at most 1.1 times the time): with
+  quotas no job reaches (the same decisions: the bookkeeping alone), and with shares that
+  the busy cluster fills (many jobs pend on a cap).
 
 A full run rewrites the block between the SCHED markers in bench/RESULTS.md (in its
 hand-written part, which bench/run.py keeps).
@@ -16,6 +21,7 @@ hand-written part, which bench/run.py keeps).
 from __future__ import annotations
 
 import argparse
+import gc
 import platform
 import random
 import statistics
@@ -30,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from xced.resreq import parse  # noqa: E402
 from xced.scheduler.session import schedule  # noqa: E402
 from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot  # noqa: E402
+from xced.model.project import ProjectConfig, ProjectsConfig  # noqa: E402
 from xced.sim.engine import simulate  # noqa: E402
 from xced.sim.metrics import compute_metrics  # noqa: E402
 from xced.sim.swf import read_swf  # noqa: E402
@@ -79,6 +86,67 @@ def busy_snapshot(npending: int, nhosts: int, backfill: bool, seed: int = 7) -> 
     return Snapshot(hosts, [QueueSnap("normal", 30, 0, None, backfill)], pending, {}, running)
 
 
+def bench_projects(shares: bool) -> ProjectsConfig:
+    """4 top-level projects, each with 3 children (one with a quota, one with a member_quota),
+    as a projects.yaml of a mid-size site might have. `shares`: the top-level projects have
+    25% each and their children 33% of that: on this cluster, 99% busy, every share is about
+    full, so many jobs pend on one; else quotas alone (45,000 slots a top-level project,
+    20,000 the first child, 2,000 a member of the second), which no job reaches."""
+    out = []
+    for t in range(4):
+        out.append(ProjectConfig(path=f"/p{t}", share_percent=25 if shares else None,
+                                 quota={} if shares else {"slots": 45_000}))
+        for c in range(3):
+            out.append(ProjectConfig(path=f"/p{t}/c{c}", share_percent=33 if shares else None,
+                                     quota={"slots": 20_000} if c == 0 else {},
+                                     member_quota={"slots": 2000} if c == 1 else {}))
+    return ProjectsConfig(projects=out)
+
+
+def with_projects(snap: Snapshot, on: bool, binding: bool, seed: int = 11) -> Snapshot:
+    """`snap` with every pending and running job in a project of `bench_projects(binding)`
+    (a leaf, or a top-level project's own jobs) by one of 200 users; `on`: the snapshot
+    carries the projects and the running use, else none (the same jobs, uncapped)."""
+    from xced.policy.projects import reserve_use
+
+    rnd = random.Random(seed)
+    cfg = bench_projects(binding)
+    paths = [p.path for p in cfg.projects]
+    who = [(paths[rnd.randrange(len(paths))], f"user{rnd.randrange(200)}") for _ in range(len(snap.pending))]
+    pending = [JobSnap(j.job_id, j.index, j.queue, j.submit_time, j.ntasks_min, j.ntasks_max, j.resreq,
+                       j.array_limit, j.held, j.profile_hash, j.run_limit_s, j.last_reason, p, u)
+               for j, (p, u) in zip(snap.pending, who)]
+    summed: dict[tuple[str, str], dict[str, float]] = {}  # per (project, user), as the controller sums it
+    for r in snap.running:
+        reserve_use(r.reserve, summed.setdefault((paths[rnd.randrange(len(paths))], f"user{rnd.randrange(200)}"), {}))
+    usage = [(p, u, used) for (p, u), used in summed.items()]
+    return Snapshot(snap.hosts, snap.queues, pending, snap.array_running, snap.running, snap.clock,
+                    cfg if on else None, usage if on else [])
+
+
+def projects_times(npending: int, nhosts: int, backfill: bool, runs: int, binding: bool
+                   ) -> tuple[float, float, int, int, int]:
+    """Median session times without and with the projects (runs interleaved, in turn first;
+    CPU time of this process, so that other load on the machine weighs less on the ratio),
+    the dispatches of each, and the pend reasons that name a project cap."""
+    base = busy_snapshot(npending, nhosts, backfill)
+    off, on = with_projects(base, False, binding), with_projects(base, True, binding)
+    t_off, t_on = [], []
+    out = None
+    for i in range(runs):
+        for snap, times in ((off, t_off), (on, t_on)) if i % 2 == 0 else ((on, t_on), (off, t_off)):
+            out = None  # the last result is freed, and collected, outside the timing
+            gc.collect()
+            t = time.process_time()
+            out = schedule(snap, 1000.0)
+            times.append(time.process_time() - t)
+            if snap is off:
+                n_off = len(out.dispatches)
+            else:
+                n_on, capped = len(out.dispatches), sum(1 for pr in out.pend_reasons.values() if pr.caps)
+    return statistics.median(t_off), statistics.median(t_on), n_off, n_on, capped
+
+
 def session_time(npending: int, nhosts: int, backfill: bool, runs: int) -> tuple[float, int, int]:
     snap = busy_snapshot(npending, nhosts, backfill)
     times = []
@@ -110,16 +178,28 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((f"session, {npend:,} pending, {nhosts:,} hosts, {'EASY' if bf else 'FCFS'}",
                          f"{med * 1000:,.0f} ms", f"{nd} dispatches, {nr:,} pend reasons"))
             print(rows[-1], flush=True)
+    npend, nhosts = sizes[-1]
+    for binding in (False, True):
+        for bf in (True, False):
+            off, on, n_off, n_on, capped = projects_times(npend, nhosts, bf, 2 * runs_s - 1, binding)
+            rows.append((f"session, {npend:,} pending, {nhosts:,} hosts, {'EASY' if bf else 'FCFS'}, with projects "
+                         f"({'shares, full' if binding else 'quotas, roomy'})",
+                         f"{on * 1000:,.0f} ms ({on / off:.2f}x)",
+                         f"without: {off * 1000:,.0f} ms, {n_off} dispatches; with: {n_on} dispatches, "
+                         f"{capped:,} pend on a project cap"))
+            print(rows[-1], flush=True)
     if a.quick or a.no_write:
         return 0
     block = [BEGIN, "", f"### Scheduler and simulator ({datetime.now():%Y-%m-%d %H:%M}, "
              f"{platform.python_implementation()} {platform.python_version()})", "",
-             "Command: `.venv/bin/python bench/sched.py` (medians: 3 replays, 5 sessions).", "",
+             "Command: `.venv/bin/python bench/sched.py` (medians: 3 replays, 5 sessions; the sessions with "
+             "projects: 9 of each, CPU time, in turn first).", "",
              "| measure | median | notes |", "|---|---|---|"]
     block += [f"| {k} | {v} | {n} |" for k, v, n in rows]
     block += ["", "Aims (issue 5): replay KTH-SP2 faster than pyss (3.74 s under PyPy, ~7,600 jobs/s); "
               "a 100,000-job session under 1 s. Published KTH-SP2 EASY result: bounded slowdown 92.58, "
-              "flow 15,697 s.", "", END]
+              "flow 15,697 s. Issue 12: a 100,000-job session with a projects file at most 1.1 times "
+              "the same session without one.", "", END]
     text = RESULTS.read_text() if RESULTS.exists() else ""
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + "\n".join(block) + text[text.index(END) + len(END):]

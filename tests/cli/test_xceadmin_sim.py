@@ -104,3 +104,46 @@ def test_sim_run_missing_file_and_usage(tmp_path: Path) -> None:
     assert r.returncode == 1 and "nope.swf" in r.stderr  # EASY is easy: the policy passed
     r = run("sim", "record", cwd=tmp_path)
     assert r.returncode == 2 and "--name NAME" in r.stderr
+
+
+def test_sim_run_with_a_projects_file_shows_waits_by_project(tmp_path: Path) -> None:
+    """PRJ-6, PRJ-7: SWF group G is project /g<G>. SMALL has one group (1); with a share of 80%
+    its 10-processor job 2 could never start (refused, as at submit) and the rest replay under
+    the 8 processors; the table and the JSON give the waits per project beside the same jobs'
+    waits without the caps."""
+    swf = tmp_path / "small.swf"
+    swf.write_text(SMALL)
+    proj = tmp_path / "projects.yaml"
+    proj.write_text("projects:\n  /g1:\n    share: 80%\n")
+    r = run("sim", "run", "--swf", str(swf), "--projects", str(proj), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)["projects"]
+    assert out["refused"] == 1 and out["refused_example"] == (
+        "job 2: The job needs 10 slots and can never start in project /g1: project /g1's share of the whole "
+        "cluster is 8 slots")
+    (row,) = out["by_project"]
+    assert (row["project"], row["share"], row["jobs"]) == ("/g1", "80%", 3)
+    # under a share of 8, jobs 3 and 4 (2 processors each) wait for job 1 (8) to end at 100;
+    # without it job 3 starts beside it at 1 and job 4 when job 3 ends at 51
+    assert row["avg_wait_s"] == pytest.approx((0 + 99 + 98) / 3)
+    assert row["uncapped"]["avg_wait_s"] == pytest.approx((0 + 0 + 49) / 3)
+    r = run("sim", "run", "--swf", str(swf), "--projects", str(proj), cwd=tmp_path)
+    assert r.returncode == 0 and "waits by project" in r.stdout and "/g1" in r.stdout
+
+
+@pytest.mark.parametrize("text,expect", [  # the daemon's compiler's messages (xced.config.projects)
+    ("projects:\n  /g1:\n    share: 120%\n", "my-projects.yaml:3:12: error: project /g1: share"),
+    ("projects:\n  /g1:\n    shares: 10%\n", 'my-projects.yaml:3:5: error: unknown key "shares" in project /g1'),
+    ("projects:\n  g1:\n    share: 10%\n", "my-projects.yaml:2:3: error: a project path must start with '/'"),
+    ("projects:\n  /g1:\n    quota: {slots: -4}\n", "my-projects.yaml:3:20: error: project /g1: quota.slots"),
+    ("project:\n  /g1: {}\n", 'my-projects.yaml:1:1: error: unknown key "project"'),
+    ("projects: [\n", "my-projects.yaml:2:1: error: invalid YAML"),
+])
+def test_sim_run_bad_projects_file_is_one_clear_line(tmp_path: Path, text: str, expect: str) -> None:
+    swf = tmp_path / "small.swf"
+    swf.write_text(SMALL)
+    (tmp_path / "my-projects.yaml").write_text(text)
+    r = run("sim", "run", "--swf", str(swf), "--projects", str(tmp_path / "my-projects.yaml"), cwd=tmp_path)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert expect in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

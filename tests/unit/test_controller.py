@@ -430,7 +430,7 @@ def test_never_dependency_leaves_the_job_pending_with_that_reason(ctl):
     assert e.state == "PEND"
     assert e.pend_reason.main == f"Dependency can never be met: done({a.id}) (job {a.id} ended EXIT with code 1)"
     assert ctl.why(b.id, None) == {"id": str(b.id), "state": "PEND", "main": e.pend_reason.main, "hosts": [],
-                                   "hint": None, "trace": [], "reservation": None}
+                                   "hint": None, "caps": [], "trace": [], "reservation": None}
     assert later.elements[0].state == "RUN"  # submitted after b, not held up by it
     for _ in range(3):
         session(ctl)

@@ -34,6 +34,33 @@ def test_snapshot_round_trip():
     assert snapshot_from_json(json.loads(json.dumps(snapshot_to_json(s)))) == s
 
 
+def test_snapshot_with_projects_round_trips_and_replays_its_caps(tmp_path):
+    """PRJ-6, PRJ-7: the projects config, each pending job's project and user and the running
+    use are inputs of schedule(): a recording carries them, and a replay pends the same job
+    on the same caps. A recording made before projects (rows of 11 fields, no "projects")
+    still reads, every job without a project."""
+    from xced.model.project import ProjectConfig, ProjectsConfig
+
+    s = snap()
+    s.projects = ProjectsConfig(projects=[ProjectConfig(path="/a", quota={"slots": 4})])
+    s.pending = [JobSnap(j.job_id, j.index, j.queue, j.submit_time, j.ntasks_min, j.ntasks_max, j.resreq,
+                         j.array_limit, j.held, j.profile_hash, j.run_limit_s, project="/a", user="bob")
+                 for j in s.pending]
+    s.usage = [("/a", "bob", {"slots": 2.0})]
+    d = json.loads(json.dumps(snapshot_to_json(s)))
+    assert snapshot_from_json(d) == s
+    r = schedule(s, 1000.0)
+    assert r.pend_reasons[(1, 0)].caps == ("project /a at quota: 2/4 slots, 8 needed",)
+    assert "2[3]: task range 2,4 cut to 2,2 by the project caps" in [str(t) for t in r.trace]
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text(header_line(CFG) + "\n" + session_line(1, 1000.0, CFG.content_hash(), s, r) + "\n")
+    assert verify(rec) == (1, [])
+    old = snapshot_to_json(snap())
+    assert "projects" not in old and all(len(row) == 11 for row in old["pending"])
+    got = snapshot_from_json(old)
+    assert got.projects is None and got.usage == [] and {j.project for j in got.pending} == {None}
+
+
 def test_verify_same_decisions_and_a_tampered_one(tmp_path):
     s = snap()
     rec = tmp_path / "rec.jsonl"

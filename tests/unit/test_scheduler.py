@@ -284,3 +284,126 @@ def test_a_job_no_host_could_ever_run_does_not_block_a_strict_queue():
     assert [d.job_id for d in r.dispatches] == [2]
     assert "can never start" in (r.pend_reasons[(1, 0)].hint or "")
     assert "normal" not in r.blocked
+
+
+# ---- project caps (PRJ-6, PRJ-7): shares and quotas hold jobs back, never their queue ----------
+
+from xced.model.project import ProjectConfig, ProjectsConfig, ShareTerm  # noqa: E402
+
+PROJECTS = ProjectsConfig(projects=[
+    ProjectConfig(path="/physics", share_percent=50),
+    ProjectConfig(path="/physics/hep", share={"slots": ShareTerm(amount=16)}, quota={"slots": 12},
+                  member_quota={"slots": 8}),
+    ProjectConfig(path="/physics/astro"),
+    ProjectConfig(path="/bio", share_percent=25, quota={"mem_mb": 4096}),
+    ProjectConfig(path="/chem"),  # no share: the cluster's unassigned part, 25%
+])
+
+
+def pjob(jid, project, user, nmin=1, nmax=None, queue="normal", R=""):
+    return JobSnap(jid, 0, queue, float(jid), nmin, nmax or nmin, parse(R), project=project, user=user)
+
+
+def prun(hosts, jobs, usage=(), queues=QUEUES, projects=PROJECTS):
+    return schedule(Snapshot(hosts, queues, jobs, projects=projects, usage=list(usage)), 1000.0)
+
+
+def test_a_job_over_its_quota_pends_naming_the_cap_and_does_not_block_its_queue():
+    """32 slots: /physics 16, /physics/hep 16 but a quota of 12, of which 10 run. Job 1 (-n 4)
+    would pass it: it pends on the cap; job 2 of /bio, behind it in the same strict FCFS queue,
+    starts (as LSF: a job pending on a limit holds nobody up)."""
+    usage = [("/physics/hep", "erin", {"slots": 6}), ("/physics/hep", "frank", {"slots": 4})]
+    r = prun([host("h1", 32, free=22)], [pjob(1, "/physics/hep", "bob", 4), pjob(2, "/bio", "gina", 4)], usage)
+    assert [d.job_id for d in r.dispatches] == [2]
+    pr = r.pend_reasons[(1, 0)]
+    assert pr.main == "project /physics/hep at quota: 10/12 slots, 4 needed"
+    assert pr.caps == (pr.main,) and pr.hosts == [] and "normal" not in r.blocked
+    assert "1: pend on project caps: project /physics/hep at quota: 10/12 slots, 4 needed" in [str(t) for t in r.trace]
+    # a quota pend says nothing of the request: it is not cached as unsatisfiable (SCHED-2)
+    assert r.unsatisfiable == {}
+
+
+def test_every_cap_in_the_way_reaches_the_reason():
+    usage = [("/physics/hep", "bob", {"slots": 8}), ("/physics/hep", "erin", {"slots": 4}),
+             ("/physics/astro", "dave", {"slots": 4})]
+    r = prun([host("h1", 32, free=16)], [pjob(1, "/physics/hep", "bob", 1)], usage)
+    pr = r.pend_reasons[(1, 0)]
+    assert pr.caps == ("project /physics/hep at quota: 12/12 slots",
+                       "user bob at member_quota of /physics/hep: 8/8 slots",
+                       "project /physics at share: 16/16 slots")
+    assert pr.main == pr.caps[0] and pr.cause == "quota"
+    # astro draws from /physics's unassigned part, which hep's share takes whole
+    r = prun([host("h1", 32, free=16)], [pjob(1, "/physics/astro", "dave", 1)], usage)
+    assert r.pend_reasons[(1, 0)].caps == ("unassigned part of /physics at share: 4/0 slots",
+                                           "project /physics at share: 16/16 slots")
+
+
+def test_a_task_range_shrinks_to_the_headroom():
+    usage = [("/physics/hep", "erin", {"slots": 7})]
+    r = prun([host("h1", 32, free=25)], [pjob(1, "/physics/hep", "bob", 2, 8)], usage)
+    assert [(d.job_id, d.ntasks) for d in r.dispatches] == [(1, 5)]  # 12 - 7
+    assert "1: task range 2,8 cut to 2,5 by the project caps" in [str(t) for t in r.trace]
+    # the min does not fit the headroom: it pends on the cap
+    r = prun([host("h1", 32, free=25)], [pjob(1, "/physics/hep", "bob", 6, 8)], usage)
+    assert r.pend_reasons[(1, 0)].main == "project /physics/hep at quota: 7/12 slots, 6 needed"
+
+
+def test_a_dispatch_takes_its_use_before_the_next_job_is_decided():
+    jobs = [pjob(1, "/physics/hep", "bob", 6), pjob(2, "/physics/hep", "erin", 6), pjob(3, "/physics/hep", "ivan", 6)]
+    r = prun([host("h1", 32)], jobs)
+    assert [d.job_id for d in r.dispatches] == [1, 2]
+    assert r.pend_reasons[(3, 0)].main == "project /physics/hep at quota: 12/12 slots"
+    # member_quota over several jobs of one user: 8
+    jobs = [pjob(1, "/physics/hep", "bob", 5), pjob(2, "/physics/hep", "bob", 5), pjob(3, "/bio", "bob", 5)]
+    r = prun([host("h1", 32)], jobs)
+    assert [d.job_id for d in r.dispatches] == [1, 3]
+    assert r.pend_reasons[(2, 0)].main == "user bob at member_quota of /physics/hep: 5/8 slots, 5 needed"
+
+
+def test_the_plans_memory_is_held_to_the_caps_too():
+    """/bio's quota is 4096 MB: 8 tasks of 1 GB each would pass it; the range shrinks to 4,
+    and a fixed -n 8 pends naming the memory."""
+    hosts = [host("h1", 16, mem=65536), host("h2", 16, mem=65536)]
+    r = prun(hosts, [pjob(1, "/bio", "gina", 1, 8, R="rusage[mem=1024]")])
+    assert [(d.ntasks, d.reserve) for d in r.dispatches] == [(4, {"h1": {"slots": 4, "mem": 1024 * 4}})]
+    r = prun(hosts, [pjob(1, "/bio", "gina", 8, R="rusage[mem=1024]"), pjob(2, "/bio", "gina", 2)])
+    assert r.pend_reasons[(1, 0)].main == "project /bio at quota: 0/4096 MB of memory, 8192 needed"
+    assert [d.job_id for d in r.dispatches] == [2]
+
+
+def test_the_unsatisfiable_cache_never_carries_a_cap_to_another_project():
+    """SCHED-2 with caps: a quota pend is never cached, so job 2 of another project with the
+    same request is placed; a request proved unable to start (job 3, more than the free
+    slots) is skipped for job 4 of another project, which gets the host reason it proved."""
+    usage = [("/physics/hep", "erin", {"slots": 12})]
+    jobs = [pjob(1, "/physics/hep", "bob", 4), pjob(2, "/bio", "gina", 4),
+            pjob(3, "/bio", "gina", 10, queue="low"), pjob(4, "/chem", "carl", 10, queue="low")]
+    r = prun([host("h1", 64, free=12)], jobs, usage, queues=[QueueSnap("normal", 30, 0, backfill=True),
+                                                            QueueSnap("low", 10, 1, backfill=True)])
+    assert [d.job_id for d in r.dispatches] == [2]
+    assert r.pend_reasons[(1, 0)].main == "project /physics/hep at quota: 12/12 slots"
+    assert r.pend_reasons[(3, 0)].main == "Not enough free slots: 8 free on matching hosts, the job needs 10"
+    assert r.pend_reasons[(4, 0)].main == r.pend_reasons[(3, 0)].main and r.pend_reasons[(4, 0)].caps == ()
+    assert "4: no plan generated: skipped, same request as 3 proved unsatisfiable earlier this session" in \
+        [str(t) for t in r.trace]
+    assert all(not pr.caps for pr in r.unsatisfiable.values())
+
+
+def test_a_capped_job_never_becomes_a_backfill_head():
+    usage = [("/physics/hep", "erin", {"slots": 12})]
+    running = [RunSnap(90, 0, 2000.0, {"h1": {"slots": 12}})]
+    snap = Snapshot([host("h1", 24, free=12)], BF, [pjob(1, "/physics/hep", "bob", 2), pjob(2, "/bio", "gina", 2)],
+                    {}, running, projects=PROJECTS, usage=usage)
+    r = schedule(snap, 1000.0)
+    assert [d.job_id for d in r.dispatches] == [2] and r.reservations == [] and r.heads == {}
+
+
+def test_open_mode_and_jobs_without_a_project_are_never_capped():
+    jobs = [job(1, 8), job(2, 8)]
+    plain = run([host("h1", 16)], jobs)
+    for projects in (None, ProjectsConfig()):
+        got = prun([host("h1", 16)], [job(1, 8), job(2, 8)], projects=projects)
+        assert [(d.job_id, d.alloc) for d in got.dispatches] == [(d.job_id, d.alloc) for d in plain.dispatches]
+    # projects defined, but these jobs have none (old records): never capped
+    got = prun([host("h1", 16)], [job(1, 8), job(2, 8)], usage=[("/bio", "x", {"slots": 4})])
+    assert [d.job_id for d in got.dispatches] == [1, 2]

@@ -147,3 +147,67 @@ def test_a_burst_ends_with_the_per_job_results_of_sessions_shown_the_whole_queue
             assert got.sessions == want.sessions
     kth = read_swf(KTH).jobs[:3000]
     assert per_job(simulate(kth, 100, policy)) == per_job(simulate(kth, 100, policy, full_queue=True))
+
+
+# ---- projects (PRJ-6, PRJ-7): SWF group G is project /g<G>, user U is u<U> ----------------------
+
+def PJ(i, submit, procs, est, dur, group, user=1):
+    return SimJob(i, submit, procs, est, dur, user, -1, group)
+
+
+def projects(*rows):
+    from xced.model.project import ProjectConfig, ProjectsConfig, ShareTerm
+
+    out = []
+    for path, kw in rows:
+        kw = dict(kw)
+        if "share" in kw:
+            kw["share"] = {r: ShareTerm(amount=v) for r, v in kw["share"].items()}
+        out.append(ProjectConfig(path=path, **kw))
+    return ProjectsConfig(projects=out)
+
+
+def test_a_share_holds_a_group_to_its_part_of_the_machine_and_the_rest_waits_for_its_own():
+    """10 processors; /g1 has a share of 4, every other group draws from the 6 left (v1 is
+    strict: nobody borrows an idle share). Job 1 (/g1, 4) runs at 0; job 2 (/g1, 2) would pass
+    the share: it waits for job 1 to end at 100, while job 3 (/g2, 6), behind it in the queue,
+    starts at 2; job 4 (/g2, 1) finds the unassigned part full and waits for job 3 to end at
+    52, though 0 of /g1's 4 are idle then. Job 5 (/g1, 5) could never fit the share: refused,
+    as at submit."""
+    cfg = projects(("/g1", {"share": {"slots": 4}}))
+    jobs = [PJ(1, 0, 4, 100, 100, 1), PJ(2, 1, 2, 100, 100, 1), PJ(3, 2, 6, 50, 50, 2), PJ(4, 3, 1, 10, 10, 2),
+            PJ(5, 4, 5, 10, 10, 1)]
+    r = simulate(jobs, 10, "easy", projects=cfg)
+    assert {o.job_id: o.start for o in r.outcomes} == {1: 0, 3: 2, 2: 100, 4: 52}
+    assert r.refused == [5] and r.refused_example == (
+        "job 5: The job needs 5 slots and can never start in project /g1: project /g1's share of the whole "
+        "cluster is 4 slots")
+    # without the projects, job 2 starts at 1 and job 3 waits for 6 processors until 100
+    assert {o.job_id: o.start for o in simulate(jobs[:4], 10, "easy").outcomes} == {1: 0, 2: 1, 3: 100, 4: 3}
+
+
+def test_member_quota_and_jobs_with_no_group():
+    cfg = projects(("/g1", {"member_quota": {"slots": 2}}))
+    jobs = [PJ(1, 0, 2, 100, 100, 1, user=7), PJ(2, 0, 2, 100, 100, 1, user=7), PJ(3, 0, 2, 100, 100, 1, user=8),
+            PJ(4, 0, 8, 100, 100, -1)]
+    starts = {o.job_id: o.start for o in simulate(jobs, 20, "easy", projects=cfg).outcomes}
+    assert starts == {1: 0, 3: 0, 4: 0, 2: 100}  # u7 waits for its own job; group -1 is never capped
+
+
+@pytest.mark.parametrize("policy", ["easy", "fcfs"])
+def test_with_projects_sessions_shown_a_window_decide_as_sessions_shown_the_whole_queue(policy):
+    """A job held by a cap blocks nobody, so the window of the engine takes one more job per
+    class (processors, run limit, project, user): the first 2,000 jobs of KTH-SP2 under
+    shares, a quota and a member_quota end exactly as with sessions shown every pending job."""
+    from xced.model.project import ProjectConfig, ProjectsConfig
+
+    cfg = ProjectsConfig(projects=[ProjectConfig(path="/g6", share_percent=30),
+                                   ProjectConfig(path="/g3", share_percent=40, quota={"slots": 30},
+                                                 member_quota={"slots": 20}),
+                                   ProjectConfig(path="/g86", share_percent=10)])
+    kth = read_swf(KTH).jobs[:2000]
+    got = simulate(kth, 100, policy, projects=cfg)
+    want = simulate(kth, 100, policy, projects=cfg, full_queue=True)
+    assert got.refused == want.refused and got.refused
+    assert per_job(got) == per_job(want) and len(got.outcomes) == 2000 - len(got.refused)
+    assert per_job(got) != per_job(simulate([j for j in kth if j.job_id not in set(got.refused)], 100, policy))

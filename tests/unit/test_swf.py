@@ -95,7 +95,7 @@ def test_kth_header(kth):
 def test_kth_first_job_converted(kth):
     # "    1        0 964980  97225   56     -1    -1   56 210000    -1  1   1   1  -1 -1 -1 -1 -1"
     assert kth.jobs[0] == SimJob(job_id=1, submit=0, procs=56, estimate_s=210000, duration_s=97225,
-                                 user_id=1, queue=-1)
+                                 user_id=1, queue=-1, group_id=1)
 
 
 def test_kth_run_time_clamped_to_requested_time(kth):
@@ -144,9 +144,9 @@ def test_sdsc_gzip():
     assert len(trace.jobs) == 53_999
     assert trace.dropped == {"no run time": 5681, "no requested time": 35}
     assert trace.machine_procs == 128
-    # first line "   11   566129      5  28826    1  27758    -1    1  28800 ...": clamped to 28800
+    # first line "   11   566129      5  28826    1  27758    -1    1  28800    -1  5 153  75 ...": clamped to 28800
     assert trace.jobs[0] == SimJob(job_id=11, submit=566129, procs=1, estimate_s=28800, duration_s=28800,
-                                   user_id=153, queue=3)
+                                   user_id=153, queue=3, group_id=75)
     # repeated "; Queue:" lines are all kept
     assert trace.header["Queue"].split("\n")[0] == "0  interactive"
     assert len(trace.header["Queue"].split("\n")) == 7

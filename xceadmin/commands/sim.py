@@ -22,7 +22,10 @@ RUN_HELP = (
     "Jobs are converted as published simulators do: processors = requested (or allocated "
     "when not given), estimate = requested time, duration = run time clamped to the "
     "estimate; jobs asking for more processors than the machine, or with no run time or "
-    "requested time, are dropped and counted."
+    "requested time, are dropped and counted.\n\n"
+    "--projects FILE replays under a projects file (projects.yaml's form: shares and quotas, "
+    "PRJ-6, PRJ-7): SWF group G runs in project /g<G> and user U as u<U>; jobs no cap could "
+    "ever hold are refused as at submit, and waits are shown per project too."
 )
 
 app = typer.Typer(name="sim", help=HELP, no_args_is_help=True,
@@ -50,6 +53,10 @@ def run(
                                              help="Jobs with no requested time: drop them (the published rule), "
                                                   "or use their run time as their estimate (e.g. lublin_256.swf, "
                                                   "whose synthetic jobs have none).")] = "drop",
+    projects_file: Annotated[Optional[str], typer.Option("--projects", metavar="FILE",  # noqa: UP007
+                                                         help="Replay under this projects file's shares and "
+                                                              "quotas: SWF group G is project /g<G>, user U is u<U>.",
+                                                         show_default=False)] = None,
 ) -> None:
     import json
     import os
@@ -75,6 +82,14 @@ def run(
     from xced.sim.metrics import compute_metrics
     from xced.sim.swf import SwfError, read_swf
 
+    projects = None
+    if projects_file is not None:  # read first: a bad file costs no replay time
+        from xced.sim.projects_file import ProjectsFileError, load_projects
+
+        try:
+            projects = load_projects(projects_file)
+        except ProjectsFileError as e:
+            raise InvalidRequest(f"--projects: {e}") from None
     try:
         trace = read_swf(swf, procs, missing_estimate="run_time" if no_estimate == "run-time" else "drop")
     except SwfError as e:
@@ -89,10 +104,14 @@ def run(
                       TimeElapsedColumn(), transient=True, console=_console(stderr=True)) as bar:
             task = bar.add_task(f"replaying {len(trace.jobs)} jobs", total=len(trace.jobs))
             result = simulate(trace.jobs, trace.machine_procs, policy, per_event=not per_time,  # type: ignore[arg-type]
-                              progress=lambda n: bar.update(task, completed=n))
+                              progress=lambda n: bar.update(task, completed=n), projects=projects)
     else:
-        result = simulate(trace.jobs, trace.machine_procs, policy, per_event=not per_time)  # type: ignore[arg-type]
+        result = simulate(trace.jobs, trace.machine_procs, policy, per_event=not per_time,  # type: ignore[arg-type]
+                          projects=projects)
     elapsed = time.perf_counter() - t0
+    if not result.outcomes:
+        raise InvalidRequest(f"{swf}: every job was refused under --projects {projects_file} "
+                             f"({result.refused_example})")
     m = compute_metrics(result.outcomes, trace.machine_procs)
     if plot is not None:
         _plot(plot, result.outcomes, trace.machine_procs, f"{swf.rsplit('/', 1)[-1]}, {policy}")
@@ -103,6 +122,15 @@ def run(
         "jobs_per_s": round(len(trace.jobs) / elapsed, 1) if elapsed > 0 else None,
         "metrics": m.to_json(), "plot": plot,
     }
+    if projects is not None:
+        # the same jobs (those let in) without the caps: what the share policy does to waits
+        refused = set(result.refused)
+        kept = [j for j in trace.jobs if j.job_id not in refused]
+        uncapped = simulate(kept, trace.machine_procs, policy, per_event=not per_time)  # type: ignore[arg-type]
+        out["projects"] = {"file": projects_file, "refused": len(result.refused),
+                           "refused_example": result.refused_example,
+                           "uncapped_metrics": compute_metrics(uncapped.outcomes, trace.machine_procs).to_json(),
+                           "by_project": _by_project(projects, trace.jobs, result.outcomes, uncapped.outcomes)}
     if as_json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
@@ -113,7 +141,8 @@ def run(
     t.add_column("value", justify="right")
     dropped = ", ".join(f"{n} {why}" for why, n in trace.dropped.items()) or "none"
     rows = [
-        ("jobs replayed", f"{len(trace.jobs):,} of {trace.total_records:,} (dropped: {dropped})"),
+        ("jobs replayed", f"{len(result.outcomes):,} of {trace.total_records:,} (dropped: {dropped}"
+                          + (f"; refused under the projects' caps: {len(result.refused):,})" if projects else ")")),
         ("average wait", f"{m.avg_wait_s:,.0f} s"),
         ("median wait", f"{m.median_wait_s:,.0f} s"),
         ("maximum wait", f"{m.max_wait_s:,.0f} s"),
@@ -127,8 +156,67 @@ def run(
     for k, v in rows:
         t.add_row(k, v)
     _console().print(t)
+    if projects is not None:
+        pr = out["projects"]
+        t = Table(title=f"waits by project under {projects_file} (in brackets: the same jobs without its caps)",
+                  show_header=True)
+        for col in ("project", "share", "jobs", "average wait", "median wait", "bounded slowdown"):
+            t.add_column(col, justify="left" if col in ("project", "share") else "right")
+        um = pr["uncapped_metrics"]
+        rows_p = pr["by_project"] + [{"project": "all", "share": "", "jobs": m.jobs, "avg_wait_s": m.avg_wait_s,
+                                      "median_wait_s": m.median_wait_s,
+                                      "avg_bounded_slowdown": m.avg_bounded_slowdown, "uncapped": um}]
+        for row in rows_p:
+            u = row["uncapped"]
+            t.add_row(row["project"], row["share"], f"{row['jobs']:,}",
+                      f"{row['avg_wait_s']:,.0f} s ({u['avg_wait_s']:,.0f} s)",
+                      f"{row['median_wait_s']:,.0f} s ({u['median_wait_s']:,.0f} s)",
+                      f"{row['avg_bounded_slowdown']:.2f} ({u['avg_bounded_slowdown']:.2f})")
+        _console().print(t)
+        if pr["refused_example"]:
+            typer.echo(f"first refusal: {pr['refused_example']}", err=True)
     if plot is not None:
         typer.echo(f"plot written to {plot}")
+
+
+def _by_project(projects, jobs, outcomes, uncapped) -> list[dict]:
+    """Waits per project of the file (in its order), then "(other groups)" (the groups the
+    file does not name: share-less projects drawing from the cluster's unassigned part) and
+    "(no group)" (group -1: no project, never capped), each beside the same jobs' waits in a
+    replay without the caps (`uncapped`)."""
+    from xced.sim.engine import sim_project
+    from xced.sim.metrics import compute_metrics
+
+    where = {j.job_id: sim_project(j)[0] for j in jobs}
+    known = {p.path for p in projects.projects}
+
+    def split(got) -> dict[str, list]:
+        out: dict[str, list] = {}
+        for o in got:
+            p = where.get(o.job_id)
+            out.setdefault("(no group)" if p is None else p if p in known else "(other groups)", []).append(o)
+        return out
+
+    capped, free = split(outcomes), split(uncapped)
+    rows = []
+    for name in [p.path for p in projects.projects] + ["(other groups)", "(no group)"]:
+        if not capped.get(name):
+            continue
+        m = compute_metrics(capped[name], 1)  # waits and slowdowns: utilisation means nothing per project
+        u = compute_metrics(free[name], 1)
+        p = projects.get(name)
+        share = "-"
+        if p is not None:
+            share = (f"{p.share_percent:g}%" if p.share_percent is not None else
+                     ", ".join(f"{r} {t.percent:g}%" if t.percent is not None else f"{r} {t.amount:g}"
+                               for r, t in p.share.items()) or "none")
+            if p.quota:
+                share += "; quota " + ", ".join(f"{r} {v:g}" for r, v in p.quota.items())
+        rows.append({"project": name, "share": share, "jobs": m.jobs, "avg_wait_s": m.avg_wait_s,
+                     "median_wait_s": m.median_wait_s, "avg_bounded_slowdown": m.avg_bounded_slowdown,
+                     "uncapped": {"avg_wait_s": u.avg_wait_s, "median_wait_s": u.median_wait_s,
+                                  "avg_bounded_slowdown": u.avg_bounded_slowdown}})
+    return rows
 
 
 def _console(stderr: bool = False):

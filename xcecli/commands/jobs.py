@@ -188,6 +188,8 @@ def register(app: typer.Typer) -> None:
             return
         w = json.loads(res.body)
         print(f"{w['id']} {w['state']}: {w['main']}")
+        for line in w.get("caps", [])[1:]:  # every other project cap in the way (PRJ-6, PRJ-7)
+            print(f"  also {line}")
         for h in w["hosts"]:
             print(f"  {h['message']}")
         if w.get("hint"):

@@ -346,6 +346,9 @@ class WhyOut(Body):
     main: str | None
     hosts: list[HostShortfallOut] = Field(default_factory=list)
     hint: str | None = None
+    #: every project cap in its way (PRJ-6, PRJ-7), one line each, nearest project first:
+    #: "project /physics/hep at quota: 32/32 slots"; empty unless its project holds it back
+    caps: list[str] = Field(default_factory=list)
     trace: list[str] = Field(default_factory=list)
     #: the blocked head of a backfilling queue (SCHED-1): its reservation in the newest
     #: session's trace about it, else None

@@ -16,6 +16,7 @@ from xced.controller.retry import SESSION_KEY, STORE_ERRORS
 from xced.controller.machine import transition
 from xced.model.jobs import JobState
 from xced.model.state import Element, StartInfo
+from xced.policy.projects import reserve_use
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import JobSnap, QueueSnap, RunSnap, Snapshot, wall_clock
 from xced.store.base import token_hash
@@ -31,6 +32,11 @@ def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
     cmd = shlex.join(argv)
     line = starter.replace("%USRCMD", cmd) if "%USRCMD" in starter else f"{starter} {cmd}"
     return ["/bin/sh", "-c", line]
+
+
+def _element_use(e: Element, into: dict[str, float]) -> dict[str, float]:
+    """Add what a running element holds to `into`, {"slots", "mem_mb", resource: amount} (PRJ-7)."""
+    return reserve_use(e.reserve or {h: {"slots": n} for h, n in e.alloc}, into)
 
 
 class DispatchMixin:
@@ -64,7 +70,10 @@ class DispatchMixin:
     def snapshot(self) -> Snapshot:
         """The scheduler's view now (D-4): hosts with free supply, queues, pending elements.
         An element waiting out the backoff after a failed dispatch (DISPATCH-2) is left out;
-        a session is asked for when the first such wait ends."""
+        a session is asked for when the first such wait ends. With projects defined (PRJ-6,
+        PRJ-7), each element carries its project and user, and the running and stopped
+        elements' use comes along as `usage`; the session carves the shares from the usable
+        hosts' totals (the `hosts` here, from self.hosts)."""
         now = self.clock()
         wake: float | None = None
         hosts = [self._host_supply(h) for h in self.hosts.values()]
@@ -74,6 +83,8 @@ class DispatchMixin:
         running: list[RunSnap] = []
         array_running: dict[int, int] = {}
         apps = self.config.applications
+        projects = self.config.projects if self.config.projects.projects else None  # PRJ-4: open mode, no caps
+        usage: dict[tuple[str, str], dict[str, float]] = {}  # PRJ-7: summed per (project, user)
         for job in self.active.values():
             sp, eff = job.spec, job.effective
             limit = sp.array_limit
@@ -91,9 +102,12 @@ class DispatchMixin:
                         continue
                     pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, eff.ntasks_min,
                                            eff.ntasks_max, job.resreq, limit, st is S.PSUSP, phash,
-                                           eff.run_limit_s, e.pend_reason))
+                                           eff.run_limit_s, e.pend_reason,
+                                           sp.project if projects else None, job.user if projects else None))
                 elif st is S.RUN or st is S.USUSP:
                     nrun += 1
+                    if projects is not None and sp.project is not None:  # PRJ-7: what it holds counts
+                        _element_use(e, usage.setdefault((sp.project, job.user), {}))
                     if backfill:  # SCHED-1: when the running work ends at the latest
                         rl = eff.run_limit_s
                         running.append(RunSnap(job.id, e.index, e.start_time + rl if rl and e.start_time else None,
@@ -102,7 +116,20 @@ class DispatchMixin:
                 array_running[job.id] = nrun
         if wake is not None:
             self._kick_at(wake, now)
-        return Snapshot(hosts, queues, pending, array_running, running, wall_clock(now))
+        return Snapshot(hosts, queues, pending, array_running, running, wall_clock(now), projects,
+                        [(p, u, used) for (p, u), used in usage.items()])
+
+    def project_usage(self) -> list[tuple[str, str, dict[str, float]]]:
+        """What the running and stopped elements of jobs with a project hold (PRJ-7), summed
+        per (project, user): [(project, user, {"slots", "mem_mb", resource: amount})], the
+        `usage` that xced.policy.projects.report and QuotaBook read (the snapshot's, with projects)."""
+        usage: dict[tuple[str, str], dict[str, float]] = {}
+        for job in self.active.values():
+            if job.spec.project is not None:
+                for e in job.elements.values():
+                    if e.state in (S.RUN, S.USUSP):
+                        _element_use(e, usage.setdefault((job.spec.project, job.user), {}))
+        return [(p, u, used) for (p, u), used in usage.items()]
 
     def _kick_at(self, when: float, now: float) -> None:
         """Ask for a session at `when` (epoch seconds; the end of a dispatch backoff), unless

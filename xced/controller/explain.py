@@ -21,7 +21,9 @@ class ExplainMixin:
         lines about it in the newest scheduler session's trace that has any (D-4), and, for
         the blocked head of a backfilling queue, that session's reservation for it (SCHED-1):
         {"start": epoch seconds or None, "text": "reserved from WHEN (backfill)"}, rendered
-        here from the session's data by the clock it read. A held element has none."""
+        here from the session's data by the clock it read. A held element has none. `caps`:
+        every project cap in the way of an element held back by its project (PRJ-6, PRJ-7),
+        one line each, the first of which is `main`."""
         job = self.job(job_id)
         if index is None:
             els = [e for e in job.elements.values() if e.state in (S.PEND, S.PSUSP)] or list(job.elements.values())
@@ -56,4 +58,5 @@ class ExplainMixin:
         return {"id": ref, "state": e.state.value, "main": main,
                 "hosts": [{"host": h.host, "resource": h.resource, "free": h.free, "needed": h.needed,
                            "message": h.message} for h in (pr.hosts if pr else [])],
-                "hint": pr.hint if pr else None, "trace": trace, "reservation": reservation}
+                "hint": pr.hint if pr else None, "caps": list(pr.caps) if pr else [], "trace": trace,
+                "reservation": reservation}

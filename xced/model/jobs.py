@@ -193,13 +193,20 @@ class PendReason:
     #: scheduler reads back, never the text (None when no smaller count would)
     start_with: int | None = field(default=None, compare=False)
     #: what the reason is about, as data: "dependency" for an element waiting on its -w
-    #: expression (JOB-5), which is cleared once the dependency is met; else None
+    #: expression (JOB-5), which is cleared once the dependency is met; "quota" for one held
+    #: back by its project's caps (PRJ-6, PRJ-7); else None
     cause: str | None = field(default=None, compare=False)
+    #: every project cap in the job's way, one line each, nearest project first (PRJ-6,
+    #: PRJ-7): "project /physics/hep at quota: 32/32 slots", "user bob at member_quota of
+    #: /physics/hep: 8/8 slots"; `main` is the first. Empty for any other reason (a tuple:
+    #: the empty one costs no allocation in the many reasons of a session)
+    caps: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {
             "main": self.main,
             "hint": self.hint,
+            "caps": list(self.caps),
             "hosts": [
                 {"host": h.host, "resource": h.resource, "free": h.free, "needed": h.needed, "message": h.message}
                 for h in self.hosts

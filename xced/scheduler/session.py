@@ -34,6 +34,24 @@ new every session.
 
 SCHED-3: a reason equal to the one the controller last accepted for a job
 (`JobSnap.last_reason`) is left out of `SessionResult.pend_reasons`.
+
+Projects (PRJ-6, PRJ-7): with projects in the snapshot, the session builds one
+`xced.policy.projects.QuotaBook` (shares carved from the usable hosts' totals, the running
+use rolled up) and holds each job of a project to its caps, which the book alone decides:
+
+- before placement, a job whose slot headroom is less than its `ntasks_min` pends with
+  every cap in its way (`PendReason.caps`, the first as `main`: "project /physics/hep at
+  quota: 32/32 slots"); such a job never blocks its queue nor becomes a backfill head, as
+  in LSF a job pending on a limit does not hold the jobs behind it; a task range's
+  `ntasks_max` is cut to the headroom (RES-3);
+- after placement, the plan's full use (slots, memory, resources) is checked too; a task
+  range shrinks to the largest count whose plan fits, else the job pends on its caps;
+- a dispatch's use is taken from the book before the next job is decided.
+
+A pend on caps is never put in the SCHED-2 cache (it says nothing about the request, only
+about its project's use), and the cache is keyed by the request as placed (the task range
+after the cut), so a reason proved for one project's job holds for any job it reaches.
+Jobs with no project are never capped; without projects there is no book at all.
 """
 
 from __future__ import annotations
@@ -42,6 +60,7 @@ import bisect
 from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import HINT_START_WITH, PendReason
+from xced.policy.projects import SLOTS, Cap, QuotaBook, reserve_use, supply_totals
 from xced.scheduler.placement import Plan, PlacementRequest, Shortfall, place
 from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, Snapshot, format_when
 
@@ -123,6 +142,7 @@ def reservation_text(r: "Reservation | None", clock: Clock) -> str:
     return NO_RESERVATION if r is None else f"reserved from {format_when(r.start, clock)} (backfill)"
 
 _INF = float("inf")
+_UNSEEN = object()
 
 
 def _first(x: tuple) -> float:
@@ -324,7 +344,36 @@ def _hint_with_reservations(pr: PendReason, late: list[_Reserved], clock: Clock)
 
 def _copy_reason(pr: PendReason) -> PendReason:
     """A deep copy of a pend reason (SCHED-2 keeps its own, bug-1932)."""
-    return PendReason(pr.main, [replace(h) for h in pr.hosts], pr.hint, pr.start_with)
+    return PendReason(pr.main, [replace(h) for h in pr.hosts], pr.hint, pr.start_with, pr.cause, pr.caps)
+
+
+def caps_reason(caps: list[Cap]) -> PendReason:
+    """The pend reason of a job held back by its project's caps (PRJ-6, PRJ-7): every cap
+    in its way as a line (`caps`), the first as the main reason."""
+    lines = tuple(c.text for c in caps)
+    return PendReason(lines[0], caps=lines, cause="quota")
+
+
+def _within_caps(book: QuotaBook, j: JobSnap, req: PlacementRequest, plan: Plan, supply: "_FreeHosts"
+                 ) -> Plan | list[Cap]:
+    """`plan` when its full use (slots, memory, resources) fits the caps of `j`'s project
+    (PRJ-7); else, for a task range, the plan of the largest count that fits them (RES-3:
+    a bisection over the counts below the plan's); else the caps in the way of the smallest."""
+    caps = book.check(j.project, j.user, reserve_use(plan.reserve))
+    if not caps:
+        return plan
+    lo, hi, best = req.ntasks_min, plan.ntasks - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        got = supply.place(PlacementRequest(req.ntasks_min, mid, req.resreq, req.host_limit), False)
+        if not isinstance(got, Plan):
+            break
+        over = book.check(j.project, j.user, reserve_use(got.reserve))
+        if over:
+            caps, hi = over, got.ntasks - 1
+        else:
+            best, lo = got, mid + 1
+    return best if best is not None else caps
 
 
 def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> SessionResult:
@@ -357,6 +406,14 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                                  f"{sum(1 for h in supply.hosts.values() if h.status == 'ok')} usable hosts, "
                                  f"{supply.free_slots()} free slots"))
     no_hosts = PendReason(REASON_NO_HOSTS)
+    projects = snapshot.projects
+    book = QuotaBook(projects, supply_totals(snapshot.hosts), snapshot.usage) \
+        if projects is not None and projects.projects else None
+    #: (project, user, slots) -> the reason and trace text of a job its slot caps hold back,
+    #: until the next dispatch changes the use: many jobs of one user share one
+    held_by_caps: dict[tuple, tuple[PendReason, str]] = {}
+    headroom = book.headroom if book is not None else None
+    rooms: dict[tuple, int | None] = {}  # (project, user) -> its slot headroom, until the next dispatch
 
     def pend(j: JobSnap, reason: PendReason) -> None:
         last = j.last_reason
@@ -379,7 +436,32 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             pend(j, no_hosts)
             blocked[j.queue] = PendReason(REASON_BEHIND.format(ref=ref, queue=j.queue))
             continue
-        req = PlacementRequest(j.ntasks_min, j.ntasks_max, j.resreq, q.host_limit if q else None)
+        ntasks_max = j.ntasks_max
+        capped = headroom is not None and j.project is not None
+        if capped:  # PRJ-6, PRJ-7: the project's caps first; a job held by them blocks nobody
+            who = (j.project, j.user)
+            room = rooms.get(who, _UNSEEN)
+            if room is _UNSEEN:
+                room = rooms[who] = headroom(j.project, j.user)
+            if room is None or room >= ntasks_max:
+                pass  # nothing in the way: the common case, kept short
+            elif room < j.ntasks_min:
+                ckey = (j.project, j.user, j.ntasks_min)
+                held = held_by_caps.get(ckey)
+                if held is None:
+                    caps = book.check(j.project, j.user, {SLOTS: j.ntasks_min})
+                    if caps:
+                        pr = caps_reason(caps)
+                        held = held_by_caps[ckey] = (pr, f"pend on project caps: {'; '.join(pr.caps)}")
+                if held is not None:
+                    pend(j, held[0])
+                    trace.append(TraceLine(ref, held[1]))
+                    continue
+            else:
+                ntasks_max = room
+                trace.append(TraceLine(ref, f"task range {j.ntasks_min},{j.ntasks_max} cut to "
+                                            f"{j.ntasks_min},{ntasks_max} by the project caps"))
+        req = PlacementRequest(j.ntasks_min, ntasks_max, j.resreq, q.host_limit if q else None)
         key = (req.ntasks_min, req.ntasks_max, req.resreq, req.host_limit)
         hit = unsat.get(key)
         end = now + j.run_limit_s if j.run_limit_s is not None else _INF
@@ -402,13 +484,22 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                     now_req = PlacementRequest(req.ntasks_min, min(caps), req.resreq, req.host_limit)
             if delayed is None:
                 out = supply.place(now_req, explain)
+        if capped and delayed is None and isinstance(out, Plan):
+            got_plan = _within_caps(book, j, req, out, supply)
+            if not isinstance(got_plan, Plan):
+                pr = caps_reason(got_plan)
+                pend(j, pr)
+                trace.append(TraceLine(ref, f"pend on project caps: {'; '.join(pr.caps)}"))
+                continue
+            out = got_plan
         if delayed is None and isinstance(out, Plan):
             delayed = next((r for r in late if _delays(r, out)), None)
             if delayed is not None and req.ntasks_min < out.ntasks:
                 # the count that fits now delays a head: the smallest count of the range may not
                 small = supply.place(PlacementRequest(req.ntasks_min, req.ntasks_min, req.resreq, req.host_limit),
                                      False)
-                if isinstance(small, Plan):
+                if isinstance(small, Plan) and (not capped or not book.check(j.project, j.user,
+                                                                             reserve_use(small.reserve))):
                     for r in late:
                         r.pending_plan = None
                     if next((r for r in late if _delays(r, small)), None) is None:
@@ -416,6 +507,10 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             if delayed is None:
                 supply.take(out.reserve)
                 free_slots -= out.ntasks
+                if capped:
+                    book.take(j.project, j.user, reserve_use(out.reserve))
+                    held_by_caps.clear()
+                    rooms.clear()
                 for r in late:
                     if r.extra is not None:
                         r.extra -= out.ntasks

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
 from xced.model.jobs import PendReason
 from xced.resreq import ResReq
+
+if TYPE_CHECKING:  # pydantic stays out of the simulator's imports until projects are used
+    from xced.model.project import ProjectsConfig
 
 
 @dataclass(slots=True, frozen=True)
@@ -67,6 +71,10 @@ class JobSnap:
     run_limit_s: float | None = None
     #: the pend reason the controller last accepted for it (SCHED-3: not pushed again)
     last_reason: PendReason | None = None
+    #: its project's path (PRJ-1) and its user: whose caps it is held to (PRJ-6, PRJ-7);
+    #: a project of None is never capped (open mode, a record older than projects)
+    project: str | None = None
+    user: str | None = None
 
 
 @dataclass(slots=True)
@@ -115,7 +123,12 @@ def wall_clock(now: float) -> Clock:
 class Snapshot:
     """Input of `schedule()`. `array_running` counts running elements per array job ID;
     `running` lists the running elements (needed for backfill reservations only); `clock`
-    says how times read (the daemon's wall clock in its time zone, or a trace clock)."""
+    says how times read (the daemon's wall clock in its time zone, or a trace clock).
+    `projects`: the projects config in force, whose shares are carved from the usable hosts'
+    totals and whose caps hold the pending jobs (PRJ-6, PRJ-7; None or no project: open
+    mode, no caps); `usage`: what the running and stopped elements hold, one
+    (project, user, {"slots", "mem_mb", resource: amount}) each or summed per (project, user)
+    (xced.policy.projects.reserve_use makes the dict from a reserve); read only with projects."""
 
     hosts: list[HostSupply]
     queues: list[QueueSnap]
@@ -123,3 +136,5 @@ class Snapshot:
     array_running: dict[int, int] = field(default_factory=dict)
     running: list[RunSnap] = field(default_factory=list)
     clock: "Clock" = field(default_factory=lambda: TRACE_CLOCK)
+    projects: "ProjectsConfig | None" = None
+    usage: list[tuple[str | None, str | None, dict[str, float]]] = field(default_factory=list)

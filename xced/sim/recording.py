@@ -67,17 +67,25 @@ def _ref(job_id: int, index: int) -> str:
 
 
 def snapshot_to_json(s: Snapshot) -> dict:
-    """Every input of `schedule()` as plain JSON (resreqs as canonical text)."""
-    return {
+    """Every input of `schedule()` as plain JSON (resreqs as canonical text). With projects
+    (PRJ-6, PRJ-7) a pending row ends with its project and user, and "projects" (the
+    projects config) and "usage" ([project, user, {resource: amount}] per running element)
+    come along; without, they are left out, as recordings made before projects have them."""
+    out = {
         "hosts": [[h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, h.status, h.resources,
                    h.resources_free, h.attributes, sorted(h.tags)] for h in s.hosts],
         "queues": [[q.name, q.priority, q.position, q.host_limit, q.backfill] for q in s.queues],
         "pending": [[j.job_id, j.index, j.queue, j.submit_time, j.ntasks_min, j.ntasks_max, render(j.resreq),
-                     j.array_limit, j.held, j.profile_hash, j.run_limit_s] for j in s.pending],
+                     j.array_limit, j.held, j.profile_hash, j.run_limit_s]
+                    + ([j.project, j.user] if j.project is not None or j.user is not None else []) for j in s.pending],
         "running": [[r.job_id, r.index, r.end_estimate, r.reserve] for r in s.running],
         "array_running": [[k, v] for k, v in s.array_running.items()],
         "clock": [s.clock.wall, s.clock.utc_offset_s],
     }
+    if s.projects is not None:
+        out["projects"] = s.projects.model_dump(mode="json")
+        out["usage"] = [[p, u, dict(used)] for p, u, used in s.usage]
+    return out
 
 
 #: recordings made before snapshots carried their clock were live sessions whose times read in
@@ -95,6 +103,16 @@ def snapshot_from_json(d: dict) -> Snapshot:
             got = parsed[text] = parse(text)
         return got
 
+    def job(row: list) -> JobSnap:
+        jid, idx, q, st, nmin, nmax, text, al, held, ph, rl, *who = row
+        project, user = who if who else (None, None)  # rows recorded before projects have neither
+        return JobSnap(jid, idx, q, st, nmin, nmax, rr(text), al, bool(held), ph, rl, project=project, user=user)
+
+    projects = None
+    if d.get("projects") is not None:
+        from xced.model.project import ProjectsConfig
+
+        projects = ProjectsConfig.model_validate(d["projects"])  # a ValidationError is a ValueError
     hosts = [HostSupply(n, sl, sf, m, mf, dict(r), dict(rf), dict(a), frozenset(t), st)
              for n, sl, sf, m, mf, st, r, rf, a, t in d["hosts"]]
     for h in hosts:
@@ -104,17 +122,21 @@ def snapshot_from_json(d: dict) -> Snapshot:
     return Snapshot(
         hosts,
         [QueueSnap(n, p, pos, hl, bool(bf)) for n, p, pos, hl, bf in d["queues"]],
-        [JobSnap(jid, idx, q, st, nmin, nmax, rr(text), al, bool(held), ph, rl)
-         for jid, idx, q, st, nmin, nmax, text, al, held, ph, rl in d["pending"]],
+        [job(row) for row in d["pending"]],
         {int(k): v for k, v in d["array_running"]},
         [RunSnap(jid, idx, end, {h: dict(v) for h, v in res.items()}) for jid, idx, end, res in d["running"]],
         Clock(bool(d["clock"][0]), int(d["clock"][1])) if "clock" in d else _OLD_RECORDING_CLOCK,
+        projects,
+        [(p, u, {k: float(v) for k, v in used.items()}) for p, u, used in d.get("usage", [])],
     )
 
 
 def _reason_json(pr: PendReason) -> dict:
-    return {"main": pr.main, "hint": pr.hint,
-            "hosts": [[h.host, h.resource, h.free, h.needed, h.message] for h in pr.hosts]}
+    out = {"main": pr.main, "hint": pr.hint,
+           "hosts": [[h.host, h.resource, h.free, h.needed, h.message] for h in pr.hosts]}
+    if pr.caps:  # a job held back by its project's caps (PRJ-6, PRJ-7); absent otherwise, as before
+        out["caps"] = list(pr.caps)
+    return out
 
 
 def decisions_to_json(r: SessionResult) -> dict:

@@ -143,7 +143,9 @@ class SimJob:
     ``submit`` is seconds since the trace's start, as in the file (field 2);
     ``procs`` processors; ``estimate_s`` the requested time, seconds; ``duration_s`` the
     run time clamped to the estimate, seconds, always ``0 < duration_s <= estimate_s``.
-    ``user_id`` and ``queue`` are the file's numbers (-1 = unknown).
+    ``user_id``, ``queue`` and ``group_id`` are the file's numbers (-1 = unknown); with a
+    projects file the simulator runs the job as user ``u<user_id>`` in project
+    ``/g<group_id>`` (PRJ-6, PRJ-7).
     """
 
     job_id: int
@@ -153,6 +155,7 @@ class SimJob:
     duration_s: int
     user_id: int
     queue: int
+    group_id: int = -1
 
 
 @dataclass(slots=True)
@@ -431,7 +434,7 @@ def read_swf(
         elif run > est:
             run = est
             clamped += 1
-        append(SimJob(r[0], r[1], p, est, run, r[11], r[14]))  # type: ignore[arg-type]
+        append(SimJob(r[0], r[1], p, est, run, r[11], r[14], r[12]))  # type: ignore[arg-type]
 
     counts = (n_more, n_none, n_norun, n_noreq)
     dropped = {reason: n for reason, n in zip(DROP_REASONS, counts) if n}
