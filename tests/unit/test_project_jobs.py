@@ -169,3 +169,12 @@ def test_a_removed_project_holds_its_pending_jobs(ctl):
     assert a.elements[0].state == "PSUSP"
     ctl.apply_config(config(), ADMIN)
     assert a.elements[0].state == "PEND"
+
+
+def test_a_request_no_cap_could_ever_hold_is_refused_at_submit(ctl):
+    """PRJ-7 (MERGE-2's rule for caps): /bio's share of the whole cluster (30% of 4 slots, rounded
+    down) is 1 slot, so -n 2 there could never start; -n 2 in /physics/hep (60%: 2) may pend."""
+    with pytest.raises(InvalidRequest, match=r"The job needs 2 slots and can never start in project /bio: "
+                                             r"project /bio's share of the whole cluster is 1 slot"):
+        submit_as(ctl, "gina", "/bio", ntasks_min=2)
+    assert submit_as(ctl, "bob", "/physics/hep", ntasks_min=2).spec.project == "/physics/hep"

@@ -346,7 +346,7 @@ def test_requires_takes_only_what_a_route_can_need(name, why):
 
 # ---------------------------------------------------------------- GET /projects' numbers
 
-def test_project_use_rolls_running_elements_up_the_tree_and_counts_pending_per_project(tmp_path):
+def test_the_projects_report_rolls_running_elements_up_the_tree_and_counts_pending_per_project(tmp_path):
     """PRJ-7, PRJ-8: `use` sums what the running elements of the whole subtree hold; `pending`
     counts the pending elements of that very project."""
     from tests.unit.test_controller import controller_on, req, session
@@ -364,12 +364,15 @@ def test_project_use_rolls_running_elements_up_the_tree_and_counts_pending_per_p
         submit("bob", "/physics/hep", ntasks_min=2, resreq=["rusage[mem=100]"])
         submit("gina", "/bio")
         session(c)
-        submit("erin", "/physics/hep", ntasks_min=4)  # 1 slot left: it pends
+        submit("erin", "/physics/hep", ntasks_min=2)  # /physics (60% of 4 slots) is full: it pends
         session(c)
-        use = c.project_use()
-        assert use["/physics/hep"]["use"]["slots"] == 2 and use["/physics"]["use"]["slots"] == 2
-        assert use["/physics/hep"]["use"]["mem_mb"] == use["/physics"]["use"]["mem_mb"] == 200  # 100 MB a task
-        assert use["/bio"]["use"]["slots"] == 1 and use["/physics/astro"]["use"] == {"slots": 0, "mem_mb": 0}
-        assert (use["/physics/hep"]["pending"], use["/physics"]["pending"], use["/bio"]["pending"]) == (1, 0, 0)
+        from xced.policy.projects import report, supply_totals
+
+        rep = report(c.config.projects, supply_totals(c.host_supplies()), c.project_usage())
+        use = {p["path"]: p["use"] for p in rep["projects"]}
+        assert use["/physics/hep"]["slots"] == 2 and use["/physics"]["slots"] == 2
+        assert use["/physics/hep"]["mem_mb"] == use["/physics"]["mem_mb"] == 200  # 100 MB a task
+        assert use["/bio"]["slots"] == 1 and use["/physics/astro"].get("slots", 0) == 0
+        assert c.project_pending() == {"/physics/hep": 1}
     finally:
         store.close()

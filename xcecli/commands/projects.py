@@ -29,13 +29,15 @@ def line(p: dict) -> str:
         capped = p.get("capped") or []
         parts.append(f"share {amounts(share)}" + (f" (capped at the parent's share: {', '.join(capped)})"
                                                   if capped else ""))
-    else:
-        parts.append("share: from the parent's unassigned part")
+    elif p.get("draws_from"):
+        src = p["draws_from"]
+        parts.append("share: from the cluster's unassigned part" if src == "/" else f"share: from {src}'s unassigned part")
     if p.get("quota"):
         parts.append(f"quota {amounts(p['quota'])}")
     if p.get("member_quota"):
         parts.append(f"per member {amounts(p['member_quota'])}")
-    parts.append(f"use {amounts(p.get('use')) if any((p.get('use') or {}).values()) else 'none'}")
+    use = {k: v for k, v in (p.get("use") or {}).items() if v}
+    parts.append(f"use {amounts(use) if use else 'none'}")
     parts.append(f"pending {p.get('pending', 0)}")
     return "  ".join(parts)
 
@@ -68,4 +70,7 @@ def register(app: typer.Typer) -> None:
             label = line(p) if parent in nodes or not parent else line(p).replace(
                 f"[bold]{p['path'].rsplit('/', 1)[-1]}[/bold]", f"[bold]{p['path']}[/bold]", 1)
             nodes[p["path"]] = at.add(label)
-        Console(soft_wrap=True, highlight=False).print(root)
+        console = Console(highlight=False)
+        if not console.is_terminal:  # in a pipe: whole lines, never cut at 80 columns
+            console = Console(highlight=False, width=100_000)
+        console.print(root, crop=False)

@@ -422,19 +422,34 @@ class RecordResult(Body):
 
 class ProjectOut(Body):
     """One project as `xcecli projects --json` shows it (PRJ-6..PRJ-8). Resources are keyed
-    `slots`, `mem_mb` (MB) and the consumable resources of hosts.yaml (`gpu`, ...)."""
+    `slots`, `mem_mb` (MB) and the consumable resources of hosts.yaml (`gpu`, ...); amounts
+    are integers when whole."""
 
     path: str = Field(description="the project's path, its identity (PRJ-1)")
-    share: dict[str, float] | None = Field(None, description="the share (PRJ-6) as configured: {\"percent\": P} for "
-                                           "`share: P%` of every resource of the parent; else per resource its "
-                                           "amount, or RESOURCE_percent for a percentage of the parent's; null: "
-                                           "none, the project draws from its parent's unassigned part")
-    quota: dict[str, float] = Field(default_factory=dict, description="the cap on the subtree's concurrent use "
-                                    "(PRJ-7)")
-    member_quota: dict[str, float] = Field(default_factory=dict, description="the cap on each member's concurrent "
-                                           "use over the subtree (PRJ-7)")
+    description: str = ""
+    share: dict[str, int | float] = Field(default_factory=dict, description="its own share (PRJ-6) resolved "
+                                          "against the hosts present now, rounded down; {}: no share of its own")
+    share_configured: dict[str, float] | None = Field(None, description="the share as projects.yaml gives it: "
+                                                      "{\"percent\": P} for `share: P%` of every resource of "
+                                                      "the parent; else per resource its amount, or "
+                                                      "RESOURCE_percent for a percentage; null: none")
+    draws_from: str | None = Field(None, description="no share of its own: the path whose unassigned part it draws "
+                                                     "from (\"/\": the cluster's); else null")
+    unassigned: dict[str, int | float] = Field(default_factory=dict, description="its share minus its children's "
+                                               "shares: what its own jobs and its share-less children draw from")
+    quota: dict[str, int | float] = Field(default_factory=dict, description="the cap on the subtree's concurrent "
+                                          "use (PRJ-7)")
+    member_quota: dict[str, int | float] = Field(default_factory=dict, description="the cap on each member's "
+                                                 "concurrent use over the subtree (PRJ-7)")
+    cap: dict[str, int | float] = Field(default_factory=dict, description="the effective cap of the subtree: the "
+                                        "tighter of its share (or the part it draws from), its quota and its "
+                                        "ancestors' caps")
+    capped: list[str] = Field(default_factory=list, description="resources whose absolute share is more than the "
+                                                                "parent's share now, so capped at it")
     use: dict[str, int | float] = Field(default_factory=dict, description="what the subtree's running (RUN, USUSP) "
                                         "elements hold now")
+    member_use: dict[str, dict[str, int | float]] = Field(default_factory=dict, description="per member with use, "
+                                                          "of the resources of its member_quota")
     pending: int = Field(0, description="pending (PEND, PSUSP) elements of that very project")
     members: list[str] = Field(default_factory=list, description="users and @groups who may submit (PRJ-2)")
     admins: list[str] = Field(default_factory=list, description="the project admins (RBAC-3)")
@@ -442,9 +457,12 @@ class ProjectOut(Body):
 
 class ProjectList(Body):
     """GET /projects (PRJ-8): the projects the caller may see, parents before children: those
-    it belongs to, the subtrees where it holds project:view, every one for a cluster admin."""
+    it belongs to, the subtrees where it holds project:view, every one for a cluster admin;
+    `supply` is what the shares were carved from (the usable hosts' totals)."""
 
     projects: list[ProjectOut]
+    supply: dict[str, int | float] = Field(default_factory=dict)
+
 
 #: Models whose JSON Schema is published in docs/json/ (CLI-1 "stable, documented fields").
 PUBLISHED = {

@@ -112,6 +112,11 @@ class HostsMixin:
         if isinstance(s, m.HostJoined):
             self.kick()
 
+    def host_supplies(self, idle: bool = False) -> list[HostSupply]:
+        """Every known host's supply (`_host_supply`): what shares are carved from (PRJ-6,
+        xced.policy.projects.supply_totals) and what placement checks run on."""
+        return [self._host_supply(h, idle) for h in self.hosts.values()]
+
     @staticmethod
     def _host_supply(h: HostState, idle: bool = False) -> HostSupply:
         """A host's supply for the scheduler (RES-2): totals, and what is free after what runs

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from xced.model.jobs import ACTIVE, FINISHED, PENDING, JobState
-from xced.model.project import MEM, SLOTS, ancestors
+from xced.model.jobs import FINISHED, PENDING, JobState
 from xced.model.state import HostState, Job
 
 #: LSF CLEAN_PERIOD: finished jobs stay in the default listing this long (seconds)
@@ -65,36 +64,14 @@ class QueriesMixin:
                     c[2] += 1
         return {k: (v[0], v[1], v[2]) for k, v in counts.items()}
 
-    def project_use(self) -> dict[str, dict]:
-        """Per project path (PRJ-7, PRJ-8; `xcecli projects`): {"use": {"slots", "mem_mb",
-        RESOURCE...}, "pending": n}. `use` sums what the running (RUN, USUSP) elements of the
-        project's whole subtree hold (`Element.reserve`: {host: {"slots", "mem", RESOURCE}}, or
-        its allocation's slots where it has none); `pending` counts the pending (PEND, PSUSP)
-        elements of that very project. Every project of the config is there (zeros, with every
-        consumable resource of the hosts), and so is any other path a live job carries."""
-        keys = {SLOTS: 0, MEM: 0, **{r: 0 for h in self.hosts.values() for r in h.resources}}
-        out = {p: {"use": dict(keys), "pending": 0} for p in self.config.projects.paths()}
-
-        def entry(path: str) -> dict:
-            got = out.get(path)
-            if got is None:
-                got = out[path] = {"use": dict(keys), "pending": 0}
-            return got
-
+    def project_pending(self) -> dict[str, int]:
+        """Pending (PEND, PSUSP) elements per project path, of that very project (PRJ-8;
+        `xcecli projects`). What the projects hold now is `project_usage()`'s."""
+        out: dict[str, int] = {}
         for job in self.active.values():
             path = job.spec.project
-            if path is None:
-                continue
-            for e in job.elements.values():
-                if e.state in PENDING:
-                    entry(path)["pending"] += 1
-                elif e.state in ACTIVE:
-                    for held in (e.reserve or {h: {SLOTS: n} for h, n in e.alloc}).values():
-                        for k, v in held.items():
-                            key = MEM if k == "mem" else k
-                            if key in (SLOTS, MEM):
-                                v = int(v)
-                            for p in ancestors(path):
-                                use = entry(p)["use"]
-                                use[key] = use.get(key, 0) + v
+            if path is not None:
+                n = sum(1 for e in job.elements.values() if e.state in PENDING)
+                if n:
+                    out[path] = out.get(path, 0) + n
         return out

@@ -16,6 +16,8 @@ from xced.model import deps
 from xced.model.jobs import ArraySpecError, JobState, parse_job_name
 from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
 from xced.model.state import Element, Job
+from xced.model.project import SLOTS
+from xced.policy.projects import never_fits, supply_totals
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, merge_job
 from xced.model.units import MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
@@ -245,6 +247,7 @@ class SubmitMixin:
         except MergeError as e:
             raise InvalidRequest(str(e), field="app") from None
         self._check_can_start(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
+        self._check_caps(project, caller.user, eff.ntasks_min)
         _check_cwd(req.get("cwd") or "")
         name, array = _job_name(req.get("name"), self.config.settings.max_array_size)
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
@@ -288,7 +291,7 @@ class SubmitMixin:
                     + ("" if self.hosts else " (no host has joined yet)"), "ntasks_min")
         if not resreq.is_empty or host_limit is not None:  # a bare -n was checked just above
             why = never_satisfiable(PlacementRequest(nmin, nmax, resreq, host_limit),
-                                    [self._host_supply(h, idle=True) for h in self.hosts.values()])
+                                    self.host_supplies(idle=True))
             if why:
                 return f"the job can never start: {why}", "resreq"
         return None
@@ -298,6 +301,17 @@ class SubmitMixin:
         never = self._never_starts(nmin, nmax, resreq, host_limit)
         if never is not None:
             raise InvalidRequest(never[0], field=never[1])
+
+    def _check_caps(self, project: str | None, user: str, nmin: int) -> None:
+        """A submit no cap of its project could ever hold (more slots than its quota, its
+        member_quota or its share of the whole cluster with every host up) is refused, as LSF's
+        bsub refuses a job over a limit it could never meet (PRJ-7). Raises InvalidRequest."""
+        if self.config.projects.open_mode or project is None:
+            return
+        why = never_fits(self.config.projects, supply_totals(self.host_supplies(idle=True)), project, user,
+                         {SLOTS: nmin})
+        if why is not None:
+            raise InvalidRequest(why, field="ntasks_min")
 
     def _spec(self, req, caller, job_env, texts, app, own_hooks, job_values, array, dependency, project,
               basis) -> JobSpec:

@@ -3,8 +3,9 @@
 Listing needs `cluster:view` (everyone); which projects it shows is the policy's
 (`Policy.visible_projects`): those the caller belongs to, the subtrees where it holds
 `project:view` (project admins, roles), every one for a cluster admin. Each comes with its
-configured share, quota and member quota, what its subtree's running elements hold now and
-its own pending elements (`Controller.project_use`).
+share resolved against the hosts present now, its quota and member quota and its effective
+cap (xced.policy.projects.report, the scheduler's own carving), what its subtree's running
+elements hold now and its own pending elements.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from fastapi import APIRouter, Depends, Request
 
 from xced.api.models import ProjectList, ProjectOut
 from xced.model.project import ProjectConfig
+from xced.policy.projects import report, supply_totals
 from xced.policy.rbac import Caller
 from xced.server.auth import requires
 from xced.server.busy import StoreBusyRetryRoute
@@ -38,14 +40,21 @@ async def projects(request: Request, caller: Caller = Depends(requires("cluster:
     """`xcecli projects` (PRJ-8): the projects `caller` may see, parents before children;
     none in open mode (PRJ-4)."""
     ctl = request.app.state.controller
-    use = ctl.project_use()
+    cfg = ctl.config.projects
+    visible = set(ctl.policy.visible_projects(caller))
+    if not visible:
+        return ProjectList(projects=[])
+    rep = report(cfg, supply_totals(ctl.host_supplies()), ctl.project_usage())
+    pending = ctl.project_pending()
     out = []
-    for path in ctl.policy.visible_projects(caller):
-        p = ctl.config.projects.get(path)
-        if p is None:
+    for r in rep["projects"]:
+        path = r["path"]
+        p = cfg.get(path)
+        if path not in visible or p is None:
             continue
-        u = use.get(path, {"use": {}, "pending": 0})
-        out.append(ProjectOut(path=path, share=configured_share(p), quota=dict(p.quota),
-                              member_quota=dict(p.member_quota), use=u["use"], pending=u["pending"],
-                              members=list(p.members), admins=list(p.admins)))
-    return ProjectList(projects=out)
+        out.append(ProjectOut(path=path, description=p.description, share=r["share"],
+                              share_configured=configured_share(p), draws_from=r["draws_from"],
+                              unassigned=r["unassigned"], quota=r["quota"], member_quota=r["member_quota"],
+                              cap=r["cap"], capped=r["capped"], use=r["use"], member_use=r["member_use"],
+                              pending=pending.get(path, 0), members=list(p.members), admins=list(p.admins)))
+    return ProjectList(projects=out, supply=rep["supply"])
