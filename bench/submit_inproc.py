@@ -7,7 +7,6 @@ the median per-submit time in ms over 5 runs. Run by hand, from the project root
 """
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
