@@ -205,9 +205,13 @@ def test_each_caller_sees_its_projects(cluster, done_jobs):
     with client(cluster, "admin") as c:
         by_path = {p["path"]: p for p in c.request("GET", "/projects").json()["projects"]}
     hep = by_path["/physics/hep"]
-    assert (hep["share"], hep["quota"], hep["member_quota"]) == ({"slots": 40}, {"slots": 32}, {"slots": 8})
+    assert (hep["share_configured"], hep["quota"], hep["member_quota"]) == ({"slots": 40}, {"slots": 32},
+                                                                           {"slots": 8})
+    # resolved against the 8 slots present: /physics 60% -> 4 (rounded down), and /physics/hep's
+    # 40 slots capped at its parent's share, and flagged so (PRJ-6)
+    assert (by_path["/physics"]["share"]["slots"], hep["share"], hep["capped"]) == (4, {"slots": 4}, ["slots"])
     assert hep["members"] == ["bob", "@hep"] and by_path["/physics"]["admins"] == ["alice"]
-    assert by_path["/physics"]["share"] == {"percent": 60} and set(hep["use"]) >= {"slots", "mem_mb"}
+    assert by_path["/physics"]["share_configured"] == {"percent": 60} and set(hep["use"]) >= {"slots"}
 
 
 def test_what_each_caller_sees_at_the_command_line(cluster, tmp_path):
