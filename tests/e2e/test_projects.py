@@ -149,3 +149,55 @@ def test_a_removed_membership_holds_pending_jobs_until_restored(cluster, tmp_pat
     d.cli("kill", str(fillers[0]), user="dave", check=True)
     d.wait_state(a, ("DONE",), user="bob")
     d.cli("kill", str(fillers[1]), user="gina", check=True)
+
+
+# ---------------------------------------------------------------- real Unix users and system groups
+
+from tests.e2e.test_users import _home, _sock, base, users  # noqa: E402,F401 (fixtures of test_users)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: it makes Unix users and groups and runs a root xced")
+def test_real_users_are_let_in_by_their_system_groups(users, base):  # noqa: F811
+    """PRJ-2, PRJ-3, SUBMIT-1 with real users against a production xced running as root: the
+    project's members are a system group (`@xce-lab`), which xce-bob belongs to and xce-alice
+    does not; xce-bob's submit without -P gets that group's default project, as a member;
+    xce-alice is refused naming the project, and sees no project in `GET /projects`."""
+    import fcntl
+    import grp
+
+    alice, bob = users
+    with open("/tmp/xce-test-useradd.lock", "w") as lock:  # pytest-xdist workers change groups one at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            grp.getgrnam("xce-lab")
+        except KeyError:
+            subprocess.run(["groupadd", "xce-lab"], check=True, capture_output=True)
+        if bob.name not in grp.getgrnam("xce-lab").gr_mem:
+            subprocess.run(["usermod", "-aG", "xce-lab", bob.name], check=True, capture_output=True)
+    top = base / "top"
+    top.mkdir(mode=0o755)
+    write_config(top, mode="production", admins=("root",))
+    (top / "config" / "projects.yaml").write_text(textwrap.dedent("""\
+        projects:
+          /lab:
+            members: ["@xce-lab"]
+        default_projects:
+          xce-lab: /lab
+        """))
+    d = Daemon(top).start()
+    try:
+        sock = _sock(d)
+        body = {"argv": ["/bin/true"], "cwd": str(_home(base, bob)), "env": {"PATH": "/usr/bin:/bin"}}
+        code, out = bob.api(sock, "POST", "/jobs", body)
+        assert code == 200 and out["project"] == "/lab", out
+        code, shown = bob.api(sock, "GET", f"/jobs/{out['job_id']}")
+        assert (shown["project"], shown["auth_basis"], shown["user"]) == ("/lab", "member", "xce-bob")
+        code, listed = bob.api(sock, "GET", "/projects")
+        assert [p["path"] for p in listed["projects"]] == ["/lab"]
+        body["cwd"] = str(_home(base, alice))
+        code, out = alice.api(sock, "POST", "/jobs", {**body, "project": "/lab"})
+        assert code == 403 and out["error"]["message"].startswith("user xce-alice is not a member of project /lab;")
+        code, listed = alice.api(sock, "GET", "/projects")
+        assert code == 200 and listed["projects"] == []
+    finally:
+        d.stop()
