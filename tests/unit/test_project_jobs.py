@@ -178,3 +178,23 @@ def test_a_request_no_cap_could_ever_hold_is_refused_at_submit(ctl):
                                              r"project /bio's share of the whole cluster is 1 slot"):
         submit_as(ctl, "gina", "/bio", ntasks_min=2)
     assert submit_as(ctl, "bob", "/physics/hep", ntasks_min=2).spec.project == "/physics/hep"
+
+
+def test_a_user_named_like_a_group_is_not_that_group(ctl):
+    """`@hep` in members is the group hep only: a user called "@hep" (asserted, or a system
+    account so named) is no member by it (PRJ-2)."""
+    with pytest.raises(PermissionDenied, match="user @hep is not a member of project /physics/hep"):
+        submit_as(ctl, "@hep", "/physics/hep")
+
+
+def test_a_config_groups_default_goes_by_the_order_of_default_projects(tmp_path):
+    """PRJ-3: a user the system does not know has no primary group; among its groups of
+    projects.yaml, the first that `default_projects` lists decides, not the order of `groups:`."""
+    projects = PROJECTS.model_copy(update={"groups": {"biogrp": ["multi"], "g1": ["multi"]},
+                                           "default_projects": {"g1": "/physics/hep", "biogrp": "/bio"}})
+    projects = projects.model_copy(update={"projects": [
+        p.model_copy(update={"members": [*p.members, "multi"]}) for p in projects.projects]})
+    store = SqliteStore(tmp_path / "db")
+    c = controller_on(store, config(projects), tmp_path)
+    assert submit_as(c, "multi").spec.project == "/physics/hep"
+    store.close()

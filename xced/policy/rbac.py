@@ -119,6 +119,14 @@ class Policy:
         extra = [g for g in self.projects.groups if g in mine and g not in sys_groups]
         return sys_groups + tuple(extra)
 
+    def _primary_group(self, caller: Caller) -> str | None:
+        """The caller's primary group: the first of its system groups (the SO_PEERCRED gid, else
+        the passwd entry's); None for a user the system does not know (config groups have no order
+        of primacy: `default_projects` decides among them)."""
+        self.groups_of(caller)  # fills the cache
+        hit = self._group_cache.get((caller.user, caller.gid))
+        return hit[1][0] if hit is not None and hit[1] else None
+
     def is_admin(self, user: str) -> bool:
         """A cluster admin: named in xce.yaml's admins, or bound to a role holding
         `cluster:admin` at scope `/` (a user binding; a group binding is resolved per caller)."""
@@ -142,8 +150,9 @@ class Policy:
         return any(groups & set(b.groups) for b in bindings)
 
     def _names(self, principals: list[str], caller: Caller, groups: set[str] | None) -> tuple[bool, set[str] | None]:
-        """Whether `caller` is among `principals` (users and @groups); the groups looked up, if any."""
-        if caller.user in principals:
+        """Whether `caller` is among `principals` (users and @groups); the groups looked up, if any.
+        A principal written `@name` is a group only: a user whose name starts with `@` is never it."""
+        if caller.user in principals and not caller.user.startswith("@"):
             return True, groups
         wanted = {p[1:] for p in principals if p.startswith("@")}
         if not wanted:
@@ -328,8 +337,9 @@ class Policy:
         defaults = self.projects.default_projects
         if defaults:
             groups = self.groups_of(caller)
-            if groups and groups[0] in defaults:
-                return defaults[groups[0]]
+            primary = self._primary_group(caller)
+            if primary is not None and primary in defaults:
+                return defaults[primary]
             mine = set(groups)
             for g, path in defaults.items():
                 if g in mine:

@@ -107,8 +107,9 @@ async def caller_of(request: Request) -> Caller:
             raise PermissionDenied("--as-user (XCE_TEST_USER) is refused: the cluster runs in production mode; "
                                    "it is allowed only with `mode: test` in xce.yaml")
         name = asserted.strip()
-        if not name or any(c.isspace() or c in ":/" for c in name):
-            raise PermissionDenied(f"--as-user {asserted!r}: not a valid user name")
+        if not name or name[0] in "@-" or any(c.isspace() or c in ":/" for c in name):
+            raise PermissionDenied(f"--as-user {asserted!r}: not a valid user name (no spaces, ':' or '/', and "
+                                   f"not starting with '@', which names a group, or '-')")
         return ctl.policy.caller(name, None, None, True)
     _, uid, gid = peer
     return ctl.policy.caller(_user_name(uid), uid, gid, False)
