@@ -198,3 +198,13 @@ def test_a_config_groups_default_goes_by_the_order_of_default_projects(tmp_path)
     c = controller_on(store, config(projects), tmp_path)
     assert submit_as(c, "multi").spec.project == "/physics/hep"
     store.close()
+
+
+def test_a_running_job_of_a_removed_project_is_not_reported_held(ctl):
+    """PRJ-5 holds pending jobs only: a running one goes on, and `--apply` does not list it as held."""
+    running = submit_as(ctl, "gina", "/bio")
+    session(ctl)
+    assert running.elements[0].state == "RUN"
+    gone = PROJECTS.model_copy(update={"projects": [p for p in PROJECTS.projects if p.path != "/bio"]})
+    assert ctl.apply_config(config(gone), ADMIN)["held"] == []
+    assert running.elements[0].state == "RUN"

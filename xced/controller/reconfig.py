@@ -109,11 +109,14 @@ class ReconfigMixin:
                         sid, actor, now, reason="the new config takes it: system hold released"))
                 specs.append((job, new, rr))
                 continue
-            refused.append(f"job {job.id}: {why}")
-            specs.append((job, job.effective.refused_by(self._config_hash), None))  # refused once per config
-            changes += self._changes(list(job.elements.values()), m.SystemHold(
+            held = self._changes(list(job.elements.values()), m.SystemHold(
                 sid, actor, now, reason=f"the new config refuses it: {why}",
                 pend_reason=f"Held by the system: the config {self._config_hash[:12]} refuses it: {why}"))
+            if not held:
+                continue  # nothing of it pends (every element runs or has ended): nothing to hold or report
+            refused.append(f"job {job.id}: {why}")
+            specs.append((job, job.effective.refused_by(self._config_hash), None))  # refused once per config
+            changes += held
         write, remember = self._respec(specs)
         self._commit(changes, write, memory=remember)
         return done, refused
