@@ -208,3 +208,26 @@ def test_a_running_job_of_a_removed_project_is_not_reported_held(ctl):
     gone = PROJECTS.model_copy(update={"projects": [p for p in PROJECTS.projects if p.path != "/bio"]})
     assert ctl.apply_config(config(gone), ADMIN)["held"] == []
     assert running.elements[0].state == "RUN"
+
+
+def test_memory_and_resources_no_cap_could_ever_hold_are_refused_at_submit(tmp_path):
+    """PRJ-7: the submit check covers the job's rusage too, per task (LSF's default): 2 tasks
+    of gpu=1 in a project whose quota is 1 gpu, and more memory than the project's share of
+    the whole cluster, can never start."""
+    projects = PROJECTS.model_copy(update={"projects": [
+        p.model_copy(update={"quota": {"gpu": 1}}) if p.path == "/bio" else p for p in PROJECTS.projects]})
+    cfg = config(projects).model_copy(update={"hosts": [HostConfig(name="h1", slots=4, memory_mb=1000,
+                                                                   resources={"gpu": 4})]})
+    store = SqliteStore(tmp_path / "db")
+    c = controller_on(store, cfg, tmp_path)
+    with pytest.raises(InvalidRequest, match=r"needs 2 gpu and can never start in project /bio: project /bio "
+                                             r"has a quota of 1 gpu"):
+        submit_as(c, "gina", "/bio", resreq=["rusage[gpu=2]"])
+    with pytest.raises(InvalidRequest, match=r"needs 2 slots, 2 gpu and can never start in project /bio: project "
+                                             r"/bio's share of the whole cluster is 1 slot;"):
+        submit_as(c, "gina", "/bio", ntasks_min=2, resreq=["rusage[gpu=1]"])
+    with pytest.raises(InvalidRequest, match=r"can never start in project /bio: project /bio's share of the whole "
+                                             r"cluster is 300 MB"):
+        submit_as(c, "gina", "/bio", resreq=["rusage[mem=400]"])
+    assert submit_as(c, "gina", "/bio", resreq=["rusage[gpu=1:mem=200]"]).spec.project == "/bio"
+    store.close()

@@ -16,7 +16,7 @@ from xced.model import deps
 from xced.model.jobs import ArraySpecError, JobState, parse_job_name
 from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
 from xced.model.state import Element, Job
-from xced.model.project import SLOTS
+from xced.model.project import MEM, SLOTS
 from xced.policy.projects import never_fits, supply_totals
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, merge_job
@@ -205,6 +205,25 @@ def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int) ->
             "auth_basis": spec.auth_basis, "_warnings": warnings}
 
 
+def least_need(nmin: int, resreq) -> dict[str, float]:
+    """The least a job holds when it runs (PRJ-7's submit check): {"slots": nmin, "mem_mb": MB,
+    resource: amount}, its rusage taken per task (LSF's default method, as placement takes
+    it), per job, or once for a per-host term (at least one host). Only a simple requirement
+    with one rusage alternative says for sure; otherwise slots alone."""
+    need: dict[str, float] = {SLOTS: nmin}
+    if resreq is None or resreq.kind != "simple" or len(resreq.rusage) != 1:
+        return need
+    for group in resreq.rusage[0]:
+        for term in group.terms:
+            key = MEM if term.name == "mem" else term.name
+            if key != MEM and term.unit == "MB":
+                continue  # swp, tmp: no cap is kept on them
+            amount = term.value * (nmin if (term.per or "task") == "task" else 1)
+            if amount > 0:
+                need[key] = need.get(key, 0) + amount
+    return need
+
+
 class SubmitMixin:
     """Submits (JOB-1, JOB-4, JOB-5, MERGE-1, MERGE-2, D-3): a part of the Controller."""
 
@@ -247,7 +266,7 @@ class SubmitMixin:
         except MergeError as e:
             raise InvalidRequest(str(e), field="app") from None
         self._check_can_start(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
-        self._check_caps(project, caller.user, eff.ntasks_min)
+        self._check_caps(project, caller.user, eff.ntasks_min, eff.resreq)
         _check_cwd(req.get("cwd") or "")
         name, array = _job_name(req.get("name"), self.config.settings.max_array_size)
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
@@ -302,14 +321,15 @@ class SubmitMixin:
         if never is not None:
             raise InvalidRequest(never[0], field=never[1])
 
-    def _check_caps(self, project: str | None, user: str, nmin: int) -> None:
-        """A submit no cap of its project could ever hold (more slots than its quota, its
-        member_quota or its share of the whole cluster with every host up) is refused, as LSF's
-        bsub refuses a job over a limit it could never meet (PRJ-7). Raises InvalidRequest."""
+    def _check_caps(self, project: str | None, user: str, nmin: int, resreq=None) -> None:
+        """A submit no cap of its project could ever hold (more slots, memory or resources than
+        its quota, its member_quota or its share of the whole cluster with every host up) is
+        refused, as LSF's bsub refuses a job over a limit it could never meet (PRJ-7). Raises
+        InvalidRequest."""
         if self.config.projects.open_mode or project is None:
             return
         why = never_fits(self.config.projects, supply_totals(self.host_supplies(idle=True)), project, user,
-                         {SLOTS: nmin})
+                         least_need(nmin, resreq))
         if why is not None:
             raise InvalidRequest(why, field="ntasks_min")
 

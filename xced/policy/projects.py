@@ -222,8 +222,8 @@ def _unit(r: str) -> str:
 
 
 def _amount(v: float, r: str) -> str:
-    """'32 slots', '4096 MB of memory', '2 gpu'."""
-    return f"{_fmt(v)} {_unit(r)}"
+    """'32 slots', '1 slot', '4096 MB of memory', '2 gpu'."""
+    return f"{_fmt(v)} {'slot' if r == SLOTS and v == 1 else _unit(r)}"
 
 
 def _ratio(use: float, limit: float, r: str) -> str:
