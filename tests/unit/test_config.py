@@ -470,3 +470,21 @@ def test_max_array_size_is_an_admin_setting_with_lsfs_default(tmp_path: Path) ->
         r = load_cluster_config(make_topdir(tmp_path / bad, settings=GOOD_SETTINGS + f"max_array_size: {bad}\n"))
         assert where(r) == [("xce.yaml", 5, 17)], r.errors
         assert f"max_array_size must be an integer from 1 to {MAX_ARRAY_SIZE_SETTING}" in r.errors[0].message
+
+
+def test_a_config_file_that_is_not_a_regular_file_or_too_big_is_refused_not_read(tmp_path: Path) -> None:
+    """D-8: a FIFO would block the build for ever and /dev/zero never end; a file over
+    MAX_CONFIG_BYTES is refused by its size, before anything reads it."""
+    from xced.model.units import MAX_CONFIG_BYTES
+
+    top = make_topdir(tmp_path)
+    os.mkfifo(top / "config" / "projects.yaml")
+    (top / "config" / "rbac.yaml").symlink_to("/dev/zero")
+    with open(top / "config" / "applications.yaml", "wb") as f:
+        f.truncate(MAX_CONFIG_BYTES + 1)  # sparse: nothing is written
+    r = load_cluster_config(top)
+    got = {Path(d.file).name: d.message for d in r.errors}
+    assert got["projects.yaml"] == got["rbac.yaml"] == ("is not a regular file (a FIFO, a device or a socket?); "
+                                                        "expected a YAML file")
+    assert got["applications.yaml"] == (f"is {MAX_CONFIG_BYTES + 1} bytes, more than the {MAX_CONFIG_BYTES} a "
+                                        f"config file may be (D-8)")

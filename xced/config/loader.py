@@ -42,6 +42,7 @@ projects.yaml, rbac.yaml
 from __future__ import annotations
 
 import difflib
+import stat
 import math
 import re
 from collections.abc import Callable
@@ -59,6 +60,7 @@ from xced.model.config import (
 )
 from xced.model.units import (
     MAX_ARRAY_SIZE_SETTING,
+    MAX_CONFIG_BYTES,
     MAX_DISPATCH_FAILURES,
     MAX_INTERVAL_S,
     MAX_RESOURCE,
@@ -258,6 +260,15 @@ def _read_yaml(src: _Source) -> tuple[bool, Any]:
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     try:
+        st = src.path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the build, /dev/zero never end
+            src.error("file", "is not a regular file (a FIFO, a device or a socket?); expected a YAML file")
+            return False, None
+        if st.st_size > MAX_CONFIG_BYTES:
+            src.error("file", f"is {st.st_size} bytes, more than the {MAX_CONFIG_BYTES} a config file may be (D-8)")
+            return False, None
         text = src.path.read_text(encoding="utf-8")
     except FileNotFoundError:
         src.error(
