@@ -82,6 +82,10 @@ def test_submits_record_their_project_and_basis_and_the_job_sees_it(cluster, tmp
     assert r.returncode == 1 and "a project is named by its path" in r.stderr
     r = d.cli("submit", "--", "true", user="nobody")
     assert r.returncode == 1 and "no project given (-P) and user nobody has no default project" in r.stderr
+    r = d.cli("jobs", "-u", "all", "-P", "bad path", user="gina")  # refused as at submit, never an empty list
+    assert r.returncode == 1 and "-P 'bad path': a project is named by its path" in r.stderr, r.stderr
+    r = d.cli("submit", "-P", "/" + "a" * 300, "--", "true", user="gina")
+    assert r.returncode == 1 and "has 301 characters, more than the 255 a project path may have" in r.stderr
     g = d.submit("-P", "/bio", "--", "true", user="gina")
     out = d.cli("jobs", "-u", "all", "-a", "-P", "/bio", "-o", "id user project", user="gina", check=True).stdout
     assert [line.split() for line in out.splitlines()[1:]] == [[str(g), "gina", "/bio"]], out

@@ -231,3 +231,21 @@ def test_memory_and_resources_no_cap_could_ever_hold_are_refused_at_submit(tmp_p
         submit_as(c, "gina", "/bio", resreq=["rusage[mem=400]"])
     assert submit_as(c, "gina", "/bio", resreq=["rusage[gpu=1:mem=200]"]).spec.project == "/bio"
     store.close()
+
+
+def test_hold_reasons_say_how_the_job_was_let_in(ctl):
+    """PRJ-5: a job let in by a role is held for the role it lost, not for a membership it never
+    had; a job of open mode's /default is held as such, not as a "removed" project."""
+    ctl.hosts["h1"].status = "closed"
+    by_role = submit_as(ctl, "sam", "/physics/astro")
+    assert by_role.spec.auth_basis == "role:submitter@/physics"
+    out = ctl.apply_config(config().model_copy(update={"rbac": RbacConfig()}), ADMIN)
+    assert out["held"] == [f"job {by_role.id}: user sam no longer holds project:submit on /physics/astro (it was "
+                           f"let in as role:submitter@/physics)"]
+    store = SqliteStore(ctl.topdir / "db2")
+    c = controller_on(store, config(ProjectsConfig()), ctl.topdir)
+    c.hosts["h1"].status = "closed"
+    opened = submit_as(c, "bob")
+    assert c.apply_config(config(), ADMIN)["held"] == [
+        f"job {opened.id}: project /default is not a project of projects.yaml (the job was submitted in open mode)"]
+    store.close()

@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from xced.api.errors import CODES
 from xced.model.jobs import JobState
-from xced.model.project import MAX_PROJECT_PATH
 from xced.model.units import (
     MAX_APP_PARAMS,
     MAX_DEPENDENCY_LENGTH,
@@ -60,7 +59,7 @@ class SubmitRequest(RequestBody):
                                             "MAX_ENV_VARS variables (D-8)")
     name: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=4096)
     queue: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=256)
-    project: str | None = Field(None, max_length=MAX_PROJECT_PATH,
+    project: str | None = Field(None, max_length=4096,  # the submit names the path's own limit (MAX_PROJECT_PATH)
                                 description="-P: the project's path (PRJ-1), e.g. /physics/hep; None: the caller's "
                                             "default project (PRJ-3)")
     # the lower bounds are documented here and checked at submit, whose messages say what -n, -W, -M take

@@ -310,9 +310,7 @@ class Policy:
         not a project, PermissionDenied with the reason and the projects the caller may use."""
         from xced.api.errors import InvalidRequest, PermissionDenied
 
-        if requested is not None and (len(requested) > MAX_PROJECT_PATH or not _PATH.fullmatch(requested)):
-            raise InvalidRequest(f"-P {requested!r}: a project is named by its path, {PROJECT_PATH_FORM}",
-                                 field="project")
+        check_path(requested)
         if self.open_mode:
             return requested or self.config.settings.default_project or OPEN_DEFAULT_PROJECT, "open"
         path = requested if requested is not None else self.default_project(caller)
@@ -320,7 +318,7 @@ class Policy:
             raise PermissionDenied(f"no project given (-P) and user {caller.user} has no default project; "
                                    f"{self._may_use(caller)}")
         if path not in self._by_path:
-            raise InvalidRequest(f"-P {path}: no such project; projects: {', '.join(self._by_path)} "
+            raise InvalidRequest(f"-P {path}: no such project; projects: {_some(list(self._by_path))} "
                                  f"(xcecli projects shows the tree)", field="project")
         basis = self.grants(caller, "project:submit", path)
         if basis is None:
@@ -351,7 +349,7 @@ class Policy:
         mine = [p.path for p in self.projects.projects if self.grants(caller, "project:submit", p.path)]
         if not mine:
             return "you may submit to no project: ask a cluster admin to add you to one (projects.yaml)"
-        return f"projects you may use: {', '.join(mine)} (submit with -P PATH)"
+        return f"projects you may use: {_some(mine)} (submit with -P PATH)"
 
     def still_allowed(self, user: str, project: str | None, basis: str) -> str | None:
         """PRJ-5, at a config change: why a pending job of `user` in `project`, let in on
@@ -361,9 +359,15 @@ class Policy:
         if basis == "direct" or self.open_mode:
             return None
         if project is None or project not in self._by_path:
-            return f"project {project} removed" if project else "projects are defined now and the job has none"
+            if not project:
+                return "projects are defined now and the job has none"
+            if basis == "open":
+                return f"project {project} is not a project of projects.yaml (the job was submitted in open mode)"
+            return f"project {project} removed"
         caller = self.caller(user, None, None, False)
         if self.grants(caller, "project:submit", project) is None:
+            if basis.startswith("role:"):
+                return f"user {user} no longer holds project:submit on {project} (it was let in as {basis})"
             return f"user {user} is no longer a member of project {project}"
         return None
 
@@ -391,6 +395,27 @@ def _listed(names: list[str]) -> str:
         return "none"
     head = ", ".join(names[:MAX_NAMED])
     return head if len(names) <= MAX_NAMED else f"{head} and {len(names) - MAX_NAMED} more"
+
+
+def check_path(path: str | None) -> None:
+    """A project path as a request gives it (`-P`, GET /jobs?project=): None, or PROJECT_PATH_FORM
+    in at most MAX_PROJECT_PATH characters (PRJ-1). Raises InvalidRequest naming what is valid."""
+    if path is None:
+        return
+    from xced.api.errors import InvalidRequest
+
+    if len(path) > MAX_PROJECT_PATH:
+        raise InvalidRequest(f"-P: the project path has {len(path)} characters, more than the {MAX_PROJECT_PATH} a "
+                             f"project path may have", field="project")
+    if not _PATH.fullmatch(path):
+        raise InvalidRequest(f"-P {path!r}: a project is named by its path, {PROJECT_PATH_FORM}; a name may not "
+                             f"start with '.' or '-'", field="project")
+
+
+def _some(names: list[str], most: int = 20) -> str:
+    """At most `most` names, then how many there are in all (a refusal stays one short line)."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, ... ({len(names)} in all)"
 
 
 def require_admin(caller: Caller, what: str, hint: str = "") -> None:

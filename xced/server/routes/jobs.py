@@ -30,7 +30,7 @@ from xced.api.models import (
     WhyOut,
 )
 from xced.model.jobs import JobState
-from xced.policy.rbac import Caller
+from xced.policy.rbac import Caller, check_path
 from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import TOKEN_OR_OWNER, caller_of, launch_peer, requires
 from xced.server.convert import event_dict, job_dict, json_response
@@ -87,6 +87,7 @@ async def list_jobs(request: Request, caller: Caller = Depends(requires("cluster
               project: str | None = Query(None, description="that very project's jobs (bjobs -P)"),
               state: list[JobState] | None = Query(None),
               all: bool = Query(False, description="include finished jobs of any age")) -> Response:
+    check_path(project)  # a malformed path is refused, as at submit, never an empty listing
     want_user = caller.user if user is None else (None if user == "all" else user)
     jobs = _ctl(request).find_jobs(want_user, queue, set(state) if state else None, all, project)
     return json_response({"jobs": [job_dict(job, elements=not job.is_array) for job in jobs]})

@@ -46,10 +46,11 @@ async def projects(request: Request, caller: Caller = Depends(requires("cluster:
         return ProjectList(projects=[])
     rep = report(cfg, supply_totals(ctl.host_supplies()), ctl.project_usage())
     pending = ctl.project_pending()
+    by_path = {p.path: p for p in cfg.projects}
     out = []
     for r in rep["projects"]:
         path = r["path"]
-        p = cfg.get(path)
+        p = by_path.get(path)
         if path not in visible or p is None:
             continue
         out.append(ProjectOut(path=path, description=p.description, share=r["share"],
