@@ -58,6 +58,9 @@ class LocalWorker:
         self.controller = controller
         self.client_env = dict(client_env or {})
         self._tasks: set[asyncio.Task] = set()
+        #: elements whose supervisor is being launched (spec.json not written yet), and whether
+        #: a kill arrived meanwhile: delivered as soon as the launch has written the spec
+        self._launching: dict[tuple[int, int], bool] = {}
         self.launcher = procs.Launcher()
         self.task_starter = task_starter_line()
         self._groups: dict[tuple[int, int], bool] = {}
@@ -167,6 +170,7 @@ class LocalWorker:
         except (OSError, ValueError) as e:
             self._start_failed(info, e)
             return
+        self._launching[(info.job_id, info.index)] = False
         self._spawn(self._launch(info, jd, spec))
 
     def _start_failed(self, info, e: Exception) -> None:
@@ -180,9 +184,12 @@ class LocalWorker:
         forked the supervisor before it hung, so the job directory is looked at first: a
         supervisor found there is watched (the job never runs twice), else the element goes
         back to PEND and is dispatched again (D-8)."""
+        key = (info.job_id, info.index)
         try:
             handle = await procs.launch_via(jd, spec, self.launcher, self.launch_timeout_s)
         except procs.LauncherTimeout as e:
+            if self._launching.pop(key, False):
+                procs.request_kill(jd)  # it may have forked the supervisor: the marker stops it
             found = await asyncio.to_thread(procs.attach, jd)
             if found is None:
                 self._start_failed(info, e)
@@ -192,8 +199,11 @@ class LocalWorker:
                 await self._watch(info.job_id, info.index, found)
             return
         except (OSError, ValueError) as e:
+            self._launching.pop(key, None)
             self._start_failed(info, e)
             return
+        if self._launching.pop(key, False):  # killed while it was being launched
+            procs.request_kill(jd)
         await self._watch(info.job_id, info.index, handle)
 
     async def _watch(self, job_id: int, index: int, handle) -> None:
@@ -276,6 +286,13 @@ class LocalWorker:
     # ---------------------------------------------------------------- control
 
     def kill(self, job_id: int, index: int) -> bool:
+        """Ask the element's supervisor to end it (bkill's sequence, procs.request_kill); True if
+        it will. An element still being launched (its spec not yet written, so no supervisor to
+        ask) is killed as soon as its launch has written it: the kill is never lost."""
+        key = (job_id, index)
+        if key in self._launching:
+            self._launching[key] = True
+            return True
         return procs.request_kill(self.jobdir(job_id, index))
 
     def signal(self, job_id: int, index: int, sig: int) -> bool:
