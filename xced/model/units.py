@@ -136,7 +136,7 @@ MAX_APP_PARAMS = 256
 #: names of clusters, queues and hosts (CFG-2)
 #: the largest config file `xceadmin build` reads, bytes (D-8): far more than any real
 #: cluster's (20,000 projects fit in about 1 MB)
-MAX_CONFIG_BYTES = 16 * 2**20
+MAX_CONFIG_BYTES = 64 * 2**20
 
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 NAME_FORM = "letters, digits, '_', '.' and '-'"
