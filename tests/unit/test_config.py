@@ -449,7 +449,7 @@ def test_live_checks_of_a_compiled_config():
     assert check_compiled(with_projects) == [
         "project /a/b: its parent /a is not a project; declare /a in projects.yaml too (every ancestor of a "
         "project is a project, PRJ-1)",
-        'binding #1: role "op" is not a role of rbac.yaml; roles: (none)']
+        'the binding of role op at /: role "op" is not a role of rbac.yaml; roles: (none)']
     moved = ClusterConfig.model_validate({**base, "settings": {"cluster_name": "c", "mode": "test"},
                                           "hosts": []})
     assert restart_only_changes(ok, moved) == [

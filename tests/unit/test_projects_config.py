@@ -274,18 +274,18 @@ def test_projects_yaml_errors_name_their_place(tmp_path: Path, projects: str, at
 
 @pytest.mark.parametrize(("rbac", "at", "needle"), [
     ("roles:\n  op: [job:view]\nbindings:\n  - {role: oper, users: [a]}\n", (4, 12),
-     'binding #1: role "oper" is not a role of rbac.yaml (did you mean "op"?); roles: op'),
+     'the binding of role oper at /: role "oper" is not a role of rbac.yaml (did you mean "op"?); roles: op'),
     ("roles:\n  op: [job:view, job:kil]\n", (2, 18),
      'role "op": unknown permission "job:kil" (did you mean "job:kill"?); permissions: ' + ", ".join(PERMISSIONS)),
     ("roles:\n  op: [5]\n", (2, 8), 'role "op": unknown permission 5; permissions: queue:submit'),
     ("roles:\n  op: job:view\n", (2, 7), 'role "op" must be a list of permissions'),
     ("roles:\n  op: [cluster:admin]\nbindings:\n  - {role: op, users: [a], scope: /physics}\n", (4, 35),
-     'binding #1: role "op" holds cluster:admin, which covers the whole cluster, so it is bound at scope / only, '
+     'the binding of role op at /physics: role "op" holds cluster:admin, which covers the whole cluster, so it is bound at scope / only, '
      "got scope /physics"),
     ("roles:\n  op: [cluster:view, cluster:admin]\nbindings:\n  - {role: op, users: [a], scope: /physics/hep}\n",
      (4, 35), "holds cluster:admin and cluster:view, which cover the whole cluster"),
     ("roles:\n  op: [job:view]\nbindings:\n  - {role: op, users: [a], scope: /nope}\n", (4, 35),
-     "binding #1: scope /nope is not a project; valid: / (the whole cluster) or a project path; projects: "
+     "the binding of role op at /nope: scope /nope is not a project; valid: / (the whole cluster) or a project path; projects: "
      "/physics, /physics/hep, /physics/astro, /bio"),
     ("roles:\n  op: [job:view]\nbindings:\n  - {role: op, users: [a], scope: /physics/hepp}\n", (4, 35),
      'scope /physics/hepp is not a project (did you mean "/physics/hep"?)'),
@@ -552,10 +552,10 @@ def test_live_checks_cover_projects_and_rbac() -> None:
         "default_projects: the default project of group hep, /gone is not a project of projects.yaml; projects: "
         "/a, /b, /x/y, /a/k, /c, /c/d, /a",
         'default_project /nope is not a project of projects.yaml; projects: /a, /b, /x/y, /a/k, /c, /c/d, /a',
-        'binding #1: role "nope" is not a role of rbac.yaml (did you mean "op"?); roles: op, root',
-        "binding #2: scope /zz is not a project; valid: / (the whole cluster) or a project path; projects: /a, /b, "
+        'the binding of role nope at /: role "nope" is not a role of rbac.yaml (did you mean "op"?); roles: op, root',
+        "the binding of role op at /zz: scope /zz is not a project; valid: / (the whole cluster) or a project path; projects: /a, /b, "
         "/x/y, /a/k, /c, /c/d, /a",
-        'binding #3: role "root" holds cluster:admin, which covers the whole cluster, so it is bound at scope / '
+        'the binding of role root at /a: role "root" holds cluster:admin, which covers the whole cluster, so it is bound at scope / '
         "only, got scope /a; bind it at /, or bind a role without cluster:admin here",
         "shares of the top-level projects add up to 110% of slots, more than the whole cluster (100%)",
         "shares of the children of /c add up to 11 slots, more than /c's share (10 slots)",

@@ -265,7 +265,8 @@ def reference_problems(projects: ProjectsConfig, rbac: RbacConfig, *, default_pr
 
     roles = rbac.roles
     for i, b in enumerate(rbac.bindings):
-        label = f"binding #{i + 1}"
+        # named by what it binds, not by number: a binding the loader refused is not in the list
+        label = f"the binding of role {b.role} at {b.scope}"
         if b.role not in roles:
             problems.append(Problem(("binding", i, "role"),
                                     f'{label}: role "{b.role}" is not a role of {RBAC_FILE}{_close(b.role, roles)}; '
