@@ -205,3 +205,22 @@ def test_real_users_are_let_in_by_their_system_groups(users, base):  # noqa: F81
         assert code == 200 and listed["projects"] == []
     finally:
         d.stop()
+
+
+def test_resume_of_a_job_the_system_holds_too_says_it_stays_held(cluster):
+    """D-5: a user's resume releases the user hold only; the answer says the system hold stays."""
+    d = cluster
+    fillers = [d.submit("-n", "3", "-P", "/physics/astro", "--", "sleep", "60", user="dave"),
+               d.submit("-P", "/bio", "--", "sleep", "60", user="gina")]
+    for f, who in zip(fillers, ("dave", "gina")):
+        d.wait_state(f, ("RUN",), user=who)
+    b = d.submit("-P", "/physics/hep", "--", "true", user="bob")
+    d.cli("stop", str(b), user="bob", check=True)
+    (d.top / "config" / "projects.yaml").write_text(PROJECTS.replace("members: [bob, erin,", "members: [erin,"))
+    assert build(d.top, "--apply").returncode == 0
+    r = d.cli("resume", str(b), user="bob", check=True)
+    assert r.stdout.strip() == (f"Job <{b}>: user hold released: {b}; still held by the system (an admin releases "
+                                f"it with `xcecli release {b}`)"), r.stdout
+    assert d.show(b, user="bob")["state"] == "PSUSP"
+    for f, who in zip(fillers, ("dave", "gina")):
+        d.cli("kill", str(f), user=who, check=True)

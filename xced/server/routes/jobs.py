@@ -142,7 +142,17 @@ def _action(name: str):
         affected = getattr(_ctl(request), name)(job_id, index, caller)
         verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued",
                 "release": "system hold released"}[name]
-        return ActionResult(job_id=job_id, affected=affected, message=f"{verb}: {', '.join(affected)}")
+        message = f"{verb}: {', '.join(affected)}"
+        if name in ("resume", "release"):  # D-5: one kind of hold never releases the other
+            job = _ctl(request).job(job_id)
+            kept = "system" if name == "resume" else "user"
+            still = [e.ref for e in job.elements.values() if e.ref in affected and kept in e.holds]
+            if still:
+                how = (f"an admin releases it with `xcecli release {job_id}`" if kept == "system"
+                       else f"its user resumes it with `xcecli resume {job_id}`")
+                message = (f"{'user hold' if name == 'resume' else 'system hold'} released: {', '.join(affected)}; "
+                           f"still held by {'the system' if kept == 'system' else 'its user'} ({how})")
+        return ActionResult(job_id=job_id, affected=affected, message=message)
     route.__name__ = f"{name}_job"
     return route
 
