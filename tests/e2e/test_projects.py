@@ -51,6 +51,16 @@ def build(top, *args: str, user: str = "admin") -> subprocess.CompletedProcess:
                           env=env, timeout=60)
 
 
+def fill(d: Daemon) -> list[int]:
+    """Fill the host's 4 slots: 3 for /physics (75%), which /physics/astro draws from, and 1 for
+    /bio (25%); the IDs of dave's and gina's running jobs."""
+    fillers = [d.submit("-n", "3", "-P", "/physics/astro", "--", "sleep", "60", user="dave"),
+               d.submit("-P", "/bio", "--", "sleep", "60", user="gina")]
+    for f, who in zip(fillers, ("dave", "gina")):
+        d.wait_state(f, ("RUN",), user=who)
+    return fillers
+
+
 @pytest.fixture
 def cluster(topdir):
     write_config(topdir, slots=4)
@@ -129,11 +139,7 @@ def test_a_removed_membership_holds_pending_jobs_until_restored(cluster, tmp_pat
     """PRJ-5: a config that drops bob from /physics/hep holds his pending jobs (system hold,
     never run, never killed); restoring it releases that hold, and a user hold stays."""
     d = cluster
-    # the host's 4 slots: 3 for /physics (75%), which /physics/astro draws from, 1 for /bio (25%)
-    fillers = [d.submit("-n", "3", "-P", "/physics/astro", "--", "sleep", "60", user="dave"),
-               d.submit("-P", "/bio", "--", "sleep", "60", user="gina")]
-    for f, who in zip(fillers, ("dave", "gina")):
-        d.wait_state(f, ("RUN",), user=who)
+    fillers = fill(d)
     a = d.submit("-P", "/physics/hep", "--", "true", user="bob")
     b = d.submit("-P", "/physics/hep", "--", "true", user="bob")
     d.cli("stop", str(b), user="bob", check=True)
@@ -210,10 +216,7 @@ def test_real_users_are_let_in_by_their_system_groups(users, base):  # noqa: F81
 def test_resume_of_a_job_the_system_holds_too_says_it_stays_held(cluster):
     """D-5: a user's resume releases the user hold only; the answer says the system hold stays."""
     d = cluster
-    fillers = [d.submit("-n", "3", "-P", "/physics/astro", "--", "sleep", "60", user="dave"),
-               d.submit("-P", "/bio", "--", "sleep", "60", user="gina")]
-    for f, who in zip(fillers, ("dave", "gina")):
-        d.wait_state(f, ("RUN",), user=who)
+    fillers = fill(d)
     b = d.submit("-P", "/physics/hep", "--", "true", user="bob")
     d.cli("stop", str(b), user="bob", check=True)
     (d.top / "config" / "projects.yaml").write_text(PROJECTS.replace("members: [bob, erin,", "members: [erin,"))
@@ -222,5 +225,5 @@ def test_resume_of_a_job_the_system_holds_too_says_it_stays_held(cluster):
     assert r.stdout.strip() == (f"Job <{b}>: user hold released: {b}; still held by the system (an admin releases "
                                 f"it with `xcecli release {b}`)"), r.stdout
     assert d.show(b, user="bob")["state"] == "PSUSP"
-    for f, who in zip(fillers, ("dave", "gina")):
-        d.cli("kill", str(f), user=who, check=True)
+    d.cli("kill", str(fillers[0]), user="dave", check=True)
+    d.cli("kill", str(fillers[1]), user="gina", check=True)
