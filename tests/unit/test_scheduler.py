@@ -407,3 +407,17 @@ def test_open_mode_and_jobs_without_a_project_are_never_capped():
     # projects defined, but these jobs have none (old records): never capped
     got = prun([host("h1", 16)], [job(1, 8), job(2, 8)], usage=[("/bio", "x", {"slots": 4})])
     assert [d.job_id for d in got.dispatches] == [1, 2]
+
+
+def test_a_job_whose_memory_no_cap_leaves_room_for_pends_on_the_cap_before_any_search():
+    """PRJ-7: /bio's quota is 4096 MB and 3 GB of it run; a job needing 2 GB pends naming the
+    memory cap, not the hosts' free memory (which is short too), and, held by its caps, it
+    heads no backfill reservation and blocks nobody in its queue."""
+    hosts = [host("h1", 16, free=15, mem=4096, memfree=1024)]  # hank's job holds 3 GB of it
+    usage = [("/bio", "hank", {"slots": 1, "mem_mb": 3072})]
+    queues = [QueueSnap("normal", 30, 0, backfill=True)]
+    r = prun(hosts, [pjob(1, "/bio", "gina", 1, R="rusage[mem=2048]"), pjob(2, "/chem", "carl", 1)], usage,
+             queues=queues)
+    pr = r.pend_reasons[(1, 0)]
+    assert pr.main == "project /bio at quota: 3072/4096 MB of memory, 2048 needed" and pr.hosts == []
+    assert "1" not in r.heads and [d.job_id for d in r.dispatches] == [2]

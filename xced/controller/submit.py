@@ -16,8 +16,7 @@ from xced.model import deps
 from xced.model.jobs import ArraySpecError, JobState, parse_job_name
 from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
 from xced.model.state import Element, Job
-from xced.model.project import MEM, SLOTS
-from xced.policy.projects import never_fits, supply_totals
+from xced.policy.projects import least_need, never_fits, supply_totals
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, merge_job
 from xced.model.units import MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
@@ -203,25 +202,6 @@ def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int) ->
             "name": name, "array_size": array_size, "run_as": spec.run_as, "resreq": to_json(resreq),
             "resreq_text": render(resreq), "dependency": spec.dependency, "project": spec.project,
             "auth_basis": spec.auth_basis, "_warnings": warnings}
-
-
-def least_need(nmin: int, resreq) -> dict[str, float]:
-    """The least a job holds when it runs (PRJ-7's submit check): {"slots": nmin, "mem_mb": MB,
-    resource: amount}, its rusage taken per task (LSF's default method, as placement takes
-    it), per job, or once for a per-host term (at least one host). Only a simple requirement
-    with one rusage alternative says for sure; otherwise slots alone."""
-    need: dict[str, float] = {SLOTS: nmin}
-    if resreq is None or resreq.kind != "simple" or len(resreq.rusage) != 1:
-        return need
-    for group in resreq.rusage[0]:
-        for term in group.terms:
-            key = MEM if term.name == "mem" else term.name
-            if key != MEM and term.unit == "MB":
-                continue  # swp, tmp: no cap is kept on them
-            amount = term.value * (nmin if (term.per or "task") == "task" else 1)
-            if amount > 0:
-                need[key] = need.get(key, 0) + amount
-    return need
 
 
 class SubmitMixin:

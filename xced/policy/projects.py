@@ -419,7 +419,7 @@ class QuotaBook:
     lookup or two per job. A `project` of None is never capped: `check` gives [], `headroom`
     None, `take` counts nothing. Never raises for any project path or user."""
 
-    __slots__ = ("tree", "projects", "supply", "resolved", "resources", "_use", "_headroom")
+    __slots__ = ("tree", "projects", "supply", "resolved", "resources", "_use", "_headroom", "_room")
 
     def __init__(self, projects: ProjectsConfig, supply: Mapping[str, float],
                  usage: Iterable[Usage] = ()) -> None:
@@ -427,6 +427,7 @@ class QuotaBook:
         self.projects, self.supply, self.resolved, self.resources = projects, tree.supply, tree.resolved, tree.resources
         self._use: list[float] = [0.0] * len(tree.ctr_ids)  # per counter
         self._headroom: dict[tuple[str, str | None], int | None] = {}
+        self._room: dict[tuple[str, str | None], dict[str, float]] = {}
         use, plans = self._use, tree.plans
         for project, user, used in usage:  # as `take`, without its bookkeeping
             if project is not None:
@@ -481,6 +482,20 @@ class QuotaBook:
         self._headroom[key] = h
         return h
 
+    def room(self, project: str | None, user: str | None) -> dict[str, float]:
+        """Per resource other than slots, what a job of `project` by `user` may still take
+        under every cap ({"mem_mb": MB, "gpu": n}; a resource nothing caps is left out), kept
+        until the next `take`: the session's cheap test before `check` names the caps."""
+        if project is None:
+            return {}
+        key = (project, user)
+        got = self._room.get(key)
+        if got is None:
+            use, lim, ctr = self._use, self.tree.limit, self.tree.ctr
+            got = self._room[key] = {r: min(lim[c] - use[ctr[c]] for c in cons)
+                                     for r, cons in self._plan(project, user)[0].items() if r != SLOTS and cons}
+        return got
+
     def take(self, project: str | None, user: str | None, used: Mapping[str, float]) -> None:
         """Count `used` ({"slots", "mem_mb", resource: amount}, e.g. `reserve_use` of a
         dispatch's reserve) against every counter of (project, user)."""
@@ -493,6 +508,8 @@ class QuotaBook:
                 use[i] += v
         if self._headroom:
             self._headroom.clear()
+        if self._room:
+            self._room.clear()
 
     def never(self, project: str | None, user: str | None, need: Mapping[str, float]) -> list[Cap]:
         """The caps `need` is over even with no use at all, so that it could never start (the
@@ -563,6 +580,26 @@ def _nums(d: Mapping[str, float]) -> dict[str, float | int]:
 
 
 # --------------------------------------------------------------------------- entry points
+
+
+def least_need(nmin: int, resreq) -> dict[str, float]:
+    """The least a job holds when it runs (PRJ-7: the submit check, and the session's check
+    before placement): {"slots": nmin, "mem_mb": MB,
+    resource: amount}, its rusage taken per task (LSF's default method, as placement takes
+    it), per job, or once for a per-host term (at least one host). Only a simple requirement
+    with one rusage alternative says for sure; otherwise slots alone."""
+    need: dict[str, float] = {SLOTS: nmin}
+    if resreq is None or resreq.kind != "simple" or len(resreq.rusage) != 1:
+        return need
+    for group in resreq.rusage[0]:
+        for term in group.terms:
+            key = MEM if term.name == "mem" else term.name
+            if key != MEM and term.unit == "MB":
+                continue  # swp, tmp: no cap is kept on them
+            amount = term.value * (nmin if (term.per or "task") == "task" else 1)
+            if amount > 0:
+                need[key] = need.get(key, 0) + amount
+    return need
 
 
 def never_fits(projects: ProjectsConfig, supply: Mapping[str, float], project: str | None, user: str | None,

@@ -46,6 +46,8 @@ use rolled up) and holds each job of a project to its caps, which the book alone
   `ntasks_max` is cut to the headroom (RES-3);
 - after placement, the plan's full use (slots, memory, resources) is checked too; a task
   range shrinks to the largest count whose plan fits, else the job pends on its caps;
+- a job that fits no host now and would block its queue or head a reservation is first held
+  to its memory and resource caps (`least_need`): held back by them, it blocks nobody;
 - a dispatch's use is taken from the book before the next job is decided.
 
 A pend on caps is never put in the SCHED-2 cache (it says nothing about the request, only
@@ -60,7 +62,7 @@ import bisect
 from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import HINT_START_WITH, PendReason
-from xced.policy.projects import SLOTS, Cap, QuotaBook, reserve_use, supply_totals
+from xced.policy.projects import SLOTS, Cap, QuotaBook, least_need, reserve_use, supply_totals
 from xced.scheduler.placement import Plan, PlacementRequest, Shortfall, place
 from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, Snapshot, format_when
 
@@ -354,6 +356,22 @@ def caps_reason(caps: list[Cap]) -> PendReason:
     return PendReason(lines[0], caps=lines, cause="quota")
 
 
+def _over_caps(book: QuotaBook, j: JobSnap) -> tuple[PendReason, str] | None:
+    """The memory and resource caps (PRJ-7) the least `j` holds (`least_need`: its rusage for
+    ntasks_min tasks) is over, as (reason, trace text), or None: checked for a job that did not
+    fit the hosts before it blocks its queue or heads a reservation, so that a job its caps
+    hold back never does (a job that fits the hosts has its plan held to the caps instead)."""
+    need = least_need(j.ntasks_min, j.resreq)
+    room = book.room(j.project, j.user)
+    if not room or all(v <= room.get(r, _INF) + 1e-9 for r, v in need.items() if r != SLOTS):
+        return None
+    caps = book.check(j.project, j.user, need)
+    if not caps:
+        return None
+    pr = caps_reason(caps)
+    return pr, f"pend on project caps: {'; '.join(pr.caps)}"
+
+
 def _within_caps(book: QuotaBook, j: JobSnap, req: PlacementRequest, plan: Plan, supply: "_FreeHosts"
                  ) -> Plan | list[Cap]:
     """`plan` when its full use (slots, memory, resources) fits the caps of `j`'s project
@@ -552,6 +570,14 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             trace.append(TraceLine(ref, f"pend: {pr.main}"))
         if late and pr.start_with is not None:
             pr = _hint_with_reservations(pr, late, snapshot.clock)
+        if capped and not never and j.queue not in heads and j.resreq.rusage:
+            # it would block its queue or head a reservation: not when its caps hold it back too
+            # (its memory or resources; its slots were checked above), which blocks nobody (PRJ-7)
+            held = _over_caps(book, j)
+            if held is not None:
+                pend(j, held[0])
+                trace.append(TraceLine(ref, held[1]))
+                continue
         pend(j, pr)
         if never:
             continue  # no host could ever run it, even idle: it waits for a host to join, blocking nobody
