@@ -28,7 +28,7 @@ def _root(
     ctx.obj = Ctx(topdir=topdir, as_user=as_user)
 
 
-from xcecli.commands import cluster, control, jobs, launch, projects, submit  # noqa: E402
+from xcecli.commands import cluster, control, jobs, launch, presets, projects, submit  # noqa: E402
 
 submit.register(app)
 jobs.register(app)
@@ -38,6 +38,7 @@ cluster.register_api(app)
 cluster.register_apps(app)
 launch.register(app)
 projects.register(app)
+presets.register(app)
 
 
 def main() -> None:

@@ -26,7 +26,8 @@ def test_init_then_build(tmp_path: Path) -> None:
     assert "xce.yaml" in init.stderr and "xceadmin build --topdir site/top" in init.stderr
     build = run("build", "--topdir", "site/top", cwd=tmp_path)
     assert build.returncode == 0, build.stderr
-    assert re.fullmatch(r"config OK: 2 queues, 1 host, hash [0-9a-f]{64}\n", build.stdout)
+    assert re.fullmatch(r"config OK: 2 queues, 1 host, 1 server preset, hash [0-9a-f]{64}\n", build.stdout)
+    assert "presets/site-default.yaml" in init.stderr  # PRE-3: an example server preset, valid as written
     # the skeleton shows every setting of xce.yaml the README documents, with its default
     skeleton = (tmp_path / "site/top/config/xce.yaml").read_text()
     for key in ("kill_interval", "limit_grace", "sched_delay", "max_array_size", "store_busy_timeout",

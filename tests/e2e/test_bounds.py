@@ -173,3 +173,27 @@ def test_many_tiny_environment_variables_are_refused_naming_the_count(shared_dae
                        timeout=60)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert f"field 'env': Dictionary should have at most {MAX_ENV_VARS} items" in r.stderr, r.stderr
+
+
+def test_bounds_the_fuzz_cannot_reach_are_held(shared_daemon):
+    """The string and list bounds of the submit body above what Hypothesis can generate
+    (tests/e2e/test_api_fuzz.py leaves them out of the fuzzed document): one over each is
+    refused with 422 naming the field and the bound; one at the bound is taken."""
+    from tests.e2e.test_api_fuzz import HYPOTHESIS_MAX_SIZE, _fuzzable
+    from xced.api.errors import InvalidRequest
+    from xced.server.app import create_app
+
+    body = create_app(None).openapi()["components"]["schemas"]["SubmitRequest"]["properties"]
+    big = {}
+    for name, prop in body.items():
+        for alt in [prop, *prop.get("anyOf", [])]:
+            if alt.get("type") == "string" and alt.get("maxLength", 0) > HYPOTHESIS_MAX_SIZE:
+                big[name] = alt["maxLength"]
+    assert big == {"pre_exec": 65536, "post_exec": 65536}, big  # a new one: add its case here
+    assert "maxLength\": 65536" not in json.dumps(_fuzzable(body))
+    with Client(_socket(shared_daemon)) as c:
+        for name, bound in big.items():
+            with pytest.raises(InvalidRequest, match=f"field '{name}': String should have at most {bound} characters"):
+                c.request("POST", "/jobs/dry-run", json={"argv": ["true"], "cwd": "/tmp", name: "x" * (bound + 1)})
+            ok = c.request("POST", "/jobs/dry-run", json={"argv": ["true"], "cwd": "/tmp", name: "x" * bound})
+            assert ok.status == 200

@@ -132,6 +132,9 @@ def _route_cases(jobs: dict[str, int], cwd: str):
     for path in ("/info", "/hosts", "/queues", "/apps", "/apps/default", "/jobs", "/projects"):
         key = ("GET", "/xce/v1/apps/{name}" if path == "/apps/default" else "/xce/v1" + path)
         yield (key, "GET", path, None, {"user": "all"} if path == "/jobs" else None, None, view, {200})
+    # RBAC-4: preset routes need no permission (the cluster has no server preset: 404 for a name)
+    yield (("GET", "/xce/v1/presets"), "GET", "/presets", None, None, None, "none", {200})
+    yield (("GET", "/xce/v1/presets/{name}"), "GET", "/presets/site-default", None, None, None, "none", {404})
     sub = {"argv": ["true"], "cwd": cwd, "project": "/physics/hep"}
     yield (("POST", "/xce/v1/jobs/dry-run"), "POST", "/jobs/dry-run", sub, None, None, "project:submit", {200})
     yield (("POST", "/xce/v1/jobs"), "POST", "/jobs", sub, None, None, "project:submit", {200})
@@ -141,7 +144,7 @@ def _route_cases(jobs: dict[str, int], cwd: str):
 
 
 def _allowed(who: str, perm: str, job: str | None) -> bool:
-    if perm in ("cluster:view", "queue:submit"):
+    if perm in ("cluster:view", "queue:submit", "none"):
         return True
     if perm == "cluster:admin":
         return who in ADMINS

@@ -273,6 +273,8 @@ ROUTES = {
     ("GET", "/xce/v1/apps"): "cluster:view",
     ("GET", "/xce/v1/apps/{name}"): "cluster:view",
     ("GET", "/xce/v1/projects"): "cluster:view",
+    ("GET", "/xce/v1/presets"): auth.NO_PERMISSION,  # RBAC-4: preset routes need no permission
+    ("GET", "/xce/v1/presets/{name}"): auth.NO_PERMISSION,
     ("PUT", "/xce/v1/config"): "cluster:admin",
     ("POST", "/xce/v1/sim/record"): "cluster:admin",
     ("WEBSOCKET", "/xce/v1/workers/channel"): auth.PEER,

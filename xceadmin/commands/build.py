@@ -8,9 +8,10 @@ import typer
 
 HELP = (
     "Check and compile config/xce.yaml, queues.yaml and hosts.yaml of the TopDir, and the optional "
-    "applications.yaml, projects.yaml and rbac.yaml.\n\n"
+    "applications.yaml, projects.yaml and rbac.yaml, and the server presets of config/presets/ (or "
+    "xce.yaml's presets_dir), each as the daemon reads it (PRE-3).\n\n"
     "Prints every error as FILE:LINE:COL: error: MESSAGE, then the warnings, on stderr, "
-    "and on success 'config OK: N queues, M hosts[, P projects], hash SHA256' on stdout. "
+    "and on success 'config OK: N queues, M hosts[, P projects][, S server presets], hash SHA256' on stdout. "
     "Exit 0 when there is no error, 1 otherwise.\n\n"
     "--json prints {ok, hash, errors, warnings} on stdout instead, each diagnostic "
     "being {severity, file, line, col, message}.\n\n"
@@ -47,6 +48,7 @@ def build(
 
     top = resolve_topdir(topdir)
     result = load_cluster_config(top)
+    presets = _check_presets(top, result)
     if apply and result.ok and result.config is not None:
         _apply(top, result, as_json)
         return
@@ -59,13 +61,40 @@ def build(
             np_ = len(result.config.projects.projects)
             typer.echo(
                 f"config OK: {nq} queue{'s' if nq != 1 else ''}, {nh} host{'s' if nh != 1 else ''}, "
-                + (f"{np_} project{'s' if np_ != 1 else ''}, " if np_ else "") + f"hash {result.hash}"
+                + (f"{np_} project{'s' if np_ != 1 else ''}, " if np_ else "")
+                + (f"{presets} server preset{'s' if presets != 1 else ''}, " if presets else "")
+                + f"hash {result.hash}"
             )
         else:
             n = len(result.errors)
             if n > 1:
                 typer.echo(f"config has {n} errors; nothing compiled", err=True)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _check_presets(top, result) -> int:
+    """PRE-3: the server preset files, checked as the daemon reads them; each problem is an
+    error of the build (FILE:LINE:COL), though the daemon itself only leaves such a file
+    out. Returns how many presets are valid."""
+    from xced.config.presets import load_presets_dir, presets_directory
+
+    pdir = presets_directory(top, result.config.settings.presets_dir if result.config is not None else None)
+    errors: list = []
+    warnings: list = []
+    found = load_presets_dir(pdir, errors, warnings)
+    if pdir.exists() and not pdir.is_dir():
+        errors.append(_diag(pdir, "presets_dir is not a directory; server presets are NAME.yaml files in one"))
+    if errors:
+        result.errors.extend(errors)
+        result.config, result.hash = None, None
+    result.warnings.extend(warnings)
+    return len(found)
+
+
+def _diag(path, message: str):
+    from xced.config.diagnostics import Diagnostic
+
+    return Diagnostic("error", str(path), None, None, message)
 
 
 def _apply(top, result, as_json: bool) -> None:

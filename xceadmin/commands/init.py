@@ -9,7 +9,8 @@ import typer
 
 HELP = (
     "Make a TopDir skeleton in DIR: commented config/xce.yaml, queues.yaml and hosts.yaml, "
-    "and projects.yaml and rbac.yaml with every key shown but commented out.\n\n"
+    "and projects.yaml and rbac.yaml with every key shown but commented out, and one example "
+    "server preset, config/presets/site-default.yaml.\n\n"
     "The files describe this machine (one host, the current user as admin); with no project "
     "defined the cluster is in open mode. Refuses if DIR already has a config."
 )
@@ -29,13 +30,15 @@ def init(
     from xced.config.projects import PROJECTS_FILE, RBAC_FILE
     from xced.config.topdir import UnsafeDirectory, make_layout
 
+    SITE_PRESET = "presets/site-default.yaml"
+
     def fail(message: str) -> typer.Exit:
         typer.echo(f"xceadmin init: error: {message}", err=True)
         return typer.Exit(1)
 
     given = directory.expanduser()
     topdir = given.absolute()
-    names = (*REQUIRED_FILES, PROJECTS_FILE, RBAC_FILE)
+    names = (*REQUIRED_FILES, PROJECTS_FILE, RBAC_FILE, SITE_PRESET)
     existing = [topdir / CONFIG_DIR / name for name in names if (topdir / CONFIG_DIR / name).exists()]
     if existing:
         raise fail(f"{existing[0]} exists already; not overwriting it (edit it, or choose another DIR)")
@@ -50,7 +53,8 @@ def init(
         # commented out: a fresh TopDir is in open mode with no role bound (PRJ-4, RBAC-4)
         shown = {"topdir": _comment_safe(str(topdir))}
         written += _write(topdir, {PROJECTS_FILE: templates.SKELETON_PROJECTS.substitute(shown),
-                                   RBAC_FILE: templates.SKELETON_RBAC.substitute(shown)}, False)
+                                   RBAC_FILE: templates.SKELETON_RBAC.substitute(shown),
+                                   SITE_PRESET: templates.SKELETON_PRESET}, False)
     except (FileExistsError, UnsafeDirectory) as e:
         raise fail(str(e)) from None
     except OSError as e:

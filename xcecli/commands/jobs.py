@@ -139,6 +139,8 @@ def register(app: typer.Typer) -> None:
             ("Project", f"{j.project or 'none'} (let in as: {j.auth_basis})"),
             ("Application", (j.app or "none") + (" " + " ".join(f"{k}={v}" for k, v in j.app_params.items())
                                                  if j.app_params else "")),
+            *([("Preset", f"{pr.get('name')} ({pr.get('hash')})")] if isinstance(j.meta, dict) and
+              isinstance(pr := j.meta.get("preset"), dict) else []),
             ("State", j.state.value),
             ("Command", " ".join(j.argv)),
             ("CWD", j.cwd),

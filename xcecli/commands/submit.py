@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import inspect
 from typing import List, Optional
 
 import typer
@@ -12,18 +12,52 @@ def _usage(msg: str) -> None:
     raise typer.BadParameter(msg)
 
 
-def parse_ntasks(text: str) -> tuple[int, int | None]:
-    """`-n MIN[,MAX]` -> (MIN, MAX or None). Raises typer.BadParameter."""
-    parts = text.split(",")
-    if len(parts) > 2 or not all(re.fullmatch(r"-?[0-9]{1,9}", p.strip()) for p in parts):
-        _usage(f"-n {text!r}: expected MIN or MIN,MAX with integers, e.g. -n 4 or -n 2,8")
-    nmin = int(parts[0])
-    nmax = int(parts[1]) if len(parts) == 2 else None
-    if nmin < 1:
-        _usage(f"-n {text}: the task count must be at least 1")
-    if nmax is not None and nmax < nmin:
-        _usage(f"-n {text}: MAX is below MIN; write -n MIN,MAX")
-    return nmin, nmax
+def option_parameters(options) -> list[inspect.Parameter]:
+    """Typer parameters (keyword-only, named by each option's long name) for rows of the
+    submit option table (xced.api.submit_options.OPTIONS): a string for a "one" option,
+    a list of strings for a repeatable one, a bool for a flag. So `xcecli submit` and
+    `xcecli presets create` take exactly the table's options (PRE-1)."""
+    params = []
+    for o in options:
+        if o.kind == "flag":
+            default, ann = typer.Option(False, *o.flags, help=o.help), bool
+        elif o.kind == "one":
+            default, ann = typer.Option(None, *o.flags, metavar=o.metavar, help=o.help), Optional[str]
+        else:
+            default, ann = typer.Option([], *o.flags, metavar=o.metavar, help=o.help), List[str]
+        params.append(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann))
+    return params
+
+
+def with_parameters(*leading: inspect.Parameter, options=()):
+    """Give a command function `def f(ctx, ..., **opts)` the signature Typer reads: `ctx`,
+    then `leading` (arguments), then `options` made by `option_parameters`."""
+
+    def deco(fn):
+        ctx = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+        params = [ctx, *leading, *option_parameters(options)]
+        fn.__signature__ = inspect.Signature(params)
+        fn.__annotations__ = {p.name: p.annotation for p in params}
+        return fn
+
+    return deco
+
+
+def given_values(opts: dict) -> dict:
+    """The canonical values (xced.api.submit_options.from_cli) of the job options the command
+    line gave, by long name; options not given are left out. Raises typer.BadParameter for a
+    malformed NAME=VALUE."""
+    from xced.api.submit_options import JOB_OPTIONS, OptionError, from_cli
+
+    out = {}
+    for o in JOB_OPTIONS:
+        try:
+            v = from_cli(o.name, opts.get(o.name))
+        except OptionError as e:
+            _usage(e.message)
+        if v is not None:
+            out[o.name] = v
+    return out
 
 
 def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
@@ -79,116 +113,150 @@ def _post(client, path: str, body: dict):
         raise
 
 
+#: the dry run's lines: (the effective value's key, the option that sets it, the key of its
+#: origin in the merge's `origins`)
+_DRY_LINES = (("queue", "queue", None), ("project", "project", None), ("auth_basis", None, None),
+              ("app", "app", None), ("ntasks_min", "ntasks", "ntasks"), ("ntasks_max", "ntasks", "ntasks"),
+              ("run_limit_s", "run_limit", "run_limit"), ("memory_limit_mb", "memory", "memory_limit"),
+              ("name", "name", None), ("array_size", None, None), ("run_as", None, None),
+              ("resreq_text", "resreq", "resreq"), ("dependency", "dependency", None))
+
+
+def _origin_of(eff: dict, opt: str | None, okey: str | None, sources: dict, preset: str | None) -> str:
+    """Where a dry run's value came from (MERGE-1): the preset or the command line for what
+    the client sent (PRE-1: the server never learns of presets), else the merge's origin
+    ("profile", "queue", "default"); "" for a value no option sets."""
+    origins = eff.get("origins") or {}
+    if okey == "resreq":  # the merge gives an origin per part: select, rusage.NAME, span, same, order
+        theirs = "profile" if any("profile" in v for k, v in origins.items()
+                                  if k.split(".")[0] in ("select", "rusage", "span", "same", "order")) else None
+    else:
+        theirs = origins.get(okey) if okey else None
+    own = sources.get(opt) if opt else None
+    if own:
+        label = own.replace("preset", f"preset {preset}").replace("+", " + ")
+        return label + (" + profile" if okey == "resreq" and theirs else "")
+    if theirs and theirs != "job":
+        return theirs
+    return "default" if opt else ""
+
+
+def redundant_preset_values(preset: str, values: dict, sources: dict, profile: dict | None) -> list[str]:
+    """MERGE-1's "redundant value" side effect, found on the client from the dry run's answer:
+    each value the preset gives (not the command line) that equals the value the job's
+    profile already sets. `profile` is the dry run's `profile` ({"name", "run_limit_s",
+    "memory_limit_mb", "task_min", "task_max", "params", "env"}); returns one line each."""
+    from xced.api.submit_options import check
+
+    if not profile:
+        return []
+    out = []
+    pname = profile.get("name")
+    for opt, src in sources.items():
+        if src not in ("preset", "preset+command line"):
+            continue
+        v = values[opt]
+        f = check(opt, v)
+        same = None
+        if opt == "run_limit" and f["run_limit_s"] == profile.get("run_limit_s"):
+            same = f"{f['run_limit_s']} s"
+        elif opt == "memory" and f["memory_limit_mb"] == profile.get("memory_limit_mb"):
+            same = f"{f['memory_limit_mb']} MB"
+        elif opt == "ntasks" and profile.get("task_min") is not None and \
+                (f["ntasks_min"], f["ntasks_max"] or f["ntasks_min"]) == \
+                (profile["task_min"], profile.get("task_max") or profile["task_min"]):
+            same = f"{v} tasks"
+        elif opt in ("app_params", "env"):
+            theirs = profile.get("params" if opt == "app_params" else "env") or {}
+            dup = [k for k in v if k in theirs and theirs[k] == v[k]]
+            if dup:
+                same = ", ".join(f"{k}={v[k]}" for k in dup)
+        if same is not None:
+            out.append(f"redundant value: preset {preset} sets {opt} to {same}, which profile {pname} already "
+                       f"sets; the preset need not (MERGE-1)")
+    return out
+
+
 def register(app: typer.Typer) -> None:
+    from xced.api.submit_options import OPTIONS
+
+    command_arg = inspect.Parameter(
+        "command", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=List[str],
+        default=typer.Argument(..., help="command and arguments, or a script path (put -- before a command with "
+                                         "options)"))
+
     @app.command(context_settings={"allow_interspersed_args": False})
-    def submit(
-        ctx: typer.Context,
-        command: List[str] = typer.Argument(..., help="command and arguments, or a script path (put -- before a command with options)"),
-        ntasks: Optional[str] = typer.Option(None, "-n", help="tasks: N, or MIN,MAX to take as many as fit now"),
-        queue: Optional[str] = typer.Option(None, "-q", "--queue", help="queue (default: the cluster's default queue)"),
-        project: Optional[str] = typer.Option(None, "-P", "--project", help="project path, e.g. /physics/hep (default: your group's default project)"),
-        name: Optional[str] = typer.Option(None, "-J", "--name", help="job name; NAME[1-100:2]%10 makes an array"),
-        stdout: Optional[str] = typer.Option(None, "-o", help="stdout file; %J = job ID, %I = array index"),
-        stderr: Optional[str] = typer.Option(None, "-e", help="stderr file (default: with stdout)"),
-        run_limit: Optional[str] = typer.Option(None, "-W", help="run limit, [hours:]minutes"),
-        memory: Optional[str] = typer.Option(None, "-M", help="memory limit, e.g. 4GB (MB if no unit)"),
-        resreq: List[str] = typer.Option([], "-R", help="resource requirement, LSF syntax (repeatable; merged as LSF does)"),
-        app: Optional[str] = typer.Option(None, "-a", "--app", help="application profile (default: the cluster's default_application; '' for none)"),
-        app_param: List[str] = typer.Option([], "--app-param", help="NAME=VALUE for a parameter the profile declares (repeatable)"),
-        pre_exec: Optional[str] = typer.Option(None, "-E", help="the job's own pre-exec command (runs inside the profile's)"),
-        post_exec: Optional[str] = typer.Option(None, "-Ep", help="the job's own post-exec command"),
-        dependency: Optional[str] = typer.Option(None, "-w", "--dependency", metavar="EXPR",
-                                                 help="start only when EXPR is met, e.g. 'done(12) && ended(13[2])': "
-                                                      "done/ended/exit/started(ID or ID[INDEX]), exit(ID, >2), "
-                                                      "&&, ||, !, ( ); a bare ID means done(ID)"),
-        env: List[str] = typer.Option([], "--env", help="NAME=VALUE added to the job's environment (repeatable)"),
-        wait: bool = typer.Option(False, "-K", "--wait", help="wait for the job to end and exit with its exit code"),
-        parsable: bool = typer.Option(False, "--parsable", help="print only the job ID"),
-        as_json: bool = typer.Option(False, "--json", help="print the submit result as JSON"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="print the effective job (the daemon parses and merges it) without submitting"),
-    ) -> None:
+    @with_parameters(command_arg, options=OPTIONS)
+    def submit(ctx: typer.Context, command: List[str], **opts) -> None:
         """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...]"""
         import json
         import os
 
-        from xced.model.jobs import ArraySpecError, parse_job_name
-        from xced.model.units import MAX_ARRAY_SIZE_SETTING, parse_memory_mb, parse_run_limit_s
+        from xced.api.submit_options import OptionError, check_values, merge_values
         from xcecli.output import err
 
         try:
             cwd = os.getcwd()
         except FileNotFoundError:
             _usage("the current directory no longer exists; cd to a directory the job can run in")
-        for opt, val in (("-o", stdout), ("-e", stderr), ("-q", queue), ("-P", project), ("-J", name), ("-E", pre_exec),
-                         ("-Ep", post_exec), ("-w", dependency)):
-            if val is not None and not val.strip():
-                _usage(f"{opt} '': the value is empty")
+        given = given_values(opts)
+        preset_name = opts.get("preset")
+        preset = None
+        if preset_name is not None:
+            from xced.api.errors import InvalidRequest
+            from xcecli.presets import PresetMissing, load_fast
+
+            try:
+                preset = load_fast(preset_name)
+            except (PresetMissing, InvalidRequest) as e:  # a bad option value: a usage error, as any other
+                _usage(e.message)
+        values, sources = merge_values(preset.values if preset else {}, given)
+        try:
+            fields = check_values(values)
+        except OptionError as e:
+            _usage(e.message + (f" (from preset {preset_name})" if sources.get(e.option) == "preset" else ""))
         job_env = dict(os.environ)
         if job_env.pop("XCE_CLI_SET_PYDANTIC", None):  # set by xcecli itself for its start-up, not the user's
             job_env.pop("PYDANTIC_DISABLE_PLUGINS", None)
-        for item in env:
-            k, sep, v = item.partition("=")
-            if not sep or not k or not (k[0].isalpha() or k[0] == "_") or not all(c.isalnum() or c == "_" for c in k):
-                _usage(f"--env {item!r}: expected NAME=VALUE with NAME made of letters, digits and _")
-            job_env[k] = v
+        job_env.update(fields.pop("env", None) or {})
         argv = resolve_command(list(command), job_env, cwd)
-        params: dict[str, str] = {}
-        for item in app_param:
-            k, sep, v = item.partition("=")
-            if not sep or not k.strip():
-                _usage(f"--app-param {item!r}: expected NAME=VALUE")
-            params[k.strip()] = v
-        nmin, nmax = parse_ntasks(ntasks) if ntasks is not None else (None, None)
-        if name is not None:
-            try:
-                parse_job_name(name, MAX_ARRAY_SIZE_SETTING)  # the daemon holds it to max_array_size
-            except ArraySpecError as e:
-                _usage(str(e))
-        rl = None
-        if run_limit is not None:
-            try:
-                rl = parse_run_limit_s(run_limit)
-            except ValueError as e:
-                _usage(f"-W {run_limit!r}: {e}")
-        mem = None
-        if memory is not None:
-            try:
-                mem = parse_memory_mb(memory)
-            except ValueError as e:
-                _usage(f"-M {memory!r}: {e}")
         # the body of SubmitRequest, built without importing pydantic (CLI-6); the server
         # validates it strictly (D-2)
-        body = {"argv": argv, "cwd": cwd, "env": job_env, "name": name, "queue": queue, "project": project,
-                "ntasks_min": nmin,
-                "ntasks_max": nmax, "stdout": stdout, "stderr": stderr, "run_limit_s": rl, "memory_limit_mb": mem,
-                "resreq": list(resreq) or None, "app": app, "app_params": params or None,
-                "pre_exec": pre_exec, "post_exec": post_exec, "dependency": dependency}
-        body = {k: v for k, v in body.items() if v is not None}
+        body = {"argv": argv, "cwd": cwd, "env": job_env, **fields}
+        body = {k: v for k, v in body.items() if v is not None and v != []}
+        if preset is not None:  # PRE-2: the server keeps meta untouched and never reads it
+            body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
         umask = os.umask(0o022)  # D-7: the job makes its files with the submitter's umask, as in LSF and Slurm
         os.umask(umask)
         body["umask"] = umask
         client = ctx.obj.client()
-        if dry_run:
+        if opts["dry_run"]:
             res = _post(client, "/jobs/dry-run", body).json()
-            if as_json:
+            extra = redundant_preset_values(preset.name, values, sources, res["effective"].get("profile")) \
+                if preset is not None else []
+            if opts["json"]:
+                res["sources"] = sources
+                res["warnings"] = list(res.get("warnings", [])) + extra
                 print(json.dumps(res, indent=2))
             else:
                 eff = res["effective"]
-                for k in ("queue", "project", "auth_basis", "ntasks_min", "ntasks_max", "run_limit_s", "memory_limit_mb", "name",
-                          "array_size", "run_as", "resreq_text", "dependency"):
-                    print(f"{k + ':':<17}{'-' if eff.get(k) is None else eff[k]}")
-                for w in res.get("warnings", []):
+                for k, opt, okey in _DRY_LINES:
+                    shown = "-" if eff.get(k) is None else str(eff[k])
+                    origin = _origin_of(eff, opt, okey, sources, preset_name) if eff.get(k) is not None else ""
+                    print(f"{k + ':':<17}{shown}" + (f"  ({origin})" if origin else ""))
+                for w in list(res.get("warnings", [])) + extra:
                     err(f"warning: {w}")
             return
         res = _post(client, "/jobs", body)
         out = res.json()
         for w in out.get("warnings") or []:
             err(f"warning: {w}")
+        as_json, wait = opts["json"], opts["wait"]
         if as_json and not wait:
             print(json.dumps(out, indent=2))
         elif as_json:
             pass
-        elif parsable:
+        elif opts["parsable"]:
             print(out["job_id"], flush=True)
         else:
             n = out.get("array_size") or 0

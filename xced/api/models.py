@@ -249,6 +249,10 @@ class JobOut(Body):
                                                          "for the job's owner and cluster admins only; null "
                                                          "for anyone else and in listings")
     umask: int | None = Field(None, description="the umask the job runs with (D-7), e.g. 18 for 022")
+    meta: dict | None = Field(None, description="exdata's `meta` as the client sent it, untouched (MERGE-4), e.g. "
+                                                "{\"preset\": {\"name\": \"gpu-train\", \"hash\": "
+                                                "\"sha256:...\"}} for a job submitted with --preset (PRE-2); "
+                                                "null: none")
 
 
 class JobList(Body):
@@ -482,3 +486,19 @@ PUBLISHED = {
     "sim-record": RecordResult,
     "projects": ProjectList,
 }
+
+
+class PresetOut(Body):
+    """A server preset (PRE-3), as `GET /presets/{name}` serves it: its name, its content hash
+    ("sha256:<hex>" over the values' canonical JSON, PRE-2) and its values, by the long names
+    of `xcecli submit`'s options (xced.api.submit_options), written as on the command line."""
+
+    name: str
+    hash: str
+    values: dict[str, str | list[str] | dict[str, str]]
+
+
+class PresetList(Body):
+    """`GET /presets`: every valid server preset, sorted by name."""
+
+    presets: list[PresetOut]

@@ -256,9 +256,6 @@ def _read_yaml(src: _Source) -> tuple[bool, Any]:
     (nesting too deep, an integer too long, a duplicate key: `xced.config.scan`) with
     its position, each one. A file with duplicate keys is still loaded (the first value
     of a key is kept, ruamel's rule), so its other errors are reported too (CFG-2)."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
     try:
         st = src.path.stat()
         if stat.S_ISDIR(st.st_mode):
@@ -290,6 +287,14 @@ def _read_yaml(src: _Source) -> tuple[bool, Any]:
     except OSError as e:
         src.error("file", f"cannot read: {e.strerror or e}")
         return False, None
+    return load_yaml_text(src, text)
+
+
+def load_yaml_text(src: _Source, text: str) -> tuple[bool, Any]:
+    """(loaded, document) of YAML `text` read from `src`: the scan's findings (nesting too
+    deep, an integer too long, a duplicate key) and a syntax error reported with their
+    positions, as `_read_yaml` does for a file (CFG-2)."""
+    from ruamel.yaml.error import YAMLError
 
     from xced.config.scan import scan
 
@@ -301,6 +306,9 @@ def _read_yaml(src: _Source) -> tuple[bool, Any]:
         src.error((f.line, f.col), f.message)
     if any(f.fatal for f in findings):
         return False, None
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError
 
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = True  # the scan reported each; the rest of the file is checked too (CFG-2)

@@ -72,6 +72,7 @@ def _write(topdir: Path, files: dict[str, str], overwrite: bool) -> list[Path]:
             raise FileExistsError(f"{existing[0]} exists already; not overwriting it")
     config_dir.mkdir(parents=True, exist_ok=True)
     for path, text in targets.items():
+        path.parent.mkdir(mode=0o755, exist_ok=True)  # config/presets/ (PRE-3)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.chmod(tmp, 0o644)  # D-7: the config is public; only its owner (and root) may change it

@@ -12,6 +12,7 @@ __all__ = [
     "PERSONAL_QUEUES",
     "PERSONAL_SETTINGS",
     "SKELETON_HOSTS",
+    "SKELETON_PRESET",
     "SKELETON_PROJECTS",
     "SKELETON_QUEUES",
     "SKELETON_RBAC",
@@ -80,7 +81,8 @@ max_dispatch_failures: 5
 # job is dispatched again.
 launch_timeout: 10
 
-# Directory of site presets offered to users (relative to the TopDir), or null.
+# Directory of site presets offered to users (absolute, or relative to the TopDir);
+# null: config/presets/. One NAME.yaml each (xcecli presets list, pull).
 presets_dir: null
 """)
 
@@ -258,3 +260,21 @@ hosts:
     slots: $slots
     memory: $memory
 """)
+
+
+#: config/presets/site-default.yaml of `xceadmin init`: a server preset (PRE-3)
+SKELETON_PRESET = """\
+# A server preset (PRE-3), served read-only to every user of this cluster.
+# Users copy it with `xcecli presets pull site-default`, then submit with
+# `xcecli submit --preset site-default -- COMMAND`; options given on the command
+# line win. One NAME.yaml per preset in this directory; an edited file is served
+# changed at once (no restart). `xceadmin build` checks every file here.
+#
+# Keys are the long names of xcecli submit's options (queue, ntasks, name, stdout,
+# stderr, run_limit, memory, resreq, app, app_params, pre_exec, post_exec,
+# dependency, env, project); values are written as on the command line, as strings.
+# resreq is a list; env and app_params are mappings of NAME: VALUE.
+queue: "short"
+run_limit: "30"
+stdout: "%J.out"
+"""

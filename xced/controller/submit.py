@@ -189,8 +189,20 @@ def _job_name(text: str | None, max_array_size: int):
         raise InvalidRequest(str(e), field="name") from None
 
 
-def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int) -> dict:
-    """CLI-2 --dry-run: the effective job as the merge made it, recorded nowhere."""
+def _profile_values(profile) -> dict | None:
+    """The values a profile sets that a submit option also sets, for the dry run: the client
+    finds a preset's redundant values with them (MERGE-1, PRE-1)."""
+    if profile is None:
+        return None
+    lim = profile.limits
+    return {"name": profile.name, "run_limit_s": lim.run_limit_s, "memory_limit_mb": lim.memory_limit_mb,
+            "task_min": lim.task_min, "task_max": lim.task_max, "params": dict(profile.params),
+            "env": dict(profile.env)}
+
+
+def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int, profile=None) -> dict:
+    """CLI-2 --dry-run: the effective job as the merge made it, recorded nowhere; `profile`
+    holds what the job's profile sets (`_profile_values`)."""
     resreq = eff.resreq
     warnings = list(eff.warnings)
     groups = [g for alt in resreq.rusage for g in alt] + [g for p in resreq.parts for alt in p.resreq.rusage for g in alt]
@@ -201,7 +213,7 @@ def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int) ->
             "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s, "memory_limit_mb": eff.memory_limit_mb,
             "name": name, "array_size": array_size, "run_as": spec.run_as, "resreq": to_json(resreq),
             "resreq_text": render(resreq), "dependency": spec.dependency, "project": spec.project,
-            "auth_basis": spec.auth_basis, "_warnings": warnings}
+            "auth_basis": spec.auth_basis, "profile": _profile_values(profile), "_warnings": warnings}
 
 
 class SubmitMixin:
@@ -254,7 +266,7 @@ class SubmitMixin:
         spec = self._spec(req, caller, job_env, texts, app, own_hooks, job_values, array, dependency, project, basis)
         indices = array.indices if array else (0,)
         if dry_run:
-            return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0)
+            return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0, profile)
         job = self._record_submit(name, caller, qname, spec, self._effective(eff, profile), indices, eff.resreq,
                                   dependency)
         self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))

@@ -147,6 +147,11 @@ def create_app(controller) -> FastAPI:
     app = FastAPI(title="XCE", version=__version__, openapi_url=f"{API_PREFIX}/openapi.json",
                   docs_url=f"{API_PREFIX}/docs", redoc_url=None)
     app.state.controller = controller
+    from xced.config.presets import presets_directory
+    from xced.server.presets import PresetShelf
+
+    app.state.presets = PresetShelf(lambda: presets_directory(controller.topdir,
+                                                              controller.config.settings.presets_dir))
 
     @app.exception_handler(XceError)
     async def _xce_error(_: Request, exc: XceError) -> JSONResponse:
@@ -170,9 +175,9 @@ def create_app(controller) -> FastAPI:
     app.add_middleware(BodyLimit)  # outermost: an over-size body is refused before anything reads it (D-8)
 
     from xced.server.auth import OPENAPI_KEY, all_routes, route_permissions, undeclared
-    from xced.server.routes import cluster, jobs, peers, projects
+    from xced.server.routes import cluster, jobs, peers, presets, projects
 
-    routers = (jobs.router, cluster.router, projects.router, peers.router)
+    routers = (jobs.router, cluster.router, projects.router, presets.router, peers.router)
     for router in routers:  # the declaration in each operation of the OpenAPI document
         for route in router.routes:
             if isinstance(route, APIRoute) and (declared := route_permissions(route)):

@@ -58,6 +58,7 @@ def job_dict(job, *, elements: bool = True, env: bool = False) -> dict:
         "resreq": eff.resreq, "dependency": sp.dependency, "counts": counts,
         "elements": [element_dict(e) for e in job.elements.values()] if elements else [],
         "env": dict(sp.env) if env else None, "umask": sp.umask,
+        "meta": eff.exdata.get("meta") if isinstance(eff.exdata, dict) else None,
     }
 
 

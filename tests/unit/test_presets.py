@@ -1,0 +1,335 @@
+"""Presets without a daemon (PRE-1, PRE-2, PRE-3, PRE-5): the one table of submit options,
+values and their hash, preset files read with their positions, the local store."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xced.api import submit_options as so
+from xced.config.presets import load_export_text, load_preset_file, load_presets_dir
+
+REPO = Path(__file__).resolve().parents[2]
+XCECLI = str(Path(sys.executable).parent / "xcecli")
+
+
+# ---------------------------------------------------------------- the one table (PRE-1)
+
+
+def _submit_params():
+    import typer.main
+
+    from xcecli.app import app
+
+    group = typer.main.get_command(app)
+    return group.commands["submit"].params, group.commands["presets"].commands["create"].params
+
+
+def test_submit_and_presets_create_take_exactly_the_tables_options():
+    """Walks the table: every row is a parameter of `xcecli submit` with the row's flags, and
+    every job option (a preset field) is one of `presets create`; nothing else is, but the
+    command itself (and create's NAME and --force). So an option added to the table is a
+    submit option and a preset field at once."""
+    submit, create = _submit_params()
+    by_name = {p.name: p for p in submit}
+    assert set(by_name) == {o.name for o in so.OPTIONS} | {"command"}
+    for o in so.OPTIONS:
+        p = by_name[o.name]
+        assert set(p.opts) | set(getattr(p, "secondary_opts", [])) == set(o.flags), o.name
+        assert p.multiple == (o.kind in ("list", "map")), o.name
+        assert p.is_flag == (o.kind == "flag"), o.name
+    assert {p.name for p in create} == {o.name for o in so.JOB_OPTIONS} | {"preset", "force"}
+    # the preset keys the issue names are all preset fields, and the controls are not
+    assert {o.name for o in so.JOB_OPTIONS} >= {"queue", "ntasks", "name", "stdout", "stderr", "run_limit", "memory",
+                                                "resreq", "app", "app_params", "pre_exec", "post_exec",
+                                                "dependency", "env"}
+    assert {o.name for o in so.CONTROLS} == {"preset", "wait", "parsable", "json", "dry_run"}
+
+
+def test_each_job_option_is_a_preset_key_that_reads_back():
+    """A value of every job option, written to a preset file and read back, is the same
+    canonical value and gives the same submit fields."""
+    sample = {"ntasks": "2,8", "queue": "normal", "project": "/physics", "name": "train[1-4]", "stdout": "%J.out",
+              "stderr": "%J.err", "run_limit": "2:00", "memory": "4GB", "resreq": ["rusage[mem=100]", "span[hosts=1]"],
+              "app": "pytorch", "app_params": {"LR": "0.1"}, "pre_exec": "true", "post_exec": "true",
+              "dependency": "done(1)", "env": {"OMP_NUM_THREADS": "4"}}
+    assert set(sample) == {o.name for o in so.JOB_OPTIONS}  # a new option needs a sample here
+    fields = so.check_values(sample)
+    assert fields["ntasks_min"] == 2 and fields["ntasks_max"] == 8 and fields["run_limit_s"] == 7200
+    assert fields["memory_limit_mb"] == 4096 and fields["env"] == {"OMP_NUM_THREADS": "4"}
+
+
+def test_values_are_normalized_to_command_line_strings():
+    assert so.normalize("ntasks", 4) == "4"
+    assert so.normalize("resreq", "rusage[gpu=1]") == ["rusage[gpu=1]"]
+    assert so.normalize("env", ["A=1", "B=x=y"]) == {"A": "1", "B": "x=y"}
+    assert so.normalize("env", {"A": 1}) == {"A": "1"}
+    for name, bad, needle in (("ntasks", True, "got true"), ("queue", None, "got null"), ("memory", 1.5, "got 1.5"),
+                              ("queue", ["a"], "got a list"), ("env", "A=1", "expected a mapping")):
+        with pytest.raises(so.OptionError, match=needle):
+            so.normalize(name, bad)
+    with pytest.raises(so.OptionError, match=r"'run_limt' is not an option of xcecli submit \(did you mean "
+                                             r"run_limit\?\); a preset sets ntasks, queue"):
+        so.normalize("run_limt", "1")
+    with pytest.raises(so.OptionError, match="says how the command runs"):
+        so.normalize("wait", "true")
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("ntasks", "0", "-n 0: the task count must be at least 1"),
+    ("ntasks", "8,2", "MAX is below MIN"),
+    ("run_limit", "soon", "-W 'soon'"),
+    ("memory", "-1GB", "-M '-1GB'"),
+    ("queue", "", "-q '': the value is empty"),
+    ("name", "a[3-1]", "a[3-1]"),
+    ("env", {"1X": "y"}, "--env '1X=y'"),
+    ("resreq", [" "], "-R '': the resource requirement is empty"),
+])
+def test_a_value_submit_refuses_is_refused(name, value, needle):
+    with pytest.raises(so.OptionError) as e:
+        so.check(name, value)
+    assert needle in e.value.message and e.value.option == name
+
+
+def test_the_command_line_goes_over_the_preset():
+    """PRE-1: a "one" option replaces, -R adds terms after the preset's (as several -R merge
+    in LSF), --env and --app-param merge by name with the command line winning."""
+    preset = {"queue": "gpu", "ntasks": "4", "resreq": ["rusage[gpu=1]"], "env": {"A": "1", "B": "2"}}
+    given = {"ntasks": "2", "resreq": ["span[hosts=1]"], "env": {"B": "3"}}
+    values, sources = so.merge_values(preset, given)
+    assert values == {"ntasks": "2", "queue": "gpu", "resreq": ["rusage[gpu=1]", "span[hosts=1]"],
+                      "env": {"A": "1", "B": "3"}}
+    assert sources == {"ntasks": "command line", "queue": "preset", "resreq": "preset+command line",
+                       "env": "preset+command line"}
+
+
+def test_the_hash_is_sha256_of_the_canonical_json():
+    """PRE-2: keys sorted, separators , and :, UTF-8; key order and provenance do not count."""
+    import hashlib
+
+    v = {"queue": "gpu", "env": {"Z": "é", "A": "1"}}
+    text = '{"env":{"A":"1","Z":"é"},"queue":"gpu"}'
+    assert so.preset_hash(v) == "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    assert so.preset_hash({"env": {"A": "1", "Z": "é"}, "queue": "gpu"}) == so.preset_hash(v)
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "..", "a..b", ".hidden", "-x", "x" * 65, "p.yaml", "sp ace"])
+def test_a_bad_preset_name_is_refused(name):
+    with pytest.raises(so.OptionError, match="a preset name is needed|is not valid: a letter or digit"):
+        so.check_preset_name(name)
+
+
+# ---------------------------------------------------------------- preset files (PRE-3)
+
+
+def test_the_example_site_presets_are_valid_presets():
+    """The repository's presets/ folder, against the current submit options."""
+    files = sorted((REPO / "presets").glob("*.yaml"))
+    assert len(files) >= 3
+    errors: list = []
+    found = load_presets_dir(REPO / "presets", errors, [])
+    assert not errors, "\n".join(map(str, errors))
+    assert [p.name for p in found] == [f.stem for f in files]
+
+
+def test_a_preset_file_with_problems_gets_each_at_its_line_and_column(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text('queue: gpu\nntasks: "0"\nwait: true\nbogus: 1\nenv: [X]\nrun_limit: {a: 1}\n')
+    errors: list = []
+    assert load_preset_file(f, errors, []) is None
+    shown = [str(e) for e in errors]
+    assert shown[0] == f"{f}:2:9: error: preset bad: ntasks: -n 0: the task count must be at least 1"
+    assert shown[1].startswith(f"{f}:3:1: error: preset bad: 'wait' says how the command runs")
+    assert shown[2].startswith(f"{f}:4:1: error: preset bad: 'bogus' is not an option of xcecli submit")
+    assert shown[3] == f"{f}:5:6: error: preset bad: env: --env 'X': expected NAME=VALUE"
+    assert shown[4].startswith(f"{f}:6:12: error: preset bad: run_limit: run_limit: expected a string")
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("- a\n", "expected a mapping of submit options"),
+    ("just text\n", "expected a mapping of submit options"),
+    ("{}\n", "the file sets no option"),
+    ("queue: [1\n", "invalid YAML"),
+    ("queue: a\nqueue: b\n", "duplicate"),
+    ("origin: {server: x}\nqueue: a\n", "origin: missing name, hash"),
+])
+def test_a_file_that_is_not_a_preset_is_refused(tmp_path, text, needle):
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    errors: list = []
+    assert load_preset_file(f, errors, []) is None
+    assert any(needle in str(e) for e in errors), [str(e) for e in errors]
+    assert all(str(e).startswith(f"{f}:") for e in errors)
+
+
+def test_a_server_preset_may_not_carry_an_origin(tmp_path):
+    (tmp_path / "a.yaml").write_text('queue: a\norigin: {server: s, name: a, hash: "sha256:0"}\n')
+    (tmp_path / "b.yaml").write_text("queue: b\n")
+    (tmp_path / "c.yml").write_text("queue: c\n")
+    errors: list = []
+    warnings: list = []
+    found = load_presets_dir(tmp_path, errors, warnings)
+    assert [p.name for p in found] == ["b"]
+    assert "origin is written by `xcecli presets pull`" in str(errors[0]) and str(errors[0]).startswith(
+        f"{tmp_path / 'a.yaml'}:2:1:")
+    assert "a preset file is NAME.yaml" in str(warnings[0])
+
+
+def test_an_export_holds_several_presets_and_is_refused_whole():
+    errors: list = []
+    got = load_export_text("a: {queue: x}\nb: {ntasks: 2}\n", "<stdin>", errors, [])
+    assert [(p.name, p.values) for p in got] == [("a", {"queue": "x"}), ("b", {"ntasks": "2"})] and not errors
+    got = load_export_text("a: {queue: x}\n../b: {queue: y}\nc: {ntasks: '0'}\n", "<stdin>", errors, [])
+    assert got == []
+    assert str(errors[0]).startswith("<stdin>:2:1: error: preset name '../b' is not valid")
+    assert str(errors[1]).startswith("<stdin>:3:13: error: preset c: ntasks: -n 0")
+    errors.clear()
+    assert load_export_text("[a, b]\n", "p.yaml", errors, []) == [] and "an export is a mapping" in str(errors[0])
+
+
+# ---------------------------------------------------------------- the local store (PRE-1)
+
+
+def _cli(home: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "XCE_SOCKET": str(home / "no-daemon.sock")}
+    return subprocess.run([XCECLI, *args], capture_output=True, text=True, env=env, input=input, timeout=60)
+
+
+def test_create_writes_one_private_yaml_file_per_preset_in_the_xdg_config_dir(tmp_path):
+    r = _cli(tmp_path, "presets", "create", "gpu-train", "-q", "gpu", "-n", "4", "-R", "rusage[gpu=1]", "-W", "2:00",
+             "-a", "pytorch", "--env", "A=1", "--env", "B=2")
+    assert r.returncode == 0, r.stderr
+    d = tmp_path / "xce" / "presets"
+    f = d / "gpu-train.yaml"
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700 and stat.S_IMODE(f.stat().st_mode) == 0o600
+    errors: list = []
+    p = load_preset_file(f, errors, [])
+    assert p is not None and p.values == {"ntasks": "4", "queue": "gpu", "run_limit": "2:00",
+                                          "resreq": ["rusage[gpu=1]"], "app": "pytorch",
+                                          "env": {"A": "1", "B": "2"}}
+    assert 'run_limit: "2:00"' in f.read_text()
+    # the JSON copy the hot path reads holds the same values and hash
+    c = json.loads((d / ".gpu-train.json").read_text())
+    assert c["values"] == p.values and c["hash"] == p.hash == so.preset_hash(p.values)
+    r = _cli(tmp_path, "presets", "show", "gpu-train", "--json")
+    assert json.loads(r.stdout)["hash"] == p.hash
+    # a second create is refused and changes nothing; --force replaces and keeps a .bak
+    before = f.read_bytes()
+    r = _cli(tmp_path, "presets", "create", "gpu-train", "-q", "other")
+    assert r.returncode == 1 and "exists; give --force" in r.stderr and f.read_bytes() == before
+    r = _cli(tmp_path, "presets", "create", "gpu-train", "-q", "other", "--force")
+    assert r.returncode == 0 and (d / "gpu-train.yaml.bak").read_bytes() == before
+    assert 'queue: "other"' in f.read_text()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["presets", "create", "p", "-n", "0"], "-n 0: the task count must be at least 1"),
+    (["presets", "create", "a/b", "-q", "x"], "preset name 'a/b' is not valid"),
+    (["presets", "create", "..", "-q", "x"], "preset name '..' is not valid"),
+    (["presets", "create", "", "-q", "x"], "a preset name is needed"),
+    (["presets", "create", "p"], "give at least one submit option"),
+    (["presets", "create", "p", "--env", "1X=2"], "--env '1X=2'"),
+    (["presets", "create", "p", "--wait"], "No such option"),
+])
+def test_a_refused_create_writes_nothing(tmp_path, args, needle):
+    r = _cli(tmp_path, *args)
+    assert r.returncode in (1, 2) and needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "xce" / "presets").exists() or not any((tmp_path / "xce" / "presets").iterdir())
+
+
+def test_submit_with_a_missing_preset_names_the_local_ones(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "one", "-q", "a").returncode == 0
+    assert _cli(tmp_path, "presets", "create", "two", "-q", "b").returncode == 0
+    r = _cli(tmp_path, "submit", "--preset", "three", "--", "true")
+    assert r.returncode == 2 and "no local preset 'three'" in r.stderr and "local presets: one, two" in r.stderr
+    r = _cli(tmp_path, "submit", "--preset", "../x", "--", "true")
+    assert r.returncode == 2 and "preset name '../x' is not valid" in r.stderr
+
+
+def test_a_yaml_file_edited_by_hand_is_read_again(tmp_path):
+    """The JSON copy is used only while it matches the YAML file; a hand edit is read (and
+    checked) again, and an invalid edit is refused at submit with its line and column."""
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a").returncode == 0
+    f = tmp_path / "xce" / "presets" / "p.yaml"
+    f.write_text('queue: "b"\nrun_limit: "1:00"\n')
+    r = _cli(tmp_path, "presets", "show", "p", "--json")
+    assert json.loads(r.stdout)["values"] == {"queue": "b", "run_limit": "1:00"}
+    f.write_text('queue: "b"\nntasks: "0"\n')
+    r = _cli(tmp_path, "submit", "--preset", "p", "--", "true")
+    assert r.returncode == 2 and f"{f}:2:9: error: preset p: ntasks: -n 0" in r.stderr, r.stderr
+
+
+def test_edit_replaces_the_file_only_when_the_result_is_valid(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a").returncode == 0
+    f = tmp_path / "xce" / "presets" / "p.yaml"
+    before = f.read_bytes()
+    bad = tmp_path / "bad-editor"
+    bad.write_text("#!/bin/sh\nprintf 'ntasks: \"0\"\\n' > \"$1\"\n")
+    good = tmp_path / "good-editor"
+    good.write_text("#!/bin/sh\nprintf 'queue: \"z\"\\n' > \"$1\"\n")
+    for e in (bad, good):
+        e.chmod(0o755)
+    env_bad = {"EDITOR": str(bad), "VISUAL": ""}
+    r = subprocess.run([XCECLI, "presets", "edit", "p"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), **env_bad})
+    assert r.returncode == 1 and "preset p is unchanged" in r.stderr and "-n 0" in r.stderr
+    assert f.read_bytes() == before
+    r = subprocess.run([XCECLI, "presets", "edit", "p"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "EDITOR": str(good), "VISUAL": ""})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(_cli(tmp_path, "presets", "show", "p", "--json").stdout)["values"] == {"queue": "z"}
+
+
+def test_rm_removes_the_file_and_its_copy_and_refuses_a_missing_one(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a").returncode == 0
+    r = _cli(tmp_path, "presets", "rm", "p", "q")
+    assert r.returncode == 1 and "no local preset 'q'" in r.stderr
+    assert (tmp_path / "xce" / "presets" / "p.yaml").exists()  # all or nothing
+    assert _cli(tmp_path, "presets", "rm", "p").returncode == 0
+    assert sorted(os.listdir(tmp_path / "xce" / "presets")) == []
+
+
+def test_list_without_a_daemon_shows_local_presets_and_says_why_not_the_servers(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a", "-W", "10").returncode == 0
+    r = _cli(tmp_path, "presets", "list")
+    assert r.returncode == 0 and r.stdout.splitlines()[1].split()[:2] == ["p", "local"]
+    assert "-q a -W 10" in r.stdout and "server presets not listed" in r.stderr
+    out = json.loads(_cli(tmp_path, "presets", "list", "--json").stdout)
+    assert out["server"] is None and [p["name"] for p in out["local"]] == ["p"]
+
+
+def test_export_and_import_through_a_pipe(tmp_path):
+    """PRE-5 between two config dirs: an export of two presets imports as the same values
+    and hashes; a second import of other values under a name is refused whole unless
+    --force (which keeps a .bak); --as renames a file of one preset."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _cli(a, "presets", "create", "p1", "-q", "x", "-n", "2").returncode == 0
+    assert _cli(a, "presets", "create", "p2", "-R", "span[hosts=1]", "--env", "K=v").returncode == 0
+    exported = _cli(a, "presets", "export", "p1", "p2").stdout
+    r = _cli(b, "presets", "import", "-", input=exported)
+    assert r.returncode == 0, r.stderr
+    ha = {p["name"]: p["hash"] for p in json.loads(_cli(a, "presets", "list", "--json", "--local").stdout)["local"]}
+    hb = {p["name"]: p["hash"] for p in json.loads(_cli(b, "presets", "list", "--json", "--local").stdout)["local"]}
+    assert ha == hb and len(ha) == 2
+    assert _cli(a, "presets", "create", "p1", "-q", "y", "--force").returncode == 0
+    changed = _cli(a, "presets", "export", "p1", "p2").stdout
+    before = (b / "xce" / "presets" / "p1.yaml").read_bytes()
+    r = _cli(b, "presets", "import", "-", input=changed)
+    assert r.returncode == 1 and "a local preset p1 exists and holds other values" in r.stderr
+    assert (b / "xce" / "presets" / "p1.yaml").read_bytes() == before
+    r = _cli(b, "presets", "import", "-", "--force", input=changed)
+    assert r.returncode == 0 and (b / "xce" / "presets" / "p1.yaml.bak").read_bytes() == before
+    r = _cli(b, "presets", "import", "-", "--as", "p3", input=changed)
+    assert r.returncode == 2 and "--as renames one preset" in r.stderr
+    one = _cli(a, "presets", "export", "p1").stdout
+    assert _cli(b, "presets", "import", "-", "--as", "p3", input=one).returncode == 0
+    assert json.loads(_cli(b, "presets", "show", "p3", "--json").stdout)["values"] == {"queue": "y"}
+    r = _cli(b, "presets", "import", "-", input="- not a mapping\n")
+    assert r.returncode == 1 and "<stdin>:1:1: error: an export is a mapping" in r.stderr

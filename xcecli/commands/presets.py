@@ -1,0 +1,404 @@
+"""`xcecli presets` (PRE-1 to PRE-5, CLI-3): the user's own submit defaults.
+
+    xcecli presets create gpu-train -q gpu -n 4 -R 'rusage[gpu=1]' -W 2:00 -a pytorch
+    xcecli submit --preset gpu-train -- python train.py
+    xcecli presets list | show NAME | edit NAME | rm NAME
+    xcecli presets pull site-default [--as NEW] [--force]
+    xcecli presets export gpu-train > p.yaml;  xcecli presets import p.yaml
+    xcecli presets report
+
+Local presets live in the user's config directory (xcecli.presets); server presets are the
+site's, read-only (GET /xce/v1/presets). Submit uses local presets only. A refused
+command writes and overwrites nothing; `--force` keeps the replaced file as NAME.yaml.bak.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import List, Optional
+
+import typer
+
+from xcecli.commands.submit import given_values, with_parameters
+
+presets_app = typer.Typer(no_args_is_help=True, help="Presets: named sets of submit options (submit --preset NAME).")
+
+
+def _refuse(msg: str):
+    from xced.api.errors import InvalidRequest
+
+    raise InvalidRequest(msg)
+
+
+def _checked(values: dict, what: str) -> dict:
+    """`values` held to what submit accepts (PRE-1: refused when the preset is made, not
+    only when used). Raises InvalidRequest naming the option."""
+    from xced.api.submit_options import OptionError, check_values
+
+    try:
+        check_values(values)
+    except OptionError as e:
+        _refuse(f"{what}: {e.message}")
+    return values
+
+
+def _server_name(client) -> str:
+    return client.request("GET", "/info").json()["cluster_name"]
+
+
+def _placement(target: str, incoming_hash: str, came_from: dict | None, force: bool, how: str) -> str:
+    """How preset `target` is to be written (PRE-4, PRE-5): "new" (no such local preset),
+    "update" (a pulled copy of that very server preset: pulling again updates it), "same"
+    (an import of the very values it holds: nothing to write), or "replace" (`force` over a
+    preset that came from elsewhere: the old file kept as .bak). Anything else is refused
+    (InvalidRequest) with the hint of --as and --force. `came_from`: the {server, name} of a
+    pull; None for an import."""
+    from xcecli import presets as store
+
+    if not store.exists(target):
+        return "new"
+    try:
+        local = store.load(target)
+    except store.PresetInvalid:
+        local = None
+    if local is not None and came_from is not None and local.origin and \
+            local.origin.get("server") == came_from["server"] and local.origin.get("name") == came_from["name"]:
+        return "update"
+    if local is not None and came_from is None and local.hash == incoming_hash:
+        return "same"
+    if force:
+        return "replace"
+    if local is None:
+        where = "is not a valid preset"
+    elif local.origin:
+        where = f"came from server preset {local.origin.get('name')} of {local.origin.get('server')}"
+    else:
+        where = "was made here" if came_from is not None else "holds other values"
+    _refuse(f"a local preset {target} exists and {where}; {how} with --as NEW to keep both, or --force to "
+            f"replace it (the old file is kept as {target}.yaml.bak)")
+    return ""
+
+
+def _write(target: str, values: dict, origin: dict | None, *, backup: bool) -> None:
+    from xcecli import presets as store
+
+    try:
+        store.save(target, values, origin, backup=backup)
+    except OSError as e:
+        _refuse(f"cannot write preset {target} in {store.presets_dir()}: {e.strerror or e}")
+
+
+def _yaml_values(values: dict) -> str:
+    from xcecli.presets import render_yaml
+
+    return render_yaml("", values, header=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `presets` and its commands to `app`."""
+    from xced.api.submit_options import JOB_OPTIONS
+
+    name_arg = inspect.Parameter("preset", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str,
+                                 default=typer.Argument(..., help="the preset's name, e.g. gpu-train"))
+    force_opt = inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                                  default=typer.Option(False, "--force", help="replace a preset of that name "
+                                                                              "(kept as NAME.yaml.bak)"))
+
+    @presets_app.command("create")
+    @with_parameters(name_arg, force_opt, options=JOB_OPTIONS)
+    def create(ctx: typer.Context, preset: str, force: bool, **opts) -> None:
+        """Create a preset from submit options: xcecli presets create NAME [SUBMIT OPTIONS]."""
+        from xcecli import presets as store
+
+        name = preset
+        from xcecli.output import err
+
+        store.path_of(name)  # the name first: no file for a bad one
+        values = given_values(opts)
+        if not values:
+            raise typer.BadParameter("give at least one submit option, e.g. xcecli presets create "
+                                     f"{name} -q normal -W 1:00")
+        _checked(values, f"preset {name}")
+        existed = store.exists(name)
+        if existed and not force:
+            _refuse(f"a local preset {name} exists; give --force to replace it (the old file is kept as "
+                    f"{name}.yaml.bak), or choose another name")
+        _write(name, values, None, backup=existed)
+        err(f"preset {name} {'replaced' if existed else 'created'}: {store.path_of(name)}")
+
+    @presets_app.command("show")
+    def show(ctx: typer.Context, name: str = typer.Argument(...),
+             server: bool = typer.Option(False, "--server", help="the server's preset of that name"),
+             as_json: bool = typer.Option(False, "--json")) -> None:
+        """Show a preset: its values as a preset file holds them, its hash, where it came from."""
+        import json
+
+        from xcecli import presets as store
+
+        if server:
+            from xced.api.submit_options import OptionError, check_preset_name
+
+            try:
+                check_preset_name(name)
+            except OptionError as e:
+                _refuse(e.message)
+            p = ctx.obj.client().request("GET", f"/presets/{name}").json()
+            doc = {**p, "origin": None, "where": "server"}
+        else:
+            lp = store.load(name)
+            doc = {"name": lp.name, "hash": lp.hash, "values": lp.values, "origin": lp.origin, "where": "local"}
+        if as_json:
+            print(json.dumps(doc, indent=2))
+            return
+        print(f"# {doc['where']} preset {doc['name']}  {doc['hash']}")
+        if doc["origin"]:
+            o = doc["origin"]
+            print(f"# pulled from server preset {o['name']} of {o['server']} ({o['hash']})")
+        sys.stdout.write(_yaml_values(doc["values"]))
+
+    @presets_app.command("edit")
+    def edit(name: str = typer.Argument(...)) -> None:
+        """Edit a local preset in $VISUAL or $EDITOR; the file is replaced only if it is valid."""
+        import os
+        import shlex
+        import subprocess
+        import tempfile
+
+        from xced.config.presets import load_preset_file
+        from xcecli import presets as store
+        from xcecli.output import err
+
+        lp = store.load(name)
+        path = store.path_of(name)
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        fd, tmp = tempfile.mkstemp(prefix=f"xce-preset-{name}-", suffix=".yaml")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(path.read_bytes())
+            rc = subprocess.call([*shlex.split(editor), tmp])
+            if rc != 0:
+                _refuse(f"the editor ({editor}) exited with {rc}; preset {name} is unchanged")
+            errors: list = []
+            pr = load_preset_file(tmp, errors, [], allow_origin=True, name=name)
+            if pr is None:
+                for e in errors:
+                    err(str(e))
+                _refuse(f"preset {name} is unchanged: the edited file is not a valid preset (problems above)")
+            if pr.values == lp.values and pr.origin == lp.origin:
+                err(f"preset {name} unchanged")
+                return
+            _write(name, pr.values, pr.origin, backup=False)
+            err(f"preset {name} saved: {path}")
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    @presets_app.command("rm")
+    def rm(names: List[str] = typer.Argument(..., help="the presets to delete")) -> None:
+        """Delete local presets."""
+        from xcecli import presets as store
+        from xcecli.output import err
+
+        for n in names:  # all or nothing: a missing one is refused with the list, before any is removed
+            if not store.exists(n):
+                raise store.missing(n)
+        for n in names:
+            err(f"preset {n} removed: {store.remove(n)}")
+
+    @presets_app.command("list")
+    def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"),
+              local_only: bool = typer.Option(False, "--local", help="local presets only; do not ask the server")) -> None:
+        """Local presets, then the server's (marked server); an unreachable server is a note."""
+        import json
+
+        from xced.api.errors import DaemonUnreachable
+        from xcecli import presets as store
+        from xcecli.output import err, table
+
+        local = []
+        for n in store.names():
+            try:
+                lp = store.load_fast(n)
+                local.append({"name": n, "hash": lp.hash, "origin": lp.origin, "values": lp.values, "problem": None})
+            except store.PresetInvalid as e:
+                local.append({"name": n, "hash": None, "origin": None, "values": None, "problem": e.message})
+        server = None
+        if not local_only:
+            try:
+                server = ctx.obj.client().request("GET", "/presets").json()["presets"]
+            except DaemonUnreachable as e:
+                err(f"xcecli: note: server presets not listed: {e.message}")
+        if as_json:
+            print(json.dumps({"local": local, "server": server}, indent=2))
+            return
+        rows = []
+        for p in local:
+            o = p["origin"]
+            rows.append([p["name"], "local", p["hash"][:19] if p["hash"] else "-",
+                         p["problem"] or (f"pulled from {o['name']}@{o['server']}" if o else _summary(p["values"]))])
+        for p in server or []:
+            rows.append([p["name"], "server", p["hash"][:19], _summary(p["values"])])
+        if not rows:
+            err("no presets (xcecli presets create NAME [SUBMIT OPTIONS])")
+            return
+        table(["NAME", "WHERE", "HASH", "VALUES"], rows)
+
+    @presets_app.command("pull")
+    def pull(ctx: typer.Context, name: str = typer.Argument(..., help="the server preset"),
+             as_: Optional[str] = typer.Option(None, "--as", help="the local name (default: the same)"),
+             force: bool = typer.Option(False, "--force", help="replace a local preset of that name that came "
+                                                               "from elsewhere (kept as NAME.yaml.bak)")) -> None:
+        """Copy a server preset to a local one (PRE-4); pulling it again updates it."""
+        from xced.api.submit_options import OptionError, check_preset_name
+        from xcecli import presets as store
+        from xcecli.output import err
+
+        target = as_ if as_ is not None else name
+        store.path_of(target)
+        try:
+            check_preset_name(name)
+        except OptionError as e:
+            _refuse(e.message)
+        client = ctx.obj.client()
+        p = client.request("GET", f"/presets/{name}").json()
+        cluster = _server_name(client)
+        values = _checked(dict(p["values"]), f"server preset {name}")
+        from xced.api.submit_options import preset_hash
+
+        if preset_hash(values) != p["hash"]:
+            _refuse(f"server preset {name}: its hash {p['hash']} does not match its values; nothing written")
+        how = _placement(target, p["hash"], {"server": cluster, "name": name}, force, "pull")
+        _write(target, values, {"server": cluster, "name": name, "hash": p["hash"]}, backup=how == "replace")
+        done = {"new": "pulled", "update": "updated", "replace": f"replaced (the old one kept as {target}.yaml.bak)"}
+        err(f"preset {target} {done[how]} from server preset {name} of {cluster}")
+
+    @presets_app.command("export")
+    def export(names: List[str] = typer.Argument(..., help="the local presets to export"),
+               output: Optional[str] = typer.Option(None, "-o", "--output", help="write to FILE (default: stdout)"),
+               force: bool = typer.Option(False, "--force", help="overwrite FILE")) -> None:
+        """Write local presets as one YAML file (name -> values) for `presets import` (PRE-5)."""
+        import os
+
+        from xcecli import presets as store
+
+        docs = [store.load(n) for n in dict.fromkeys(names)]
+        text = "# xcecli presets export: preset name -> submit options (xcecli presets import FILE)\n"
+        for p in docs:
+            text += f"{p.name}:\n" + "".join("  " + line + "\n" for line in _yaml_values(p.values).splitlines())
+        if output is None or output == "-":
+            sys.stdout.write(text)
+            return
+        if os.path.exists(output) and not force:
+            _refuse(f"{output} exists; give --force to overwrite it")
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    @presets_app.command("import")
+    def import_(source: str = typer.Argument(..., help="an export file, or - for stdin"),
+                as_: Optional[str] = typer.Option(None, "--as", help="the local name (for a file of one preset)"),
+                force: bool = typer.Option(False, "--force", help="replace local presets of those names "
+                                                                  "(kept as NAME.yaml.bak)")) -> None:
+        """Add the presets of an export file (PRE-5); all or nothing."""
+        from xced.config.presets import load_export_text
+        from xcecli import presets as store
+        from xcecli.output import err
+
+        if source == "-":
+            text, shown = sys.stdin.read(), "<stdin>"
+        else:
+            try:
+                with open(source, encoding="utf-8") as f:
+                    text, shown = f.read(), source
+            except (OSError, UnicodeDecodeError) as e:
+                _refuse(f"cannot read {source}: {getattr(e, 'strerror', None) or e}")
+        errors: list = []
+        found = load_export_text(text, shown, errors, [])
+        if errors:
+            for e in errors:
+                err(str(e))
+            _refuse(f"{shown}: not a valid export (problems above); nothing imported")
+        if as_ is not None:
+            if len(found) != 1:
+                raise typer.BadParameter(f"--as renames one preset; {shown} holds {len(found)}")
+            store.path_of(as_)
+            found[0].name = as_
+        plan = [(p, _placement(p.name, p.hash, None, force, "import")) for p in found]  # refused whole, before any write
+        for p, how in plan:
+            if how != "same":
+                _write(p.name, p.values, None, backup=how == "replace")
+        done = {"new": "imported", "same": "unchanged (it holds these very values)",
+                "replace": "replaced (the old one kept as {}.yaml.bak)"}
+        for p, how in plan:
+            err(f"preset {p.name} {done[how].format(p.name)}")
+
+    @presets_app.command("report")
+    def report(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"),
+               all_: bool = typer.Option(False, "-a", "--all", help="include finished jobs of any age")) -> None:
+        """Your jobs by preset, with counts by state; `changed` marks jobs whose preset has changed
+        since they were submitted (PRE-5). Client side: the same call as `xcecli jobs --json`."""
+        import json
+
+        from xced.api.errors import XceError
+        from xcecli import presets as store
+        from xcecli.output import table
+
+        jobs = ctx.obj.client().jobs_raw(all=all_).json()["jobs"]
+        groups: dict[str, dict] = {}
+        for j in jobs:
+            meta = j.get("meta") if isinstance(j.get("meta"), dict) else {}
+            pr = meta.get("preset") if isinstance(meta.get("preset"), dict) else None
+            if pr is None or not isinstance(pr.get("name"), str):
+                continue
+            g = groups.get(pr["name"])
+            if g is None:
+                try:
+                    now = store.load_fast(pr["name"]).hash
+                except XceError:  # deleted, no longer valid, or a name no preset could have
+                    now = None
+                g = groups[pr["name"]] = {"name": pr["name"], "hash": now, "counts": {}, "jobs": []}
+            changed = g["hash"] != pr.get("hash")
+            g["counts"][j["state"]] = g["counts"].get(j["state"], 0) + 1
+            g["jobs"].append({"job_id": j["job_id"], "state": j["state"], "hash": pr.get("hash"), "changed": changed})
+        out = sorted(groups.values(), key=lambda g: g["name"])
+        for g in out:
+            g["changed"] = sum(1 for x in g["jobs"] if x["changed"])
+        if as_json:
+            print(json.dumps({"presets": out}, indent=2))
+            return
+        if not out:
+            from xcecli.output import err
+
+            err("no jobs submitted with --preset")
+            return
+        rows = []
+        for g in out:
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(g["counts"].items()))
+            note = "preset deleted" if g["hash"] is None else ""
+            changed = [str(x["job_id"]) for x in g["jobs"] if x["changed"]]
+            rows.append([g["name"], len(g["jobs"]), counts,
+                         (f"changed: {' '.join(changed)}" if changed else "-") + (f" ({note})" if note else "")])
+        table(["PRESET", "JOBS", "STATES", "CHANGED SINCE SUBMIT"], rows)
+
+    app.add_typer(presets_app, name="presets")
+
+
+def _summary(values: dict | None, width: int = 60) -> str:
+    """A preset's values on one line, as submit options: "-q gpu -n 4 -W 2:00"."""
+    from xced.api.submit_options import spelling
+
+    if not values:
+        return "-"
+    parts = []
+    for k, v in values.items():
+        flag = spelling(k)
+        if isinstance(v, dict):
+            parts += [f"{flag} {n}={x}" for n, x in v.items()]
+        elif isinstance(v, list):
+            parts += [f"{flag} {x!r}" if " " in x else f"{flag} {x}" for x in v]
+        else:
+            parts.append(f"{flag} {v!r}" if " " in v or not v else f"{flag} {v}")
+    text = " ".join(parts)
+    return text if len(text) <= width else text[: width - 3] + "..."

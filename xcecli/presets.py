@@ -1,0 +1,248 @@
+"""The user's local presets (PRE-1, PRE-4, PRE-5): one `NAME.yaml` per preset in
+`<user config dir>/xce/presets/` (platformdirs, so XDG_CONFIG_HOME is honoured on Linux).
+
+Each YAML file is what the user reads and edits; beside it a hidden `.NAME.json` holds the
+same values already checked, with the YAML file's size, mtime and inode. `xcecli submit
+--preset` reads only that copy while it matches (ruamel.yaml alone costs 20-27 ms to import,
+more than the whole budget of expanding a preset); a YAML file edited by hand no longer
+matches, so it is read and checked again and the copy rewritten.
+
+The directory is made 0700 and every file 0600: a preset may carry `--env` values, and
+only its owner reads it. Writes go to a temporary file renamed into place, so a refused or
+interrupted command never leaves a file half-written; a replaced file is kept as
+`NAME.yaml.bak` where the command says so (`--force`).
+
+Errors: `PresetMissing` (no such local preset; the message lists the local ones),
+`PresetInvalid` (a file that is not a valid preset, with FILE:LINE:COL lines). Both are
+InvalidRequest (exit 1) for the `presets` commands; `submit --preset` turns them into a
+usage error (exit 2), as for any bad option value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xced.api.errors import InvalidRequest, NotFound
+
+#: the cache format's version, bumped when the values' form changes
+_CACHE_VERSION = 1
+SUFFIX = ".yaml"
+
+
+class PresetMissing(NotFound):
+    """No local preset of that name."""
+
+
+class PresetInvalid(InvalidRequest):
+    """A preset file that is not a valid preset; `problems` are its FILE:LINE:COL lines."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+@dataclass(slots=True)
+class LocalPreset:
+    """A local preset: its name, canonical values (long option name -> value), hash (PRE-2)
+    and origin ({server, name, hash} when pulled, else None)."""
+
+    name: str
+    values: dict[str, Any]
+    hash: str
+    origin: dict[str, str] | None = None
+
+
+def presets_dir() -> Path:
+    """`<user config dir>/xce/presets` (platformdirs.user_config_path: $XDG_CONFIG_HOME/xce
+    or ~/.config/xce on Linux). Not created here."""
+    from platformdirs import user_config_path
+
+    return user_config_path("xce") / "presets"
+
+
+def _check_name(name: str) -> str:
+    from xced.api.submit_options import OptionError, check_preset_name
+
+    try:
+        return check_preset_name(name)
+    except OptionError as e:
+        raise InvalidRequest(e.message) from None
+
+
+def path_of(name: str) -> Path:
+    """The YAML file of preset `name` (checked: no `/`, no `..`). Raises InvalidRequest."""
+    return presets_dir() / (_check_name(name) + SUFFIX)
+
+
+def _cache_path(path: Path) -> Path:
+    return path.with_name("." + path.name[: -len(SUFFIX)] + ".json")
+
+
+def names() -> list[str]:
+    """The local presets' names, sorted."""
+    from xced.api.submit_options import OptionError, check_preset_name
+
+    try:
+        entries = os.listdir(presets_dir())
+    except OSError:
+        return []
+    out = []
+    for n in entries:
+        if n.endswith(SUFFIX) and not n.startswith("."):
+            try:
+                out.append(check_preset_name(n[: -len(SUFFIX)]))
+            except OptionError:
+                continue
+    return sorted(out)
+
+
+def missing(name: str) -> PresetMissing:
+    """The error for no local preset `name`, listing the local ones (at most 20)."""
+    have = names()
+    shown = ", ".join(have[:20]) + (f" and {len(have) - 20} more" if len(have) > 20 else "")
+    where = presets_dir()
+    return PresetMissing(f"no local preset {name!r} in {where}; " +
+                         (f"local presets: {shown}" if have else "there are no local presets yet") +
+                         " (xcecli presets create NAME ..., or xcecli presets pull NAME for a server preset)")
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def load_fast(name: str) -> LocalPreset:
+    """Preset `name` for `submit --preset`: from its JSON copy while that matches the YAML
+    file, else from the YAML file (checked, the copy rewritten). Raises PresetMissing,
+    PresetInvalid, InvalidRequest (a bad name)."""
+    path = path_of(name)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise missing(name) from None
+    except OSError as e:
+        raise PresetInvalid(f"preset {name}: cannot read {path}: {e.strerror or e}") from None
+    try:
+        with open(_cache_path(path), "rb") as f:
+            c = json.loads(f.read())
+        if c.get("v") == _CACHE_VERSION and c.get("stamp") == _stamp(st):
+            return LocalPreset(name, c["values"], c["hash"], c.get("origin"))
+    except (OSError, ValueError, KeyError, AttributeError, TypeError):
+        pass
+    return load(name)
+
+
+def load(name: str) -> LocalPreset:
+    """Preset `name` read from its YAML file and checked (xced.config.presets), its JSON copy
+    rewritten when it can be. Raises PresetMissing, PresetInvalid."""
+    from xced.config.presets import load_preset_file
+
+    path = path_of(name)
+    if not path.exists():
+        raise missing(name)
+    errors: list = []
+    pr = load_preset_file(path, errors, [], allow_origin=True)
+    if pr is None:
+        shown = "; ".join(str(e) for e in errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+        raise PresetInvalid(f"preset {name} is not valid: {shown or path}", [str(e) for e in errors])
+    lp = LocalPreset(pr.name, pr.values, pr.hash, pr.origin)
+    try:
+        _write_cache(path, lp)
+    except OSError:
+        pass  # a read-only config dir: the YAML file is read each time
+    return lp
+
+
+def _private_dir() -> Path:
+    d = presets_dir()
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if d.stat().st_mode & 0o077:
+        os.chmod(d, 0o700)  # a preset may carry --env values: only its owner reads them
+    return d
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_cache(path: Path, p: LocalPreset) -> None:
+    st = os.stat(path)
+    doc = {"v": _CACHE_VERSION, "stamp": _stamp(st), "values": p.values, "hash": p.hash, "origin": p.origin}
+    _atomic_write(_cache_path(path), json.dumps(doc, sort_keys=True).encode())
+
+
+def render_yaml(name: str, values: dict[str, Any], origin: dict[str, str] | None = None, *,
+                header: bool = True) -> str:
+    """The YAML text of a preset file: values in the option table's order, every scalar
+    double-quoted (so `run_limit: "2:00"` reads the same in any YAML version), lists and
+    mappings in flow style; then `origin` for a pulled copy."""
+    lines = [f"# xcecli preset {name}: xcecli submit options by long name, values as on the command line",
+             "# (xcecli presets --help; the keys are those of xcecli submit --help)"] if header else []
+    for k, v in values.items():
+        lines.append(f"{k}: {_flow(v)}")
+    if origin:
+        lines.append("origin: {" + ", ".join(f"{k}: {_q(origin[k])}" for k in origin) + "}")
+    return "\n".join(lines) + "\n"
+
+
+def _q(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+
+
+def _flow(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_q(k)}: {_q(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_q(x) for x in v) + "]"
+    return _q(v)
+
+
+def save(name: str, values: dict[str, Any], origin: dict[str, str] | None = None, *, backup: bool = False) -> Path:
+    """Write preset `name` (YAML, then its JSON copy), replacing any; `backup` first keeps
+    the old file as `NAME.yaml.bak`. The values must be canonical and checked. Returns the
+    path. Raises InvalidRequest for a bad name, OSError when the directory cannot be written."""
+    from xced.api.submit_options import preset_hash
+
+    path = _private_dir() / (_check_name(name) + SUFFIX)
+    if backup and path.exists():
+        _atomic_write(path.with_name(path.name + ".bak"), path.read_bytes())
+    _atomic_write(path, render_yaml(name, values, origin).encode("utf-8"))
+    _write_cache(path, LocalPreset(name, values, preset_hash(values), origin))
+    return path
+
+
+def remove(name: str) -> Path:
+    """Delete preset `name` and its JSON copy (a `.bak` stays). Raises PresetMissing."""
+    path = path_of(name)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        raise missing(name) from None
+    try:
+        _cache_path(path).unlink()
+    except FileNotFoundError:
+        pass
+    return path
+
+
+def exists(name: str) -> bool:
+    """Whether a local preset `name` exists."""
+    return path_of(name).exists()

@@ -1,0 +1,239 @@
+"""Preset files (PRE-1, PRE-3, PRE-5): read and checked with their positions.
+
+A preset file, `NAME.yaml`, local (the user's config directory) or on the server
+(`<TopDir>/config/presets/`, or xce.yaml's `presets_dir`), is a YAML mapping from the long
+names of `xcecli submit`'s job options to their values, written as on the command line::
+
+    # a preset for training jobs
+    queue: gpu
+    ntasks: "4"
+    run_limit: "2:00"
+    resreq: ["rusage[gpu=1]"]       # a list where the option repeats
+    env: {OMP_NUM_THREADS: "8"}     # a mapping for NAME=VALUE options
+    app: pytorch
+
+A local copy pulled from a server records where it came from under
+`origin: {server: CLUSTER, name: NAME, hash: sha256:...}`; the hash leaves it out (PRE-4).
+
+An export file (`xcecli presets export`) is a mapping from preset name to such a mapping,
+so one file may carry several presets (PRE-5).
+
+The keys and values are those of `xced.api.submit_options`; every problem is a
+Diagnostic with FILE:LINE:COL and what would be valid (CFG-2). Whatever `xcecli submit`
+itself would refuse (`ntasks: "0"`) is refused here too, so a preset that loads is one
+submit accepts as far as the client can tell; what only the daemon knows (that a queue
+exists) is checked when a job is submitted with it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xced.api.submit_options import (
+    JOB_OPTIONS,
+    OptionError,
+    check,
+    check_preset_name,
+    normalize,
+    preset_hash,
+)
+from xced.config.diagnostics import Diagnostic
+from xced.config.loader import _is_map, _key_pos, _read_yaml, _Source, _value_pos, load_yaml_text
+
+__all__ = ["ORIGIN_KEYS", "PRESET_SUFFIX", "Preset", "load_export_text", "load_preset_file", "load_presets_dir",
+           "preset_paths", "presets_directory"]
+
+#: a preset file is NAME + this
+PRESET_SUFFIX = ".yaml"
+#: what a pulled copy's `origin:` records (PRE-4)
+ORIGIN_KEYS = ("server", "name", "hash")
+
+
+@dataclass(slots=True)
+class Preset:
+    """A preset as read: `name`, its canonical `values` (long name -> value), `hash` over
+    the values (PRE-2), `origin` ({server, name, hash} of a pulled copy, else None) and the
+    file it came from."""
+
+    name: str
+    values: dict[str, Any]
+    hash: str
+    origin: dict[str, str] | None = None
+    path: str = ""
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The form `GET /xce/v1/presets` serves: {"name", "hash", "values"}."""
+        return {"name": self.name, "hash": self.hash, "values": self.values}
+
+
+def _check_origin(src: _Source, doc: Any) -> dict[str, str] | None:
+    raw = doc.get("origin")
+    if raw is None:
+        return None
+    pos = _value_pos(doc, "origin")
+    if not _is_map(raw):
+        src.error(pos, "origin: expected a mapping {server: CLUSTER, name: NAME, hash: sha256:...}, which "
+                       "`xcecli presets pull` writes")
+        return None
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        if k not in ORIGIN_KEYS:
+            src.error(_key_pos(raw, k), f"origin: unknown key {k!r}; origin holds {', '.join(ORIGIN_KEYS)}")
+        elif not isinstance(v, str) or not v:
+            src.error(_value_pos(raw, k), f"origin.{k}: expected a non-empty string")
+        else:
+            out[k] = v
+    missing = [k for k in ORIGIN_KEYS if k not in raw]
+    if missing:
+        src.error(pos, f"origin: missing {', '.join(missing)}; origin holds {', '.join(ORIGIN_KEYS)}")
+    return out if not src.failed else None
+
+
+def _check_values(src: _Source, doc: Any, what: str, *, allow_origin: bool) -> dict[str, Any] | None:
+    """The canonical values of one preset mapping `doc`, every problem reported at its key
+    or value; None when any was found."""
+    if not _is_map(doc):
+        shown = "empty" if doc is None else ("a list" if isinstance(doc, list) else f"the scalar {doc!r}")
+        src.error(getattr(doc, "lc", None) and (doc.lc.line, doc.lc.col) or None,
+                  f"{what}: expected a mapping of submit options (e.g. queue: normal, run_limit: \"2:00\"), "
+                  f"got {shown}")
+        return None
+    failed = src.failed
+    src.failed = False
+    values: dict[str, Any] = {}
+    for key in doc:
+        if key == "origin":
+            if not allow_origin:
+                src.error(_key_pos(doc, key), f"{what}: origin is written by `xcecli presets pull` on a local "
+                                              f"copy; a server preset or an export carries none")
+            continue
+        if not isinstance(key, str):
+            src.error(_key_pos(doc, key), f"{what}: the key {key!r} is not an option name")
+            continue
+        try:
+            value = normalize(key, doc[key])
+            check(key, value)
+        except OptionError as e:
+            if key not in _FIELDS:  # an unknown option or a control: the key is wrong
+                src.error(_key_pos(doc, key), f"{what}: {e.message}")
+            else:
+                src.error(_value_pos(doc, key), f"{what}: {key}: {e.message}")
+            continue
+        values[key] = value
+    ok = not src.failed
+    src.failed = src.failed or failed
+    if not ok:
+        return None
+    # in the table's order, so the file written back reads like the command line
+    return {o: values[o] for o in _FIELDS if o in values}
+
+
+_FIELDS = tuple(o.name for o in JOB_OPTIONS)
+
+
+def load_preset_file(path: Path | str, errors: list[Diagnostic], warnings: list[Diagnostic], *,
+                     allow_origin: bool = True, name: str | None = None) -> Preset | None:
+    """One preset file `NAME.yaml`; its name is the file's stem unless `name` is given.
+    `allow_origin`: a local copy may record its origin (PRE-4), a server preset may not.
+    Returns None (with the problems in `errors`) for a file that is not a valid preset."""
+    p = Path(path)
+    src = _Source(p, errors, warnings)
+    pname = name if name is not None else (p.name[: -len(PRESET_SUFFIX)] if p.name.endswith(PRESET_SUFFIX)
+                                           else p.stem)
+    try:
+        check_preset_name(pname)
+    except OptionError as e:
+        src.error("file", e.message)
+        return None
+    if not p.exists():
+        src.error("file", f"preset {pname} not found")
+        return None
+    loaded, doc = _read_yaml(src)
+    if not loaded:
+        return None
+    if _is_map(doc) and not doc:
+        src.error((0, 0), f"preset {pname}: the file sets no option; a preset sets at least one, e.g. "
+                          f"queue: normal")
+        return None
+    values = _check_values(src, doc, f"preset {pname}", allow_origin=allow_origin)
+    origin = _check_origin(src, doc) if allow_origin and _is_map(doc) else None
+    if values is None or src.failed:
+        return None
+    return Preset(pname, values, preset_hash(values), origin, str(p))
+
+
+def load_export_text(text: str, source: str, errors: list[Diagnostic],
+                     warnings: list[Diagnostic]) -> list[Preset]:
+    """An export (PRE-5): a YAML mapping from preset name to values, read from `text`
+    (`source` names it in messages: a path, or "<stdin>"). Returns every preset, or []
+    with the problems in `errors` when any is invalid (an import is all or nothing)."""
+    src = _Source(Path(source), errors, warnings)
+    loaded, doc = load_yaml_text(src, text)
+    if not loaded:
+        return []
+    if not _is_map(doc) or not doc:
+        shown = "empty" if doc is None or (_is_map(doc) and not doc) else \
+            ("a list" if isinstance(doc, list) else f"the scalar {doc!r}")
+        src.error((0, 0), f"an export is a mapping of preset name to its options (gpu-train: {{queue: gpu, "
+                          f"ntasks: \"4\"}}), got {shown}")
+        return []
+    out: list[Preset] = []
+    for name in doc:
+        try:
+            check_preset_name(name if isinstance(name, str) else "")
+        except OptionError as e:
+            src.error(_key_pos(doc, name), e.message if isinstance(name, str) else
+                      f"preset name {name!r} is not valid: a preset name is a string")
+            continue
+        body = doc[name]
+        if _is_map(body) and not body:
+            src.error(_value_pos(doc, name), f"preset {name}: sets no option; a preset sets at least one")
+            continue
+        values = _check_values(src, body, f"preset {name}", allow_origin=False)
+        if values is not None:
+            out.append(Preset(name, values, preset_hash(values), None, source))
+    return [] if src.failed else out
+
+
+def preset_paths(directory: Path | str) -> list[Path]:
+    """The preset files of a directory: `*.yaml` that are not hidden, sorted by name."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return []
+    return [Path(e.path) for e in entries if e.name.endswith(PRESET_SUFFIX) and not e.name.startswith(".")]
+
+
+def load_presets_dir(directory: Path | str, errors: list[Diagnostic], warnings: list[Diagnostic]) -> list[Preset]:
+    """Every valid server preset of `directory` (PRE-3), sorted by name; each invalid file's
+    problems go to `errors` and the file is left out, never served half-read. A missing
+    directory holds no presets. `*.yml` files get a warning: presets are `NAME.yaml`."""
+    d = Path(directory)
+    out: list[Preset] = []
+    for p in preset_paths(d):
+        pr = load_preset_file(p, errors, warnings, allow_origin=False)
+        if pr is not None:
+            out.append(pr)
+    try:
+        for e in sorted(os.scandir(d), key=lambda e: e.name):
+            if e.name.endswith(".yml") and not e.name.startswith("."):
+                warnings.append(Diagnostic("warning", e.path, None, None,
+                                           f"not read: a preset file is NAME{PRESET_SUFFIX}"))
+    except OSError:
+        pass
+    return out
+
+
+
+def presets_directory(topdir: Path | str, presets_dir: str | None) -> Path:
+    """Where the server presets are (PRE-3, CFG-1): xce.yaml's `presets_dir` (absolute, or
+    relative to `topdir`), else `<topdir>/config/presets`."""
+    top = Path(topdir)
+    if presets_dir:
+        p = Path(presets_dir).expanduser()
+        return p if p.is_absolute() else top / p
+    return top / "config" / "presets"
