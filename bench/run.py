@@ -6,6 +6,8 @@ Benchmarks (each starts its own xced in a fresh TopDir under /tmp and always sto
 
   cli_submit   median wall time of `xcecli submit --parsable true` (30 calls), plus the
                Python start-up and import costs behind it
+  preset       what `submit --preset` adds to `xcecli submit` (PRE-1 aim: at most 10 ms):
+               the two commands alternated (30 pairs), and the expansion in-process
   api_submit   API submits per second over one connection (1,000 jobs kept pending)
   array        time of one API submit of a 10,000-element array (median of 3), and the
                `xcecli submit -J 'a[1-10000]'` wall time
@@ -273,6 +275,53 @@ class Bench:
             f"`xcecli --help`: {median(helpt):.0f} ms",
             f"imports of one `xcecli submit` (`python -X importtime`): {total_imp:.0f} ms in all; largest top-level: "
             + ", ".join(f"{m} {ms:.0f} ms" for m, ms in sorted(imports, key=lambda x: -x[1])[:8]),
+        ]
+
+    # ---------------------------------------------------------------- preset
+
+    def preset(self, res: BenchResult) -> None:
+        """PRE-1: `xcecli submit --preset P` against the same submit with the same options
+        given on the command line, alternated so that load drifts hit both alike; and the
+        expansion itself (reading the preset's JSON copy, merging, checking) in a fresh
+        interpreter, imports included."""
+        import tempfile
+
+        n = 10 if self.quick else 30
+        opts = ["-q", "normal", "-n", "1", "-W", "30", "-R", "rusage[mem=10]", "--env", "A=1", "-J", "p"]
+        with self.daemon("preset", slots=4) as d, tempfile.TemporaryDirectory(prefix="xce-bench-cfg-") as cfg:
+            env = {**d.cli_env(), "XDG_CONFIG_HOME": cfg}
+            cwd = str(d.top)
+            r = run_blocking([XCECLI, "presets", "create", "bench", *opts], env=env, cwd=cwd,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert r.returncode == 0, r.stderr
+            plain_cmd = [XCECLI, "submit", "--parsable", *opts, "--", "true"]
+            preset_cmd = [XCECLI, "submit", "--parsable", "--preset", "bench", "--", "true"]
+            run_timed(plain_cmd, env, cwd)
+            run_timed(preset_cmd, env, cwd)  # warm both; not counted
+            plain, with_preset = [], []
+            for _ in range(n):
+                for cmd, out in ((plain_cmd, plain), (preset_cmd, with_preset)):
+                    dt, r = run_timed(cmd, env, cwd)
+                    int(r.stdout.strip())
+                    out.append(dt * 1000)
+                    time.sleep(0.05)
+            code = ("import time, xced.api.client, xced.api.submit_options, xced.model.jobs, xced.model.units; "
+                    "t = time.perf_counter(); from xcecli.presets import load_fast; "
+                    "from xced.api.submit_options import merge_values, check_values; "
+                    "p = load_fast('bench'); v, _ = merge_values(p.values, {'queue': 'short'}); check_values(v); "
+                    "print((time.perf_counter() - t) * 1000)")
+            inproc = [float(run_blocking([sys.executable, "-c", code], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                         text=True).stdout) for _ in range(n)]
+        diffs = [b - a for a, b in zip(plain, with_preset)]
+        res.metrics.append(Metric("preset", "what `submit --preset` adds to `xcecli submit`", median(diffs), "ms", True,
+                                  aim=10, extra=f"{n} alternated pairs"))
+        res.details += [
+            f"`xcecli submit --preset bench` wall: median {median(with_preset):.0f} ms; the same options on the "
+            f"command line: median {median(plain):.0f} ms; difference per pair: median {median(diffs):.1f} ms, "
+            f"p95 {p95(diffs):.1f} ms ({n} pairs, alternated)",
+            f"the expansion alone, in a fresh interpreter that has imported what a plain submit imports "
+            f"(importing xcecli.presets and platformdirs, reading the JSON copy, merging over a command-line -q, "
+            f"checking): median {median(inproc):.1f} ms",
         ]
 
     # ---------------------------------------------------------------- api_submit
@@ -621,7 +670,7 @@ def probe_info(c, seconds: float) -> list[float]:
     return out
 
 
-BENCHES = ["cli_submit", "api_submit", "array", "latency", "drain", "drain_array", "pending", "store_busy"]
+BENCHES = ["cli_submit", "preset", "api_submit", "array", "latency", "drain", "drain_array", "pending", "store_busy"]
 
 
 # --------------------------------------------------------------------------- output

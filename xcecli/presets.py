@@ -88,8 +88,10 @@ def names() -> list[str]:
 
     try:
         entries = os.listdir(presets_dir())
-    except OSError:
+    except FileNotFoundError:
         return []
+    except OSError as e:
+        raise PresetInvalid(f"cannot list the presets of {presets_dir()}: {e.strerror or e}") from None
     out = []
     for n in entries:
         if n.endswith(SUFFIX) and not n.startswith("."):
@@ -141,7 +143,7 @@ def load(name: str) -> LocalPreset:
     from xced.config.presets import load_preset_file
 
     path = path_of(name)
-    if not path.exists():
+    if not exists(name):
         raise missing(name)
     errors: list = []
     pr = load_preset_file(path, errors, [], allow_origin=True)
@@ -244,5 +246,13 @@ def remove(name: str) -> Path:
 
 
 def exists(name: str) -> bool:
-    """Whether a local preset `name` exists."""
-    return path_of(name).exists()
+    """Whether a local preset `name` exists. Raises PresetInvalid when its directory cannot
+    be searched (another user's config dir)."""
+    path = path_of(name)
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise PresetInvalid(f"preset {name}: cannot read {path}: {e.strerror or e}") from None
+    return True

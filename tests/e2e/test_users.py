@@ -473,3 +473,73 @@ def test_tcp_takes_no_user_request_in_test_mode_either(base, users):
         assert Client(_sock(d)).request("GET", "/jobs", params={"user": "all"}).json()["jobs"] == []
     finally:
         d.stop()
+
+
+# ---------------------------------------------------------------- presets between two users (PRE-1, PRE-5)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _user_xcecli(user: User) -> list[str] | None:
+    """The real xcecli as `user` may run it: this interpreter if the user can reach it, else
+    the system's interpreter of the same version with this venv's packages on its path (the
+    venv's own interpreter may live under root's 0700 home). None when the user can run
+    neither."""
+    import sys
+    import sysconfig
+
+    site = sysconfig.get_paths()["purelib"]
+    boot = (f"import site, sys; site.addsitedir({site!r}); sys.path.insert(0, {str(REPO)!r}); "
+            "from xcecli.app import main; main()")
+    for py in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
+        try:
+            r = user.run([py, "-c", boot, "--help"])
+        except OSError:  # the user may not execute it
+            continue
+        if r.returncode == 0 and "presets" in r.stdout:
+            return [py, "-c", boot]
+    return None
+
+
+def test_presets_are_private_and_move_between_two_users_through_export_and_import(users, base):
+    """PRE-1: xce-alice's presets (which may carry --env values) are hers alone: the
+    directory is 0700, each file 0600, and xce-bob can neither read them nor list them.
+    PRE-5: `xcecli presets export` as alice piped into `xcecli presets import -` as bob gives
+    bob the same preset (the same hash), in a file of his own."""
+    alice, bob = users
+    cli_a, cli_b = _user_xcecli(alice), _user_xcecli(bob)
+    if cli_a is None or cli_b is None:
+        pytest.skip("no Python interpreter of this version that the test users may run")
+    ha, hb = _home(base, alice), _home(base, bob)
+    env_a = {"XDG_CONFIG_HOME": str(ha / ".config"), "XCE_SOCKET": str(base / "no-daemon.sock")}
+    env_b = {"XDG_CONFIG_HOME": str(hb / ".config"), "XCE_SOCKET": str(base / "no-daemon.sock")}
+    r = alice.run([*cli_a, "presets", "create", "train", "-q", "normal", "-n", "2", "--env", f"TOKEN={SECRET}"],
+                  env=env_a)
+    assert r.returncode == 0, r.stderr
+    d = ha / ".config" / "xce" / "presets"
+    for p, mode in ((d, 0o700), (d / "train.yaml", 0o600), (d / ".train.json", 0o600)):
+        st = p.stat()
+        assert (stat.S_IMODE(st.st_mode), st.st_uid) == (mode, alice.uid), p
+    # bob, even pointed at alice's config dir, reads nothing of it
+    os.chmod(ha, 0o755)  # her home searchable: only the presets directory itself keeps bob out
+    r = bob.run(["cat", str(d / "train.yaml")])
+    assert r.returncode != 0 and SECRET not in r.stdout
+    r = bob.run([*cli_b, "presets", "show", "train"], env={**env_b, "XDG_CONFIG_HOME": str(ha / ".config")})
+    assert r.returncode == 1 and "Permission denied" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert SECRET not in r.stdout + r.stderr
+    r = bob.run([*cli_b, "presets", "list", "--local"], env={**env_b, "XDG_CONFIG_HOME": str(ha / ".config")})
+    assert r.returncode == 1 and "cannot list the presets" in r.stderr and SECRET not in r.stdout
+    # alice | bob through a real pipe, each process as its own user
+    export = subprocess.Popen([*cli_a, "presets", "export", "train"], user=alice.uid, group=alice.gid, extra_groups=[],
+                              env={"PATH": "/usr/bin:/bin", "HOME": "/", **env_a}, cwd="/", stdout=subprocess.PIPE)
+    imp = subprocess.run([*cli_b, "presets", "import", "-"], user=bob.uid, group=bob.gid, extra_groups=[],
+                         env={"PATH": "/usr/bin:/bin", "HOME": "/", **env_b}, cwd="/", stdin=export.stdout,
+                         capture_output=True, text=True, timeout=60)
+    export.stdout.close()
+    assert export.wait(30) == 0 and imp.returncode == 0, imp.stderr
+    assert "preset train imported" in imp.stderr
+    shown_a = json.loads(alice.run([*cli_a, "presets", "show", "train", "--json"], env=env_a).stdout)
+    shown_b = json.loads(bob.run([*cli_b, "presets", "show", "train", "--json"], env=env_b).stdout)
+    assert shown_b["values"] == shown_a["values"] and shown_b["hash"] == shown_a["hash"]
+    fb = hb / ".config" / "xce" / "presets" / "train.yaml"
+    assert (stat.S_IMODE(fb.stat().st_mode), fb.stat().st_uid) == (0o600, bob.uid)

@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
     from xced.api.submit_options import JOB_OPTIONS
 
     name_arg = inspect.Parameter("preset", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str,
-                                 default=typer.Argument(..., help="the preset's name, e.g. gpu-train"))
+                                 default=typer.Argument(..., metavar="NAME", help="the preset's name, e.g. gpu-train"))
     force_opt = inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                                   default=typer.Option(False, "--force", help="replace a preset of that name "
                                                                               "(kept as NAME.yaml.bak)"))
@@ -251,7 +251,7 @@ def register(app: typer.Typer) -> None:
              as_: Optional[str] = typer.Option(None, "--as", help="the local name (default: the same)"),
              force: bool = typer.Option(False, "--force", help="replace a local preset of that name that came "
                                                                "from elsewhere (kept as NAME.yaml.bak)")) -> None:
-        """Copy a server preset to a local one (PRE-4); pulling it again updates it."""
+        """Copy a server preset to a local one; pulling it again updates it."""
         from xced.api.submit_options import OptionError, check_preset_name
         from xcecli import presets as store
         from xcecli.output import err
@@ -279,7 +279,7 @@ def register(app: typer.Typer) -> None:
     def export(names: List[str] = typer.Argument(..., help="the local presets to export"),
                output: Optional[str] = typer.Option(None, "-o", "--output", help="write to FILE (default: stdout)"),
                force: bool = typer.Option(False, "--force", help="overwrite FILE")) -> None:
-        """Write local presets as one YAML file (name -> values) for `presets import` (PRE-5)."""
+        """Write local presets as one YAML file (name -> values) for `presets import`."""
         import os
 
         from xcecli import presets as store
@@ -301,7 +301,7 @@ def register(app: typer.Typer) -> None:
                 as_: Optional[str] = typer.Option(None, "--as", help="the local name (for a file of one preset)"),
                 force: bool = typer.Option(False, "--force", help="replace local presets of those names "
                                                                   "(kept as NAME.yaml.bak)")) -> None:
-        """Add the presets of an export file (PRE-5); all or nothing."""
+        """Add the presets of an export file; all or nothing."""
         from xced.config.presets import load_export_text
         from xcecli import presets as store
         from xcecli.output import err
@@ -337,8 +337,7 @@ def register(app: typer.Typer) -> None:
     @presets_app.command("report")
     def report(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"),
                all_: bool = typer.Option(False, "-a", "--all", help="include finished jobs of any age")) -> None:
-        """Your jobs by preset, with counts by state; `changed` marks jobs whose preset has changed
-        since they were submitted (PRE-5). Client side: the same call as `xcecli jobs --json`."""
+        """Your jobs by preset, with counts by state, marking the jobs whose preset has changed since they were submitted."""
         import json
 
         from xced.api.errors import XceError
