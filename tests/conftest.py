@@ -7,6 +7,7 @@ killed by PID, never by name.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -160,6 +161,21 @@ def fill_disk(path: Path) -> None:
                 pass
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def tmpfs_at(path: Path, size: str, mode: str | None = None):
+    """A tmpfs of `size` ("1m") mounted on the directory `path` for the block, unmounted
+    after, even on failure: a small disk to fill (fault tests). Skips the test only when the
+    mount is refused (it needs root)."""
+    opts = f"size={size}" + (f",mode={mode}" if mode else "")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs mount rights): {r.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def short_tmpdir(prefix: str = "xce-") -> Path:

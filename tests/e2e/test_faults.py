@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (FAULTY_ENV, FAULTY_XCED, Daemon, fill_disk, kill_job_processes, short_tmpdir,
+from tests.conftest import (FAULTY_ENV, FAULTY_XCED, Daemon, fill_disk, kill_job_processes, short_tmpdir, tmpfs_at,
                             write_config)
 
 
@@ -181,16 +181,13 @@ def small_disk():
     top = short_tmpdir()
     state = top / "state"
     state.mkdir(mode=0o700)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", str(state)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        shutil.rmtree(top, ignore_errors=True)
-        pytest.skip(f"cannot mount a tmpfs here (needs mount rights): {r.stderr.strip()}")
     try:
-        yield top
+        with tmpfs_at(state, "3m", "0700"):
+            try:
+                yield top
+            finally:
+                kill_job_processes(top)
     finally:
-        kill_job_processes(top)
-        subprocess.run(["umount", "-l", str(state)], capture_output=True)
         shutil.rmtree(top, ignore_errors=True)
 
 

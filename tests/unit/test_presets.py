@@ -333,3 +333,30 @@ def test_export_and_import_through_a_pipe(tmp_path):
     assert json.loads(_cli(b, "presets", "show", "p3", "--json").stdout)["values"] == {"queue": "y"}
     r = _cli(b, "presets", "import", "-", input="- not a mapping\n")
     assert r.returncode == 1 and "<stdin>:1:1: error: an export is a mapping" in r.stderr
+
+
+def test_a_full_disk_leaves_every_preset_as_it_was(tmp_path):
+    """Injected fault: the config dir's file system is full. `create --force` and a new
+    `create` are refused in one line naming the cause; the old preset file is untouched
+    (no .bak, no temporary file left), a new one does not appear half-written, and the old
+    preset still reads. Needs a tmpfs: skipped only when mount is refused."""
+    from tests.conftest import fill_disk, tmpfs_at
+
+    home = tmp_path / "cfg"
+    home.mkdir()
+    with tmpfs_at(home, "1m"):
+        assert _cli(home, "presets", "create", "p", "-q", "a", "--env", "K=v").returncode == 0
+        d = home / "xce" / "presets"
+        before = {n: (d / n).read_bytes() for n in os.listdir(d)}
+        fill_disk(home / "filler")
+        r = _cli(home, "presets", "create", "p", "-q", "b", "--force")
+        assert r.returncode == 1 and "cannot write preset p" in r.stderr and "No space left on device" in r.stderr
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+        r = _cli(home, "presets", "create", "q", "-q", "c")
+        assert r.returncode == 1 and "No space left on device" in r.stderr
+        assert {n: (d / n).read_bytes() for n in os.listdir(d)} == before  # nothing new, nothing changed
+        assert json.loads(_cli(home, "presets", "show", "p", "--json").stdout)["values"] == {"queue": "a",
+                                                                                              "env": {"K": "v"}}
+        (home / "filler").unlink()
+        assert _cli(home, "presets", "create", "p", "-q", "b", "--force").returncode == 0  # room again
+        assert (d / "p.yaml.bak").read_bytes() == before["p.yaml"]

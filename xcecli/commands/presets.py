@@ -210,7 +210,8 @@ def register(app: typer.Typer) -> None:
 
     @presets_app.command("list")
     def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"),
-              local_only: bool = typer.Option(False, "--local", help="local presets only; do not ask the server")) -> None:
+              local_only: bool = typer.Option(False, "--local",
+                                              help="local presets only; do not ask the server")) -> None:
         """Local presets, then the server's (marked server); an unreachable server is a note."""
         import json
 
@@ -325,7 +326,8 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter(f"--as renames one preset; {shown} holds {len(found)}")
             store.path_of(as_)
             found[0].name = as_
-        plan = [(p, _placement(p.name, p.hash, None, force, "import")) for p in found]  # refused whole, before any write
+        # refused whole, before any write
+        plan = [(p, _placement(p.name, p.hash, None, force, "import")) for p in found]
         for p, how in plan:
             if how != "same":
                 _write(p.name, p.values, None, backup=how == "replace")
@@ -337,7 +339,8 @@ def register(app: typer.Typer) -> None:
     @presets_app.command("report")
     def report(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"),
                all_: bool = typer.Option(False, "-a", "--all", help="include finished jobs of any age")) -> None:
-        """Your jobs by preset, with counts by state, marking the jobs whose preset has changed since they were submitted."""
+        """Your jobs by preset, with counts by state, marking the jobs whose preset has changed
+        since they were submitted."""
         import json
 
         from xced.api.errors import XceError
