@@ -360,3 +360,23 @@ def test_a_full_disk_leaves_every_preset_as_it_was(tmp_path):
         (home / "filler").unlink()
         assert _cli(home, "presets", "create", "p", "-q", "b", "--force").returncode == 0  # room again
         assert (d / "p.yaml.bak").read_bytes() == before["p.yaml"]
+
+
+def test_a_preset_file_over_its_size_limit_is_refused_unread(tmp_path):
+    """D-8: the daemon reads server presets on a request; a preset is a few lines, and a
+    file over MAX_PRESET_BYTES is refused naming both sizes."""
+    from xced.config.presets import MAX_PRESET_BYTES
+
+    f = tmp_path / "big.yaml"
+    f.write_text("queue: a\n" + "# padding\n" * (MAX_PRESET_BYTES // 10 + 1))
+    errors: list = []
+    assert load_preset_file(f, errors, []) is None
+    assert str(errors[0]) == (f"{f}: error: is {f.stat().st_size} bytes, more than the {MAX_PRESET_BYTES} a "
+                              f"preset file may be")
+
+
+def test_an_import_that_is_not_utf8_is_refused_whole(tmp_path):
+    r = subprocess.run([XCECLI, "presets", "import", "-"], input=b"a: {queue: \xff}\n", capture_output=True,
+                       env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}, timeout=60)
+    assert r.returncode == 1 and b"not UTF-8 text (at byte 11)" in r.stderr and b"nothing imported" in r.stderr
+    assert not (tmp_path / "xce").exists()

@@ -303,18 +303,24 @@ def register(app: typer.Typer) -> None:
                 force: bool = typer.Option(False, "--force", help="replace local presets of those names "
                                                                   "(kept as NAME.yaml.bak)")) -> None:
         """Add the presets of an export file; all or nothing."""
-        from xced.config.presets import load_export_text
+        from xced.config.presets import MAX_EXPORT_BYTES, load_export_text
         from xcecli import presets as store
         from xcecli.output import err
 
-        if source == "-":
-            text, shown = sys.stdin.read(), "<stdin>"
-        else:
-            try:
-                with open(source, encoding="utf-8") as f:
-                    text, shown = f.read(), source
-            except (OSError, UnicodeDecodeError) as e:
-                _refuse(f"cannot read {source}: {getattr(e, 'strerror', None) or e}")
+        shown = "<stdin>" if source == "-" else source
+        try:
+            if source == "-":
+                raw = sys.stdin.buffer.read(MAX_EXPORT_BYTES + 1)
+            else:
+                with open(source, "rb") as f:
+                    raw = f.read(MAX_EXPORT_BYTES + 1)
+            if len(raw) > MAX_EXPORT_BYTES:
+                _refuse(f"{shown} is more than {MAX_EXPORT_BYTES} bytes, more than an export may be; nothing imported")
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            _refuse(f"{shown}: not UTF-8 text (at byte {e.start}); an export is a YAML file; nothing imported")
+        except OSError as e:
+            _refuse(f"cannot read {shown}: {e.strerror or e}")
         errors: list = []
         found = load_export_text(text, shown, errors, [])
         if errors:

@@ -43,13 +43,17 @@ from xced.api.submit_options import (
 from xced.config.diagnostics import Diagnostic
 from xced.config.loader import _is_map, _key_pos, _read_yaml, _Source, _value_pos, load_yaml_text
 
-__all__ = ["ORIGIN_KEYS", "PRESET_SUFFIX", "Preset", "load_export_text", "load_preset_file", "load_presets_dir",
+__all__ = ["MAX_EXPORT_BYTES", "MAX_PRESET_BYTES", "ORIGIN_KEYS", "PRESET_SUFFIX", "Preset", "load_export_text", "load_preset_file", "load_presets_dir",
            "preset_paths", "presets_directory"]
 
 #: a preset file is NAME + this
 PRESET_SUFFIX = ".yaml"
 #: what a pulled copy's `origin:` records (PRE-4)
 ORIGIN_KEYS = ("server", "name", "hash")
+#: the largest preset file read (a preset is a few lines; D-8: the daemon reads them on a
+#: request) and the largest export an import reads
+MAX_PRESET_BYTES = 64 * 1024
+MAX_EXPORT_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -149,8 +153,16 @@ def load_preset_file(path: Path | str, errors: list[Diagnostic], warnings: list[
     except OptionError as e:
         src.error("file", e.message)
         return None
-    if not p.exists():
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
         src.error("file", f"preset {pname} not found")
+        return None
+    except OSError as e:
+        src.error("file", f"cannot read: {e.strerror or e}")
+        return None
+    if size > MAX_PRESET_BYTES:
+        src.error("file", f"is {size} bytes, more than the {MAX_PRESET_BYTES} a preset file may be")
         return None
     loaded, doc = _read_yaml(src)
     if not loaded:

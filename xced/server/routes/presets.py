@@ -36,6 +36,7 @@ async def preset(name: str, request: Request, _: None = Depends(requires(NO_PERM
     have = _shelf(request).current()
     p = have.get(name)
     if p is None:
-        shown = ", ".join(list(have)[:20]) or "none"
-        raise NotFound(f"no server preset {name!r}; the server's presets: {shown}")
+        shown = ", ".join(list(have)[:20]) + (f" and {len(have) - 20} more" if len(have) > 20 else "") or "none"
+        asked = repr(name) if len(name) <= 80 else f"{name[:80]!r}..."
+        raise NotFound(f"no server preset {asked}; the server's presets: {shown}")
     return json_response(p.to_json())
