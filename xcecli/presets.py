@@ -90,6 +90,8 @@ def names() -> list[str]:
         entries = os.listdir(presets_dir())
     except FileNotFoundError:
         return []
+    except NotADirectoryError:
+        raise PresetInvalid(f"the presets directory {presets_dir()} is not a directory; move the file away") from None
     except OSError as e:
         raise PresetInvalid(f"cannot list the presets of {presets_dir()}: {e.strerror or e}") from None
     out = []
@@ -113,7 +115,19 @@ def missing(name: str) -> PresetMissing:
 
 
 def _stamp(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    # ctime too: no one can set it back, so an edit that restores size and mtime is seen
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _cache_matches(path: Path, st: os.stat_result) -> dict | None:
+    try:
+        with open(_cache_path(path), "rb") as f:
+            c = json.loads(f.read())
+        if isinstance(c, dict) and c.get("v") == _CACHE_VERSION and c.get("stamp") == _stamp(st):
+            return c
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def load_fast(name: str) -> LocalPreset:
@@ -125,15 +139,15 @@ def load_fast(name: str) -> LocalPreset:
         st = os.stat(path)
     except FileNotFoundError:
         raise missing(name) from None
-    except OSError as e:
-        raise PresetInvalid(f"preset {name}: cannot read {path}: {e.strerror or e}") from None
-    try:
-        with open(_cache_path(path), "rb") as f:
-            c = json.loads(f.read())
-        if c.get("v") == _CACHE_VERSION and c.get("stamp") == _stamp(st):
+    except OSError:
+        exists(name)  # raises, saying why
+        raise
+    c = _cache_matches(path, st)
+    if c is not None:
+        try:
             return LocalPreset(name, c["values"], c["hash"], c.get("origin"))
-    except (OSError, ValueError, KeyError, AttributeError, TypeError):
-        pass
+        except KeyError:
+            pass
     return load(name)
 
 
@@ -152,7 +166,9 @@ def load(name: str) -> LocalPreset:
         raise PresetInvalid(f"preset {name} is not valid: {shown or path}", [str(e) for e in errors])
     lp = LocalPreset(pr.name, pr.values, pr.hash, pr.origin)
     try:
-        _write_cache(path, lp)
+        st = os.stat(path)
+        if _cache_matches(path, st) is None:  # only a stale copy is rewritten
+            _write_cache(path, lp)
     except OSError:
         pass  # a read-only config dir: the YAML file is read each time
     return lp
@@ -160,10 +176,18 @@ def load(name: str) -> LocalPreset:
 
 def _private_dir() -> Path:
     d = presets_dir()
+    if d.exists() and not d.is_dir():
+        raise PresetInvalid(f"the presets directory {d} is not a directory; move the file away")
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     if d.stat().st_mode & 0o077:
         os.chmod(d, 0o700)  # a preset may carry --env values: only its owner reads them
     return d
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `data` to `path` as a 0600 file: a temporary file beside it, fsync'd, renamed
+    over it, so a reader never sees half of it. Raises OSError."""
+    _atomic_write(path, data)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -253,6 +277,8 @@ def exists(name: str) -> bool:
         os.stat(path)
     except FileNotFoundError:
         return False
+    except NotADirectoryError:
+        raise PresetInvalid(f"the presets directory {path.parent} is not a directory; move the file away") from None
     except OSError as e:
         raise PresetInvalid(f"preset {name}: cannot read {path}: {e.strerror or e}") from None
     return True

@@ -187,3 +187,55 @@ def test_a_pulled_preset_hashes_as_its_server_original_and_report_flags_a_change
     _ok(run("presets", "create", "theirs", "-q", "normal", home=other_home, user="someone-else"))
     _ok(run("submit", "--preset", "theirs", "--", "true", home=other_home, user="someone-else"))
     assert "theirs" not in _ok(run("presets", "report")).stdout
+
+
+def test_a_refusal_of_a_preset_value_names_the_preset_and_odd_names_get_a_clean_404(cluster, tmp_path):
+    """The user never typed a value the preset gave: a refusal of it says where it came from.
+    A name no preset could have, even one that is not ASCII, is a plain 404 (D-2)."""
+    d, run = cluster
+    _ok(run("presets", "create", "wrong", "-q", "nosuch"))
+    r = run("submit", "--preset", "wrong", "--", "true")
+    assert r.returncode == 1 and "nosuch" in r.stderr and "(the queue value came from preset wrong)" in r.stderr
+    r = run("submit", "--preset", "wrong", "-q", "normal", "--dry-run", "--", "true")
+    assert r.returncode == 0, r.stderr  # the command line's -q wins
+    r = run("api", "GET", "/xce/v1/presets/ü")
+    assert r.returncode == 1 and "no server preset 'ü'" in r.stderr and "Traceback" not in r.stderr
+    # report: a preset made invalid by hand is said to be, not "deleted"
+    jid = int(_ok(run("submit", "--parsable", "--preset", "wrong", "-q", "normal", "--", "true")).stdout)
+    d.wait_state(jid, ("DONE", "EXIT"))
+    (tmp_path / "home" / "xce" / "presets" / "wrong.yaml").write_text('ntasks: "0"\n')
+    assert "(the local preset is not valid now)" in _ok(run("presets", "report")).stdout
+    assert json.loads(_ok(run("presets", "report", "--json")).stdout)["presets"][0]["preset"] == "not valid"
+
+
+def test_build_warns_of_a_server_preset_naming_what_the_config_lacks(cluster):
+    d, _ = cluster
+    (d.top / "config" / "presets" / "gpu.yaml").write_text('queue: "gpu"\napp: "nosuchapp"\n')
+    b = subprocess.run([XCEADMIN, "build", "--topdir", str(d.top)], capture_output=True, text=True, timeout=60)
+    assert b.returncode == 0, b.stderr
+    assert "preset gpu: queue 'gpu' is no queue of this config, so a job submitted with it would be refused" in b.stderr
+    assert "preset gpu: app 'nosuchapp' is no application profile of this config" in b.stderr
+
+
+def test_the_daemon_serves_no_symlinked_preset_and_nothing_from_a_directory_others_may_write(cluster, tmp_path):
+    """D-7, against a real daemon: a symlink in the presets directory (to a private file) is
+    never followed; a presets directory others may write serves nothing, with a log line."""
+    d, run = cluster
+    pdir = d.top / "config" / "presets"
+    secret = tmp_path / "private.yaml"
+    secret.write_text('env: {TOKEN: "s3cr3t-preset"}\n')
+    secret.chmod(0o600)
+    (pdir / "steal.yaml").symlink_to(secret)
+    with Client.connect(topdir=str(d.top)) as c:
+        names = [p["name"] for p in c.request("GET", "/presets").json()["presets"]]
+        assert names == ["site-default"]
+        with pytest.raises(NotFound):
+            c.request("GET", "/presets/steal")
+        os.chmod(pdir, 0o777)
+        try:
+            assert c.request("GET", "/presets").json()["presets"] == []
+        finally:
+            os.chmod(pdir, 0o755)
+        assert [p["name"] for p in c.request("GET", "/presets").json()["presets"]] == ["site-default"]
+    log = d.log.read_text()
+    assert "is a symlink" in log and "is writable by group or others" in log and "s3cr3t-preset" not in log

@@ -66,12 +66,18 @@ def test_each_job_option_is_a_preset_key_that_reads_back():
 
 
 def test_values_are_normalized_to_command_line_strings():
+    import datetime
+
     assert so.normalize("ntasks", 4) == "4"
-    assert so.normalize("resreq", "rusage[gpu=1]") == ["rusage[gpu=1]"]
-    assert so.normalize("env", ["A=1", "B=x=y"]) == {"A": "1", "B": "x=y"}
-    assert so.normalize("env", {"A": 1}) == {"A": "1"}
+    assert so.normalize("resreq", ["rusage[gpu=1]"]) == ["rusage[gpu=1]"]
+    assert so.normalize("env", {"A": 1, "B": "x=y"}) == {"A": "1", "B": "x=y"}
     for name, bad, needle in (("ntasks", True, "got true"), ("queue", None, "got null"), ("memory", 1.5, "got 1.5"),
-                              ("queue", ["a"], "got a list"), ("env", "A=1", "expected a mapping")):
+                              ("queue", ["a"], "got a list"), ("env", "A=1", "expected a mapping of NAME: VALUE"),
+                              ("env", ["A=1"], "expected a mapping of NAME: VALUE"),
+                              ("resreq", "rusage[gpu=1]", r'expected a list of strings, one per -R \(e.g. resreq: '
+                                                          r'\["rusage\[mem=1000\]"\]\)'),
+                              ("queue", datetime.date(2001, 1, 1), "got the date 2001-01-01 \\(quote it"),
+                              ("queue", object(), "got a tagged value"), ("env", {True: "x"}, "the name true is not")):
         with pytest.raises(so.OptionError, match=needle):
             so.normalize(name, bad)
     with pytest.raises(so.OptionError, match=r"'run_limt' is not an option of xcecli submit \(did you mean "
@@ -82,6 +88,9 @@ def test_values_are_normalized_to_command_line_strings():
 
 
 @pytest.mark.parametrize("name,value,needle", [
+    ("queue", "q" * 257, "-q: 257 characters, more than the 256 a submit may give"),
+    ("env", {f"V{i}": "1" for i in range(4097)}, "--env: 4097 NAME=VALUE entries, more than the 4096"),
+    ("resreq", ["a"] * 65, "-R: 65 values, more than the 64"),
     ("ntasks", "0", "-n 0: the task count must be at least 1"),
     ("ntasks", "8,2", "MAX is below MIN"),
     ("run_limit", "soon", "-W 'soon'"),
@@ -95,6 +104,29 @@ def test_a_value_submit_refuses_is_refused(name, value, needle):
     with pytest.raises(so.OptionError) as e:
         so.check(name, value)
     assert needle in e.value.message and e.value.option == name
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("resreq", ["rusage=[mem=20MB]"], "-R: rusage=[mem=20MB]: column 7: expected '[' after 'rusage'"),
+    ("dependency", "done((", "-w 'done(('"),
+    ("project", "nopath", "-P 'nopath': a project is named by its path"),
+    ("queue", "bad queue!", "-q 'bad queue!': a queue name is letters"),
+    ("app", "a/b", "-a 'a/b': a profile name is letters"),
+])
+def test_a_preset_is_held_to_what_the_daemon_would_parse(name, value, needle):
+    """A preset is checked deeply (what the daemon would refuse in the text itself); a plain
+    submit leaves that to the daemon, which says the column itself."""
+    so.check(name, value)  # not deep: passes
+    with pytest.raises(so.OptionError) as e:
+        so.check(name, value, deep=True)
+    assert needle in e.value.message, e.value.message
+
+
+def test_another_profile_on_the_command_line_drops_the_presets_params():
+    values, _ = so.merge_values({"app": "pytorch", "app_params": {"LR": "1"}, "queue": "gpu"}, {"app": ""})
+    assert values == {"queue": "gpu", "app": ""}
+    values, _ = so.merge_values({"app": "pytorch", "app_params": {"LR": "1"}}, {"app": "pytorch"})
+    assert values["app_params"] == {"LR": "1"}
 
 
 def test_the_command_line_goes_over_the_preset():
@@ -140,15 +172,19 @@ def test_the_example_site_presets_are_valid_presets():
 
 def test_a_preset_file_with_problems_gets_each_at_its_line_and_column(tmp_path):
     f = tmp_path / "bad.yaml"
-    f.write_text('queue: gpu\nntasks: "0"\nwait: true\nbogus: 1\nenv: [X]\nrun_limit: {a: 1}\n')
+    f.write_text('queue: gpu\nntasks: "0"\nwait: true\nbogus: 1\nenv: [X]\nrun_limit: {a: 1}\n'
+                 'true: x\nqueue2: 2001-01-01\n')
     errors: list = []
     assert load_preset_file(f, errors, []) is None
     shown = [str(e) for e in errors]
     assert shown[0] == f"{f}:2:9: error: preset bad: ntasks: -n 0: the task count must be at least 1"
     assert shown[1].startswith(f"{f}:3:1: error: preset bad: 'wait' says how the command runs")
     assert shown[2].startswith(f"{f}:4:1: error: preset bad: 'bogus' is not an option of xcecli submit")
-    assert shown[3] == f"{f}:5:6: error: preset bad: env: --env 'X': expected NAME=VALUE"
-    assert shown[4].startswith(f"{f}:6:12: error: preset bad: run_limit: run_limit: expected a string")
+    assert shown[3].startswith(f"{f}:5:6: error: preset bad: env: expected a mapping of NAME: VALUE")
+    assert shown[4].startswith(f"{f}:6:12: error: preset bad: run_limit: expected a string")  # said once
+    assert shown[5].startswith(f"{f}:7:1: error: preset bad: the key true is not an option name")
+    assert shown[6].startswith(f"{f}:8:1: error: preset bad: 'queue2' is not an option of xcecli submit (did "
+                               f"you mean queue?)")
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -232,14 +268,18 @@ def test_create_writes_one_private_yaml_file_per_preset_in_the_xdg_config_dir(tm
     (["presets", "create", "p", "-n", "0"], "-n 0: the task count must be at least 1"),
     (["presets", "create", "a/b", "-q", "x"], "preset name 'a/b' is not valid"),
     (["presets", "create", "..", "-q", "x"], "preset name '..' is not valid"),
+    (["presets", "create", "x.yaml", "-q", "x"], "not ending in .yaml, .json or .bak"),
     (["presets", "create", "", "-q", "x"], "a preset name is needed"),
     (["presets", "create", "p"], "give at least one submit option"),
     (["presets", "create", "p", "--env", "1X=2"], "--env '1X=2'"),
+    (["presets", "create", "p", "-R", "rusage=[mem=20MB]"], "column 7"),
+    (["presets", "create", "p", "-q", "q" * 5000], "-q: 5000 characters, more than the 256"),
     (["presets", "create", "p", "--wait"], "No such option"),
 ])
 def test_a_refused_create_writes_nothing(tmp_path, args, needle):
+    """Exit 2, a usage error, as `xcecli submit` gives for the same values."""
     r = _cli(tmp_path, *args)
-    assert r.returncode in (1, 2) and needle in r.stderr, r.stderr
+    assert r.returncode == 2 and needle in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "xce" / "presets").exists() or not any((tmp_path / "xce" / "presets").iterdir())
 
@@ -380,3 +420,118 @@ def test_an_import_that_is_not_utf8_is_refused_whole(tmp_path):
                        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}, timeout=60)
     assert r.returncode == 1 and b"not UTF-8 text (at byte 11)" in r.stderr and b"nothing imported" in r.stderr
     assert not (tmp_path / "xce").exists()
+
+
+# ---------------------------------------------------------------- what a fresh tester found
+
+
+def test_a_server_presets_dir_others_may_write_serves_nothing_and_a_symlink_is_never_followed(tmp_path):
+    """D-7: a presets directory writable by group or others serves no preset (another user
+    could make the presets everyone is served); a preset file that is a symlink is left out
+    (else whoever made it could have the daemon serve any file it may read)."""
+    d = tmp_path / "presets"
+    d.mkdir()
+    (d / "ok.yaml").write_text("queue: a\n")
+    secret = tmp_path / "secret.yaml"
+    secret.write_text('env: {TOKEN: "s3cr3t"}\n')
+    (d / "steal.yaml").symlink_to(secret)
+    errors: list = []
+    found = load_presets_dir(d, errors, [])
+    assert [p.name for p in found] == ["ok"]
+    assert [str(e) for e in errors] == [f"{d / 'steal.yaml'}: error: is a symlink; a server preset is a regular "
+                                        f"file in the presets directory, never a link"]
+    os.chmod(d, 0o777)
+    errors.clear()
+    assert load_presets_dir(d, errors, []) == []
+    assert f"server presets not read: {d} is writable by group or others (mode 0777); chmod go-w it" in str(errors[0])
+    assert "s3cr3t" not in "".join(map(str, errors))
+
+
+def test_more_server_presets_than_the_daemon_serves_is_an_error(tmp_path):
+    from xced.config.presets import MAX_SERVER_PRESETS
+
+    for i in range(MAX_SERVER_PRESETS + 1):
+        (tmp_path / f"p{i:04d}.yaml").write_text("queue: a\n")
+    errors: list = []
+    found = load_presets_dir(tmp_path, errors, [])
+    assert len(found) == MAX_SERVER_PRESETS
+    assert f"{MAX_SERVER_PRESETS + 1} preset files, more than the {MAX_SERVER_PRESETS} the daemon serves" in str(
+        errors[0])
+
+
+def test_rm_of_one_name_twice_removes_it_once_and_succeeds(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "c1", "-q", "a").returncode == 0
+    r = _cli(tmp_path, "presets", "rm", "c1", "c1")
+    assert r.returncode == 0 and r.stderr.count("removed") == 1
+
+
+def test_export_to_a_file_is_private(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "p", "--env", "TOKEN=x").returncode == 0
+    out = tmp_path / "p.yaml"
+    assert _cli(tmp_path, "presets", "export", "p", "-o", str(out)).returncode == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and "TOKEN" in out.read_text()
+    r = _cli(tmp_path, "presets", "export", "p", "-o", str(out))
+    assert r.returncode == 1 and "exists; give --force" in r.stderr
+
+
+def test_a_same_size_edit_with_its_mtime_put_back_is_still_seen(tmp_path):
+    """The JSON copy is matched on ctime too, which no one can set back."""
+    assert _cli(tmp_path, "presets", "create", "p", "-W", "2").returncode == 0
+    f = tmp_path / "xce" / "presets" / "p.yaml"
+    st = f.stat()
+    f.write_text(f.read_text().replace('"2"', '"3"'))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert f.stat().st_size == st.st_size and f.stat().st_mtime_ns == st.st_mtime_ns
+    r = _cli(tmp_path, "submit", "--preset", "p", "--dry-run", "--", "true")  # no daemon: expanded, then exit 3
+    assert r.returncode == 3
+    assert json.loads(_cli(tmp_path, "presets", "show", "p", "--json").stdout)["values"] == {"run_limit": "3"}
+    c = json.loads((tmp_path / "xce" / "presets" / ".p.json").read_text())
+    assert c["values"] == {"run_limit": "3"}
+
+
+def test_edit_of_a_broken_preset_opens_it_and_a_refused_edit_is_kept_for_the_next(tmp_path):
+    """A preset a hand edit broke can be mended with `edit`; an edit that is refused is not
+    lost: it stays beside the preset (in the private directory) and the next edit opens it."""
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a").returncode == 0
+    f = tmp_path / "xce" / "presets" / "p.yaml"
+    f.write_text('ntasks: "0"\n')
+    bad = tmp_path / "bad-editor"
+    bad.write_text("#!/bin/sh\nprintf 'queue: \"b\"\\nntasks: \"-1\"\\n' > \"$1\"\n")
+    fix = tmp_path / "fix-editor"
+    fix.write_text("#!/bin/sh\ngrep -q 'queue: \"b\"' \"$1\" || exit 9\nprintf 'queue: \"b\"\\n' > \"$1\"\n")
+    gone = tmp_path / "rm-editor"
+    gone.write_text("#!/bin/sh\nrm \"$1\"\n")
+    for e in (bad, fix, gone):
+        e.chmod(0o755)
+
+    def edit(editor):
+        return subprocess.run([XCECLI, "presets", "edit", "p"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "EDITOR": str(editor), "VISUAL": ""})
+
+    r = edit(bad)
+    draft = tmp_path / "xce" / "presets" / ".p.edit.yaml"
+    assert r.returncode == 1 and f"the edit is kept in {draft}" in r.stderr and "-n -1" in r.stderr
+    assert stat.S_IMODE(draft.stat().st_mode) == 0o600 and f.read_text() == 'ntasks: "0"\n'
+    r = edit(fix)  # opens the kept draft (the editor exits 9 if it is not there)
+    assert r.returncode == 0 and "from the draft kept by the last edit" in r.stderr, r.stderr
+    assert not draft.exists()
+    assert json.loads(_cli(tmp_path, "presets", "show", "p", "--json").stdout)["values"] == {"queue": "b"}
+    r = edit(gone)
+    assert r.returncode == 1 and "the editor left no file; preset p is unchanged" in r.stderr
+    r = edit(tmp_path / "no-such-editor")
+    assert r.returncode == 1 and "cannot run the editor" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_presets_directory_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "xce").mkdir()
+    (tmp_path / "xce" / "presets").write_text("not a dir\n")
+    for args in (["presets", "create", "a", "-q", "x"], ["presets", "show", "a"], ["presets", "list", "--local"]):
+        r = _cli(tmp_path, *args)
+        assert r.returncode == 1 and f"the presets directory {tmp_path / 'xce' / 'presets'} is not a directory" in \
+            r.stderr, (args, r.stderr)
+
+
+def test_list_writes_values_as_a_shell_would_take_them_back(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "p", "-R", "select[mem>100]", "--env", "A=x\ny").returncode == 0
+    line = _cli(tmp_path, "presets", "list", "--local").stdout.splitlines()[1]
+    assert "-R 'select[mem>100]'" in line and "--env 'A=x\\ny'" in line

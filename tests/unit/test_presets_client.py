@@ -160,5 +160,23 @@ def test_pull_refuses_what_it_cannot_trust(server, tmp_path):
     r = _cli(tmp_path, sock, "presets", "pull", "zero")
     assert r.returncode == 1 and "-n 0: the task count must be at least 1" in r.stderr
     r = _cli(tmp_path, sock, "presets", "pull", "../etc")
-    assert r.returncode == 1 and "is not valid" in r.stderr
+    assert r.returncode == 2 and "is not valid" in r.stderr  # a malformed argument: a usage error
     assert not (tmp_path / "xce" / "presets").exists() or not list((tmp_path / "xce" / "presets").glob("*.yaml"))
+
+
+def test_pull_keeps_a_pulled_copy_that_was_changed_here(server, tmp_path):
+    """A pulled copy edited by hand is no longer the server's: pulling again is refused like
+    a preset from elsewhere (so the edit is not lost), and --force keeps it as .bak. A pull
+    of what the copy holds already says so and writes nothing."""
+    routes, _, sock = server
+    _serve(routes)
+    assert _cli(tmp_path, sock, "presets", "pull", "site-default").returncode == 0
+    f = tmp_path / "xce" / "presets" / "site-default.yaml"
+    r = _cli(tmp_path, sock, "presets", "pull", "site-default")
+    assert r.returncode == 0 and "is already server preset site-default of alpha as it is now" in r.stderr
+    f.write_text(f.read_text().replace('queue: "short"', 'queue: "normal"'))
+    edited = f.read_bytes()
+    r = _cli(tmp_path, sock, "presets", "pull", "site-default")
+    assert r.returncode == 1 and "was changed here since it was pulled" in r.stderr and f.read_bytes() == edited
+    r = _cli(tmp_path, sock, "presets", "pull", "site-default", "--force")
+    assert r.returncode == 0 and (tmp_path / "xce" / "presets" / "site-default.yaml.bak").read_bytes() == edited

@@ -75,26 +75,32 @@ def build(
 def _check_presets(top, result) -> int:
     """PRE-3: the server preset files, checked as the daemon reads them; each problem is an
     error of the build (FILE:LINE:COL), though the daemon itself only leaves such a file
-    out. Returns how many presets are valid."""
+    out. A preset naming a queue, profile or project the config does not have is a warning:
+    a job submitted with it would be refused. Returns how many presets are valid."""
+    from xced.config.diagnostics import Diagnostic
     from xced.config.presets import load_presets_dir, presets_directory
 
-    pdir = presets_directory(top, result.config.settings.presets_dir if result.config is not None else None)
+    cfg = result.config
+    pdir = presets_directory(top, cfg.settings.presets_dir if cfg is not None else None)
     errors: list = []
     warnings: list = []
     found = load_presets_dir(pdir, errors, warnings)
-    if pdir.exists() and not pdir.is_dir():
-        errors.append(_diag(pdir, "presets_dir is not a directory; server presets are NAME.yaml files in one"))
+    if cfg is not None:
+        known = {"queue": {q.name for q in cfg.queues}, "app": set(cfg.applications) | {"default", ""},
+                 "project": {p.path for p in cfg.projects.projects}}
+        for pr in found:
+            for key, names in known.items():
+                v = pr.values.get(key)
+                if v is not None and v not in names and not (key == "project" and not names):
+                    what = {"queue": "queue", "app": "application profile", "project": "project"}[key]
+                    warnings.append(Diagnostic("warning", pr.path, None, None,
+                                               f"preset {pr.name}: {key} {v!r} is no {what} of this config, so a "
+                                               f"job submitted with it would be refused"))
     if errors:
         result.errors.extend(errors)
         result.config, result.hash = None, None
     result.warnings.extend(warnings)
     return len(found)
-
-
-def _diag(path, message: str):
-    from xced.config.diagnostics import Diagnostic
-
-    return Diagnostic("error", str(path), None, None, message)
 
 
 def _apply(top, result, as_json: bool) -> None:

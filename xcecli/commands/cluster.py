@@ -95,7 +95,8 @@ def register_api(app: typer.Typer) -> None:
     @app.command("api")
     def api(ctx: typer.Context,
             method: str = typer.Argument(..., help="GET, POST or PUT"),
-            path: str = typer.Argument(..., help="path under /xce/v1, e.g. /jobs/12"),
+            path: str = typer.Argument(..., help="path under /xce/v1, e.g. /jobs/12 (or the whole path, "
+                                                 "/xce/v1/jobs/12)"),
             data: str = typer.Option(None, "--data", "-d", help="JSON request body")) -> None:
         """Send one raw request to the daemon's API and print the JSON answer (for scripts and debugging)."""
         import json
@@ -110,5 +111,10 @@ def register_api(app: typer.Typer) -> None:
                 body = json.loads(data)
             except ValueError as e:
                 raise typer.BadParameter(f"--data is not valid JSON: {e}") from None
-        r = ctx.obj.client().request(method, "/" + path.lstrip("/"), json=body)
+        from xced.constants import API_PREFIX
+
+        path = "/" + path.lstrip("/")
+        if path == API_PREFIX or path.startswith(API_PREFIX + "/"):  # the full path, as the README writes it
+            path = path[len(API_PREFIX):] or "/"
+        r = ctx.obj.client().request(method, path, json=body)
         sys.stdout.write(r.text if r.text.endswith("\n") else r.text + "\n")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -31,16 +32,46 @@ def _refuse(msg: str):
     raise InvalidRequest(msg)
 
 
+def _name(name: str) -> str:
+    """A preset name from the command line, checked (PRESET_NAME_FORM). Raises
+    typer.BadParameter (a usage error, exit 2, as for any malformed argument)."""
+    from xced.api.submit_options import OptionError, check_preset_name
+
+    try:
+        return check_preset_name(name)
+    except OptionError as e:
+        raise typer.BadParameter(e.message) from None
+
+
 def _checked(values: dict, what: str) -> dict:
-    """`values` held to what submit accepts (PRE-1: refused when the preset is made, not
-    only when used). Raises InvalidRequest naming the option."""
+    """Submit option values from the command line, held to what submit accepts and to what
+    the daemon would parse (PRE-1: refused when the preset is made, not only when used).
+    Raises typer.BadParameter (exit 2), as submit does for the same values."""
     from xced.api.submit_options import OptionError, check_values
 
     try:
-        check_values(values)
+        check_values(values, deep=True)
     except OptionError as e:
-        _refuse(f"{what}: {e.message}")
+        raise typer.BadParameter(f"{what}: {e.message}") from None
     return values
+
+
+def _from_server(values: object, what: str) -> dict:
+    """A server preset's values as the server sent them, held to this client's submit
+    options (the daemon may be of another version): canonical, checked. Raises
+    InvalidRequest (exit 1): the server's answer, not the user's input, is at fault."""
+    from xced.api.submit_options import OptionError, check, normalize
+
+    if not isinstance(values, dict):
+        _refuse(f"{what}: the server sent no mapping of values")
+    out = {}
+    try:
+        for k, v in values.items():
+            out[k] = normalize(k, v)
+            check(k, out[k], deep=True)
+    except OptionError as e:
+        _refuse(f"{what}: {e.message}; nothing written")
+    return out
 
 
 def _server_name(client) -> str:
@@ -49,11 +80,12 @@ def _server_name(client) -> str:
 
 def _placement(target: str, incoming_hash: str, came_from: dict | None, force: bool, how: str) -> str:
     """How preset `target` is to be written (PRE-4, PRE-5): "new" (no such local preset),
-    "update" (a pulled copy of that very server preset: pulling again updates it), "same"
-    (an import of the very values it holds: nothing to write), or "replace" (`force` over a
-    preset that came from elsewhere: the old file kept as .bak). Anything else is refused
-    (InvalidRequest) with the hint of --as and --force. `came_from`: the {server, name} of a
-    pull; None for an import."""
+    "update" (an unchanged pulled copy of that very server preset: pulling again updates
+    it), "current" (that copy holds the server's values already), "same" (an import of the
+    very values it holds), or "replace" (`force` over a preset that came from elsewhere or
+    was changed here: the old file kept as .bak). Anything else is refused (InvalidRequest)
+    with the hint of --as and --force. `came_from`: the {server, name} of a pull; None for an
+    import."""
     from xcecli import presets as store
 
     if not store.exists(target):
@@ -62,15 +94,19 @@ def _placement(target: str, incoming_hash: str, came_from: dict | None, force: b
         local = store.load(target)
     except store.PresetInvalid:
         local = None
-    if local is not None and came_from is not None and local.origin and \
-            local.origin.get("server") == came_from["server"] and local.origin.get("name") == came_from["name"]:
-        return "update"
+    edited = local is not None and local.origin is not None and local.hash != local.origin.get("hash")
+    pulled_here = local is not None and came_from is not None and local.origin is not None and \
+        local.origin.get("server") == came_from["server"] and local.origin.get("name") == came_from["name"]
+    if pulled_here and not edited:
+        return "current" if local.hash == incoming_hash else "update"
     if local is not None and came_from is None and local.hash == incoming_hash:
         return "same"
     if force:
         return "replace"
     if local is None:
         where = "is not a valid preset"
+    elif pulled_here:
+        where = "was changed here since it was pulled"
     elif local.origin:
         where = f"came from server preset {local.origin.get('name')} of {local.origin.get('server')}"
     else:
@@ -110,11 +146,9 @@ def register(app: typer.Typer) -> None:
     def create(ctx: typer.Context, preset: str, force: bool, **opts) -> None:
         """Create a preset from submit options: xcecli presets create NAME [SUBMIT OPTIONS]."""
         from xcecli import presets as store
-
-        name = preset
         from xcecli.output import err
 
-        store.path_of(name)  # the name first: no file for a bad one
+        name = _name(preset)  # the name first: no file for a bad one
         values = given_values(opts)
         if not values:
             raise typer.BadParameter("give at least one submit option, e.g. xcecli presets create "
@@ -128,7 +162,7 @@ def register(app: typer.Typer) -> None:
         err(f"preset {name} {'replaced' if existed else 'created'}: {store.path_of(name)}")
 
     @presets_app.command("show")
-    def show(ctx: typer.Context, name: str = typer.Argument(...),
+    def show(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME"),
              server: bool = typer.Option(False, "--server", help="the server's preset of that name"),
              as_json: bool = typer.Option(False, "--json")) -> None:
         """Show a preset: its values as a preset file holds them, its hash, where it came from."""
@@ -136,13 +170,8 @@ def register(app: typer.Typer) -> None:
 
         from xcecli import presets as store
 
+        name = _name(name)
         if server:
-            from xced.api.submit_options import OptionError, check_preset_name
-
-            try:
-                check_preset_name(name)
-            except OptionError as e:
-                _refuse(e.message)
             p = ctx.obj.client().request("GET", f"/presets/{name}").json()
             doc = {**p, "origin": None, "where": "server"}
         else:
@@ -158,50 +187,66 @@ def register(app: typer.Typer) -> None:
         sys.stdout.write(_yaml_values(doc["values"]))
 
     @presets_app.command("edit")
-    def edit(name: str = typer.Argument(...)) -> None:
-        """Edit a local preset in $VISUAL or $EDITOR; the file is replaced only if it is valid."""
+    def edit(name: str = typer.Argument(..., metavar="NAME")) -> None:
+        """Edit a local preset in $VISUAL or $EDITOR; it is saved only if the result is valid (a
+        refused edit is kept beside it, as .NAME.edit.yaml, for the next edit)."""
         import os
         import shlex
         import subprocess
-        import tempfile
 
         from xced.config.presets import load_preset_file
         from xcecli import presets as store
         from xcecli.output import err
 
-        lp = store.load(name)
+        name = _name(name)
+        if not store.exists(name):
+            raise store.missing(name)
         path = store.path_of(name)
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        fd, tmp = tempfile.mkstemp(prefix=f"xce-preset-{name}-", suffix=".yaml")
+        draft = path.with_name(f".{name}.edit.yaml")  # private: in the 0700 presets directory
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(path.read_bytes())
-            rc = subprocess.call([*shlex.split(editor), tmp])
-            if rc != 0:
-                _refuse(f"the editor ({editor}) exited with {rc}; preset {name} is unchanged")
-            errors: list = []
-            pr = load_preset_file(tmp, errors, [], allow_origin=True, name=name)
-            if pr is None:
-                for e in errors:
-                    err(str(e))
-                _refuse(f"preset {name} is unchanged: the edited file is not a valid preset (problems above)")
-            if pr.values == lp.values and pr.origin == lp.origin:
-                err(f"preset {name} unchanged")
-                return
-            _write(name, pr.values, pr.origin, backup=False)
-            err(f"preset {name} saved: {path}")
-        finally:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            old = path.read_bytes()
+        except OSError as e:
+            _refuse(f"cannot read preset {name} ({path}): {e.strerror or e}")
+        resumed = draft.exists()
+        if not resumed:
+            store.write_private(draft, old)
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        try:
+            rc = subprocess.call([*shlex.split(editor), str(draft)])
+        except (OSError, ValueError) as e:
+            _refuse(f"cannot run the editor {editor!r} (VISUAL or EDITOR): {getattr(e, 'strerror', None) or e}; "
+                    f"preset {name} is unchanged")
+        if rc != 0:
+            _refuse(f"the editor ({editor}) exited with {rc}; preset {name} is unchanged (the draft is kept: "
+                    f"{draft})")
+        if not draft.exists():
+            _refuse(f"the editor left no file; preset {name} is unchanged")
+        errors: list = []
+        pr = load_preset_file(draft, errors, [], allow_origin=True, name=name)
+        if pr is None:
+            for e in errors:
+                err(str(e))
+            _refuse(f"preset {name} is unchanged: the edit is not a valid preset (problems above); the edit is "
+                    f"kept in {draft}, and the next `xcecli presets edit {name}` opens it again")
+        try:
+            lp = store.load(name)
+        except store.PresetInvalid:
+            lp = None
+        if lp is not None and pr.values == lp.values and pr.origin == lp.origin:
+            draft.unlink()
+            err(f"preset {name} unchanged")
+            return
+        _write(name, pr.values, pr.origin, backup=False)
+        draft.unlink()
+        err(f"preset {name} saved: {path}" + (" (from the draft kept by the last edit)" if resumed else ""))
 
     @presets_app.command("rm")
-    def rm(names: List[str] = typer.Argument(..., help="the presets to delete")) -> None:
+    def rm(names: List[str] = typer.Argument(..., metavar="NAME...", help="the presets to delete")) -> None:
         """Delete local presets."""
         from xcecli import presets as store
         from xcecli.output import err
 
+        names = list(dict.fromkeys(_name(n) for n in names))
         for n in names:  # all or nothing: a missing one is refused with the list, before any is removed
             if not store.exists(n):
                 raise store.missing(n)
@@ -225,7 +270,8 @@ def register(app: typer.Typer) -> None:
                 lp = store.load_fast(n)
                 local.append({"name": n, "hash": lp.hash, "origin": lp.origin, "values": lp.values, "problem": None})
             except store.PresetInvalid as e:
-                local.append({"name": n, "hash": None, "origin": None, "values": None, "problem": e.message})
+                local.append({"name": n, "hash": None, "origin": None, "values": None,
+                              "problem": "not valid: " + e.message.split(": ", 1)[-1]})
         server = None
         if not local_only:
             try:
@@ -253,25 +299,22 @@ def register(app: typer.Typer) -> None:
              force: bool = typer.Option(False, "--force", help="replace a local preset of that name that came "
                                                                "from elsewhere (kept as NAME.yaml.bak)")) -> None:
         """Copy a server preset to a local one; pulling it again updates it."""
-        from xced.api.submit_options import OptionError, check_preset_name
-        from xcecli import presets as store
         from xcecli.output import err
 
-        target = as_ if as_ is not None else name
-        store.path_of(target)
-        try:
-            check_preset_name(name)
-        except OptionError as e:
-            _refuse(e.message)
+        target = _name(as_ if as_ is not None else name)
+        name = _name(name)
         client = ctx.obj.client()
         p = client.request("GET", f"/presets/{name}").json()
         cluster = _server_name(client)
-        values = _checked(dict(p["values"]), f"server preset {name}")
+        values = _from_server(p.get("values"), f"server preset {name}")
         from xced.api.submit_options import preset_hash
 
-        if preset_hash(values) != p["hash"]:
-            _refuse(f"server preset {name}: its hash {p['hash']} does not match its values; nothing written")
+        if preset_hash(values) != p.get("hash"):
+            _refuse(f"server preset {name}: its hash {p.get('hash')} does not match its values; nothing written")
         how = _placement(target, p["hash"], {"server": cluster, "name": name}, force, "pull")
+        if how == "current":
+            err(f"preset {target} is already server preset {name} of {cluster} as it is now; nothing to do")
+            return
         _write(target, values, {"server": cluster, "name": name, "hash": p["hash"]}, backup=how == "replace")
         done = {"new": "pulled", "update": "updated", "replace": f"replaced (the old one kept as {target}.yaml.bak)"}
         err(f"preset {target} {done[how]} from server preset {name} of {cluster}")
@@ -285,7 +328,7 @@ def register(app: typer.Typer) -> None:
 
         from xcecli import presets as store
 
-        docs = [store.load(n) for n in dict.fromkeys(names)]
+        docs = [store.load(n) for n in dict.fromkeys(_name(n) for n in names)]
         text = "# xcecli presets export: preset name -> submit options (xcecli presets import FILE)\n"
         for p in docs:
             text += f"{p.name}:\n" + "".join("  " + line + "\n" for line in _yaml_values(p.values).splitlines())
@@ -294,8 +337,10 @@ def register(app: typer.Typer) -> None:
             return
         if os.path.exists(output) and not force:
             _refuse(f"{output} exists; give --force to overwrite it")
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:  # 0600, as the presets themselves: it may carry --env values
+            store.write_private(Path(output), text.encode("utf-8"))
+        except OSError as e:
+            _refuse(f"cannot write {output}: {e.strerror or e}")
 
     @presets_app.command("import")
     def import_(source: str = typer.Argument(..., help="an export file, or - for stdin"),
@@ -304,7 +349,6 @@ def register(app: typer.Typer) -> None:
                                                                   "(kept as NAME.yaml.bak)")) -> None:
         """Add the presets of an export file; all or nothing."""
         from xced.config.presets import MAX_EXPORT_BYTES, load_export_text
-        from xcecli import presets as store
         from xcecli.output import err
 
         shown = "<stdin>" if source == "-" else source
@@ -330,8 +374,7 @@ def register(app: typer.Typer) -> None:
         if as_ is not None:
             if len(found) != 1:
                 raise typer.BadParameter(f"--as renames one preset; {shown} holds {len(found)}")
-            store.path_of(as_)
-            found[0].name = as_
+            found[0].name = _name(as_)
         # refused whole, before any write
         plan = [(p, _placement(p.name, p.hash, None, force, "import")) for p in found]
         for p, how in plan:
@@ -362,11 +405,14 @@ def register(app: typer.Typer) -> None:
                 continue
             g = groups.get(pr["name"])
             if g is None:
+                state = "ok"
                 try:
                     now = store.load_fast(pr["name"]).hash
-                except XceError:  # deleted, no longer valid, or a name no preset could have
-                    now = None
-                g = groups[pr["name"]] = {"name": pr["name"], "hash": now, "counts": {}, "jobs": []}
+                except store.PresetMissing:
+                    now, state = None, "deleted"
+                except XceError:  # no longer valid, or a name no preset could have
+                    now, state = None, "not valid"
+                g = groups[pr["name"]] = {"name": pr["name"], "hash": now, "preset": state, "counts": {}, "jobs": []}
             changed = g["hash"] != pr.get("hash")
             g["counts"][j["state"]] = g["counts"].get(j["state"], 0) + 1
             g["jobs"].append({"job_id": j["job_id"], "state": j["state"], "hash": pr.get("hash"), "changed": changed})
@@ -384,7 +430,7 @@ def register(app: typer.Typer) -> None:
         rows = []
         for g in out:
             counts = ", ".join(f"{n} {s}" for s, n in sorted(g["counts"].items()))
-            note = "preset deleted" if g["hash"] is None else ""
+            note = {"deleted": "preset deleted", "not valid": "the local preset is not valid now"}.get(g["preset"], "")
             changed = [str(x["job_id"]) for x in g["jobs"] if x["changed"]]
             rows.append([g["name"], len(g["jobs"]), counts,
                          (f"changed: {' '.join(changed)}" if changed else "-") + (f" ({note})" if note else "")])
@@ -394,7 +440,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _summary(values: dict | None, width: int = 60) -> str:
-    """A preset's values on one line, as submit options: "-q gpu -n 4 -W 2:00"."""
+    """A preset's values on one line, as submit options a shell would take back:
+    "-q gpu -n 4 -R 'rusage[gpu=1]'"; control characters written as escapes."""
+    import shlex
+
     from xced.api.submit_options import spelling
 
     if not values:
@@ -402,11 +451,8 @@ def _summary(values: dict | None, width: int = 60) -> str:
     parts = []
     for k, v in values.items():
         flag = spelling(k)
-        if isinstance(v, dict):
-            parts += [f"{flag} {n}={x}" for n, x in v.items()]
-        elif isinstance(v, list):
-            parts += [f"{flag} {x!r}" if " " in x else f"{flag} {x}" for x in v]
-        else:
-            parts.append(f"{flag} {v!r}" if " " in v or not v else f"{flag} {v}")
+        items = [f"{n}={x}" for n, x in v.items()] if isinstance(v, dict) else v if isinstance(v, list) else [v]
+        parts += [f"{flag} {shlex.quote(x)}" for x in items]
     text = " ".join(parts)
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
     return text if len(text) <= width else text[: width - 3] + "..."

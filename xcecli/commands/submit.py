@@ -177,6 +177,25 @@ def redundant_preset_values(preset: str, values: dict, sources: dict, profile: d
     return out
 
 
+#: the submit body's fields -> the option that gives each (xced.api.submit_options)
+_FIELD_OPTION = {"ntasks_min": "ntasks", "ntasks_max": "ntasks", "run_limit_s": "run_limit",
+                 "memory_limit_mb": "memory"}
+
+
+def _post_preset(client, path: str, body: dict, sources: dict, preset: str):
+    """`_post`, for a submit made from a preset: a refusal of a value the preset gave says
+    so, since the user never typed it (PRE-1)."""
+    from xced.api.errors import InvalidRequest
+
+    try:
+        return _post(client, path, body)
+    except InvalidRequest as e:
+        opt = _FIELD_OPTION.get(e.field or "", e.field)
+        if sources.get(opt) in ("preset", "preset+command line"):
+            raise type(e)(f"{e.message} (the {opt} value came from preset {preset})", field=e.field) from None
+        raise
+
+
 def register(app: typer.Typer) -> None:
     from xced.api.submit_options import OPTIONS
 
@@ -230,8 +249,9 @@ def register(app: typer.Typer) -> None:
         os.umask(umask)
         body["umask"] = umask
         client = ctx.obj.client()
+        post = _post if preset is None else (lambda c, p, b: _post_preset(c, p, b, sources, preset.name))
         if opts["dry_run"]:
-            res = _post(client, "/jobs/dry-run", body).json()
+            res = post(client, "/jobs/dry-run", body).json()
             extra = redundant_preset_values(preset.name, values, sources, res["effective"].get("profile")) \
                 if preset is not None else []
             if opts["json"]:
@@ -247,7 +267,7 @@ def register(app: typer.Typer) -> None:
                 for w in list(res.get("warnings", [])) + extra:
                     err(f"warning: {w}")
             return
-        res = _post(client, "/jobs", body)
+        res = post(client, "/jobs", body)
         out = res.json()
         for w in out.get("warnings") or []:
             err(f"warning: {w}")

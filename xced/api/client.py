@@ -24,7 +24,7 @@ import socket as _socket
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from xced.api import errors
 from xced.constants import (
@@ -159,7 +159,9 @@ class Client:
                 timeout: float | None = None) -> Response:
         """One request to `API_PREFIX + path`; raises DaemonUnreachable or the typed error of an
         error answer. `params` values may be lists (repeated keys)."""
-        url = API_PREFIX + path
+        # a path is ASCII on the wire: anything else (a name with ü, a space) is percent-encoded,
+        # as a browser would; what is encoded already, and the query, stay as they are
+        url = API_PREFIX + quote(path, safe="/?&=%:@!$'()*+,;~[]")
         if params:
             url += ("&" if "?" in url else "?") + urlencode(params, doseq=True)
         body = _json.dumps(json, separators=(",", ":")).encode() if json is not None else None

@@ -20,7 +20,10 @@ from xced.model.units import (
     MAX_DEPENDENCY_LENGTH,
     MAX_ENV_VARS,
     MAX_EXDATA_ITEMS,
+    MAX_HOOK_TEXT,
     MAX_MEMORY_MB,
+    MAX_NAME_TEXT,
+    MAX_QUEUE_TEXT,
     MAX_RESREQ_STRINGS,
     MAX_RUN_LIMIT_S,
     MAX_SLOTS,
@@ -57,9 +60,9 @@ class SubmitRequest(RequestBody):
     env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV_VARS,
                                 description="the job's environment (the submitter's, with --env applied); at most "
                                             "MAX_ENV_VARS variables (D-8)")
-    name: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=4096)
-    queue: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=256)
-    project: str | None = Field(None, max_length=4096,  # the submit names the path's own limit (MAX_PROJECT_PATH)
+    name: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=MAX_NAME_TEXT)
+    queue: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=MAX_QUEUE_TEXT)
+    project: str | None = Field(None, max_length=MAX_NAME_TEXT,  # the submit names the path's own limit (MAX_PROJECT_PATH)
                                 description="-P: the project's path (PRJ-1), e.g. /physics/hep; None: the caller's "
                                             "default project (PRJ-3)")
     # the lower bounds are documented here and checked at submit, whose messages say what -n, -W, -M take
@@ -77,13 +80,13 @@ class SubmitRequest(RequestBody):
     resreq: list[str] = Field(default_factory=list, max_length=MAX_RESREQ_STRINGS,
                               description="-R strings, merged as LSF merges them (RES-1); at most "
                                           "MAX_RESREQ_STRINGS, with MAX_RESREQ_TERMS terms together (D-8)")
-    app: str | None = Field(None, max_length=256, description="-a profile; None: the cluster's default_application; "
+    app: str | None = Field(None, max_length=MAX_QUEUE_TEXT, description="-a profile; None: the cluster's default_application; "
                                                               "'': no profile (PROF-2)")
     app_params: dict[str, str] = Field(default_factory=dict, max_length=MAX_APP_PARAMS,
                                        description="--app-param NAME=VALUE (PROF-6); at most MAX_APP_PARAMS (D-8)")
-    pre_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=65536,
+    pre_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=MAX_HOOK_TEXT,
                                  description="-E: the job's own pre-exec (JOB-7 inner layer)")
-    post_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=65536,
+    post_exec: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=MAX_HOOK_TEXT,
                                   description="-Ep: the job's own post-exec")
     exdata: dict | None = Field(None, description="the job's JSON side record (MERGE-4): env, limits, app_params, "
                                                   "meta; nested at most MAX_EXDATA_DEPTH deep, at most "

@@ -34,9 +34,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from xced.model.units import (
+    MAX_APP_PARAMS,
+    MAX_DEPENDENCY_LENGTH,
+    MAX_ENV_VARS,
+    MAX_HOOK_TEXT,
+    MAX_NAME_TEXT,
+    MAX_QUEUE_TEXT,
+    MAX_RESREQ_STRINGS,
+)
+
 __all__ = ["CONTROLS", "JOB_OPTIONS", "OPTIONS", "OptionError", "PRESET_NAME_FORM", "SubmitOption", "body_fields",
            "by_name", "check", "check_preset_name", "check_values", "from_cli", "merge_values", "normalize",
-           "preset_hash", "spelling"]
+           "preset_hash", "shown_value", "spelling"]
 
 Kind = Literal["one", "list", "map", "flag"]
 
@@ -68,31 +78,40 @@ class SubmitOption:
     kind: Kind
     help: str
     preset_field: bool = True
+    #: the most characters of a "one" value, or items of a "list" or "map" one: the submit
+    #: body's own bound (xced.api.models.SubmitRequest), so a preset is held to it too
+    limit: int | None = None
 
 
 OPTIONS: tuple[SubmitOption, ...] = (
     SubmitOption("ntasks", ("-n",), "MIN[,MAX]", "one", "tasks: N, or MIN,MAX to take as many as fit now"),
-    SubmitOption("queue", ("-q", "--queue"), "QUEUE", "one", "queue (default: the cluster's default queue)"),
+    SubmitOption("queue", ("-q", "--queue"), "QUEUE", "one", "queue (default: the cluster's default queue)",
+                 limit=MAX_QUEUE_TEXT),
     SubmitOption("project", ("-P", "--project"), "PATH", "one",
-                 "project path, e.g. /physics/hep (default: your group's default project)"),
-    SubmitOption("name", ("-J", "--name"), "NAME", "one", "job name; NAME[1-100:2]%10 makes an array"),
-    SubmitOption("stdout", ("-o",), "FILE", "one", "stdout file; %J = job ID, %I = array index"),
-    SubmitOption("stderr", ("-e",), "FILE", "one", "stderr file (default: with stdout)"),
+                 "project path, e.g. /physics/hep (default: your group's default project)", limit=MAX_NAME_TEXT),
+    SubmitOption("name", ("-J", "--name"), "NAME", "one", "job name; NAME[1-100:2]%10 makes an array",
+                 limit=MAX_NAME_TEXT),
+    SubmitOption("stdout", ("-o",), "FILE", "one", "stdout file; %J = job ID, %I = array index",
+                 limit=MAX_NAME_TEXT),
+    SubmitOption("stderr", ("-e",), "FILE", "one", "stderr file (default: with stdout)", limit=MAX_NAME_TEXT),
     SubmitOption("run_limit", ("-W",), "[H:]M", "one",
                  "run limit in minutes, or hours:minutes (2:30), or with a unit (90s, 2h)"),
     SubmitOption("memory", ("-M",), "SIZE", "one", "memory limit, e.g. 4GB (MB if no unit)"),
     SubmitOption("resreq", ("-R",), "RESREQ", "list",
-                 "resource requirement, LSF syntax (repeatable; merged as LSF does)"),
+                 "resource requirement, LSF syntax (repeatable; merged as LSF does)", limit=MAX_RESREQ_STRINGS),
     SubmitOption("app", ("-a", "--app"), "PROFILE", "one",
-                 "application profile (default: the cluster's default_application; '' for none)"),
+                 "application profile (default: the cluster's default_application; '' for none)",
+                 limit=MAX_QUEUE_TEXT),
     SubmitOption("app_params", ("--app-param",), "NAME=VALUE", "map",
-                 "a parameter the profile declares (repeatable)"),
-    SubmitOption("pre_exec", ("-E",), "COMMAND", "one", "the job's own pre-exec command (runs inside the profile's)"),
-    SubmitOption("post_exec", ("-Ep",), "COMMAND", "one", "the job's own post-exec command"),
+                 "a parameter the profile declares (repeatable)", limit=MAX_APP_PARAMS),
+    SubmitOption("pre_exec", ("-E",), "COMMAND", "one", "the job's own pre-exec command (runs inside the profile's)",
+                 limit=MAX_HOOK_TEXT),
+    SubmitOption("post_exec", ("-Ep",), "COMMAND", "one", "the job's own post-exec command", limit=MAX_HOOK_TEXT),
     SubmitOption("dependency", ("-w", "--dependency"), "EXPR", "one",
                  "start only when EXPR is met, e.g. 'done(12) && ended(13[2])': done/ended/exit/started(ID or "
-                 "ID[INDEX]), exit(ID, >2), &&, ||, !, ( ); a bare ID means done(ID)"),
-    SubmitOption("env", ("--env",), "NAME=VALUE", "map", "added to the job's environment (repeatable)"),
+                 "ID[INDEX]), exit(ID, >2), &&, ||, !, ( ); a bare ID means done(ID)", limit=MAX_DEPENDENCY_LENGTH),
+    SubmitOption("env", ("--env",), "NAME=VALUE", "map", "added to the job's environment (repeatable)",
+                 limit=MAX_ENV_VARS),
     SubmitOption("preset", ("--preset",), "NAME", "one",
                  "start from this local preset's values (xcecli presets list); options given here win",
                  preset_field=False),
@@ -115,8 +134,8 @@ _NOT_EMPTY = ("queue", "project", "name", "stdout", "stderr", "pre_exec", "post_
               "memory", "ntasks")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PRESET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-PRESET_NAME_FORM = ("a letter or digit, then letters, digits, '_', '-' and '.', at most 64 in all "
-                    "(no '/' and no '..'), e.g. gpu-train")
+PRESET_NAME_FORM = ("a letter or digit, then letters, digits, '_', '-' and '.', at most 64 in all, with no "
+                    "'..' and not ending in .yaml, .json or .bak (the preset's files use those), e.g. gpu-train")
 
 
 def by_name(name: str) -> SubmitOption:
@@ -143,15 +162,34 @@ def check_preset_name(name: object) -> str:
     return name
 
 
+def shown_value(v: object) -> str:
+    """How a YAML value is named in a message: its YAML spelling for null and booleans,
+    "a list" or "a mapping", a date or a tagged value by kind, else its repr (at most 60
+    characters), never a Python type name."""
+    if v is None:
+        return "null"
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if isinstance(v, dict):
+        return "a mapping"
+    if isinstance(v, (int, float, str)):
+        r = repr(v)
+        return r if len(r) <= 60 else r[:57] + "..."
+    import datetime
+
+    if isinstance(v, (datetime.date, datetime.datetime)):
+        return f"the date {v.isoformat()} (quote it to make it a string)"
+    return "a tagged value (YAML tags such as !!python/... are not read)"
+
+
 def _text(opt: SubmitOption, v: object, what: str) -> str:
     """A scalar as its command-line string: strings as they are, integers written out;
-    anything else (true, 1.5, null, a list) refused."""
-    if isinstance(v, bool) or v is None or not isinstance(v, (str, int)):
-        shown = "null" if v is None else ("true" if v is True else "false" if v is False else
-                                          "a list" if isinstance(v, (list, tuple)) else
-                                          "a mapping" if isinstance(v, dict) else repr(v))
+    anything else (true, 1.5, null, a date, a list) refused."""
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
         raise OptionError(opt.name, f"{what}: expected a string as on the command line "
-                                    f"(e.g. {opt.name}: \"{_EXAMPLES.get(opt.name, 'VALUE')}\"), got {shown}")
+                                    f"(e.g. {opt.name}: \"{_EXAMPLES.get(opt.name, 'VALUE')}\"), got {shown_value(v)}")
     return v if isinstance(v, str) else str(v)
 
 
@@ -188,10 +226,10 @@ def from_cli(name: str, value: Any) -> Any:
 
 def normalize(name: str, value: Any) -> Any:
     """The canonical value of a preset's `name: value` (PRE-1): a string for "one" options
-    (an integer is written out: `ntasks: 4` is "4"); for "list" options a list of strings
-    (one string is a list of one); for "map" options a mapping of NAME to string (a list of
-    NAME=VALUE strings is accepted too). Raises OptionError for an unknown name (listing the
-    valid ones), a control (`wait`, `dry_run`, ...), or a value of the wrong shape."""
+    (an integer is written out: `ntasks: 4` is "4"); for "list" options a list of strings;
+    for "map" options a mapping of NAME to string. Raises OptionError for an unknown name
+    (listing the valid ones), a control (`wait`, `dry_run`, ...), or a value of the wrong
+    shape."""
     opt = _BY_NAME.get(name)
     if opt is None or not opt.preset_field:
         if opt is not None:
@@ -199,27 +237,29 @@ def normalize(name: str, value: Any) -> Any:
         else:
             import difflib
 
-            close = difflib.get_close_matches(str(name), [o.name for o in JOB_OPTIONS], n=1, cutoff=0.6)
+            close = difflib.get_close_matches(str(name)[:100], [o.name for o in JOB_OPTIONS], n=1, cutoff=0.6)
             why = "is not an option of xcecli submit" + (f" (did you mean {close[0]}?)" if close else "")
-        raise OptionError(name, f"{name!r} {why}; a preset sets {_valid_keys()}")
+        raise OptionError(name, f"{shown_value(name)} {why}; a preset sets {_valid_keys()}")
     what = name
     if opt.kind == "one":
         return _text(opt, value, what)
     if opt.kind == "list":
-        if isinstance(value, (list, tuple)):
-            return [_text(opt, v, f"{what}[{i}]") for i, v in enumerate(value)]
-        return [_text(opt, value, what)]
-    if isinstance(value, dict):
-        out: dict[str, str] = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise OptionError(name, f"{what}: the name {k!r} is not a string; write NAME: VALUE")
-            out[k] = _text(opt, v, f"{what}.{k}")
-        return out
-    if isinstance(value, (list, tuple)):
-        return dict(_pair(opt, _text(opt, v, f"{what}[{i}]")) for i, v in enumerate(value))
-    raise OptionError(name, f"{what}: expected a mapping of NAME: VALUE (e.g. {name}: {{OMP_NUM_THREADS: \"4\"}}), "
-                            f"got {'null' if value is None else repr(value)}")
+        if not isinstance(value, (list, tuple)):
+            raise OptionError(name, f"{what}: expected a list of strings, one per {opt.flags[0]} (e.g. {name}: "
+                                    f"[\"{_EXAMPLES.get(name, 'VALUE')}\"]), got {shown_value(value)}")
+        return [_text(opt, v, f"{what}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, dict):
+        raise OptionError(name, f"{what}: expected a mapping of NAME: VALUE, one per {opt.flags[0]} NAME=VALUE "
+                                f"(e.g. {name}: {{{_MAP_EXAMPLES[name]}}}), got {shown_value(value)}")
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise OptionError(name, f"{what}: the name {shown_value(k)} is not a string; write NAME: VALUE")
+        out[k] = _text(opt, v, f"{what}.{k}")
+    return out
+
+
+_MAP_EXAMPLES = {"env": 'OMP_NUM_THREADS: "4"', "app_params": 'EPOCHS: "20"'}
 
 
 def parse_ntasks(text: str) -> tuple[int, int | None]:
@@ -236,11 +276,55 @@ def parse_ntasks(text: str) -> tuple[int, int | None]:
     return nmin, nmax
 
 
-def check(name: str, value: Any) -> dict[str, Any]:
+def _check_limit(opt: SubmitOption, value: Any) -> None:
+    if opt.limit is None:
+        return
+    n = len(value)
+    if n > opt.limit:
+        what = "characters" if opt.kind == "one" else ("values" if opt.kind == "list" else "NAME=VALUE entries")
+        raise OptionError(opt.name, f"{opt.flags[0]}: {n} {what}, more than the {opt.limit} a submit may give")
+
+
+def _check_deep(name: str, value: Any) -> None:
+    """What the daemon would refuse in the text itself, found without it: a -R or -w that
+    does not parse (with the column), a -P that is not a project path, a -q or -a that is
+    not a name. Raises OptionError."""
+    if name == "resreq":
+        from xced.resreq import ResReqError, parse_job
+
+        try:
+            parse_job(list(value))
+        except ResReqError as e:
+            raise OptionError(name, f"-R: {e}") from None
+    elif name == "dependency":
+        from xced.model.deps import DependencyError, parse_dependency
+
+        try:
+            parse_dependency(value)
+        except DependencyError as e:
+            raise OptionError(name, f"-w {value!r}: {' '.join(str(e).split())}") from None
+    elif name == "project":
+        from xced.model.project import MAX_PROJECT_PATH, PROJECT_PATH_FORM, PROJECT_PATH_PATTERN
+
+        if len(value) > MAX_PROJECT_PATH or not re.fullmatch(PROJECT_PATH_PATTERN, value):
+            raise OptionError(name, f"-P {value!r}: a project is named by its path, {PROJECT_PATH_FORM}, in at most "
+                                    f"{MAX_PROJECT_PATH} characters")
+    elif name in ("queue", "app") and value:
+        from xced.model.units import NAME_PATTERN
+
+        if not re.fullmatch(NAME_PATTERN, value):
+            raise OptionError(name, f"{spelling(name)} {value!r}: a {name if name == 'queue' else 'profile'} name "
+                                    f"is letters, digits, '_', '.' and '-'")
+
+
+def check(name: str, value: Any, *, deep: bool = False) -> dict[str, Any]:
     """Hold one option's canonical value to what `xcecli submit` accepts, and return the
     SubmitRequest fields it gives (`-W 2:00` -> {"run_limit_s": 7200}). `env` gives
-    {"env": {...}}, the variables added to the submitter's environment. Raises OptionError
-    naming the flag, what was wrong and what would be valid."""
+    {"env": {...}}, the variables added to the submitter's environment. The bounds of the
+    submit body (characters, values) always hold; `deep` also parses what the daemon would
+    parse itself (-R, -w, -P, -q and -a names): a preset is held to that when it is made
+    or read, while a plain submit leaves it to the daemon, which says the column. Raises
+    OptionError naming the flag, what was wrong and what would be valid."""
     from xced.model.jobs import ArraySpecError, parse_job_name
     from xced.model.units import MAX_ARRAY_SIZE_SETTING, parse_memory_mb, parse_run_limit_s
 
@@ -248,6 +332,9 @@ def check(name: str, value: Any) -> dict[str, Any]:
     flag = opt.flags[0]
     if name in _NOT_EMPTY and not str(value).strip():
         raise OptionError(name, f"{flag} '': the value is empty")
+    _check_limit(opt, value)
+    if deep:
+        _check_deep(name, value)
     if name == "ntasks":
         nmin, nmax = parse_ntasks(value)
         return {"ntasks_min": nmin, "ntasks_max": nmax}
@@ -282,14 +369,14 @@ def check(name: str, value: Any) -> dict[str, Any]:
     return {name: value}
 
 
-def check_values(values: dict[str, Any]) -> dict[str, Any]:
+def check_values(values: dict[str, Any], *, deep: bool = False) -> dict[str, Any]:
     """`check` for every option of `values` (canonical values by long name), in the table's
     order; returns the SubmitRequest fields they give together. Raises the first
     OptionError."""
     out: dict[str, Any] = {}
     for opt in JOB_OPTIONS:
         if opt.name in values and values[opt.name] is not None:
-            out.update(check(opt.name, values[opt.name]))
+            out.update(check(opt.name, values[opt.name], deep=deep))
     return out
 
 
@@ -302,10 +389,14 @@ def merge_values(preset: dict[str, Any], given: dict[str, Any]) -> tuple[dict[st
     """Expand a preset at the option level (PRE-1): the preset's values first, the command
     line's over them. A "one" option given on the command line replaces the preset's; a
     "list" option adds its terms after the preset's (several `-R` merge as in LSF); a "map"
-    option merges by NAME, the command line's value winning. Returns (values, sources),
-    sources naming for each option "preset", "command line" or "preset+command line"."""
+    option merges by NAME, the command line's value winning. A `-a` on the command line
+    that names another profile than the preset's drops the preset's `--app-param` values,
+    which were the preset profile's. Returns (values, sources), sources naming for each
+    option "preset", "command line" or "preset+command line"."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    if given.get("app") is not None and given["app"] != preset.get("app"):
+        preset = {k: v for k, v in preset.items() if k != "app_params"}  # they were for the preset's profile
     for opt in JOB_OPTIONS:
         p, g = preset.get(opt.name), given.get(opt.name)
         if p is None and g is None:

@@ -28,6 +28,7 @@ exists) is checked when a job is submitted with it.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 from xced.api.submit_options import (
     JOB_OPTIONS,
     OptionError,
+    shown_value,
     check,
     check_preset_name,
     normalize,
@@ -43,8 +45,8 @@ from xced.api.submit_options import (
 from xced.config.diagnostics import Diagnostic
 from xced.config.loader import _is_map, _key_pos, _read_yaml, _Source, _value_pos, load_yaml_text
 
-__all__ = ["MAX_EXPORT_BYTES", "MAX_PRESET_BYTES", "ORIGIN_KEYS", "PRESET_SUFFIX", "Preset", "load_export_text", "load_preset_file", "load_presets_dir",
-           "preset_paths", "presets_directory"]
+__all__ = ["MAX_EXPORT_BYTES", "MAX_PRESET_BYTES", "MAX_SERVER_PRESETS", "ORIGIN_KEYS", "PRESET_SUFFIX", "Preset", "load_export_text", "load_preset_file", "load_presets_dir",
+           "preset_paths", "presets_directory", "server_preset_problem", "unsafe_presets_dir"]
 
 #: a preset file is NAME + this
 PRESET_SUFFIX = ".yaml"
@@ -116,14 +118,17 @@ def _check_values(src: _Source, doc: Any, what: str, *, allow_origin: bool) -> d
                                               f"copy; a server preset or an export carries none")
             continue
         if not isinstance(key, str):
-            src.error(_key_pos(doc, key), f"{what}: the key {key!r} is not an option name")
+            src.error(_key_pos(doc, key), f"{what}: the key {shown_value(key)} is not an option name; a preset sets "
+                                          f"{', '.join(_FIELDS)}")
             continue
         try:
             value = normalize(key, doc[key])
-            check(key, value)
+            check(key, value, deep=True)
         except OptionError as e:
             if key not in _FIELDS:  # an unknown option or a control: the key is wrong
                 src.error(_key_pos(doc, key), f"{what}: {e.message}")
+            elif e.message.startswith(key):  # the shape, said of the key already
+                src.error(_value_pos(doc, key), f"{what}: {e.message}")
             else:
                 src.error(_value_pos(doc, key), f"{what}: {key}: {e.message}")
             continue
@@ -220,13 +225,76 @@ def preset_paths(directory: Path | str) -> list[Path]:
     return [Path(e.path) for e in entries if e.name.endswith(PRESET_SUFFIX) and not e.name.startswith(".")]
 
 
+#: the most server preset files the daemon serves (D-8: it reads them on requests); a
+#: directory with more is an error of `xceadmin build`, and the daemon serves the first by name
+MAX_SERVER_PRESETS = 1000
+
+
+def server_preset_problem(path: Path) -> str | None:
+    """Why the daemon does not read server preset file `path`, or None: it must be a regular
+    file itself, never a symlink (which would let whoever made it have the daemon read and
+    serve any file it may read)."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"cannot read: {e.strerror or e}"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink; a server preset is a regular file in the presets directory, never a link"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    return None
+
+
+def unsafe_presets_dir(directory: Path) -> str | None:
+    """Why the daemon serves nothing from `directory`, or None: the directory, and every
+    directory above it, must be writable by no one but its owner and that owner root or the
+    daemon's user (D-7, as the rest of the TopDir), else another user could make presets that
+    everyone is served, or swap one in as it is read."""
+    me = os.geteuid()
+    d = Path(os.path.abspath(directory))
+    for p in (d, *d.parents):
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return f"{p}: cannot look at it: {e.strerror or e}"
+        sticky = bool(st.st_mode & stat.S_ISVTX)
+        if st.st_uid not in (0, me):
+            return f"{p} belongs to uid {st.st_uid}, neither root nor the daemon's user"
+        if st.st_mode & 0o022 and not (sticky and p != d):
+            return f"{p} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w it"
+    return None
+
+
 def load_presets_dir(directory: Path | str, errors: list[Diagnostic], warnings: list[Diagnostic]) -> list[Preset]:
     """Every valid server preset of `directory` (PRE-3), sorted by name; each invalid file's
     problems go to `errors` and the file is left out, never served half-read. A missing
-    directory holds no presets. `*.yml` files get a warning: presets are `NAME.yaml`."""
+    directory holds no presets; an unsafe one (`unsafe_presets_dir`) serves none, and a
+    symlink or other non-regular file is left out (`server_preset_problem`). More than
+    MAX_SERVER_PRESETS files is an error; the first by name are read. `*.yml` files get a
+    warning: presets are `NAME.yaml`."""
     d = Path(directory)
     out: list[Preset] = []
-    for p in preset_paths(d):
+    if d.exists() and not d.is_dir():
+        errors.append(Diagnostic("error", str(d), None, None, "the presets directory is not a directory; server "
+                                                               "presets are NAME.yaml files in one"))
+        return out
+    why = unsafe_presets_dir(d) if d.is_dir() else None
+    if why is not None:
+        errors.append(Diagnostic("error", str(d), None, None, f"server presets not read: {why}"))
+        return out
+    paths = preset_paths(d)
+    if len(paths) > MAX_SERVER_PRESETS:
+        errors.append(Diagnostic("error", str(d), None, None, f"{len(paths)} preset files, more than the "
+                                                               f"{MAX_SERVER_PRESETS} the daemon serves; it serves "
+                                                               f"the first {MAX_SERVER_PRESETS} by name"))
+        paths = paths[:MAX_SERVER_PRESETS]
+    for p in paths:
+        problem = server_preset_problem(p)
+        if problem is not None:
+            errors.append(Diagnostic("error", str(p), None, None, problem))
+            continue
         pr = load_preset_file(p, errors, warnings, allow_origin=False)
         if pr is not None:
             out.append(pr)

@@ -27,6 +27,9 @@ __all__ = [
     "MAX_REQUEST_BYTES",
     "MAX_RESREQ_ALTERNATIVES",
     "MAX_RESREQ_STRINGS",
+    "MAX_QUEUE_TEXT",
+    "MAX_NAME_TEXT",
+    "MAX_HOOK_TEXT",
     "MAX_RESREQ_TERMS",
     "MAX_SELECT_DEPTH",
     "MEMORY_FORMS",
@@ -102,6 +105,11 @@ MAX_CONFIG_REQUEST_BYTES = 8 << 20
 MAX_RESREQ_TERMS = 1000
 #: the most -R strings one job may give
 MAX_RESREQ_STRINGS = 64
+#: the longest -q and -a values, -J and -P text, and the job's own -E/-Ep commands
+#: (characters): bounds of the submit body, which the client holds presets to as well
+MAX_QUEUE_TEXT = 256
+MAX_NAME_TEXT = 4096
+MAX_HOOK_TEXT = 65536
 #: the most rusage `||` alternatives in one rusage[] section, and the most parts of one
 #: compound (`N*{...} + ...`) or alternative (`{...} || {...}`) requirement: the planner
 #: tries each in turn for every pending job in every session

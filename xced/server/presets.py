@@ -13,54 +13,83 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Callable
 
-from xced.config.presets import Preset, load_preset_file, preset_paths
+from xced.config.presets import (
+    MAX_SERVER_PRESETS,
+    Preset,
+    load_preset_file,
+    preset_paths,
+    server_preset_problem,
+    unsafe_presets_dir,
+)
 
 log = logging.getLogger("xced.server.presets")
 
-#: the most preset files served from one directory; the rest are left out with a warning
-MAX_SERVER_PRESETS = 1000
-
-
 class PresetShelf:
     """The server presets of the directory `directory()` gives (called at each look, so a
-    live config change of `presets_dir` is followed). `current()` -> {name: Preset}."""
+    live config change of `presets_dir` is followed). `current()` -> {name: Preset}; it
+    reads files, so routes call it in a worker thread (`asyncio.to_thread`), never on the
+    event loop: a slow disk or a large directory must not stall the daemon (D-8)."""
 
     def __init__(self, directory: Callable[[], Path]) -> None:
         self._directory = directory
-        self._cache: dict[str, tuple[tuple[int, int, int], Preset | None]] = {}
+        self._cache: dict[str, tuple[tuple[int, int, int, int], Preset | None]] = {}
         self._dir: Path | None = None
-        self._warned_cap = False
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _warn_once(self, key: str, msg: str, *args: object) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(msg, *args)
 
     def current(self) -> dict[str, Preset]:
-        """The valid presets now on disk, by name, sorted."""
+        """The valid presets now on disk, by name, sorted (the rules of
+        xced.config.presets.load_presets_dir, which `xceadmin build` applies)."""
+        with self._lock:
+            return self._current()
+
+    def _current(self) -> dict[str, Preset]:
         d = self._directory()
         if d != self._dir:
-            self._cache, self._dir = {}, d
+            self._cache, self._dir, self._warned = {}, d, set()
+        if not d.is_dir():
+            if d.exists():
+                self._warn_once("notdir", "server presets not read: %s is not a directory", d)
+            self._cache = {}
+            return {}
+        why = unsafe_presets_dir(d)
+        if why is not None:
+            self._warn_once("unsafe:" + why, "server presets not read: %s", why)
+            self._cache = {}
+            return {}
         paths = preset_paths(d)
         if len(paths) > MAX_SERVER_PRESETS:
-            if not self._warned_cap:
-                log.warning("%s holds %d preset files; serving the first %d by name", d, len(paths),
+            self._warn_once("cap", "%s holds %d preset files; serving the first %d by name", d, len(paths),
                             MAX_SERVER_PRESETS)
-                self._warned_cap = True
             paths = paths[:MAX_SERVER_PRESETS]
-        seen: dict[str, tuple[tuple[int, int, int], Preset | None]] = {}
+        seen: dict[str, tuple[tuple[int, int, int, int], Preset | None]] = {}
         for p in paths:
             try:
-                st = os.stat(p)
+                st = os.lstat(p)
             except OSError:
                 continue
-            stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+            stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             old = self._cache.get(p.name)
             if old is not None and old[0] == stamp:
                 seen[p.name] = old
                 continue
+            problem = server_preset_problem(p)
             errors: list = []
-            pr = load_preset_file(p, errors, [], allow_origin=False)
+            pr = None
+            if problem is None:
+                pr = load_preset_file(p, errors, [], allow_origin=False)
             if pr is None:
-                log.warning("server preset %s left out: %s", p, "; ".join(str(e) for e in errors) or "not valid")
+                log.warning("server preset %s left out: %s", p,
+                            problem or "; ".join(str(e) for e in errors) or "not valid")
             seen[p.name] = (stamp, pr)
         self._cache = seen
         return {pr.name: pr for _, pr in seen.values() if pr is not None}

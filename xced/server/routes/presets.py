@@ -8,6 +8,8 @@ submit, it only keeps the client's `meta` record (PRE-2).
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Depends, Request
 
 from xced.api.errors import NotFound
@@ -27,13 +29,14 @@ def _shelf(request: Request):
 @router.get("/presets", response_model=PresetList, responses=errors())
 async def presets(request: Request, _: None = Depends(requires(NO_PERMISSION))):
     """Every valid server preset (PRE-3)."""
-    return json_response({"presets": [p.to_json() for p in _shelf(request).current().values()]})
+    have = await asyncio.to_thread(_shelf(request).current)
+    return json_response({"presets": [p.to_json() for p in have.values()]})
 
 
 @router.get("/presets/{name}", response_model=PresetOut, responses=errors(404))
 async def preset(name: str, request: Request, _: None = Depends(requires(NO_PERMISSION))):
     """One server preset (PRE-3, PRE-4: what `xcecli presets pull NAME` copies)."""
-    have = _shelf(request).current()
+    have = await asyncio.to_thread(_shelf(request).current)
     p = have.get(name)
     if p is None:
         shown = ", ".join(list(have)[:20]) + (f" and {len(have) - 20} more" if len(have) > 20 else "") or "none"
