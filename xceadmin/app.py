@@ -17,6 +17,7 @@ import typer
 
 from xceadmin.commands import build as _build
 from xceadmin.commands import init as _init
+from xceadmin.commands import keys as _keys
 from xceadmin.commands import sim as _sim
 
 app = typer.Typer(
@@ -36,7 +37,8 @@ def _root() -> None:
 app.command("init", help=_init.HELP, no_args_is_help=True)(_init.init)
 app.command("build", help=_build.HELP)(_build.build)
 app.add_typer(_sim.app, name="sim")
-# More subcommands (keys, hosts) register here the same way.
+app.add_typer(_keys.app, name="keys")
+# More subcommands (hosts) register here the same way.
 
 
 def main() -> None:

@@ -117,16 +117,16 @@ def test_skeleton_loads_and_is_commented(tmp_path: Path) -> None:
 def test_garbage_in_optional_files_is_refused_with_positions(tmp_path: Path) -> None:
     """CFG-2: applications.yaml (PROF-1), projects.yaml and rbac.yaml (PRJ-1, RBAC-4) are
     compiled: garbage in them is an error at its place, and the files are listed in the
-    order the loader reads them. keys.yaml is read by its own issue (KEY-*)."""
+    order the loader reads them; keys.yaml (KEY-2) too, last."""
     top = make_topdir(tmp_path)
-    (top / "config" / "keys.yaml").write_text("anything: [at all\n")
-    assert load_cluster_config(top).ok
-    for name in ("rbac.yaml", "projects.yaml", "applications.yaml"):
+    for name in ("keys.yaml", "rbac.yaml", "projects.yaml", "applications.yaml"):
         (top / "config" / name).write_text("anything: [at all\n")
     res = load_cluster_config(top)
     assert not res.ok and res.config is None
-    assert where(res) == [("applications.yaml", 2, 1), ("projects.yaml", 2, 1), ("rbac.yaml", 2, 1)]
+    assert where(res) == [("applications.yaml", 2, 1), ("projects.yaml", 2, 1), ("rbac.yaml", 2, 1),
+                          ("keys.yaml", 2, 1)]
     assert all(d.message.startswith("invalid YAML:") for d in res.errors)
+    (top / "config" / "keys.yaml").unlink()
     (top / "config" / "applications.yaml").unlink()
     (top / "config" / "projects.yaml").write_text("projects:\n  /p:\n    shares: 50%\n")
     (top / "config" / "rbac.yaml").write_text("roles:\n  op: [job:view]\nbinding: []\n")

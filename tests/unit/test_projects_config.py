@@ -461,12 +461,12 @@ def test_warnings_of_projects_and_rbac(tmp_path: Path) -> None:
 
 def test_unknown_config_file_names_get_a_warning(tmp_path: Path) -> None:
     top = make_topdir(tmp_path, **{"project.yaml": "x: 1\n", "queue.yml": "", "monitoring.yaml": "",
-                                   "keys.yaml": "garbage: [\n", "README": "", ".hosts.yaml.tmp": "",
+                                   "keys.yaml": "keys: []\n", "README": "", ".hosts.yaml.tmp": "",
                                    ".swp.yaml": ""})
     (top / "config" / "presets").mkdir()
     (top / "config" / "presets" / "mine.yaml").write_text("x: 1\n")
     r = load_cluster_config(top)
-    assert r.ok  # keys.yaml is not compiled here (KEY-*)
+    assert r.ok  # keys.yaml is read (KEY-2): no warning for it
     got = {Path(w.file).name: (w.line, w.message) for w in r.warnings}
     assert set(got) == {"project.yaml", "queue.yml", "monitoring.yaml"}
     reads = ("config/ holds xce.yaml, queues.yaml, hosts.yaml, applications.yaml, projects.yaml, rbac.yaml, "

@@ -16,10 +16,10 @@ from xced.store.sqlite import SqliteStore, _migrations, token_hash
 def test_wal_and_migrations(tmp_path):
     s = SqliteStore(tmp_path / "x.db")
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert s.schema_version() == 6
+    assert s.schema_version() == 7
     s.close()
     s = SqliteStore(tmp_path / "x.db")  # reopening applies nothing twice
-    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 6
+    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 7
     cols = [r[1] for r in s.db.execute("PRAGMA table_info(elements)")]
     assert "token" in cols and "reserve" in cols and "token_hash" in cols  # 0002, 0003, 0004
     assert "stimulus" in [r[1] for r in s.db.execute("PRAGMA table_info(events)")]  # 0005

@@ -125,3 +125,44 @@ def test_migrations_apply_once_each_in_order(backend):
     s.close()
     s = backend()
     assert s.schema_version() == len(names)
+
+
+def test_a_revocation_survives_a_reopen_and_only_an_explicit_removal_undoes_it(backend):
+    """KEY-2, KEY-4: a revoked key stays revoked across restarts, whatever keys.yaml says;
+    a second revocation keeps the first's time; un-revoking is its own call, with history."""
+    s = backend()
+    fp = "SHA256:" + "A" * 43
+    with s.tx(durable=True):
+        s.add_revocation(fp, 10.0, "admin:root", "host stolen")
+        s.add_key_event(10.0, fp, "revoked", "admin:root", "host stolen")
+    with s.tx():
+        s.add_revocation(fp, 20.0, "admin:root", "again")
+    s.close()
+    s = backend()
+    assert s.revocations() == {fp: (10.0, "admin:root", "host stolen")}
+    with pytest.raises(RuntimeError):
+        with s.tx():
+            s.remove_revocation(fp)
+            raise RuntimeError("a failed commit")
+    assert fp in s.revocations()  # rolled back: still revoked
+    with s.tx():
+        assert s.remove_revocation(fp) and not s.remove_revocation(fp)
+        s.add_key_event(30.0, fp, "unrevoked", "admin:root", "--unrevoke")
+    assert s.revocations() == {}
+    assert [e[2] for e in s.key_events(fp)] == ["revoked", "unrevoked"] and s.key_events("SHA256:none") == []
+
+
+def test_an_enrolment_token_is_kept_as_its_digest_and_used_once(backend):
+    """KEY-5: one-time; the second use is refused, even after a reopen."""
+    s = backend()
+    with s.tx(durable=True):
+        s.add_token("sha256:ab", "worker", "h7", 100.0, 10.0, "admin:root")
+    assert s.token("sha256:ab") == ("worker", "h7", 100.0, 10.0, "admin:root", None, None)
+    assert s.token("sha256:other") is None
+    with s.tx():
+        assert s.use_token("sha256:ab", 20.0, "h7")
+    s.close()
+    s = backend()
+    with s.tx():
+        assert not s.use_token("sha256:ab", 30.0, "h8")
+    assert s.token("sha256:ab")[5:] == (20.0, "h7")

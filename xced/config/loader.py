@@ -919,6 +919,9 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
     for p in prj.elsewhere:  # xce.yaml's default_project names no project (PRJ-3)
         settings_src.error(_value_pos(settings_doc, "default_project") if _is_map(settings_doc) else "file",
                            p.message)
+    from xced.config.keys import load_keys
+
+    keys = load_keys(config_dir, errors, warnings)
     _check_file_names(config_dir, warnings)
 
     errors.sort(key=_order)
@@ -929,7 +932,7 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
     from pydantic import ValidationError
 
     assert queues is not None and hosts is not None and apps.profiles is not None
-    assert prj.projects is not None and prj.rbac is not None
+    assert prj.projects is not None and prj.rbac is not None and keys is not None
     try:
         config = ClusterConfig(
             settings=ClusterSettings(**settings),
@@ -938,6 +941,7 @@ def load_cluster_config(topdir: Path | str) -> BuildResult:
             applications=apps.profiles if apps.profiles is not None else {},
             projects=prj.projects,
             rbac=prj.rbac,
+            keys=keys,
         )
     except ValidationError as e:  # the checks above should make this unreachable
         for err in e.errors():

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from xced.model.profile import Profile, builtin_profiles
+from xced.model.keys import KeysConfig
 from xced.model.project import PROJECT_PATH_PATTERN, ProjectsConfig, RbacConfig
 from xced.model.units import (DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
                               MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN)
@@ -106,6 +107,8 @@ class ClusterConfig(_Strict):
     projects: ProjectsConfig = Field(default_factory=ProjectsConfig)
     #: rbac.yaml (RBAC-1..RBAC-4)
     rbac: RbacConfig = Field(default_factory=RbacConfig)
+    #: keys.yaml: the trusted host keys (KEY-2), written by `xceadmin keys`
+    keys: KeysConfig = Field(default_factory=KeysConfig)
 
     def content_hash(self) -> str:
         """sha256 over canonical JSON of the whole config (CFG-2), hex, 64 chars."""

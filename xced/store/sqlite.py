@@ -203,6 +203,32 @@ class SqliteStore:
         self.db.execute("INSERT INTO events (time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus) "
                         "VALUES (?,?,?,?,?,?,?,?,?)", (t, job_id, idx, kind, from_state, to_state, actor, reason, stimulus))
 
+    # -------------------------------------------------------------- host keys (inside tx)
+
+    def add_revocation(self, fingerprint: str, t: float, actor: str, reason: str | None) -> None:
+        """Record that key `fingerprint` is revoked (KEY-2, KEY-4); a second revocation keeps
+        the first's time."""
+        self.db.execute("INSERT OR IGNORE INTO revocations VALUES (?,?,?,?)", (fingerprint, t, actor, reason))
+
+    def remove_revocation(self, fingerprint: str) -> bool:
+        """Un-revoke key `fingerprint` (only `keys trust --unrevoke` does); whether it was revoked."""
+        return self.db.execute("DELETE FROM revocations WHERE fingerprint=?", (fingerprint,)).rowcount > 0
+
+    def add_key_event(self, t: float, fingerprint: str, kind: str, actor: str, reason: str | None) -> None:
+        """One row of the keys' history: "trusted", "revoked", "unrevoked", "enrolled"."""
+        self.db.execute("INSERT INTO key_events (time, fingerprint, kind, actor, reason) VALUES (?,?,?,?,?)",
+                        (t, fingerprint, kind, actor, reason))
+
+    def add_token(self, digest: str, role: str, host: str | None, expires: float, created: float, actor: str) -> None:
+        """Keep an enrolment token's digest (KEY-5), never the token."""
+        self.db.execute("INSERT INTO enrolment_tokens (digest, role, host, expires, created, actor) "
+                        "VALUES (?,?,?,?,?,?)", (digest, role, host, expires, created, actor))
+
+    def use_token(self, digest: str, t: float, by: str) -> bool:
+        """Mark a token used by `by` at `t`: True the first time only (one-time, KEY-5)."""
+        return self.db.execute("UPDATE enrolment_tokens SET used=?, used_by=? WHERE digest=? AND used IS NULL",
+                               (t, by, digest)).rowcount == 1
+
     # -------------------------------------------------------------- reads
 
     def load_jobs(self) -> Iterator[tuple]:
@@ -223,3 +249,20 @@ class SqliteStore:
                                    "FROM events WHERE job_id=? ORDER BY seq", (job_id,)).fetchall()
         except sqlite3.Error as e:  # a read fails only when the file does (I/O error): typed, never a 500
             raise store_failure(e, self.path) from e
+
+    def revocations(self) -> dict[str, tuple[float, str, str | None]]:
+        """Every revoked fingerprint -> (time, actor, reason)."""
+        return {r[0]: (r[1], r[2], r[3]) for r in self.db.execute("SELECT fingerprint, time, actor, reason FROM "
+                                                                  "revocations")}
+
+    def token(self, digest: str) -> tuple | None:
+        """(role, host, expires, created, actor, used, used_by) of a token's digest, or None."""
+        return self.db.execute("SELECT role, host, expires, created, actor, used, used_by FROM enrolment_tokens "
+                               "WHERE digest=?", (digest,)).fetchone()
+
+    def key_events(self, fingerprint: str | None = None) -> list[tuple]:
+        """Rows (time, fingerprint, kind, actor, reason) of the keys' history, in order."""
+        if fingerprint is None:
+            return self.db.execute("SELECT time, fingerprint, kind, actor, reason FROM key_events ORDER BY seq").fetchall()
+        return self.db.execute("SELECT time, fingerprint, kind, actor, reason FROM key_events WHERE fingerprint=? "
+                               "ORDER BY seq", (fingerprint,)).fetchall()
