@@ -135,6 +135,16 @@ def _route_cases(jobs: dict[str, int], cwd: str):
     # RBAC-4: preset routes need no permission (the cluster has no server preset: 404 for a name)
     yield (("GET", "/xce/v1/presets"), "GET", "/presets", None, None, None, "none", {200})
     yield (("GET", "/xce/v1/presets/{name}"), "GET", "/presets/site-default", None, None, None, "none", {404})
+    # KEY-2: the trusted list, admins only; an admin's request is refused for its body, so
+    # that the matrix changes nothing (a key that is no key, an unknown fingerprint, a role)
+    yield (("GET", "/xce/v1/keys"), "GET", "/keys", None, None, None, "cluster:admin", {200})
+    yield (("POST", "/xce/v1/keys/trust"), "POST", "/keys/trust", {"public_key": "not a key", "host": "h1",
+                                                                   "roles": ["worker"]}, None, None,
+           "cluster:admin", {422})
+    yield (("POST", "/xce/v1/keys/revoke"), "POST", "/keys/revoke", {"fingerprint": "SHA256:none"}, None, None,
+           "cluster:admin", {404})
+    yield (("POST", "/xce/v1/keys/token"), "POST", "/keys/token", {"role": "nope", "expires_s": 60}, None, None,
+           "cluster:admin", {422})
     sub = {"argv": ["true"], "cwd": cwd, "project": "/physics/hep"}
     yield (("POST", "/xce/v1/jobs/dry-run"), "POST", "/jobs/dry-run", sub, None, None, "project:submit", {200})
     yield (("POST", "/xce/v1/jobs"), "POST", "/jobs", sub, None, None, "project:submit", {200})

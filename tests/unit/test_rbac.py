@@ -275,6 +275,10 @@ ROUTES = {
     ("GET", "/xce/v1/projects"): "cluster:view",
     ("GET", "/xce/v1/presets"): auth.NO_PERMISSION,  # RBAC-4: preset routes need no permission
     ("GET", "/xce/v1/presets/{name}"): auth.NO_PERMISSION,
+    ("GET", "/xce/v1/keys"): "cluster:admin",  # KEY-2: the trusted list
+    ("POST", "/xce/v1/keys/trust"): "cluster:admin",
+    ("POST", "/xce/v1/keys/revoke"): "cluster:admin",
+    ("POST", "/xce/v1/keys/token"): "cluster:admin",
     ("PUT", "/xce/v1/config"): "cluster:admin",
     ("POST", "/xce/v1/sim/record"): "cluster:admin",
     ("WEBSOCKET", "/xce/v1/workers/channel"): auth.PEER,

@@ -1,14 +1,17 @@
 """`xceadmin keys` (KEY-2, KEY-5, CLI-4): the host keys of XCE.
 
-Built so far: `keys gen`, which makes this xced's Ed25519 key pair in its TopDir
-(`<TopDir>/keys/host.key`, 0600, never printed; `host.pub` beside it) and prints the
-public key and its fingerprint. Trusting, revoking, listing and enrolment tokens, which
-change the controller's trusted list (config/keys.yaml), come with the join (issue 14).
+- `keys gen` makes this xced's Ed25519 key pair in its TopDir (`<TopDir>/keys/host.key`,
+  0600, never printed; `host.pub` beside it) and prints the public key and its fingerprint.
+  It is local: no daemon is asked.
+- `keys trust`, `revoke`, `list` and `token` change or read the controller's trusted list
+  (config/keys.yaml, and the revocations in its store) through its Unix socket, as a
+  cluster admin (SO_PEERCRED). Signing them with an admin key from another host comes with
+  the keyed join (issue 14).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -70,3 +73,157 @@ def gen(
         return
     print(line)
     typer.echo(f"wrote {priv} (0600) and {pub_path}; fingerprint {fp}", err=True)
+
+
+def _client(topdir: str | None):
+    from xced.api.client import Client
+
+    return Client.connect(topdir=topdir)
+
+
+def _expiry(text: str | None, now: float) -> float | None:
+    """--expires: "never", a duration from now ("90d", "12h", "30m", "3600s", "1d12h"), or a
+    UTC time ("2027-03-01T12:00:00Z"), as epoch seconds (None: never). Raises BadParameter."""
+    from xced.config.keys import parse_time
+    from xced.model.units import parse_run_limit_s
+
+    if text is None or text.strip().lower() == "never":
+        return None
+    t = text.strip()
+    if "T" in t or t.count("-") >= 2:
+        try:
+            return parse_time(t)
+        except (ValueError, OverflowError):
+            raise typer.BadParameter(f"--expires {text!r}: not a UTC time such as 2027-03-01T12:00:00Z") from None
+    if not t[-1:].isalpha():
+        raise typer.BadParameter(f"--expires {text!r}: give a unit (90d, 12h, 30m, 3600s), a UTC time, or never")
+    try:
+        return now + parse_run_limit_s(t)
+    except ValueError as e:
+        raise typer.BadParameter(f"--expires {text!r}: {e}; e.g. 90d, 12h, 2027-03-01T12:00:00Z, or never") from None
+
+
+def _when(t: float | None) -> str:
+    from xced.config.keys import format_time
+
+    return format_time(t) or "never"
+
+
+_TOPDIR = typer.Option(None, "--topdir", metavar="DIR", help="the controller's TopDir (default: XCE_TOPDIR, else the "
+                                                             "personal cluster's)")
+
+
+@app.command("trust")
+def trust(
+    pubkey_file: str = typer.Argument(..., metavar="PUBKEY-FILE", help="the host's public key (its keys/host.pub), "
+                                                                       "or - for stdin"),
+    host: str = typer.Option(..., "--host", help="the host the key belongs to"),
+    role: List[str] = typer.Option(..., "--role", help="worker, scheduler, apiserver or admin (repeatable)"),
+    expires: Optional[str] = typer.Option(None, "--expires", help="90d, 12h, a UTC time (2027-03-01T12:00:00Z), or "
+                                                                  "never (the default)"),
+    comment: str = typer.Option("", "--comment", help="free text kept with the key"),
+    unrevoke: bool = typer.Option(False, "--unrevoke", help="trust a revoked key again (logged)"),
+    topdir: Optional[str] = _TOPDIR,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Trust a host's public key for roles (KEY-2): written to the controller's keys.yaml and
+    in force at once. A revoked key needs --unrevoke."""
+    import json
+    import sys
+    import time
+
+    if pubkey_file == "-":
+        text = sys.stdin.read(16385)
+    else:
+        try:
+            with open(pubkey_file, encoding="utf-8", errors="replace") as f:
+                text = f.read(16385)
+        except OSError as e:
+            raise typer.BadParameter(f"cannot read {pubkey_file}: {e.strerror or e}") from None
+    if len(text) > 16384:
+        raise typer.BadParameter(f"{pubkey_file} is larger than a public key file (16 KiB); give the host's "
+                                 f"keys/host.pub")
+    from xced.auth.keys import KeyProblem, parse_public_key
+
+    try:  # here first: the message names the file
+        parse_public_key(text, pubkey_file if pubkey_file != "-" else "<stdin>")
+    except KeyProblem as e:
+        from xced.api.errors import InvalidRequest
+
+        raise InvalidRequest(str(e)) from None
+    exp = _expiry(expires, time.time())
+    with _client(topdir) as c:
+        out = c.request("POST", "/keys/trust", json={"public_key": text, "host": host, "roles": list(role),
+                                                      "expires": exp, "comment": comment,
+                                                      "unrevoke": unrevoke}).json()
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    typer.echo(f"trusted {out['fingerprint']} for host {out['host']} as {', '.join(out['roles'])}, expires "
+               f"{_when(out['expires'])}", err=True)
+
+
+@app.command("revoke")
+def revoke(
+    fingerprint: str = typer.Argument(..., metavar="FINGERPRINT", help="SHA256:..., or a prefix only one key has"),
+    reason: Optional[str] = typer.Option(None, "--reason", help="why, kept with the revocation"),
+    topdir: Optional[str] = _TOPDIR,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Revoke a key (KEY-4): recorded in the controller's store, where it outlives any edit of
+    keys.yaml; returns once every channel authenticated with it is closed."""
+    import json
+
+    with _client(topdir) as c:
+        out = c.request("POST", "/keys/revoke", json={"fingerprint": fingerprint, "reason": reason}).json()
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    typer.echo(f"revoked {out['fingerprint']}" + (f" (host {out['host']})" if out["host"] else "")
+               + f"; {out['closed']} channel{'s' if out['closed'] != 1 else ''} closed", err=True)
+
+
+@app.command("list")
+def list_(topdir: Optional[str] = _TOPDIR, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every trusted key, and every revoked one: host, roles, fingerprint, expiry, revoked, last seen."""
+    import json
+
+    with _client(topdir) as c:
+        body = c.request("GET", "/keys").json()
+    if as_json:
+        print(json.dumps(body, indent=2))
+        return
+    from xcecli.output import table
+
+    rows = []
+    for k in body["keys"]:
+        state = ("revoked " + _when(k["revoked"]["time"])) if k["revoked"] else ("expired" if k["expired"] else "ok")
+        rows.append([k["fingerprint"], k["host"] or "-", ",".join(k["roles"]) or "-", _when(k["expires"]), state,
+                     _when(k["last_seen"]) if k["last_seen"] else "never"])
+    table(["FINGERPRINT", "HOST", "ROLES", "EXPIRES", "STATE", "LAST_SEEN"], rows)
+
+
+@app.command("token")
+def token(
+    role: str = typer.Option(..., "--role", help="the role the enrolled host gets: worker, scheduler, apiserver"),
+    host: Optional[str] = typer.Option(None, "--host", help="bind the token to this host name"),
+    expires: str = typer.Option("1h", "--expires", help="how long it is valid: 1h, 30m, 2d (at most 7 days)"),
+    topdir: Optional[str] = _TOPDIR,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Print a one-time enrolment token (KEY-5) for a new host; the controller keeps only its digest."""
+    import json
+    import time
+
+    now = time.time()
+    exp = _expiry(expires, now)
+    if exp is None:
+        raise typer.BadParameter("--expires never: an enrolment token always expires; e.g. --expires 1h")
+    with _client(topdir) as c:
+        out = c.request("POST", "/keys/token", json={"role": role, "host": host, "expires_s": exp - now}).json()
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    print(out["token"])
+    typer.echo(f"one-time enrolment token for {out['role']}" + (f" on host {out['host']}" if out["host"] else "")
+               + f", valid until {_when(out['expires'])}", err=True)

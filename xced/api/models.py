@@ -470,7 +470,89 @@ class ProjectList(Body):
     supply: dict[str, int | float] = Field(default_factory=dict)
 
 
-#: Models whose JSON Schema is published in docs/json/ (CLI-1 "stable, documented fields").
+class PresetOut(Body):
+    """A server preset (PRE-3), as `GET /presets/{name}` serves it: its name, its content hash
+    ("sha256:<hex>" over the values' canonical JSON, PRE-2) and its values, by the long names
+    of `xcecli submit`'s options (xced.api.submit_options), written as on the command line."""
+
+    name: str
+    hash: str
+    values: dict[str, str | list[str] | dict[str, str]]
+
+
+class PresetList(Body):
+    """`GET /presets`: every valid server preset, sorted by name."""
+
+    presets: list[PresetOut]
+
+
+class KeyTrustRequest(RequestBody):
+    """POST /keys/trust (`xceadmin keys trust`, KEY-2): trust a public key for a host and roles."""
+
+    public_key: str = Field(max_length=16384, description="one OpenSSH line `ssh-ed25519 AAAA... [comment]`, or PEM")
+    host: str = Field(max_length=255)
+    roles: list[str] = Field(min_length=1, max_length=4, description="worker, scheduler, apiserver, admin")
+    expires: float | None = Field(None, description="epoch seconds; null: never")
+    comment: str = Field("", max_length=1024)
+    unrevoke: bool = Field(False, description="trust a revoked key again (logged as an `unrevoked` key event)")
+
+
+class KeyRevokeRequest(RequestBody):
+    """POST /keys/revoke (`xceadmin keys revoke`, KEY-4)."""
+
+    fingerprint: str = Field(max_length=128, description="the fingerprint, or a prefix of it that only one key has")
+    reason: str | None = Field(None, max_length=1024)
+
+
+class KeyTokenRequest(RequestBody):
+    """POST /keys/token (`xceadmin keys token`, KEY-5)."""
+
+    role: str = Field(max_length=32)
+    host: str | None = Field(None, max_length=255)
+    expires_s: float = Field(description="how long the token is valid, seconds (at most 7 days)")
+
+
+class KeyRevocationOut(Body):
+    time: float
+    actor: str
+    reason: str | None = None
+
+
+class KeyOut(Body):
+    """A key as `xceadmin keys list --json` prints it (KEY-2): `revoked` is set for a revoked
+    key (which the store keeps, whatever keys.yaml says); `last_seen` is when a peer last
+    joined with it (null: never)."""
+
+    fingerprint: str
+    host: str | None
+    roles: list[str]
+    expires: float | None
+    added: float | None
+    comment: str
+    public_key: str | None
+    expired: bool
+    revoked: KeyRevocationOut | None = None
+    last_seen: float | None = None
+
+
+class KeyList(Body):
+    keys: list[KeyOut]
+
+
+class KeyRevokeResult(Body):
+    fingerprint: str
+    host: str | None
+    closed: int = Field(description="channels authenticated with the key that were closed before the answer")
+
+
+class KeyTokenOut(Body):
+    token: str = Field(description="the token, shown this once; the controller keeps its digest only")
+    expires: float
+    role: str
+    host: str | None
+
+
+#: the models whose JSON `--json` prints, published as docs/json/NAME.schema.json (CLI-1)
 PUBLISHED = {
     "submit": SubmitResponse,
     "job": JobOut,
@@ -488,20 +570,10 @@ PUBLISHED = {
     "config-apply": ApplyConfigResult,
     "sim-record": RecordResult,
     "projects": ProjectList,
+    "presets": PresetList,
+    "preset": PresetOut,
+    "keys": KeyList,
+    "key": KeyOut,
+    "key-revoke": KeyRevokeResult,
+    "key-token": KeyTokenOut,
 }
-
-
-class PresetOut(Body):
-    """A server preset (PRE-3), as `GET /presets/{name}` serves it: its name, its content hash
-    ("sha256:<hex>" over the values' canonical JSON, PRE-2) and its values, by the long names
-    of `xcecli submit`'s options (xced.api.submit_options), written as on the command line."""
-
-    name: str
-    hash: str
-    values: dict[str, str | list[str] | dict[str, str]]
-
-
-class PresetList(Body):
-    """`GET /presets`: every valid server preset, sorted by name."""
-
-    presets: list[PresetOut]

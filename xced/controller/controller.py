@@ -39,6 +39,7 @@ from xced.controller.hooks import HooksMixin
 from xced.controller.reports import ReportsMixin
 from xced.controller.actions import ActionsMixin
 from xced.controller.explain import ExplainMixin
+from xced.controller.keys import KeysMixin
 from xced.controller.retry import RetryMixin
 from xced.policy.rbac import Policy
 from xced.model.config import ClusterConfig
@@ -76,7 +77,7 @@ TRACE_SESSIONS = 64
 
 
 class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, DispatchMixin, HooksMixin, ReportsMixin,
-                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin):
+                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin):
     """Owns jobs, hosts and the store. All methods run on the event loop thread.
 
     Errors raised to the API: InvalidRequest (bad submit), NotFound (unknown job),

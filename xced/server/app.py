@@ -175,9 +175,9 @@ def create_app(controller) -> FastAPI:
     app.add_middleware(BodyLimit)  # outermost: an over-size body is refused before anything reads it (D-8)
 
     from xced.server.auth import OPENAPI_KEY, all_routes, route_permissions, undeclared
-    from xced.server.routes import cluster, jobs, peers, presets, projects
+    from xced.server.routes import cluster, jobs, keys, peers, presets, projects
 
-    routers = (jobs.router, cluster.router, projects.router, presets.router, peers.router)
+    routers = (jobs.router, cluster.router, projects.router, presets.router, keys.router, peers.router)
     for router in routers:  # the declaration in each operation of the OpenAPI document
         for route in router.routes:
             if isinstance(route, APIRoute) and (declared := route_permissions(route)):

@@ -1,0 +1,170 @@
+"""The trusted list through a real xced (KEY-2, KEY-4, KEY-5, CLI-4): `xceadmin keys trust |
+revoke | list | token` on the controller's Unix socket, as a cluster admin.
+
+The keyed join itself (peers proving their key, revocation closing their channels, login
+hosts) is not built yet; these tests hold what is: the list in keys.yaml and in force,
+revocations that outlive any edit of the file and a restart, one-time tokens kept as a
+digest, and every bad input refused with nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import XCEADMIN, Daemon, write_config
+from xced.api.client import Client
+from xced.api.errors import PermissionDenied
+from xced.auth import keys as K
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _admin(d: Daemon, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    env.pop("XCE_SOCKET", None)
+    return subprocess.run([XCEADMIN, "keys", *args, "--topdir", str(d.top)], capture_output=True, text=True,
+                          env=env, timeout=60, input=input)
+
+
+@pytest.fixture
+def ctl(topdir):
+    """A test-mode xced whose admins include the user running the tests (SO_PEERCRED)."""
+    import pwd
+
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    write_config(topdir, admins=(me,))
+    d = Daemon(topdir).start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def _pub(tmp_path: Path, name: str) -> tuple[Path, str]:
+    key = K.generate()
+    p = tmp_path / f"{name}.pub"
+    p.write_text(K.public_line(key.public_key(), name) + "\n")
+    return p, K.fingerprint(key.public_key())
+
+
+def _listed(d: Daemon) -> dict:
+    r = _admin(d, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    return {k["fingerprint"]: k for k in json.loads(r.stdout)["keys"]}
+
+
+def test_trust_list_revoke_and_a_revocation_outlives_a_reverted_file_and_a_restart(ctl, tmp_path):
+    d = ctl
+    pub, fp = _pub(tmp_path, "h7")
+    r = _admin(d, "trust", str(pub), "--host", "h7", "--role", "worker", "--role", "scheduler", "--expires", "90d")
+    assert r.returncode == 0 and f"trusted {fp} for host h7 as worker, scheduler" in r.stderr, r.stderr
+    k = _listed(d)[fp]
+    assert (k["host"], k["roles"], k["revoked"], k["last_seen"]) == ("h7", ["worker", "scheduler"], None, None)
+    assert 89 * 86400 < k["expires"] - k["added"] <= 90 * 86400
+    keys_yaml = d.top / "config" / "keys.yaml"
+    before_revoke = keys_yaml.read_text()
+    assert fp not in before_revoke and K.public_line(K.parse_public_key(pub.read_text())).split()[1] in before_revoke
+    # the file compiles with the rest: build sees the key too
+    b = subprocess.run([XCEADMIN, "build", "--topdir", str(d.top), "--json"], capture_output=True, text=True)
+    assert json.loads(b.stdout)["ok"], b.stdout
+    r = _admin(d, "revoke", fp[:14], "--reason", "host stolen")
+    assert r.returncode == 0 and f"revoked {fp} (host h7); 0 channels closed" in r.stderr, r.stderr
+    assert _listed(d)[fp]["revoked"]["reason"] == "host stolen"
+    # reverting keys.yaml and applying it, or restarting, never un-revokes (KEY-2)
+    keys_yaml.write_text(before_revoke)
+    r = subprocess.run([XCEADMIN, "build", "--topdir", str(d.top), "--apply"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert _listed(d)[fp]["revoked"] is not None
+    d.stop()
+    d.start()
+    assert _listed(d)[fp]["revoked"] is not None
+    r = _admin(d, "trust", str(pub), "--host", "h7", "--role", "worker")
+    assert r.returncode == 1 and "was revoked" in r.stderr and "only with --unrevoke, which is logged" in r.stderr
+    r = _admin(d, "trust", str(pub), "--host", "h7", "--role", "worker", "--unrevoke")
+    assert r.returncode == 0, r.stderr
+    k = _listed(d)[fp]
+    assert k["revoked"] is None and k["roles"] == ["worker"] and k["expires"] is None
+    assert "un-revoked by" in d.log.read_text()
+    db = sqlite3.connect(d.top / "state" / "xce.db")
+    kinds = [row[0] for row in db.execute("SELECT kind FROM key_events WHERE fingerprint=? ORDER BY seq", (fp,))]
+    db.close()
+    assert kinds == ["trusted", "revoked", "unrevoked", "trusted"]
+
+
+def test_a_token_is_shown_once_and_kept_only_as_its_digest(ctl):
+    d = ctl
+    r = _admin(d, "token", "--role", "worker", "--host", "h9", "--expires", "1h")
+    assert r.returncode == 0, r.stderr
+    token = r.stdout.strip()
+    assert token.startswith(K.TOKEN_PREFIX) and "valid until" in r.stderr
+    db = sqlite3.connect(d.top / "state" / "xce.db")
+    rows = db.execute("SELECT digest, role, host FROM enrolment_tokens").fetchall()
+    dump = "\n".join(db.iterdump())
+    db.close()
+    assert rows == [(K.token_digest(token), "worker", "h9")] and token not in dump
+
+
+@pytest.mark.parametrize("content,args,needle", [
+    ("not a key\n", [], "does not start with ssh-ed25519"),
+    ("ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ me\n", [], "is an RSA key (ssh-rsa); XCE trusts Ed25519 keys only"),
+    (None, ["--role", "boss"], "--role boss: a key is trusted for one or more roles of worker, scheduler, "
+                                "apiserver, admin"),
+    (None, ["--expires", "2001-01-01T00:00:00Z"], "--expires 2001-01-01T00:00:00Z is in the past"),
+    (None, ["--expires", "soon"], "--expires 'soon'"),
+    (None, ["--host", "bad host!"], "--host 'bad host!': a host name is letters"),
+])
+def test_a_bad_trust_is_refused_and_writes_nothing(ctl, tmp_path, content, args, needle):
+    d = ctl
+    pub, _ = _pub(tmp_path, "h1")
+    if content is not None:
+        pub.write_text(content)
+    keys_yaml = d.top / "config" / "keys.yaml"
+    before = keys_yaml.read_bytes() if keys_yaml.exists() else None
+    base = {"--host": "h1", "--role": "worker"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    flat = [x for kv in base.items() for x in kv]
+    r = _admin(d, "trust", str(pub), *flat)
+    assert r.returncode in (1, 2) and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert (keys_yaml.read_bytes() if keys_yaml.exists() else None) == before
+    assert _listed(d) == {}
+
+
+def test_a_fingerprint_that_matches_none_or_several_is_refused(ctl, tmp_path):
+    d = ctl
+    for h in ("a1", "a2"):
+        pub, _ = _pub(tmp_path, h)
+        assert _admin(d, "trust", str(pub), "--host", h, "--role", "worker").returncode == 0
+    r = _admin(d, "revoke", "SHA256:")
+    assert r.returncode == 1 and "is the start of 2 fingerprints" in r.stderr
+    r = _admin(d, "revoke", "SHA256:nothing-like-this")
+    assert r.returncode == 1 and "no key's fingerprint starts with 'SHA256:nothing-like-this'" in r.stderr
+    assert all(k["revoked"] is None for k in _listed(d).values())
+
+
+def test_only_a_cluster_admin_may_read_or_change_the_trusted_list(ctl, tmp_path):
+    d = ctl
+    pub, _ = _pub(tmp_path, "h1")
+    with Client.connect(topdir=str(d.top), as_user="mallory") as c:
+        for method, path, body in (("GET", "/keys", None),
+                                   ("POST", "/keys/trust", {"public_key": pub.read_text(), "host": "h1",
+                                                            "roles": ["admin"]}),
+                                   ("POST", "/keys/revoke", {"fingerprint": "SHA256:"}),
+                                   ("POST", "/keys/token", {"role": "worker", "expires_s": 60})):
+            with pytest.raises(PermissionDenied, match="user mallory is not a cluster admin"):
+                c.request(method, path, json=body)
+    assert not (d.top / "config" / "keys.yaml").exists()
+
+
+def test_keys_commands_without_a_daemon_say_so(tmp_path):
+    top = tmp_path / "top"
+    assert subprocess.run([XCEADMIN, "init", str(top)], capture_output=True).returncode == 0
+    r = subprocess.run([XCEADMIN, "keys", "list", "--topdir", str(top)], capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("XCE_")})
+    assert r.returncode == 3 and "cannot reach xced" in r.stderr, (r.returncode, r.stderr)

@@ -1,0 +1,48 @@
+"""Key routes (KEY-2, KEY-4, KEY-5): what `xceadmin keys` asks of the controller. Cluster
+admins only (on the Unix socket, by SO_PEERCRED). The controller's KeysMixin does the work:
+keys.yaml written atomically and applied live, revocations recorded in the store."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from xced.api.models import (
+    KeyList,
+    KeyOut,
+    KeyRevokeRequest,
+    KeyRevokeResult,
+    KeyTokenOut,
+    KeyTokenRequest,
+    KeyTrustRequest,
+)
+from xced.policy.rbac import Caller
+from xced.server.auth import requires
+from xced.server.busy import StoreBusyRetryRoute
+from xced.server.responses import BODY, errors
+
+router = APIRouter(route_class=StoreBusyRetryRoute)
+
+
+@router.get("/keys", response_model=KeyList, responses=errors())
+async def keys(request: Request, caller: Caller = Depends(requires("cluster:admin", "list the host keys"))) -> KeyList:
+    return KeyList(keys=request.app.state.controller.keys_report(caller))
+
+
+@router.post("/keys/trust", response_model=KeyOut, responses=errors(BODY, 409))
+async def trust(body: KeyTrustRequest, request: Request,
+                caller: Caller = Depends(requires("cluster:admin", "trust a host key"))) -> KeyOut:
+    ctl = request.app.state.controller
+    return KeyOut(**ctl.trust_key(caller, body.public_key, body.host, body.roles, body.expires, body.comment,
+                                  body.unrevoke))
+
+
+@router.post("/keys/revoke", response_model=KeyRevokeResult, responses=errors(BODY, 404))
+async def revoke(body: KeyRevokeRequest, request: Request,
+                 caller: Caller = Depends(requires("cluster:admin", "revoke a host key"))) -> KeyRevokeResult:
+    return KeyRevokeResult(**request.app.state.controller.revoke_key(caller, body.fingerprint, body.reason))
+
+
+@router.post("/keys/token", response_model=KeyTokenOut, responses=errors(BODY))
+async def token(body: KeyTokenRequest, request: Request,
+                caller: Caller = Depends(requires("cluster:admin", "make an enrolment token"))) -> KeyTokenOut:
+    return KeyTokenOut(**request.app.state.controller.make_token(caller, body.role, body.host, body.expires_s))
