@@ -16,6 +16,7 @@ from __future__ import annotations
 import typer
 
 from xceadmin.commands import build as _build
+from xceadmin.commands import debug as _debug
 from xceadmin.commands import init as _init
 from xceadmin.commands import keys as _keys
 from xceadmin.commands import sim as _sim
@@ -38,6 +39,7 @@ app.command("init", help=_init.HELP, no_args_is_help=True)(_init.init)
 app.command("build", help=_build.HELP)(_build.build)
 app.add_typer(_sim.app, name="sim")
 app.add_typer(_keys.app, name="keys")
+app.add_typer(_debug.app, name="debug")
 # More subcommands (hosts) register here the same way.
 
 

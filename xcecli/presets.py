@@ -142,13 +142,43 @@ def load_fast(name: str) -> LocalPreset:
     except OSError:
         exists(name)  # raises, saying why
         raise
+    _tighten(path, st)
     c = _cache_matches(path, st)
     if c is not None:
-        try:
-            return LocalPreset(name, c["values"], c["hash"], c.get("origin"))
-        except KeyError:
-            pass
+        lp = _from_cache(name, c)
+        if lp is not None:
+            return lp
     return load(name)
+
+
+def _from_cache(name: str, c: dict) -> LocalPreset | None:
+    """The preset a JSON copy holds, its values held to their shapes (cheap: no parsing of
+    -R or -w) and its hash checked; None for a copy that is not right, which sends the caller
+    to the YAML file."""
+    from xced.api.submit_options import OptionError, normalize, preset_hash
+
+    values, h, origin = c.get("values"), c.get("hash"), c.get("origin")
+    if not isinstance(values, dict) or not isinstance(h, str) or not (origin is None or isinstance(origin, dict)):
+        return None
+    try:
+        if any(normalize(k, v) != v for k, v in values.items()) or preset_hash(values) != h:
+            return None
+    except (OptionError, TypeError, ValueError):
+        return None
+    return LocalPreset(name, values, h, origin)
+
+
+def _tighten(path: Path, st: os.stat_result) -> None:
+    """A preset file (and its directory) made by hand more open than 0600 (0700) is made
+    private as soon as it is read: a preset may carry --env values (D-7)."""
+    try:
+        if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+            os.chmod(path, 0o600)
+        dst = os.stat(path.parent)
+        if dst.st_uid == os.geteuid() and dst.st_mode & 0o077:
+            os.chmod(path.parent, 0o700)
+    except OSError:
+        pass
 
 
 def load(name: str) -> LocalPreset:
@@ -167,6 +197,7 @@ def load(name: str) -> LocalPreset:
     lp = LocalPreset(pr.name, pr.values, pr.hash, pr.origin)
     try:
         st = os.stat(path)
+        _tighten(path, st)
         if _cache_matches(path, st) is None:  # only a stale copy is rewritten
             _write_cache(path, lp)
     except OSError:
@@ -178,7 +209,14 @@ def _private_dir() -> Path:
     d = presets_dir()
     if d.exists() and not d.is_dir():
         raise PresetInvalid(f"the presets directory {d} is not a directory; move the file away")
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    missing_dirs = []
+    p = d
+    while not p.exists():
+        missing_dirs.append(p)
+        p = p.parent
+    for m in reversed(missing_dirs):  # each one we make is 0700, whatever the umask
+        os.mkdir(m, 0o700)
+        os.chmod(m, 0o700)
     if d.stat().st_mode & 0o077:
         os.chmod(d, 0o700)  # a preset may carry --env values: only its owner reads them
     return d
@@ -212,7 +250,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def _write_cache(path: Path, p: LocalPreset) -> None:
     st = os.stat(path)
     doc = {"v": _CACHE_VERSION, "stamp": _stamp(st), "values": p.values, "hash": p.hash, "origin": p.origin}
-    _atomic_write(_cache_path(path), json.dumps(doc, sort_keys=True).encode())
+    _atomic_write(_cache_path(path), json.dumps(doc).encode())  # in the file's order
 
 
 def render_yaml(name: str, values: dict[str, Any], origin: dict[str, str] | None = None, *,
@@ -225,12 +263,19 @@ def render_yaml(name: str, values: dict[str, Any], origin: dict[str, str] | None
     for k, v in values.items():
         lines.append(f"{k}: {_flow(v)}")
     if origin:
-        lines.append("origin: {" + ", ".join(f"{k}: {_q(origin[k])}" for k in origin) + "}")
+        lines.append("origin: {" + ", ".join(f"{_q(k)}: {_q(origin[k])}" for k in origin) + "}")
     return "\n".join(lines) + "\n"
 
 
 def _q(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+    """`s` as a YAML double-quoted scalar that reads back as the same string: JSON's escapes
+    (which YAML's double-quoted style shares), and any character that is not printable (DEL,
+    C1 controls, U+0085 that YAML would fold into a space, U+FFFE, separators) as \\uXXXX."""
+    out = json.dumps(s, ensure_ascii=False)
+    if all(c.isprintable() for c in out):
+        return out
+    return "".join(c if c.isprintable() else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+                   for c in out)
 
 
 def _flow(v: Any) -> str:
@@ -243,20 +288,52 @@ def _flow(v: Any) -> str:
 
 def save(name: str, values: dict[str, Any], origin: dict[str, str] | None = None, *, backup: bool = False) -> Path:
     """Write preset `name` (YAML, then its JSON copy), replacing any; `backup` first keeps
-    the old file as `NAME.yaml.bak`. The values must be canonical and checked. Returns the
-    path. Raises InvalidRequest for a bad name, OSError when the directory cannot be written."""
+    the old file as `NAME.yaml.bak`. The values must be canonical and checked. Any edit draft
+    of the name is dropped: it was an edit of what was there before. Returns the path.
+    Raises InvalidRequest for a bad name, PresetInvalid for a file over MAX_PRESET_BYTES,
+    OSError when the directory cannot be written."""
     from xced.api.submit_options import preset_hash
+    from xced.config.presets import MAX_PRESET_BYTES
 
+    text = render_yaml(name, values, origin).encode("utf-8")
+    if len(text) > MAX_PRESET_BYTES:
+        raise PresetInvalid(f"preset {name} would be {len(text)} bytes, more than the {MAX_PRESET_BYTES} a preset "
+                            f"file may be; give fewer or shorter values")
     path = _private_dir() / (_check_name(name) + SUFFIX)
     if backup and path.exists():
         _atomic_write(path.with_name(path.name + ".bak"), path.read_bytes())
-    _atomic_write(path, render_yaml(name, values, origin).encode("utf-8"))
+    _atomic_write(path, text)
     _write_cache(path, LocalPreset(name, values, preset_hash(values), origin))
+    drop_drafts(name)
     return path
 
 
+def draft_path(name: str, base: str) -> Path:
+    """Where `presets edit` keeps a refused edit of preset `name` (hidden, in the private
+    directory), named after `base`, the digest of the preset file it was an edit of: a draft
+    is opened again only while the preset is still that file."""
+    return presets_dir() / f".{_check_name(name)}.edit.{base[:16]}.yaml"
+
+
+def drop_drafts(name: str, keep: Path | None = None) -> None:
+    """Remove the edit drafts of preset `name` (but `keep`)."""
+    try:
+        entries = os.listdir(presets_dir())
+    except OSError:
+        return
+    prefix = f".{name}.edit."
+    for e in entries:
+        p = presets_dir() / e
+        if e.startswith(prefix) and e.endswith(SUFFIX) and p != keep:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+
 def remove(name: str) -> Path:
-    """Delete preset `name` and its JSON copy (a `.bak` stays). Raises PresetMissing."""
+    """Delete preset `name`, its JSON copy and any edit draft (a `.bak` stays). Raises
+    PresetMissing."""
     path = path_of(name)
     try:
         path.unlink()
@@ -266,6 +343,19 @@ def remove(name: str) -> Path:
         _cache_path(path).unlink()
     except FileNotFoundError:
         pass
+    drop_drafts(name)
+    return path
+
+
+def save_text(name: str, text: str, values: dict[str, Any], origin: dict[str, str] | None) -> Path:
+    """Write preset `name` as the YAML `text` itself (a checked edit, comments and all), with
+    the JSON copy of its `values`; any edit draft is dropped. Raises OSError."""
+    from xced.api.submit_options import preset_hash
+
+    path = _private_dir() / (_check_name(name) + SUFFIX)
+    _atomic_write(path, text.encode("utf-8"))
+    _write_cache(path, LocalPreset(name, values, preset_hash(values), origin))
+    drop_drafts(name)
     return path
 
 

@@ -168,3 +168,28 @@ def test_keys_commands_without_a_daemon_say_so(tmp_path):
     r = subprocess.run([XCEADMIN, "keys", "list", "--topdir", str(top)], capture_output=True, text=True,
                        env={k: v for k, v in os.environ.items() if not k.startswith("XCE_")})
     assert r.returncode == 3 and "cannot reach xced" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_the_test_clock_moves_key_expiry_on_and_production_refuses_it(ctl, tmp_path):
+    """Issue 14's test clock: in test mode an admin moves the daemon's clock on, so that a
+    key's expiry is seen without sleeping; a production daemon refuses."""
+    d = ctl
+    pub, fp = _pub(tmp_path, "h7")
+    assert _admin(d, "trust", str(pub), "--host", "h7", "--role", "worker", "--expires", "1h").returncode == 0
+    assert _listed(d)[fp]["expired"] is False
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    r = subprocess.run([XCEADMIN, "debug", "clock", "--advance", "2h", "--topdir", str(d.top), "--json"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and json.loads(r.stdout)["offset"] == 7200, r.stderr
+    assert _listed(d)[fp]["expired"] is True and "test clock advanced by 7200 s" in d.log.read_text()
+    r = subprocess.run([XCEADMIN, "debug", "clock", "--advance", "soon", "--topdir", str(d.top)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "--advance 'soon'" in r.stderr
+    d.stop()
+    import pwd
+
+    write_config(d.top, mode="production", admins=(pwd.getpwuid(os.geteuid()).pw_name,))
+    d.start()
+    r = subprocess.run([XCEADMIN, "debug", "clock", "--advance", "1h", "--topdir", str(d.top)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "can be advanced in mode: test only" in r.stderr, r.stderr

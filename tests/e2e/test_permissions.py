@@ -145,6 +145,8 @@ def _route_cases(jobs: dict[str, int], cwd: str):
            "cluster:admin", {404})
     yield (("POST", "/xce/v1/keys/token"), "POST", "/keys/token", {"role": "nope", "expires_s": 60}, None, None,
            "cluster:admin", {422})
+    yield (("POST", "/xce/v1/debug/clock"), "POST", "/debug/clock", {"advance_s": -1}, None, None, "cluster:admin",
+           {422, 403})
     sub = {"argv": ["true"], "cwd": cwd, "project": "/physics/hep"}
     yield (("POST", "/xce/v1/jobs/dry-run"), "POST", "/jobs/dry-run", sub, None, None, "project:submit", {200})
     yield (("POST", "/xce/v1/jobs"), "POST", "/jobs", sub, None, None, "project:submit", {200})

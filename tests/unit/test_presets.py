@@ -509,7 +509,7 @@ def test_edit_of_a_broken_preset_opens_it_and_a_refused_edit_is_kept_for_the_nex
                               env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "EDITOR": str(editor), "VISUAL": ""})
 
     r = edit(bad)
-    draft = tmp_path / "xce" / "presets" / ".p.edit.yaml"
+    (draft,) = (tmp_path / "xce" / "presets").glob(".p.edit.*.yaml")
     assert r.returncode == 1 and f"the edit is kept in {draft}" in r.stderr and "-n -1" in r.stderr
     assert stat.S_IMODE(draft.stat().st_mode) == 0o600 and f.read_text() == 'ntasks: "0"\n'
     r = edit(fix)  # opens the kept draft (the editor exits 9 if it is not there)
@@ -520,6 +520,17 @@ def test_edit_of_a_broken_preset_opens_it_and_a_refused_edit_is_kept_for_the_nex
     assert r.returncode == 1 and "the editor left no file; preset p is unchanged" in r.stderr
     r = edit(tmp_path / "no-such-editor")
     assert r.returncode == 1 and "cannot run the editor" in r.stderr and "Traceback" not in r.stderr
+    # a draft is an edit of the preset as it was: once the preset is removed or replaced, the
+    # next edit opens the preset itself, never the old draft
+    assert edit(bad).returncode == 1 and list((tmp_path / "xce" / "presets").glob(".p.edit.*.yaml"))
+    assert _cli(tmp_path, "presets", "rm", "p").returncode == 0
+    assert not list((tmp_path / "xce" / "presets").glob(".p.edit.*.yaml"))
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "new").returncode == 0
+    assert edit(bad).returncode == 1
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "newer", "--force").returncode == 0
+    r = edit(fix)  # the draft of the replaced preset is gone: fix-editor finds no queue "b" and exits 9
+    assert r.returncode == 1 and "exited with 9" in r.stderr
+    assert json.loads(_cli(tmp_path, "presets", "show", "p", "--json").stdout)["values"] == {"queue": "newer"}
 
 
 def test_a_presets_directory_that_is_a_file_is_named(tmp_path):
@@ -535,3 +546,98 @@ def test_list_writes_values_as_a_shell_would_take_them_back(tmp_path):
     assert _cli(tmp_path, "presets", "create", "p", "-R", "select[mem>100]", "--env", "A=x\ny").returncode == 0
     line = _cli(tmp_path, "presets", "list", "--local").stdout.splitlines()[1]
     assert "-R 'select[mem>100]'" in line and "--env 'A=x\\ny'" in line
+
+
+# ---------------------------------------------------------------- what a second fresh tester found
+
+
+def test_export_writes_only_a_regular_file(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a").returncode == 0
+    target = tmp_path / "target.txt"
+    target.write_text("keep me\n")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(target)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (link, fifo, tmp_path):
+        r = _cli(tmp_path, "presets", "export", "p", "-o", str(path), "--force")
+        assert r.returncode == 1 and "is not a regular file" in r.stderr, r.stderr
+    assert target.read_text() == "keep me\n" and link.is_symlink() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_what_create_writes_reads_back_the_same(tmp_path):
+    """Values with DEL, NEL (which YAML would fold into a space), U+FFFE and non-ASCII text
+    are written escaped and read back unchanged from the YAML file itself; one that would
+    make the file larger than a preset may be is refused; a byte that is not UTF-8 is a
+    usage error naming the option."""
+    weird = {"A": "x\x7fy", "B": "x\x85y", "C": "x\ufffey", "D": "é ü ✓", "E": "tab\there"}
+    args = [x for k, v in weird.items() for x in ("--env", f"{k}={v}")]
+    assert _cli(tmp_path, "presets", "create", "p", *args).returncode == 0
+    (tmp_path / "xce" / "presets" / ".p.json").unlink()  # read the YAML file, not the copy
+    assert json.loads(_cli(tmp_path, "presets", "show", "p", "--json").stdout)["values"] == {"env": weird}
+    r = _cli(tmp_path, "presets", "create", "big", "--env", "A=" + "x" * 20000)
+    assert r.returncode == 1 and "more than the 16384 a preset file may be" in r.stderr
+    assert not (tmp_path / "xce" / "presets" / "big.yaml").exists()
+    r = subprocess.run([XCECLI.encode(), b"presets", b"create", b"u", b"-o", b"/tmp/\xff"], capture_output=True,
+                       env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}, timeout=60)
+    assert r.returncode == 2 and b"-o: a byte that is not UTF-8" in r.stderr and b"Traceback" not in r.stderr
+    r = _cli(tmp_path, "presets", "create", "n", "-n", "2000000")
+    assert r.returncode == 2 and "-n 2000000: at most 1000000 tasks" in r.stderr
+
+
+def test_a_json_copy_that_is_not_right_is_not_trusted(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a").returncode == 0
+    c = tmp_path / "xce" / "presets" / ".p.json"
+    for bad in ({"queue": 5}, ["x"], {"queue": "b"}, {"bogus": "x"}):  # wrong shapes, and a hash that does not match
+        doc = json.loads(c.read_text())
+        doc["values"] = bad
+        c.write_text(json.dumps(doc))
+        r = _cli(tmp_path, "presets", "show", "p", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["values"] == {"queue": "a"}, r.stderr
+        r = _cli(tmp_path, "presets", "list", "--local", "--json")
+        assert json.loads(r.stdout)["local"][0]["values"] == {"queue": "a"}
+
+
+def test_presets_made_by_hand_or_under_umask_0_are_private(tmp_path):
+    home = tmp_path / "cfg"
+    r = subprocess.run([XCECLI, "presets", "create", "p", "-q", "a"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "XDG_CONFIG_HOME": str(home)}, umask=0)
+    assert r.returncode == 0, r.stderr
+    for d in (home, home / "xce", home / "xce" / "presets"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    hand = tmp_path / "hand"
+    d = hand / "xce" / "presets"
+    d.mkdir(parents=True)
+    os.chmod(d, 0o755)
+    (d / "h.yaml").write_text('queue: "a"\n')
+    os.chmod(d / "h.yaml", 0o644)
+    assert _cli(hand, "presets", "show", "h").returncode == 0
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700 and stat.S_IMODE((d / "h.yaml").stat().st_mode) == 0o600
+
+
+def test_edit_keeps_the_comments_the_user_wrote(tmp_path):
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a").returncode == 0
+    ed = tmp_path / "ed"
+    ed.write_text("#!/bin/sh\nprintf '# for the nightly runs\\nqueue: short  # the quick queue\\n' > \"$1\"\n")
+    ed.chmod(0o755)
+    r = subprocess.run([XCECLI, "presets", "edit", "p"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "EDITOR": str(ed), "VISUAL": ""})
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "xce" / "presets" / "p.yaml").read_text()
+    assert text == "# for the nightly runs\nqueue: short  # the quick queue\n"
+    assert json.loads(_cli(tmp_path, "presets", "show", "p", "--json").stdout)["values"] == {"queue": "short"}
+
+
+def test_yaml_integers_in_another_base_are_refused(tmp_path):
+    for text, needle in (("ntasks: 0x10\n", "written in another base or with '_'"),
+                         ("run_limit: 1_000\n", "written in another base or with '_'")):
+        f = tmp_path / "p.yaml"
+        f.write_text(text)
+        errors: list = []
+        assert load_preset_file(f, errors, []) is None
+        assert needle in str(errors[0]) and str(errors[0]).startswith(f"{f}:1:")
+
+
+def test_importing_a_preset_file_instead_of_an_export_says_so(tmp_path):
+    r = _cli(tmp_path, "presets", "import", "-", input='queue: "a"\nrun_limit: "10"\n')
+    assert r.returncode == 1 and "this is a preset file (its keys are submit options), not an export" in r.stderr

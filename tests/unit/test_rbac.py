@@ -279,6 +279,7 @@ ROUTES = {
     ("POST", "/xce/v1/keys/trust"): "cluster:admin",
     ("POST", "/xce/v1/keys/revoke"): "cluster:admin",
     ("POST", "/xce/v1/keys/token"): "cluster:admin",
+    ("POST", "/xce/v1/debug/clock"): "cluster:admin",  # and test mode only
     ("PUT", "/xce/v1/config"): "cluster:admin",
     ("POST", "/xce/v1/sim/record"): "cluster:admin",
     ("WEBSOCKET", "/xce/v1/workers/channel"): auth.PEER,

@@ -363,3 +363,16 @@ def test_generated_deep_and_wide_selects_are_read_or_refused_by_the_right_cap(de
     assert levels <= MAX_SELECT_DEPTH and terms <= MAX_RESREQ_TERMS
     assert select_matches(req, {"a": 1}) in (True, False)
     explain_select(req, {})
+
+
+def test_the_term_cap_over_several_strings_names_the_cap_itself():
+    """MAX_RESREQ_TERMS counts the terms of all the job's -R strings together; the message
+    names the cap, not what was left of it for the string that went over."""
+    from xced.model.units import MAX_RESREQ_TERMS
+    from xced.resreq import ResReqError, parse_job
+
+    one = "select[" + "&&".join(["a>1"] * 20) + "]"
+    with pytest.raises(ResReqError) as e:
+        parse_job([one] * 60)
+    assert f"more than {MAX_RESREQ_TERMS} terms in the job's -R strings together" in str(e.value)
+    parse_job([one] * 20)  # 800 terms: taken

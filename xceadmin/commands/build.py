@@ -73,15 +73,20 @@ def build(
 
 
 def _check_presets(top, result) -> int:
-    """PRE-3: the server preset files, checked as the daemon reads them; each problem is an
-    error of the build (FILE:LINE:COL), though the daemon itself only leaves such a file
-    out. A preset naming a queue, profile or project the config does not have is a warning:
-    a job submitted with it would be refused. Returns how many presets are valid."""
+    """PRE-3: the server preset files, checked as the daemon reads them; each problem is a
+    warning of the build (FILE:LINE:COL, "not served: ..."), since the daemon leaves such a
+    file out and the presets are no part of the config. A preset naming a queue, profile or
+    project the config does not have is a warning too: a job submitted with it would be
+    refused. Returns how many presets are valid."""
     from xced.config.diagnostics import Diagnostic
     from xced.config.presets import load_presets_dir, presets_directory
 
     cfg = result.config
     pdir = presets_directory(top, cfg.settings.presets_dir if cfg is not None else None)
+    if cfg is not None and cfg.settings.presets_dir and not pdir.exists():
+        result.warnings.append(Diagnostic("warning", str(top / "config" / "xce.yaml"), None, None,
+                                          f"presets_dir {cfg.settings.presets_dir!r}: {pdir} does not exist, so no "
+                                          f"server preset is served"))
     errors: list = []
     warnings: list = []
     found = load_presets_dir(pdir, errors, warnings)
@@ -96,9 +101,10 @@ def _check_presets(top, result) -> int:
                     warnings.append(Diagnostic("warning", pr.path, None, None,
                                                f"preset {pr.name}: {key} {v!r} is no {what} of this config, so a "
                                                f"job submitted with it would be refused"))
-    if errors:
-        result.errors.extend(errors)
-        result.config, result.hash = None, None
+    # warnings, not errors: the presets are not part of the config, and the daemon only leaves a
+    # bad one out, so a bad preset must not stop a config from being built or applied
+    for e in errors:
+        warnings.append(Diagnostic("warning", e.file, e.line, e.col, f"not served: {e.message}"))
     result.warnings.extend(warnings)
     return len(found)
 

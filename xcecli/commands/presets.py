@@ -189,7 +189,8 @@ def register(app: typer.Typer) -> None:
     @presets_app.command("edit")
     def edit(name: str = typer.Argument(..., metavar="NAME")) -> None:
         """Edit a local preset in $VISUAL or $EDITOR; it is saved only if the result is valid (a
-        refused edit is kept beside it, as .NAME.edit.yaml, for the next edit)."""
+        refused edit is kept beside it, as .NAME.edit.DIGEST.yaml, for the next edit of the same preset)."""
+        import hashlib
         import os
         import shlex
         import subprocess
@@ -202,11 +203,13 @@ def register(app: typer.Typer) -> None:
         if not store.exists(name):
             raise store.missing(name)
         path = store.path_of(name)
-        draft = path.with_name(f".{name}.edit.yaml")  # private: in the 0700 presets directory
         try:
             old = path.read_bytes()
         except OSError as e:
             _refuse(f"cannot read preset {name} ({path}): {e.strerror or e}")
+        # private, in the 0700 presets directory, and named after what it is an edit of
+        draft = store.draft_path(name, hashlib.sha256(old).hexdigest())
+        store.drop_drafts(name, keep=draft)  # drafts of what the preset was before are no edit of it now
         resumed = draft.exists()
         if not resumed:
             store.write_private(draft, old)
@@ -228,16 +231,15 @@ def register(app: typer.Typer) -> None:
                 err(str(e))
             _refuse(f"preset {name} is unchanged: the edit is not a valid preset (problems above); the edit is "
                     f"kept in {draft}, and the next `xcecli presets edit {name}` opens it again")
-        try:
-            lp = store.load(name)
-        except store.PresetInvalid:
-            lp = None
-        if lp is not None and pr.values == lp.values and pr.origin == lp.origin:
+        text = draft.read_text(encoding="utf-8")
+        if text.encode("utf-8") == old:
             draft.unlink()
             err(f"preset {name} unchanged")
             return
-        _write(name, pr.values, pr.origin, backup=False)
-        draft.unlink()
+        try:  # the text as edited, comments and all
+            store.save_text(name, text, pr.values, pr.origin)
+        except OSError as e:
+            _refuse(f"cannot write preset {name} in {store.presets_dir()}: {e.strerror or e}")
         err(f"preset {name} saved: {path}" + (" (from the draft kept by the last edit)" if resumed else ""))
 
     @presets_app.command("rm")
@@ -335,7 +337,18 @@ def register(app: typer.Typer) -> None:
         if output is None or output == "-":
             sys.stdout.write(text)
             return
-        if os.path.exists(output) and not force:
+        import stat as _stat
+
+        try:
+            st = os.lstat(output)
+        except FileNotFoundError:
+            st = None
+        except OSError as e:
+            _refuse(f"cannot write {output}: {e.strerror or e}")
+        if st is not None and not _stat.S_ISREG(st.st_mode):
+            _refuse(f"{output} is not a regular file (a link, a device or a directory?); export writes a new file, "
+                    f"or stdout without -o")
+        if st is not None and not force:
             _refuse(f"{output} exists; give --force to overwrite it")
         try:  # 0600, as the presets themselves: it may carry --env values
             store.write_private(Path(output), text.encode("utf-8"))

@@ -264,7 +264,25 @@ def register(app: typer.Typer) -> None:
                     shown = "-" if eff.get(k) is None else str(eff[k])
                     origin = _origin_of(eff, opt, okey, sources, preset_name) if eff.get(k) is not None else ""
                     print(f"{k + ':':<17}{shown}" + (f"  ({origin})" if origin else ""))
-                for w in list(res.get("warnings", [])) + extra:
+                # what the daemon passes through as given: from the values sent
+                for k in ("stdout", "stderr", "pre_exec", "post_exec"):
+                    origin = _origin_of(eff, k, None, sources, preset_name) if k in values else ""
+                    print(f"{k + ':':<17}{values.get(k, '-')}" + (f"  ({origin})" if origin else ""))
+                params = eff.get("app_params") or {}
+                origins = eff.get("origins") or {}
+                def own(opt: str, n: str) -> str:  # per NAME: the command line's wins over the preset's
+                    return "command line" if n in (given.get(opt) or {}) else f"preset {preset_name}"
+
+                for n, v in params.items():
+                    src = origins.get(f"param.{n}", "")
+                    print(f"{'app_param ' + n + ':':<17}{v}  ({own('app_params', n) if src == 'job' else src})")
+                for n, v in (values.get("env") or {}).items():
+                    print(f"{'env ' + n + ':':<17}{v}  ({own('env', n)})")
+                # a preset's redundant value is said once, by the line that names the preset
+                said = {w.split(" sets ")[1].split(" to ")[0] for w in extra}
+                dup = tuple(p for o, p in (("run_limit", "run limit: the job's"),
+                                           ("memory", "memory limit: the job's")) if o in said)
+                for w in [w for w in res.get("warnings", []) if not (dup and w.startswith(dup))] + extra:
                     err(f"warning: {w}")
             return
         res = post(client, "/jobs", body)

@@ -552,6 +552,17 @@ class KeyTokenOut(Body):
     host: str | None
 
 
+class ClockRequest(RequestBody):
+    """POST /debug/clock (`xceadmin debug clock --advance`, test mode only)."""
+
+    advance_s: float = Field(description="seconds to move the daemon's clock on")
+
+
+class ClockOut(Body):
+    now: float = Field(description="the daemon's time now, epoch seconds")
+    offset: float = Field(description="how far ahead of the machine's clock it runs, seconds")
+
+
 #: the models whose JSON `--json` prints, published as docs/json/NAME.schema.json (CLI-1)
 PUBLISHED = {
     "submit": SubmitResponse,
@@ -576,4 +587,5 @@ PUBLISHED = {
     "key": KeyOut,
     "key-revoke": KeyRevokeResult,
     "key-token": KeyTokenOut,
+    "clock": ClockOut,
 }

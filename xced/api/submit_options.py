@@ -185,11 +185,18 @@ def shown_value(v: object) -> str:
 
 
 def _text(opt: SubmitOption, v: object, what: str) -> str:
-    """A scalar as its command-line string: strings as they are, integers written out;
-    anything else (true, 1.5, null, a date, a list) refused."""
+    """A scalar as its command-line string: strings as they are, plain decimal integers
+    written out; anything else (true, 1.5, null, a date, a list, 0x10, 1_000) refused."""
+    example = (f"{opt.name}: {{{_MAP_EXAMPLES[opt.name]}}}" if opt.kind == "map" else
+               f"{opt.name}: [\"{_EXAMPLES.get(opt.name, 'VALUE')}\"]" if opt.kind == "list" else
+               f"{opt.name}: \"{_EXAMPLES.get(opt.name, 'VALUE')}\"")
     if isinstance(v, bool) or not isinstance(v, (str, int)):
-        raise OptionError(opt.name, f"{what}: expected a string as on the command line "
-                                    f"(e.g. {opt.name}: \"{_EXAMPLES.get(opt.name, 'VALUE')}\"), got {shown_value(v)}")
+        raise OptionError(opt.name, f"{what}: expected a string as on the command line (e.g. {example}), "
+                                    f"got {shown_value(v)}")
+    if isinstance(v, int) and (type(v).__name__ in ("HexInt", "HexCapsInt", "OctalInt", "BinaryInt")
+                               or getattr(v, "_underscore", None)):
+        raise OptionError(opt.name, f"{what}: {v} written in another base or with '_' is not how the command line "
+                                    f"takes it; write it as a string (e.g. {example})")
     return v if isinstance(v, str) else str(v)
 
 
@@ -263,7 +270,9 @@ _MAP_EXAMPLES = {"env": 'OMP_NUM_THREADS: "4"', "app_params": 'EPOCHS: "20"'}
 
 
 def parse_ntasks(text: str) -> tuple[int, int | None]:
-    """`-n MIN[,MAX]` -> (MIN, MAX or None). Raises OptionError."""
+    """`-n MIN[,MAX]` -> (MIN, MAX or None), each at most MAX_SLOTS. Raises OptionError."""
+    from xced.model.units import MAX_SLOTS
+
     parts = text.split(",")
     if len(parts) > 2 or not all(re.fullmatch(r"-?[0-9]{1,9}", p.strip()) for p in parts):
         raise OptionError("ntasks", f"-n {text!r}: expected MIN or MIN,MAX with integers, e.g. -n 4 or -n 2,8")
@@ -273,6 +282,8 @@ def parse_ntasks(text: str) -> tuple[int, int | None]:
         raise OptionError("ntasks", f"-n {text}: the task count must be at least 1")
     if nmax is not None and nmax < nmin:
         raise OptionError("ntasks", f"-n {text}: MAX is below MIN; write -n MIN,MAX")
+    if max(nmin, nmax or 0) > MAX_SLOTS:
+        raise OptionError("ntasks", f"-n {text}: at most {MAX_SLOTS} tasks")
     return nmin, nmax
 
 
@@ -282,7 +293,24 @@ def _check_limit(opt: SubmitOption, value: Any) -> None:
     n = len(value)
     if n > opt.limit:
         what = "characters" if opt.kind == "one" else ("values" if opt.kind == "list" else "NAME=VALUE entries")
-        raise OptionError(opt.name, f"{opt.flags[0]}: {n} {what}, more than the {opt.limit} a submit may give")
+        whole = " (the submitter's own environment counts too)" if opt.name == "env" else ""
+        raise OptionError(opt.name, f"{opt.flags[0]}: {n} {what}, more than the {opt.limit} a submit may give{whole}")
+
+
+def _check_utf8(opt: SubmitOption, value: Any) -> None:
+    """Text is UTF-8: a byte that is not (a surrogate from the command line's decoding) is
+    refused here, naming the option, rather than failing when the body is encoded."""
+    items = value.items() if isinstance(value, dict) else [(None, v) for v in value] if isinstance(value, list) \
+        else [(None, value)]
+    for k, v in items:
+        for text in (k, v):
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise OptionError(opt.name, f"{opt.flags[0]}: a byte that is not UTF-8 at character {e.start + 1} "
+                                                f"of {text.encode('utf-8', 'backslashreplace').decode()[:60]!r}; "
+                                                f"XCE takes UTF-8 text only") from None
 
 
 def _check_deep(name: str, value: Any) -> None:
@@ -331,8 +359,9 @@ def check(name: str, value: Any, *, deep: bool = False) -> dict[str, Any]:
     opt = _BY_NAME[name]
     flag = opt.flags[0]
     if name in _NOT_EMPTY and not str(value).strip():
-        raise OptionError(name, f"{flag} '': the value is empty")
+        raise OptionError(name, f"{flag} {value!r}: the value is empty" if value else f"{flag} '': the value is empty")
     _check_limit(opt, value)
+    _check_utf8(opt, value)
     if deep:
         _check_deep(name, value)
     if name == "ntasks":

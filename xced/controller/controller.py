@@ -92,6 +92,11 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         self.store = store
         self.topdir = topdir
         self.clock = clock
+        self._base_clock = clock
+        #: seconds added to the clock: `xceadmin debug clock --advance` moves it on in test mode
+        #: only (and from then on `clock` is the shifted one), so that expiry and grace periods
+        #: are tested without sleeping
+        self.clock_offset = 0.0
         self.daemon_user = _daemon_user()
         self.jobs: dict[int, Job] = {}
         #: jobs with an element not yet finished: what sessions and snapshots look at
@@ -148,6 +153,32 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         """A new stimulus ID: `KIND-BOOT.N` (BOOT names this daemon run), on every event it causes."""
         self._stim_seq += 1
         return f"{kind}-{self._boot}.{self._stim_seq}"
+
+    def _shifted_clock(self) -> float:
+        return self._base_clock() + self.clock_offset
+
+    def advance_clock(self, caller, seconds: float) -> dict:
+        """Move the daemon's clock on by `seconds` (test mode only: a production daemon's clock
+        is the machine's). Returns {"now", "offset"}. Raises PermissionDenied in production
+        mode or for a caller who is not a cluster admin, InvalidRequest for a step not
+        greater than 0 or over 10 years."""
+        from xced.api.errors import InvalidRequest, PermissionDenied
+        from xced.model.units import MAX_RUN_LIMIT_S
+        from xced.policy.rbac import require_admin
+
+        if self.config.settings.mode != "test":
+            raise PermissionDenied("the daemon's clock can be advanced in mode: test only; a production daemon "
+                                   "keeps the machine's time")
+        require_admin(caller, "advance the daemon's clock")
+        if not 0 < seconds <= MAX_RUN_LIMIT_S:
+            raise InvalidRequest(f"--advance: a step of more than 0 s and at most {MAX_RUN_LIMIT_S // 86400} days",
+                                 field="advance_s")
+        self.clock_offset += seconds
+        self.clock = self._shifted_clock
+        log.warning("test clock advanced by %.0f s by %s (now %.0f s ahead of the machine)", seconds, caller.user,
+                    self.clock_offset)
+        self.kick()
+        return {"now": self.clock(), "offset": self.clock_offset}
 
     def _stim(self, cls, kind: str, actor: str, **args) -> Stimulus:
         return cls(self._sid(kind), actor, self.clock(), **args)

@@ -138,7 +138,7 @@ _TERM_WORDS = "select operands, rusage items, order keys, same names and parts c
 class _Parser:
     def __init__(self, text: str, *, max_depth: int = MAX_PARSE_DEPTH, max_terms: int | None = None,
                  max_alternatives: int | None = None, depth_name: str = "MAX_PARSE_DEPTH",
-                 terms_words: str = "") -> None:
+                 terms_words: str = "", terms_before: int = 0) -> None:
         self.text = text
         self.n = len(text)
         self.pos = 0
@@ -149,6 +149,8 @@ class _Parser:
         self.terms_words = terms_words
         self.max_alternatives = max_alternatives
         self.terms = 0
+        #: terms of the job's earlier -R strings, which count towards max_terms too
+        self.terms_before = terms_before
 
     # ------------------------------------------------------------------ helpers
 
@@ -177,7 +179,7 @@ class _Parser:
     def term(self, pos: int) -> None:
         """One more term (MAX_RESREQ_TERMS), at ``pos``."""
         self.terms += 1
-        if self.max_terms is not None and self.terms > self.max_terms:
+        if self.max_terms is not None and self.terms + self.terms_before > self.max_terms:
             raise self.fail(pos, f"at most {self.max_terms} terms",
                             reason=f"more than {self.max_terms} terms{self.terms_words} (MAX_RESREQ_TERMS; "
                                    f"{_TERM_WORDS})")
@@ -810,7 +812,7 @@ def parse_job(texts: list[str] | tuple[str, ...]) -> ResReq:
         raise ResReqError(f"{len(texts)} -R strings", None, f"at most {MAX_RESREQ_STRINGS} -R strings",
                           reason=f"a job may give at most {MAX_RESREQ_STRINGS} -R strings (MAX_RESREQ_STRINGS); "
                                  f"merge them into fewer")
-    budget = MAX_RESREQ_TERMS
+    used_before = 0
     reqs: list[ResReq] = []
     for text in texts:
         if not isinstance(text, str):
@@ -818,9 +820,9 @@ def parse_job(texts: list[str] | tuple[str, ...]) -> ResReq:
         if not text.strip():
             continue
         words = " in the job's -R strings together" if len(texts) > 1 else ""
-        req, used = _parse(text, {**_caps(True), "max_terms": budget}, words)
+        req, used = _parse(text, {**_caps(True), "terms_before": used_before}, words)
         reqs.append(req)
-        budget -= used
+        used_before += used
     return merge(reqs)
 
 

@@ -122,7 +122,8 @@ TOKEN_OR_OWNER = "token-or-owner"
 #: a route of peer hosts (the worker channel, D-1): its peers authenticate with host keys (KEY-1,
 #: later); until then only test mode takes them
 PEER = "peer"
-#: a route that needs no permission: preset routes (RBAC-4; none exist yet)
+#: a route that needs no permission (RBAC-4: the preset routes): anyone on the Unix socket, never
+#: over TCP, where no one can be identified yet
 NO_PERMISSION = "none"
 MARKERS = (TOKEN_OR_OWNER, PEER, NO_PERMISSION)
 #: the permissions a route may need of the cluster as a whole (RBAC-1)
@@ -164,6 +165,13 @@ def requires(permission: str, what: str | None = None):
         async def dependency(request: Request, caller: Caller = Depends(caller_of)) -> Caller:  # type: ignore[misc]
             request.app.state.controller.policy.authorize(caller, permission, None, what)
             return caller
+    elif permission == NO_PERMISSION:
+        async def dependency(request: Request) -> None:  # type: ignore[misc]
+            # anyone, but as every user request: on the Unix socket (over TCP nobody can be
+            # identified until peers authenticate with keys, KEY-3)
+            if request.scope.get(PEER_KEY) is None:
+                raise PermissionDenied(TCP_REFUSED)
+            return None
     elif permission in MARKERS:
         async def dependency() -> None:  # type: ignore[misc]
             return None

@@ -87,9 +87,10 @@ class PresetShelf:
             pr = None
             if problem is None:
                 pr = load_preset_file(p, errors, [], allow_origin=False)
-            if pr is None:
-                log.warning("server preset %s left out: %s", p,
-                            problem or "; ".join(str(e) for e in errors) or "not valid")
+            if pr is None:  # at most five problems: one bad file must not flood the log
+                shown = "; ".join(str(e) for e in errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5
+                                                                 else "")
+                log.warning("server preset %s left out: %s", p, problem or shown or "not valid")
             seen[p.name] = (stamp, pr)
         self._cache = seen
         return {pr.name: pr for _, pr in seen.values() if pr is not None}

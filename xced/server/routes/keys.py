@@ -1,12 +1,15 @@
 """Key routes (KEY-2, KEY-4, KEY-5): what `xceadmin keys` asks of the controller. Cluster
 admins only (on the Unix socket, by SO_PEERCRED). The controller's KeysMixin does the work:
-keys.yaml written atomically and applied live, revocations recorded in the store."""
+keys.yaml written atomically and applied live, revocations recorded in the store. And the
+test clock (`xceadmin debug clock`, test mode only), which key expiry runs on."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
 from xced.api.models import (
+    ClockOut,
+    ClockRequest,
     KeyList,
     KeyOut,
     KeyRevokeRequest,
@@ -46,3 +49,11 @@ async def revoke(body: KeyRevokeRequest, request: Request,
 async def token(body: KeyTokenRequest, request: Request,
                 caller: Caller = Depends(requires("cluster:admin", "make an enrolment token"))) -> KeyTokenOut:
     return KeyTokenOut(**request.app.state.controller.make_token(caller, body.role, body.host, body.expires_s))
+
+
+@router.post("/debug/clock", response_model=ClockOut, responses=errors(BODY))
+async def clock(body: ClockRequest, request: Request,
+                caller: Caller = Depends(requires("cluster:admin", "advance the daemon's clock"))) -> ClockOut:
+    """Test mode only: move the controller's clock on, so that key expiry and grace periods
+    are tested without sleeping (issue 14's test clock)."""
+    return ClockOut(**request.app.state.controller.advance_clock(caller, body.advance_s))
