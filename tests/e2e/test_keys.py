@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 from pathlib import Path
 
@@ -193,3 +194,52 @@ def test_the_test_clock_moves_key_expiry_on_and_production_refuses_it(ctl, tmp_p
     r = subprocess.run([XCEADMIN, "debug", "clock", "--advance", "1h", "--topdir", str(d.top)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 1 and "can be advanced in mode: test only" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- xceadmin's own key (KEY-3)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _gen_admin(d: Daemon, home: Path, backend: str, *more: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XCE_TOPDIR": str(d.top), "XDG_CONFIG_HOME": str(home), "PYTHON_KEYRING_BACKEND": backend,
+           "PYTHONPATH": str(REPO)}
+    env.pop("XCE_SOCKET", None)
+    return subprocess.run([XCEADMIN, "keys", "gen", "--admin", "--topdir", str(d.top), *more], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+def test_the_admin_key_goes_to_the_keyring_and_is_trusted_with_the_admin_role(ctl, tmp_path):
+    d = ctl
+    r = _gen_admin(d, tmp_path / "home", "tests.keyring_memory.Keyring")
+    assert r.returncode == 0, r.stderr
+    assert "kept in the keyring tests.keyring_memory.Keyring, and trusted with the admin role" in r.stderr
+    assert "warning" not in r.stderr and not (tmp_path / "home" / "xce").exists()  # no file fallback
+    fp = K.fingerprint(K.parse_public_key(r.stdout))
+    assert _listed(d)[fp]["roles"] == ["admin"]
+
+
+def test_without_a_keyring_the_admin_key_goes_to_a_private_file_with_a_warning(ctl, tmp_path):
+    d = ctl
+    home = tmp_path / "home"
+    r = _gen_admin(d, home, "keyring.backends.fail.Keyring")
+    assert r.returncode == 0, r.stderr
+    f = home / "xce" / "admin-testcluster.key"
+    assert "warning: no working keyring (NoKeyringError" in r.stderr and f"kept in the file {f}" in r.stderr
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    assert K.fingerprint(K.read_private_key(f).public_key()) == K.fingerprint(K.parse_public_key(r.stdout))
+    r = _gen_admin(d, home, "keyring.backends.fail.Keyring")
+    assert r.returncode == 1 and "an admin key of cluster testcluster exists already; give --force" in r.stderr
+    r = _gen_admin(d, home, "keyring.backends.fail.Keyring", "--force")
+    assert r.returncode == 0 and len([k for k in _listed(d).values() if k["roles"] == ["admin"]]) == 2
+
+
+def test_only_an_admin_makes_the_first_admin_key(topdir, tmp_path):
+    write_config(topdir, admins=("someone-else",))
+    d = Daemon(topdir).start()
+    try:
+        r = _gen_admin(d, tmp_path / "home", "keyring.backends.fail.Keyring")
+        assert r.returncode == 1 and "is not a cluster admin of testcluster" in r.stderr
+        assert not (tmp_path / "home" / "xce").exists()
+    finally:
+        d.stop()

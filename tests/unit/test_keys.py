@@ -186,3 +186,31 @@ def test_keys_gen_makes_a_private_key_pair_and_prints_only_the_public_key(tmp_pa
     assert r.returncode == 0 and priv.read_bytes() != before
     r = subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(tmp_path / "nope")], capture_output=True, text=True)
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_the_admin_key_round_trips_through_the_keyring_and_the_file(tmp_path, monkeypatch):
+    """KEY-3 with the keyring pinned in this process: an in-memory backend, then keyring's
+    fail backend (the 0600 file); never a desktop keyring."""
+    import keyring
+    from keyring.backends import fail
+
+    from tests.keyring_memory import Keyring as Memory
+    from xced.auth.admin_key import admin_key_file, load_admin_key, store_admin_key
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    before = keyring.get_keyring()
+    try:
+        keyring.set_keyring(Memory())
+        key = K.generate()
+        where, why = store_admin_key("c1", key)
+        assert where.startswith("keyring tests.keyring_memory") and why is None
+        assert K.fingerprint(load_admin_key("c1").public_key()) == K.fingerprint(key.public_key())
+        assert load_admin_key("other") is None
+        keyring.set_keyring(fail.Keyring())
+        key2 = K.generate()
+        where, why = store_admin_key("c2", key2)
+        assert where == f"file {admin_key_file('c2')}" and why.startswith("NoKeyringError")
+        assert stat.S_IMODE(admin_key_file("c2").stat().st_mode) == 0o600
+        assert K.fingerprint(load_admin_key("c2").public_key()) == K.fingerprint(key2.public_key())
+    finally:
+        keyring.set_keyring(before)

@@ -30,14 +30,23 @@ def gen(
                                               "the personal cluster's)"),
     force: bool = typer.Option(False, "--force", help="replace an existing key pair (the old one is then no longer "
                                                       "this host's: trust the new public key)"),
+    admin: bool = typer.Option(False, "--admin", help="make xceadmin's own key instead (the admin role), kept in the "
+                                                      "OS keyring or a 0600 file, and trust it on the controller"),
     as_json: bool = typer.Option(False, "--json", help="print {fingerprint, public_key, private_key_file, "
                                                        "public_key_file}"),
 ) -> None:
     """Make this xced's key pair: TopDir/keys/host.key (0600, never printed) and host.pub.
-    Prints the public key line on stdout (give it to `xceadmin keys trust` on the controller)."""
+    Prints the public key line on stdout (give it to `xceadmin keys trust` on the controller).
+    With --admin: xceadmin's own key, kept in the OS keyring (or a 0600 file where none works)
+    and trusted with the admin role by the controller of the TopDir, which must see you as
+    an admin (named in xce.yaml)."""
     import json
     import os
     import socket
+
+    if admin:
+        _gen_admin(topdir, force, as_json)
+        return
 
     from xced.auth.keys import fingerprint, generate, public_line, write_private_key
     from xced.constants import resolve_topdir
@@ -227,3 +236,55 @@ def token(
     print(out["token"])
     typer.echo(f"one-time enrolment token for {out['role']}" + (f" on host {out['host']}" if out["host"] else "")
                + f", valid until {_when(out['expires'])}", err=True)
+
+
+def _gen_admin(topdir: str | None, force: bool, as_json: bool) -> None:
+    """`keys gen --admin` (KEY-3): the admin key, stored, then trusted on the controller."""
+    import json
+    import re
+    import socket
+
+    from xced.api.errors import Conflict, InvalidRequest
+    from xced.auth.admin_key import load_admin_key, store_admin_key
+    from xced.auth.keys import KeyProblem, fingerprint, generate, public_line
+
+    with _client(topdir) as c:
+        info = c.request("GET", "/info").json()
+        if not info.get("is_admin"):
+            from xced.api.errors import PermissionDenied
+
+            raise PermissionDenied(f"user {info.get('user')} is not a cluster admin of {info.get('cluster_name')}; "
+                                   f"the first admin key is made by an admin named in xce.yaml, on the controller's "
+                                   f"host")
+        cluster = info["cluster_name"]
+        try:
+            old = load_admin_key(cluster)
+        except KeyProblem:
+            old = True
+        if old is not None and not force:
+            raise Conflict(f"an admin key of cluster {cluster} exists already; give --force to make a new one (and "
+                           f"`xceadmin keys revoke` the old one)")
+        key = generate()
+        host = socket.gethostname().split(".")[0]
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", host or ""):
+            host = "admin-host"
+        pub = public_line(key.public_key(), f"xceadmin {info.get('user')}@{host}")
+        out = c.request("POST", "/keys/trust", json={"public_key": pub, "host": host, "roles": ["admin"],
+                                                      "expires": None,
+                                                      "comment": f"xceadmin {info.get('user')}@{host}"}).json()
+        try:
+            where, why = store_admin_key(cluster, key)
+        except OSError as e:
+            c.request("POST", "/keys/revoke", json={"fingerprint": out["fingerprint"],
+                                                     "reason": "its private key could not be stored"})
+            raise InvalidRequest(f"could not keep the admin key (no keyring, and the file: {e.strerror or e}); it "
+                                 f"was trusted and is revoked again") from None
+    fp = fingerprint(key.public_key())
+    if as_json:
+        print(json.dumps({"fingerprint": fp, "public_key": pub, "stored": where, "keyring_error": why,
+                          "cluster": cluster}, indent=2))
+        return
+    print(pub)
+    if why is not None:
+        typer.echo(f"warning: no working keyring ({why}); the admin key is in a 0600 file instead", err=True)
+    typer.echo(f"admin key {fp} of cluster {cluster} kept in the {where}, and trusted with the admin role", err=True)
