@@ -229,22 +229,9 @@ def write_private(path: Path, data: bytes) -> None:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    import tempfile
+    from xced.config.atomic import atomic_write
 
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, data, 0o600)
 
 
 def _write_cache(path: Path, p: LocalPreset) -> None:

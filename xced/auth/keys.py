@@ -63,27 +63,14 @@ def write_private_key(path: Path | str, key, *, overwrite: bool = False) -> None
     """Write `key` to `path` as a 0600 file (its directory made 0700 if missing), through a
     temporary file fsync'd and renamed, so a crash never leaves half a key. Raises
     FileExistsError rather than replace a key unless `overwrite`, OSError for the disk."""
-    import tempfile
+    from xced.config.atomic import atomic_write
 
     p = Path(path)
     p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if p.exists() and not overwrite:
         raise FileExistsError(f"{p} exists already; a host keeps its key (give --force to make a new one, and "
                               f"trust the new public key on the controller)")
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_private_bytes(key))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(p, _private_bytes(key), 0o600)
 
 
 def read_private_key(path: Path | str):

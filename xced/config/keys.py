@@ -19,7 +19,6 @@ an error; an expired key is a warning (it is kept, and refused at join).
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from pathlib import Path
 from typing import Any
 
@@ -172,27 +171,9 @@ def render_keys(cfg: KeysConfig) -> str:
 def write_keys(config_dir: Path | str, cfg: KeysConfig) -> Path:
     """Write keys.yaml atomically (a temporary file, fsync, rename, then the directory
     fsync'd), mode 0644 as the rest of config/ (public keys only). Returns its path."""
-    import tempfile
+    from xced.config.atomic import atomic_write
 
     d = Path(config_dir)
     path = d / KEYS_FILE
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{KEYS_FILE}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(render_keys(cfg))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, render_keys(cfg).encode("utf-8"), 0o644, sync_dir=True)
     return path
