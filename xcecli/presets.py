@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,7 @@ def load_fast(name: str) -> LocalPreset:
     except OSError:
         exists(name)  # raises, saying why
         raise
+    _refuse_link(name, path)
     _tighten(path, st)
     c = _cache_matches(path, st)
     if c is not None:
@@ -170,15 +172,34 @@ def _from_cache(name: str, c: dict) -> LocalPreset | None:
 
 def _tighten(path: Path, st: os.stat_result) -> None:
     """A preset file (and its directory) made by hand more open than 0600 (0700) is made
-    private as soon as it is read: a preset may carry --env values (D-7)."""
+    private as soon as it is read: a preset may carry --env values (D-7). Never through a
+    symlink: a link is not followed to chmod what it points at."""
     try:
-        if st.st_uid == os.geteuid() and st.st_mode & 0o077:
-            os.chmod(path, 0o600)
-        dst = os.stat(path.parent)
-        if dst.st_uid == os.geteuid() and dst.st_mode & 0o077:
-            os.chmod(path.parent, 0o700)
-    except OSError:
+        lst = os.lstat(path)
+        if stat.S_ISREG(lst.st_mode) and lst.st_uid == os.geteuid() and lst.st_mode & 0o077:
+            os.chmod(path, 0o600, follow_symlinks=False)
+        dst = os.lstat(path.parent)
+        if stat.S_ISDIR(dst.st_mode) and dst.st_uid == os.geteuid() and dst.st_mode & 0o077:
+            os.chmod(path.parent, 0o700, follow_symlinks=False)
+    except (OSError, NotImplementedError):
         pass
+
+
+def _refuse_link(name: str, path: Path) -> None:
+    """A preset file must be a regular file of the presets directory, never a symlink (which
+    would have xcecli read, and quote in its messages, whatever it points at). Raises
+    PresetInvalid."""
+    try:
+        lst = os.lstat(path)
+    except FileNotFoundError:
+        raise missing(name) from None
+    except OSError as e:
+        raise PresetInvalid(f"preset {name}: cannot read {path}: {e.strerror or e}") from None
+    if stat.S_ISLNK(lst.st_mode):
+        raise PresetInvalid(f"preset {name}: {path} is a symlink; a preset is a regular file in the presets "
+                            f"directory, never a link (copy the file there instead)")
+    if not stat.S_ISREG(lst.st_mode):
+        raise PresetInvalid(f"preset {name}: {path} is not a regular file")
 
 
 def load(name: str) -> LocalPreset:
@@ -189,6 +210,7 @@ def load(name: str) -> LocalPreset:
     path = path_of(name)
     if not exists(name):
         raise missing(name)
+    _refuse_link(name, path)
     errors: list = []
     pr = load_preset_file(path, errors, [], allow_origin=True)
     if pr is None:

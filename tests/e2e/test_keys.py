@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import XCEADMIN, Daemon, write_config
 from xced.api.client import Client
-from xced.api.errors import PermissionDenied
+from xced.api.errors import InvalidRequest, PermissionDenied
 from xced.auth import keys as K
 
 pytestmark = pytest.mark.timeout(120)
@@ -116,9 +116,11 @@ def test_a_token_is_shown_once_and_kept_only_as_its_digest(ctl):
     ("ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ me\n", [], "is an RSA key (ssh-rsa); XCE trusts Ed25519 keys only"),
     (None, ["--role", "boss"], "--role boss: a key is trusted for one or more roles of worker, scheduler, "
                                 "apiserver, admin"),
-    (None, ["--expires", "2001-01-01T00:00:00Z"], "--expires 2001-01-01T00:00:00Z is in the past"),
-    (None, ["--expires", "soon"], "--expires 'soon'"),
-    (None, ["--host", "bad host!"], "--host 'bad host!': a host name is letters"),
+    (None, ["--expires", "2001-01-01T00:00:00Z"], "--expires 2001-01-01T00:00:00Z: that time is in the past"),
+    (None, ["--expires", "soon"], "--expires 'soon': expected a duration such as 90d, 12h"),
+    (None, ["--expires", "0s"], "the duration must be more than 0"),
+    (None, ["--host", "bad host!"], "--host 'bad host!': a host name is a letter or digit"),
+    (None, ["--host", ".."], "--host '..': a host name is a letter or digit"),
 ])
 def test_a_bad_trust_is_refused_and_writes_nothing(ctl, tmp_path, content, args, needle):
     d = ctl
@@ -132,7 +134,7 @@ def test_a_bad_trust_is_refused_and_writes_nothing(ctl, tmp_path, content, args,
         base[args[i]] = args[i + 1]
     flat = [x for kv in base.items() for x in kv]
     r = _admin(d, "trust", str(pub), *flat)
-    assert r.returncode in (1, 2) and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr  # a usage error
     assert (keys_yaml.read_bytes() if keys_yaml.exists() else None) == before
     assert _listed(d) == {}
 
@@ -243,3 +245,61 @@ def test_only_an_admin_makes_the_first_admin_key(topdir, tmp_path):
         assert not (tmp_path / "home" / "xce").exists()
     finally:
         d.stop()
+
+
+
+def test_what_a_fresh_tester_found_in_the_trusted_list(ctl, tmp_path):
+    """A hand edit of keys.yaml not applied is never overwritten; a trust of a key trusted
+    already says what it replaces; a second revoke says it was revoked already; the API
+    answers out-of-range numbers with 422, never 500; a token is for one non-admin role; a
+    relative expiry counts on the daemon's clock; and after a trust the daemon's config
+    hash is the hash `xceadmin build` gives the files."""
+    d = ctl
+    pub, fp = _pub(tmp_path, "h1")
+    assert _admin(d, "trust", str(pub), "--host", "h1", "--role", "worker", "--expires", "90d").returncode == 0
+    info = json.loads(subprocess.run([XCEADMIN.replace("xceadmin", "xcecli"), "api", "GET", "/info"],
+                                     capture_output=True, text=True, env={**os.environ, "XCE_TOPDIR": str(d.top)}).stdout)
+    b = json.loads(subprocess.run([XCEADMIN, "build", "--topdir", str(d.top), "--json"], capture_output=True,
+                                  text=True).stdout)
+    assert info["config_hash"] == b["hash"]
+    r = _admin(d, "trust", str(pub), "--host", "h1", "--role", "admin")
+    assert r.returncode == 0 and f"{fp} was trusted already, for host h1 as worker" in r.stderr and "replaced" in r.stderr
+    keys_yaml = d.top / "config" / "keys.yaml"
+    edited = keys_yaml.read_text().replace('comment: ""', 'comment: "by hand"')
+    keys_yaml.write_text(edited)
+    pub2, _ = _pub(tmp_path, "h2")
+    r = _admin(d, "trust", str(pub2), "--host", "h2", "--role", "worker")
+    assert r.returncode == 1 and "differs from the trusted list in force" in r.stderr
+    assert keys_yaml.read_text() == edited  # the hand edit is kept
+    assert subprocess.run([XCEADMIN, "build", "--topdir", str(d.top), "--apply"], capture_output=True).returncode == 0
+    assert _admin(d, "trust", str(pub2), "--host", "h2", "--role", "worker").returncode == 0
+    assert "by hand" in keys_yaml.read_text()
+    assert _admin(d, "revoke", fp).returncode == 0
+    r = _admin(d, "revoke", fp)
+    assert r.returncode == 0 and "was revoked already" in r.stderr
+    with Client.connect(topdir=str(d.top)) as c:
+        for body in ({"public_key": pub2.read_text(), "host": "h2", "roles": ["worker"], "expires": 1e20},
+                     {"public_key": pub2.read_text(), "host": "h2", "roles": ["worker"], "expires_in_s": -5}):
+            with pytest.raises(InvalidRequest):
+                c.request("POST", "/keys/trust", json=body)
+        conn_body = '{"advance_s": NaN}'
+        from xced.api.client import _UnixConnection
+
+        conn = _UnixConnection(str(d.top / "run" / "xced.sock"), 10)
+        conn.request("POST", "/xce/v1/debug/clock", body=conn_body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status in (400, 422), resp.read()
+        conn.close()
+    r = _admin(d, "token", "--role", "admin")
+    assert r.returncode == 1 and "an enrolled host joins as one of worker, scheduler, apiserver" in r.stderr
+    r = _admin(d, "token", "--role", "worker", "--role", "scheduler")
+    assert r.returncode == 2 and "a token is for one role" in r.stderr
+    # a relative expiry is counted on the daemon's clock, which the test clock moved on
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    assert subprocess.run([XCEADMIN, "debug", "clock", "--advance", "2h", "--topdir", str(d.top)], env=env,
+                          capture_output=True).returncode == 0
+    pub3, fp3 = _pub(tmp_path, "h3")
+    r = _admin(d, "trust", str(pub3), "--host", "h3", "--role", "worker", "--expires", "1h")
+    assert r.returncode == 0, r.stderr
+    k = _listed(d)[fp3]
+    assert k["expires"] - k["added"] == 3600 and k["expired"] is False

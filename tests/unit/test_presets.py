@@ -641,3 +641,34 @@ def test_yaml_integers_in_another_base_are_refused(tmp_path):
 def test_importing_a_preset_file_instead_of_an_export_says_so(tmp_path):
     r = _cli(tmp_path, "presets", "import", "-", input='queue: "a"\nrun_limit: "10"\n')
     assert r.returncode == 1 and "this is a preset file (its keys are submit options), not an export" in r.stderr
+
+
+# ---------------------------------------------------------------- what a third fresh tester found
+
+
+def test_a_symlinked_local_preset_is_refused_and_what_it_points_at_is_left_alone(tmp_path):
+    """A link in the presets directory is never followed: not read, not quoted, and never
+    chmod'ed (xcecli makes hand-made presets private, but only regular files of its own)."""
+    assert _cli(tmp_path, "presets", "create", "p", "-q", "a").returncode == 0
+    target = tmp_path / "not-a-preset.txt"
+    target.write_text("root:x:0:0:secret-line\n")
+    os.chmod(target, 0o644)
+    link = tmp_path / "xce" / "presets" / "link.yaml"
+    link.symlink_to(target)
+    for args in (["submit", "--preset", "link", "--dry-run", "--", "true"], ["presets", "show", "link"]):
+        r = _cli(tmp_path, *args)
+        assert r.returncode in (1, 2) and "is a symlink" in r.stderr and "secret-line" not in r.stderr, r.stderr
+    r = _cli(tmp_path, "presets", "list", "--local", "--json")
+    assert [p["problem"] is not None for p in json.loads(r.stdout)["local"]] == [True, False]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def test_a_server_preset_file_others_may_write_is_not_served(tmp_path):
+    d = tmp_path / "presets"
+    d.mkdir()
+    (d / "ok.yaml").write_text('queue: "a"\n')
+    (d / "open.yaml").write_text('queue: "b"\n')
+    os.chmod(d / "open.yaml", 0o666)
+    errors: list = []
+    assert [p.name for p in load_presets_dir(d, errors, [])] == ["ok"]
+    assert "is writable by group or others (mode 0666)" in str(errors[0])

@@ -24,14 +24,9 @@ def clock(
     import json
 
     from xced.api.client import Client
-    from xced.model.units import parse_run_limit_s
+    from xceadmin.commands.keys import parse_duration
 
-    if not advance.strip()[-1:].isalpha():
-        raise typer.BadParameter(f"--advance {advance!r}: give a unit, e.g. 90s, 30m, 2h, 1d")
-    try:
-        seconds = parse_run_limit_s(advance)
-    except ValueError as e:
-        raise typer.BadParameter(f"--advance {advance!r}: {e}") from None
+    seconds = parse_duration(advance, "--advance")
     with Client.connect(topdir=topdir) as c:
         out = c.request("POST", "/debug/clock", json={"advance_s": seconds}).json()
     if as_json:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional
 
 import typer
@@ -90,26 +91,52 @@ def _client(topdir: str | None):
     return Client.connect(topdir=topdir)
 
 
-def _expiry(text: str | None, now: float) -> float | None:
-    """--expires: "never", a duration from now ("90d", "12h", "30m", "3600s", "1d12h"), or a
-    UTC time ("2027-03-01T12:00:00Z"), as epoch seconds (None: never). Raises BadParameter."""
+_DURATION = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+
+
+def parse_duration(text: str, what: str) -> float:
+    """A duration as 90d, 12h, 30m, 3600s, 2w or 1d12h, in seconds (more than 0). Raises
+    typer.BadParameter naming `what` (the option) and the forms."""
+    m = _DURATION.fullmatch(text.strip().lower())
+    forms = "a duration such as 90d, 12h, 30m, 3600s, 2w or 1d12h"
+    if not text.strip() or m is None or not any(m.groups()):
+        raise typer.BadParameter(f"{what} {text!r}: expected {forms}")
+    w, d, h, mi, se = (int(g or 0) for g in m.groups())
+    seconds = (((w * 7 + d) * 24 + h) * 60 + mi) * 60 + se
+    if seconds <= 0:
+        raise typer.BadParameter(f"{what} {text!r}: the duration must be more than 0 ({forms})")
+    return float(seconds)
+
+
+def _expiry(text: str | None, what: str = "--expires") -> dict:
+    """--expires as the trust request takes it: {"expires": None} for "never" (or none given),
+    {"expires_in_s": S} for a duration (counted on the daemon's clock), {"expires": T} for a
+    UTC time. Raises typer.BadParameter (a time in the past too, by this machine's clock)."""
+    import time
+
     from xced.config.keys import parse_time
-    from xced.model.units import parse_run_limit_s
 
     if text is None or text.strip().lower() == "never":
-        return None
+        return {"expires": None}
     t = text.strip()
     if "T" in t or t.count("-") >= 2:
         try:
-            return parse_time(t)
+            at = parse_time(t)
         except (ValueError, OverflowError):
-            raise typer.BadParameter(f"--expires {text!r}: not a UTC time such as 2027-03-01T12:00:00Z") from None
-    if not t[-1:].isalpha():
-        raise typer.BadParameter(f"--expires {text!r}: give a unit (90d, 12h, 30m, 3600s), a UTC time, or never")
-    try:
-        return now + parse_run_limit_s(t)
-    except ValueError as e:
-        raise typer.BadParameter(f"--expires {text!r}: {e}; e.g. 90d, 12h, 2027-03-01T12:00:00Z, or never") from None
+            raise typer.BadParameter(f"{what} {text!r}: not a UTC time such as 2027-03-01T12:00:00Z") from None
+        if at <= time.time():
+            raise typer.BadParameter(f"{what} {text}: that time is in the past; give a time to come, or a duration "
+                                     f"such as 90d")
+        return {"expires": at}
+    return {"expires_in_s": parse_duration(t, what)}
+
+
+def _host(host: str) -> str:
+    if not _HOST.fullmatch(host):
+        raise typer.BadParameter(f"--host {host[:80]!r}: a host name is a letter or digit, then letters, digits, "
+                                 f"'_', '.' and '-' (at most 255)")
+    return host
 
 
 def _when(t: float | None) -> str:
@@ -139,8 +166,16 @@ def trust(
     in force at once. A revoked key needs --unrevoke."""
     import json
     import sys
-    import time
 
+    from xced.model.keys import ROLES
+
+    _host(host)
+    bad = [r for r in role if r not in ROLES]
+    if bad:
+        raise typer.BadParameter(f"--role {', '.join(bad)}: a key is trusted for one or more roles of "
+                                 f"{', '.join(ROLES)}")
+    if len(comment) > 1024:
+        raise typer.BadParameter(f"--comment: {len(comment)} characters, more than the 1024 kept with a key")
     if pubkey_file == "-":
         text = sys.stdin.read(16385)
     else:
@@ -154,20 +189,21 @@ def trust(
                                  f"keys/host.pub")
     from xced.auth.keys import KeyProblem, parse_public_key
 
-    try:  # here first: the message names the file
+    try:  # here first: the message names the file (a usage error, exit 2, as any bad argument)
         parse_public_key(text, pubkey_file if pubkey_file != "-" else "<stdin>")
     except KeyProblem as e:
-        from xced.api.errors import InvalidRequest
-
-        raise InvalidRequest(str(e)) from None
-    exp = _expiry(expires, time.time())
+        raise typer.BadParameter(str(e).encode("ascii", "backslashreplace").decode()) from None
     with _client(topdir) as c:
         out = c.request("POST", "/keys/trust", json={"public_key": text, "host": host, "roles": list(role),
-                                                      "expires": exp, "comment": comment,
-                                                      "unrevoke": unrevoke}).json()
+                                                      "comment": comment, "unrevoke": unrevoke,
+                                                      **_expiry(expires)}).json()
     if as_json:
         print(json.dumps(out, indent=2))
         return
+    old = out.get("replaced")
+    if old is not None:
+        typer.echo(f"{out['fingerprint']} was trusted already, for host {old['host']} as {', '.join(old['roles'])}, "
+                   f"expires {_when(old['expires'])}: replaced", err=True)
     typer.echo(f"trusted {out['fingerprint']} for host {out['host']} as {', '.join(out['roles'])}, expires "
                f"{_when(out['expires'])}", err=True)
 
@@ -183,13 +219,23 @@ def revoke(
     keys.yaml; returns once every channel authenticated with it is closed."""
     import json
 
+    if len(fingerprint) > 128 or not fingerprint.strip():
+        raise typer.BadParameter(f"{fingerprint[:60]!r}: a fingerprint is SHA256: and 43 characters, or a start of "
+                                 f"it (xceadmin keys list shows them)")
+    if reason is not None and len(reason) > 1024:
+        raise typer.BadParameter(f"--reason: {len(reason)} characters, more than the 1024 kept")
     with _client(topdir) as c:
         out = c.request("POST", "/keys/revoke", json={"fingerprint": fingerprint, "reason": reason}).json()
     if as_json:
         print(json.dumps(out, indent=2))
         return
-    typer.echo(f"revoked {out['fingerprint']}" + (f" (host {out['host']})" if out["host"] else "")
-               + f"; {out['closed']} channel{'s' if out['closed'] != 1 else ''} closed", err=True)
+    closed = f"; {out['closed']} channel{'s' if out['closed'] != 1 else ''} closed"
+    host = f" (host {out['host']})" if out["host"] else ""
+    if out.get("already"):
+        typer.echo(f"{out['fingerprint']}{host} was revoked already, {_when(out['already']['time'])} by "
+                   f"{out['already']['actor']}{closed}", err=True)
+        return
+    typer.echo(f"revoked {out['fingerprint']}{host}{closed}", err=True)
 
 
 @app.command("list")
@@ -214,7 +260,8 @@ def list_(topdir: Optional[str] = _TOPDIR, as_json: bool = typer.Option(False, "
 
 @app.command("token")
 def token(
-    role: str = typer.Option(..., "--role", help="the role the enrolled host gets: worker, scheduler, apiserver"),
+    role: List[str] = typer.Option(..., "--role", help="the role the enrolled host gets: worker, scheduler or "
+                                                        "apiserver (one)"),
     host: Optional[str] = typer.Option(None, "--host", help="bind the token to this host name"),
     expires: str = typer.Option("1h", "--expires", help="how long it is valid: 1h, 30m, 2d (at most 7 days)"),
     topdir: Optional[str] = _TOPDIR,
@@ -222,14 +269,17 @@ def token(
 ) -> None:
     """Print a one-time enrolment token (KEY-5) for a new host; the controller keeps only its digest."""
     import json
-    import time
 
-    now = time.time()
-    exp = _expiry(expires, now)
-    if exp is None:
-        raise typer.BadParameter("--expires never: an enrolment token always expires; e.g. --expires 1h")
+    if len(role) != 1:
+        raise typer.BadParameter(f"--role given {len(role)} times: a token is for one role (worker, scheduler or "
+                                 f"apiserver)")
+    if host is not None:
+        _host(host)
+    life = parse_duration(expires, "--expires")
+    if life > 7 * 86400:
+        raise typer.BadParameter(f"--expires {expires}: a token lives at most 7 days (7d)")
     with _client(topdir) as c:
-        out = c.request("POST", "/keys/token", json={"role": role, "host": host, "expires_s": exp - now}).json()
+        out = c.request("POST", "/keys/token", json={"role": role[0], "host": host, "expires_s": life}).json()
     if as_json:
         print(json.dumps(out, indent=2))
         return

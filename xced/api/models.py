@@ -486,13 +486,21 @@ class PresetList(Body):
     presets: list[PresetOut]
 
 
+#: the latest time a request may name (the year 2100), in epoch seconds: far enough, and a
+#: timestamp every platform can convert
+MAX_EPOCH = 4_102_444_800
+
+
 class KeyTrustRequest(RequestBody):
     """POST /keys/trust (`xceadmin keys trust`, KEY-2): trust a public key for a host and roles."""
 
     public_key: str = Field(max_length=16384, description="one OpenSSH line `ssh-ed25519 AAAA... [comment]`, or PEM")
     host: str = Field(max_length=255)
     roles: list[str] = Field(min_length=1, max_length=4, description="worker, scheduler, apiserver, admin")
-    expires: float | None = Field(None, description="epoch seconds; null: never")
+    expires: float | None = Field(None, ge=0, le=MAX_EPOCH, allow_inf_nan=False,
+                                  description="epoch seconds; null: never (or see expires_in_s)")
+    expires_in_s: float | None = Field(None, gt=0, le=MAX_RUN_LIMIT_S, allow_inf_nan=False,
+                                       description="expires this many seconds after now on the daemon's clock")
     comment: str = Field("", max_length=1024)
     unrevoke: bool = Field(False, description="trust a revoked key again (logged as an `unrevoked` key event)")
 
@@ -509,7 +517,8 @@ class KeyTokenRequest(RequestBody):
 
     role: str = Field(max_length=32)
     host: str | None = Field(None, max_length=255)
-    expires_s: float = Field(description="how long the token is valid, seconds (at most 7 days)")
+    expires_s: float = Field(gt=0, le=7 * 86400, allow_inf_nan=False,
+                             description="how long the token is valid, seconds (at most 7 days)")
 
 
 class KeyRevocationOut(Body):
@@ -533,6 +542,7 @@ class KeyOut(Body):
     expired: bool
     revoked: KeyRevocationOut | None = None
     last_seen: float | None = None
+    replaced: KeyOut | None = Field(None, description="in the answer of a trust: the entry it replaced, if any")
 
 
 class KeyList(Body):
@@ -543,6 +553,7 @@ class KeyRevokeResult(Body):
     fingerprint: str
     host: str | None
     closed: int = Field(description="channels authenticated with the key that were closed before the answer")
+    already: KeyRevocationOut | None = Field(None, description="the revocation it had already, when it had one")
 
 
 class KeyTokenOut(Body):
@@ -555,7 +566,8 @@ class KeyTokenOut(Body):
 class ClockRequest(RequestBody):
     """POST /debug/clock (`xceadmin debug clock --advance`, test mode only)."""
 
-    advance_s: float = Field(description="seconds to move the daemon's clock on")
+    advance_s: float = Field(gt=0, le=MAX_RUN_LIMIT_S, allow_inf_nan=False,
+                             description="seconds to move the daemon's clock on (at most 10 years)")
 
 
 class ClockOut(Body):

@@ -54,10 +54,9 @@ def format_time(t: float | None) -> str | None:
 
 
 def _entry(src: _Source, item: Any, pos, index: int, now: float) -> TrustedKey | None:
-    from xced.auth.keys import KeyProblem, fingerprint, parse_public_key, public_line
-    from xced.model.units import NAME_PATTERN
-
     import re
+
+    from xced.auth.keys import KeyProblem, fingerprint, parse_public_key, public_line
 
     label = f"key #{index + 1}"
     if not _is_map(item):
@@ -82,9 +81,9 @@ def _entry(src: _Source, item: Any, pos, index: int, now: float) -> TrustedKey |
         src.error(_value_pos(item, "public_key"), f"{label}: {e}")
         return None
     host = item["host"]
-    if not isinstance(host, str) or not re.fullmatch(NAME_PATTERN, host) or len(host) > 255:
-        src.error(_value_pos(item, "host"), f"{label}: host: expected a host name of letters, digits, '_', '.' "
-                                            f"and '-', got {host!r}")
+    if not isinstance(host, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}", host):
+        src.error(_value_pos(item, "host"), f"{label}: host: expected a host name (a letter or digit, then letters, "
+                                            f"digits, '_', '.' and '-'), got {str(host)[:80]!r}")
         return None
     roles = item["roles"]
     if not _is_seq(roles) or not roles or any(r not in ROLES for r in roles):

@@ -105,7 +105,7 @@ def _check_values(src: _Source, doc: Any, what: str, *, allow_origin: bool) -> d
     """The canonical values of one preset mapping `doc`, every problem reported at its key
     or value; None when any was found."""
     if not _is_map(doc):
-        shown = "empty" if doc is None else ("a list" if isinstance(doc, list) else f"the scalar {doc!r}")
+        shown = "empty" if doc is None else ("a list" if isinstance(doc, list) else f"the scalar {shown_value(doc)}")
         src.error(getattr(doc, "lc", None) and (doc.lc.line, doc.lc.col) or None,
                   f"{what}: expected a mapping of submit options (e.g. queue: normal, run_limit: \"2:00\"), "
                   f"got {shown}")
@@ -255,7 +255,7 @@ def load_export_text(text: str, source: str, errors: list[Diagnostic],
         return []
     if not _is_map(doc) or not doc:
         shown = "empty" if doc is None or (_is_map(doc) and not doc) else \
-            ("a list" if isinstance(doc, list) else f"the scalar {doc!r}")
+            ("a list" if isinstance(doc, list) else f"the scalar {shown_value(doc)}")
         src.error((0, 0), f"an export is a mapping of preset name to its options (gpu-train: {{queue: gpu, "
                           f"ntasks: \"4\"}}), got {shown}")
         return []
@@ -307,6 +307,11 @@ def server_preset_problem(path: Path) -> str | None:
         return "is a symlink; a server preset is a regular file in the presets directory, never a link"
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
+    if st.st_mode & 0o022:
+        return (f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}), so another user could "
+                f"change what everyone is served; chmod go-w it")
+    if st.st_uid not in (0, os.geteuid()):
+        return f"belongs to uid {st.st_uid}, neither root nor the daemon's user"
     return None
 
 

@@ -28,6 +28,13 @@ log = logging.getLogger("xced.controller.keys")
 
 #: the longest an enrolment token may live (seconds): a token is for a host being set up now
 MAX_TOKEN_LIFE_S = 7 * 86400
+#: the longest a key may be trusted for at once (seconds): 10 years
+MAX_KEY_LIFE_S = 10 * 365 * 86400
+#: the roles an enrolment token may give (an admin key is never enrolled)
+ENROL_ROLES = ("worker", "scheduler", "apiserver")
+#: a host name of a trusted key: a letter or digit first (never "." or "-")
+HOST_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}"
+HOST_FORM = "a host name is a letter or digit, then letters, digits, '_', '.' and '-' (at most 255)"
 
 
 def _roles(roles: list[str]) -> list[str]:
@@ -59,7 +66,7 @@ class KeysMixin:
         return hits[0]
 
     def trust_key(self, caller: Caller, public_key: str, host: str, roles: list[str], expires: float | None,
-                  comment: str = "", unrevoke: bool = False) -> dict:
+                  comment: str = "", unrevoke: bool = False, expires_in_s: float | None = None) -> dict:
         """Trust `public_key` (one OpenSSH line or PEM) for `host` and `roles` until `expires`
         (epoch seconds; None: never). Returns the entry as `keys_report` shows it. Raises
         InvalidRequest (a bad key, role, host or expiry), Conflict (a revoked key, without
@@ -68,17 +75,23 @@ class KeysMixin:
 
         from xced.auth.keys import KeyProblem, fingerprint, parse_public_key, public_line
         from xced.config.keys import format_time, write_keys
-        from xced.model.units import NAME_PATTERN
 
         require_admin(caller, "trust a host key")
         try:
             pub = parse_public_key(public_key, "the public key")
         except KeyProblem as e:
             raise InvalidRequest(str(e), field="public_key") from None
-        if not re.fullmatch(NAME_PATTERN, host) or len(host) > 255:
-            raise InvalidRequest(f"--host {host!r}: a host name is letters, digits, '_', '.' and '-'", field="host")
+        if not re.fullmatch(HOST_PATTERN, host):
+            raise InvalidRequest(f"--host {host[:80]!r}: {HOST_FORM}", field="host")
         roles = _roles(roles)
-        now = self.clock()
+        now = float(int(self.clock()))  # whole seconds, as keys.yaml keeps them: the file and the config agree
+        if expires_in_s is not None:
+            expires = now + expires_in_s
+        if expires is not None:
+            expires = float(int(expires))
+        if expires is not None and expires - now > MAX_KEY_LIFE_S:
+            raise InvalidRequest(f"--expires {format_time(expires)}: a key is trusted for at most "
+                                 f"{MAX_KEY_LIFE_S // 86400 // 365} years", field="expires")
         if expires is not None and expires <= now:
             raise InvalidRequest(f"--expires {format_time(expires)} is in the past (now {format_time(now)}); give a "
                                  f"time to come, e.g. --expires 90d", field="expires")
@@ -87,9 +100,11 @@ class KeysMixin:
         if revoked is not None and not unrevoke:
             raise Conflict(f"key {fp} was revoked {format_time(revoked[0])} by {revoked[1]}; a revoked key is "
                            f"trusted again only with --unrevoke, which is logged")
+        self._check_keys_file()
+        previous = self.config.keys.by_fingerprint(fp)
         entry = TrustedKey(fingerprint=fp, public_key=public_line(pub, comment or host), host=host, roles=roles,
                            expires=expires, added=now, comment=comment)
-        keys = [k for k in self.config.keys.keys if k.fingerprint != fp] + [entry]
+        keys = [entry if k.fingerprint == fp else k for k in self.config.keys.keys] + ([] if previous else [entry])
         new = self.config.model_copy(update={"keys": KeysConfig(keys=keys)})
         actor = f"admin:{caller.user}"
         with self.store.tx(durable=True):
@@ -103,7 +118,22 @@ class KeysMixin:
             log.warning("key %s (host %s) un-revoked by %s", fp, host, caller.user)
         log.info("key %s trusted for host %s as %s by %s", fp, host, ",".join(roles), caller.user)
         self.apply_config(new, caller)
-        return self._key_row(entry, self.store.revocations())
+        row = self._key_row(entry, self.store.revocations())
+        row["replaced"] = self._key_row(previous, {}) if previous is not None else None
+        return row
+
+    def _check_keys_file(self) -> None:
+        """keys.yaml on disk must be the trusted list in force before `xceadmin keys` rewrites
+        it: a hand edit not applied yet would be lost without a word. Raises Conflict."""
+        from xced.config.keys import KEYS_FILE, load_keys
+
+        path = self.topdir / "config" / KEYS_FILE
+        errors: list = []
+        on_disk = load_keys(path.parent, errors, [])
+        if on_disk is None or on_disk != self.config.keys:
+            raise Conflict(f"{path} differs from the trusted list in force (edited by hand, and not applied?); "
+                           f"apply it first (`xceadmin build --apply`) or undo the edit, so that nothing in it is "
+                           f"lost" + (f" (it does not compile: {errors[0]})" if errors else ""))
 
     def revoke_key(self, caller: Caller, prefix: str, reason: str | None = None) -> dict:
         """Revoke the key whose fingerprint starts with `prefix` (KEY-4): recorded durably in
@@ -112,15 +142,19 @@ class KeysMixin:
         closed). Raises NotFound, InvalidRequest (an ambiguous prefix), PermissionDenied."""
         require_admin(caller, "revoke a host key")
         fp = self._find_key(prefix)
+        entry = self.config.keys.by_fingerprint(fp)
+        already = self.store.revocations().get(fp)
+        if already is not None:  # nothing to record again; its channels are closed all the same
+            return {"fingerprint": fp, "host": entry.host if entry else None, "closed": self.close_channels_of(fp),
+                    "already": {"time": already[0], "actor": already[1], "reason": already[2]}}
         now = self.clock()
         actor = f"admin:{caller.user}"
         with self.store.tx(durable=True):
             self.store.add_revocation(fp, now, actor, reason)
             self.store.add_key_event(now, fp, "revoked", actor, reason)
-        entry = self.config.keys.by_fingerprint(fp)
         log.warning("key %s (host %s) revoked by %s", fp, entry.host if entry else "-", caller.user)
         closed = self.close_channels_of(fp)
-        return {"fingerprint": fp, "host": entry.host if entry else None, "closed": closed}
+        return {"fingerprint": fp, "host": entry.host if entry else None, "closed": closed, "already": None}
 
     def close_channels_of(self, fingerprint: str) -> int:
         """Close every channel authenticated with key `fingerprint`; how many. No channel is
@@ -156,12 +190,13 @@ class KeysMixin:
         import re
 
         from xced.auth.keys import new_token, token_digest
-        from xced.model.units import NAME_PATTERN
 
         require_admin(caller, "make an enrolment token")
-        (role,) = _roles([role])
-        if host is not None and (not re.fullmatch(NAME_PATTERN, host) or len(host) > 255):
-            raise InvalidRequest(f"--host {host!r}: a host name is letters, digits, '_', '.' and '-'", field="host")
+        if role not in ENROL_ROLES:
+            raise InvalidRequest(f"--role {role[:40]!r}: an enrolled host joins as one of {', '.join(ENROL_ROLES)} "
+                                 f"(an admin key is made with `xceadmin keys gen --admin`)", field="role")
+        if host is not None and not re.fullmatch(HOST_PATTERN, host):
+            raise InvalidRequest(f"--host {host[:80]!r}: {HOST_FORM}", field="host")
         if not 0 < life_s <= MAX_TOKEN_LIFE_S:
             raise InvalidRequest(f"--expires: a token lives more than 0 s and at most {MAX_TOKEN_LIFE_S // 86400} "
                                  f"days, e.g. --expires 1h", field="expires")

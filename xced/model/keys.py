@@ -13,8 +13,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from xced.model.units import NAME_PATTERN
-
 __all__ = ["ROLES", "KeysConfig", "Role", "TrustedKey"]
 
 #: the roles a peer joins as (KEY-3)
@@ -33,7 +31,7 @@ class TrustedKey(_Strict):
 
     fingerprint: str = Field(pattern=r"^SHA256:[A-Za-z0-9+/]{43}$")
     public_key: str
-    host: str = Field(pattern=NAME_PATTERN, max_length=255)
+    host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=255)
     roles: list[Role] = Field(min_length=1)
     expires: float | None = None
     added: float | None = None

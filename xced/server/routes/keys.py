@@ -36,7 +36,7 @@ async def trust(body: KeyTrustRequest, request: Request,
                 caller: Caller = Depends(requires("cluster:admin", "trust a host key"))) -> KeyOut:
     ctl = request.app.state.controller
     return KeyOut(**ctl.trust_key(caller, body.public_key, body.host, body.roles, body.expires, body.comment,
-                                  body.unrevoke))
+                                  body.unrevoke, body.expires_in_s))
 
 
 @router.post("/keys/revoke", response_model=KeyRevokeResult, responses=errors(BODY, 404))
