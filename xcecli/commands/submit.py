@@ -261,8 +261,8 @@ def register(app: typer.Typer) -> None:
             else:
                 eff = res["effective"]
                 for k, opt, okey in _DRY_LINES:
-                    shown = "-" if eff.get(k) is None else str(eff[k])
-                    origin = _origin_of(eff, opt, okey, sources, preset_name) if eff.get(k) is not None else ""
+                    shown = "-" if eff.get(k) in (None, "") else str(eff[k])
+                    origin = _origin_of(eff, opt, okey, sources, preset_name) if shown != "-" else ""
                     print(f"{k + ':':<17}{shown}" + (f"  ({origin})" if origin else ""))
                 # what the daemon passes through as given: from the values sent
                 for k in ("stdout", "stderr", "pre_exec", "post_exec"):
@@ -275,9 +275,9 @@ def register(app: typer.Typer) -> None:
 
                 for n, v in params.items():
                     src = origins.get(f"param.{n}", "")
-                    print(f"{'app_param ' + n + ':':<17}{v}  ({own('app_params', n) if src == 'job' else src})")
+                    print(f"{'app_param ' + n + ':':<16} {v}  ({own('app_params', n) if src == 'job' else src})")
                 for n, v in (values.get("env") or {}).items():
-                    print(f"{'env ' + n + ':':<17}{v}  ({own('env', n)})")
+                    print(f"{'env ' + n + ':':<16} {v}  ({own('env', n)})")
                 # a preset's redundant value is said once, by the line that names the preset
                 said = {w.split(" sets ")[1].split(" to ")[0] for w in extra}
                 dup = tuple(p for o, p in (("run_limit", "run limit: the job's"),
