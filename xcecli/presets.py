@@ -155,15 +155,17 @@ def load_fast(name: str) -> LocalPreset:
 
 def _from_cache(name: str, c: dict) -> LocalPreset | None:
     """The preset a JSON copy holds, its values held to their shapes (cheap: no parsing of
-    -R or -w) and its hash checked; None for a copy that is not right, which sends the caller
-    to the YAML file."""
-    from xced.api.submit_options import OptionError, normalize, preset_hash
+    -R or -w, no hashing: its hash is the one computed when the copy was written, and only
+    its owner can write it); None for a copy that is not right, which sends the caller to
+    the YAML file."""
+    from xced.api.submit_options import OptionError, normalize
 
     values, h, origin = c.get("values"), c.get("hash"), c.get("origin")
-    if not isinstance(values, dict) or not isinstance(h, str) or not (origin is None or isinstance(origin, dict)):
+    if not isinstance(values, dict) or not isinstance(h, str) or not h.startswith("sha256:") or \
+            not (origin is None or isinstance(origin, dict)):
         return None
     try:
-        if any(normalize(k, v) != v for k, v in values.items()) or preset_hash(values) != h:
+        if any(normalize(k, v) != v for k, v in values.items()):
             return None
     except (OptionError, TypeError, ValueError):
         return None
