@@ -267,3 +267,12 @@ def test_server_presets_are_not_served_over_tcp(topdir):
             assert [p["name"] for p in c.request("GET", "/presets").json()["presets"]] == ["gpu"]
     finally:
         d.stop()
+
+
+def test_show_of_a_name_only_the_server_has_points_at_the_server_preset(cluster):
+    d, run = cluster
+    r = run("presets", "show", "site-default")
+    assert r.returncode == 1 and "no local preset 'site-default'" in r.stderr
+    assert "a server preset site-default exists: `xcecli presets show --server site-default`" in r.stderr
+    r = run("presets", "show", "nowhere")
+    assert r.returncode == 1 and "a server preset nowhere exists" not in r.stderr

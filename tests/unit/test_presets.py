@@ -520,6 +520,9 @@ def test_edit_of_a_broken_preset_opens_it_and_a_refused_edit_is_kept_for_the_nex
     assert r.returncode == 1 and "the editor left no file; preset p is unchanged" in r.stderr
     r = edit(tmp_path / "no-such-editor")
     assert r.returncode == 1 and "cannot run the editor" in r.stderr and "Traceback" not in r.stderr
+    r = edit("false")  # fails without editing: no draft is left behind
+    assert r.returncode == 1 and "exited with 1" in r.stderr and "draft" not in r.stderr
+    assert not list((tmp_path / "xce" / "presets").glob(".p.edit.*.yaml"))
     # a draft is an edit of the preset as it was: once the preset is removed or replaced, the
     # next edit opens the preset itself, never the old draft
     assert edit(bad).returncode == 1 and list((tmp_path / "xce" / "presets").glob(".p.edit.*.yaml"))

@@ -125,6 +125,18 @@ def _write(target: str, values: dict, origin: dict | None, *, backup: bool) -> N
         _refuse(f"cannot write preset {target} in {store.presets_dir()}: {e.strerror or e}")
 
 
+def _server_hint(ctx, name: str) -> str:
+    """"; a server preset NAME exists: ..." when the daemon has one of that name, else ""
+    (and "" when the daemon cannot be asked: the local answer stands on its own)."""
+    from xced.api.errors import XceError
+
+    try:
+        ctx.obj.client().request("GET", f"/presets/{name}", timeout=5)
+    except XceError:
+        return ""
+    return f"; a server preset {name} exists: `xcecli presets show --server {name}`, or `xcecli presets pull {name}`"
+
+
 def _yaml_values(values: dict) -> str:
     from xcecli.presets import render_yaml
 
@@ -175,7 +187,10 @@ def register(app: typer.Typer) -> None:
             p = ctx.obj.client().request("GET", f"/presets/{name}").json()
             doc = {**p, "origin": None, "where": "server"}
         else:
-            lp = store.load(name)
+            try:
+                lp = store.load(name)
+            except store.PresetMissing as e:
+                raise type(e)(e.message + _server_hint(ctx, name)) from None
             doc = {"name": lp.name, "hash": lp.hash, "values": lp.values, "origin": lp.origin, "where": "local"}
         if as_json:
             print(json.dumps(doc, indent=2))
@@ -214,12 +229,21 @@ def register(app: typer.Typer) -> None:
         if not resumed:
             store.write_private(draft, old)
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        def untouched() -> bool:  # a draft made now and not edited: nothing to keep
+            if not resumed and draft.exists() and draft.read_bytes() == old:
+                draft.unlink()
+                return True
+            return False
+
         try:
             rc = subprocess.call([*shlex.split(editor), str(draft)])
         except (OSError, ValueError) as e:
+            untouched()
             _refuse(f"cannot run the editor {editor!r} (VISUAL or EDITOR): {getattr(e, 'strerror', None) or e}; "
                     f"preset {name} is unchanged")
         if rc != 0:
+            if untouched():
+                _refuse(f"the editor ({editor}) exited with {rc}; preset {name} is unchanged")
             _refuse(f"the editor ({editor}) exited with {rc}; preset {name} is unchanged (the draft is kept: "
                     f"{draft})")
         if not draft.exists():
