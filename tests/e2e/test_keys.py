@@ -303,3 +303,36 @@ def test_what_a_fresh_tester_found_in_the_trusted_list(ctl, tmp_path):
     assert r.returncode == 0, r.stderr
     k = _listed(d)[fp3]
     assert k["expires"] - k["added"] == 3600 and k["expired"] is False
+
+
+def test_a_failing_commit_changes_neither_the_store_nor_keys_yaml(topdir, tmp_path):
+    """Injected fault (tests/faults/xced.py): while the store's commits fail, a trust and a
+    revoke are refused (exit 3, store_unavailable) and leave keys.yaml and the list as they
+    were; once the disk is well again both go through."""
+    import pwd
+
+    from tests.conftest import FAULTY_ENV, FAULTY_XCED
+
+    write_config(topdir, admins=(pwd.getpwuid(os.geteuid()).pw_name,))
+    d = Daemon(topdir, cmd=FAULTY_XCED, env=FAULTY_ENV).start()
+    try:
+        pub, fp = _pub(tmp_path, "h1")
+        assert _admin(d, "trust", str(pub), "--host", "h1", "--role", "worker").returncode == 0
+        keys_yaml = topdir / "config" / "keys.yaml"
+        before = keys_yaml.read_bytes()
+        pub2, fp2 = _pub(tmp_path, "h2")
+        fault = topdir / "state" / "FAULT"
+        fault.write_text("io")
+        r = _admin(d, "trust", str(pub2), "--host", "h2", "--role", "worker")
+        assert r.returncode == 3 and "I/O error" in r.stderr, r.stderr
+        assert keys_yaml.read_bytes() == before
+        r = _admin(d, "revoke", fp)
+        assert r.returncode == 3, r.stderr
+        fault.unlink()
+        listed = _listed(d)
+        assert set(listed) == {fp} and listed[fp]["revoked"] is None
+        assert _admin(d, "trust", str(pub2), "--host", "h2", "--role", "worker").returncode == 0
+        assert _admin(d, "revoke", fp).returncode == 0
+        assert set(_listed(d)) == {fp, fp2} and _listed(d)[fp]["revoked"] is not None
+    finally:
+        d.stop()

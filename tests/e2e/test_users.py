@@ -543,3 +543,30 @@ def test_presets_are_private_and_move_between_two_users_through_export_and_impor
     assert shown_b["values"] == shown_a["values"] and shown_b["hash"] == shown_a["hash"]
     fb = hb / ".config" / "xce" / "presets" / "train.yaml"
     assert (stat.S_IMODE(fb.stat().st_mode), fb.stat().st_uid) == (0o600, bob.uid)
+
+
+def test_a_host_key_is_readable_by_its_owner_alone(users, base):
+    """KEY-2 as a second real user sees it: xce-bob can read a TopDir's public key but neither
+    its private key nor the keys directory's listing; and a TopDir whose key file someone
+    loosened is refused by read_private_key until it is 0600 again."""
+    import sys
+
+    from xced.auth.keys import KeyProblem, read_private_key
+
+    _, bob = users
+    top = base / "top"
+    assert subprocess.run([str(Path(sys.executable).parent / "xceadmin"), "init", str(top)],
+                          capture_output=True).returncode == 0
+    r = subprocess.run([str(Path(sys.executable).parent / "xceadmin"), "keys", "gen", "--topdir", str(top)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    key = top / "keys" / "host.key"
+    assert bob.run(["cat", str(key)]).returncode != 0
+    assert bob.run(["ls", str(top / "keys")]).returncode != 0
+    os.chmod(top / "keys", 0o755)  # even with the directory opened up, the file stays his alone
+    r = bob.run(["cat", str(key)])
+    assert r.returncode != 0 and "PRIVATE KEY" not in r.stdout
+    assert bob.run(["cat", str(top / "keys" / "host.pub")]).stdout.startswith("ssh-ed25519 ")
+    os.chmod(key, 0o644)
+    with pytest.raises(KeyProblem, match="permissions 0644 are too open"):
+        read_private_key(key)

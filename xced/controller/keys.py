@@ -74,7 +74,8 @@ class KeysMixin:
         import re
 
         from xced.auth.keys import KeyProblem, fingerprint, parse_public_key, public_line
-        from xced.config.keys import format_time, write_keys
+        from xced.config.atomic import atomic_write
+        from xced.config.keys import KEYS_FILE, format_time, write_keys
 
         require_admin(caller, "trust a host key")
         try:
@@ -107,13 +108,24 @@ class KeysMixin:
         keys = [entry if k.fingerprint == fp else k for k in self.config.keys.keys] + ([] if previous else [entry])
         new = self.config.model_copy(update={"keys": KeysConfig(keys=keys)})
         actor = f"admin:{caller.user}"
-        with self.store.tx(durable=True):
-            if revoked is not None:
-                self.store.remove_revocation(fp)
-                self.store.add_key_event(now, fp, "unrevoked", actor, "keys trust --unrevoke")
-            self.store.add_key_event(now, fp, "trusted", actor, f"host {host}, roles {','.join(roles)}")
-            # the file is written inside the transaction: when it cannot be, nothing is recorded
-            write_keys(self.topdir / "config", new.keys)
+        keys_file = self.topdir / "config" / KEYS_FILE
+        before = keys_file.read_bytes() if keys_file.exists() else None
+        try:
+            with self.store.tx(durable=True):
+                if revoked is not None:
+                    self.store.remove_revocation(fp)
+                    self.store.add_key_event(now, fp, "unrevoked", actor, "keys trust --unrevoke")
+                self.store.add_key_event(now, fp, "trusted", actor, f"host {host}, roles {','.join(roles)}")
+                # the file is written inside the transaction: when it cannot be, nothing is recorded
+                write_keys(keys_file.parent, new.keys)
+        except BaseException:
+            # the commit failed after the file was written: put the file back as it was, so
+            # that keys.yaml stays the list in force (nothing acknowledged, nothing changed)
+            if before is None:
+                keys_file.unlink(missing_ok=True)
+            else:
+                atomic_write(keys_file, before, 0o644, sync_dir=True)
+            raise
         if revoked is not None:
             log.warning("key %s (host %s) un-revoked by %s", fp, host, caller.user)
         log.info("key %s trusted for host %s as %s by %s", fp, host, ",".join(roles), caller.user)
