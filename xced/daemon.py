@@ -204,7 +204,27 @@ def _tcp_listener(host: str, port: int):
     return s
 
 
-async def serve_worker(top: Path, url: str, join) -> None:
+def _controller_tls(top: Path, ctl, serve_tcp: bool):
+    """A production controller's key (`keys/host.key`, made on first start) and, when it
+    serves TCP, its TLS context (KEY-6). Sets `ctl.own_fingerprint`, the pin its peers and
+    its enrolment tokens carry. Raises StartupError for a key it cannot use."""
+    import socket
+
+    from xced.auth.keys import KeyProblem, fingerprint, host_key
+    from xced.auth.tls import server_context
+
+    try:
+        key, made = host_key(top, f"xced {ctl.config.settings.cluster_name}@{socket.gethostname()}")
+    except (KeyProblem, OSError) as e:
+        raise StartupError(f"the controller's host key: {e}") from None
+    ctl.own_fingerprint = fingerprint(key.public_key())
+    if made:
+        print(f"xced: made the controller's host key {top / 'keys' / 'host.key'} ({ctl.own_fingerprint}); peers pin "
+              f"it: give them {top / 'keys' / 'host.pub'} or its fingerprint", file=sys.stderr, flush=True)
+    return server_context(key, top / "keys") if serve_tcp else None
+
+
+async def serve_worker(top: Path, url: str, join, *, pin: str | None = None, key=None, enroll: str | None = None) -> None:
     """`xced --roles worker`: serve as a worker host of the controller at `url` until SIGTERM."""
     from xced.worker.remote import run_worker
 
@@ -212,11 +232,12 @@ async def serve_worker(top: Path, url: str, join) -> None:
     loop = asyncio.get_running_loop()
     for s in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(s, stop.set)
-    print(f"xced: worker host {join.host} ({join.slots} slots, {join.memory_mb} MB) of {url}, TopDir {top}",
+    print(f"xced: worker host {join.host} ({join.slots} slots, {join.memory_mb} MB) of {url}"
+          f"{f' (TLS pinned to {pin})' if pin else ' (plain TCP: a test-mode controller)'}, TopDir {top}",
           file=sys.stderr, flush=True)
     (top / "run" / READY_FILE).write_text(url)
     try:
-        await run_worker(url, join, top, stop)
+        await run_worker(url, join, top, stop, pin=pin, key=key, enroll=enroll)
     finally:
         try:
             (top / "run" / READY_FILE).unlink()
@@ -270,6 +291,10 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     write_socket_path_file(top, sock)
     tcp_note = ""
     listen = config.settings.listen
+    tls_ctx = None
+    if listen.keyed(config.settings.mode):
+        tls_ctx = _controller_tls(top, ctl, listen.port is not None)
+    tcp = None
     if listen.port is not None:
         port_file = top / "run" / PORT_FILE
         tcp = None
@@ -283,8 +308,8 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
             tcp = _tcp_listener(listen.host, listen.port)
         port = tcp.getsockname()[1]
         _write_public(top / "run" / PORT_FILE, f"{port}\n")
-        listeners.append(tcp)
-        tcp_note = f", peers on tcp://{listen.host}:{port}"
+        tcp_note = f", peers on tcp://{listen.host}:{port}" + (f" (TLS, key {ctl.own_fingerprint})" if tls_ctx
+                                                                 else " (plain TCP, test mode)")
     fastapi_app = create_app(ctl)
     cfg = uvicorn.Config(fastapi_app, http=PeerCredProtocol, lifespan="off", ws="websockets-sansio",
                          access_log=False, log_level="warning", timeout_graceful_shutdown=2,
@@ -293,6 +318,10 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     print(f"xced: cluster {config.settings.cluster_name!r} ({config.settings.mode} mode), "
           f"TopDir {top}, {'host ' + local if local else 'no jobs on this machine'}, socket {sock}{tcp_note}",
           file=sys.stderr, flush=True)
+    if config.settings.mode == "test":
+        print("xced: test mode: workers may join without keys, --as-user and direct submits are taken"
+              + ("" if tls_ctx else ", and TCP is not encrypted") + "; for harnesses only (KEY-1, D-6)",
+              file=sys.stderr, flush=True)
     closed = _closed_to_others(sock)
     if closed is not None and config.settings.mode == "production" and os.geteuid() == 0:
         print(f"xced: note: other users cannot reach the socket: {closed} is not open to them (mode "
@@ -301,6 +330,12 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
 
     async def startup(sockets=None):
         await orig_startup(sockets)
+        if tcp is not None:  # the TCP port has TLS in production (KEY-6); the Unix socket never
+            srv = await asyncio.get_running_loop().create_server(
+                lambda: cfg.http_protocol_class(config=cfg, server_state=server.server_state,
+                                                app_state=server.lifespan.state),
+                sock=tcp, ssl=tls_ctx, backlog=cfg.backlog)
+            server.servers.append(srv)
         (top / "run" / READY_FILE).write_text(str(sock))
 
     server.startup = startup  # type: ignore[method-assign]
@@ -347,6 +382,12 @@ def run(
     resource: list[str] = typer.Option([], "--resource", help="worker: NAME=NUMBER, a consumable resource (repeatable), e.g. gpu=2"),
     attribute: list[str] = typer.Option([], "--attribute", help="worker: NAME=VALUE, a string attribute (repeatable), e.g. type=x86_64"),
     tag: list[str] = typer.Option([], "--tag", help="worker: a boolean resource (repeatable)"),
+    controller_key: str = typer.Option(None, "--controller-key", metavar="FILE|SHA256:...",
+                                       help="worker, login host: the controller's public key file (its keys/host.pub) "
+                                            "or fingerprint, which TLS is pinned to (KEY-6); saved at the first join"),
+    enroll: str = typer.Option(None, "--enroll", metavar="TOKEN",
+                               help="worker: trade a one-time enrolment token (`xceadmin keys token`) for trust of "
+                                    "this host's key"),
 ) -> None:
     """Start the daemon in the foreground."""
     os.umask(0o077)  # D-7: what the daemon makes is its user's alone unless it says otherwise
@@ -359,8 +400,10 @@ def run(
     if wanted == {"worker"}:
         if not controller:
             _die("--roles worker needs --controller tcp://HOST:PORT (the controller's run/xced.port)", 2)
-        _run_worker(topdir, controller, host_name, slots, memory, resource, attribute, tag)
+        _run_worker(topdir, controller, host_name, slots, memory, resource, attribute, tag, controller_key, enroll)
         return
+    if enroll:
+        _die("--enroll is for a new worker host (--roles worker --controller URL)", 2)
     if "worker" in wanted and wanted != valid or controller or not {"controller", "scheduler", "apiserver"} <= wanted:
         _die("the roles run all together (the default), as `--roles controller,scheduler,apiserver` (no jobs "
              f"on this machine; every host joins as a worker), or as `--roles worker --controller URL`; "
@@ -410,7 +453,33 @@ def _parse_pairs(items: list[str], what: str, number: bool) -> dict:
     return out
 
 
-def _run_worker(topdir, controller, host_name, slots, memory, resource, attribute, tag) -> None:
+def _worker_pin(top: Path, controller_key: str | None, enroll: str | None) -> str | None:
+    """The controller fingerprint a worker pins (KEY-6): --controller-key, else the token's,
+    else the one saved at its last keyed join; None: a test-mode controller, plain TCP."""
+    from xced.auth.keys import KeyProblem, token_pin
+    from xced.auth.tls import parse_pin
+    from xced.worker.remote import saved_pin
+
+    try:
+        if controller_key:
+            pin = parse_pin(controller_key)
+            if enroll and token_pin(enroll) not in (None, pin):
+                _die(f"--enroll: the token is for the controller with key {token_pin(enroll)}, not the "
+                     f"--controller-key {pin}", 2)
+            return pin
+        if enroll:
+            pin = token_pin(enroll)
+            if pin is None:
+                _die("--enroll: this token carries no controller key (its controller has none: test mode?); give "
+                     "--controller-key", 2)
+            return pin
+    except KeyProblem as e:
+        _die(str(e), 2)
+    return saved_pin(top)
+
+
+def _run_worker(topdir, controller, host_name, slots, memory, resource, attribute, tag, controller_key=None,
+                enroll=None) -> None:
     import socket
 
     import psutil
@@ -421,12 +490,12 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
 
     if not topdir and not os.environ.get(ENV_TOPDIR):
         _die("--roles worker needs --topdir DIR (the worker's own directory for job files)", 2)
-    import re
+    from xced.api.peer_client import parse_controller_url
 
-    m = re.fullmatch(r"tcp://([^:/\s]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})", controller)
-    if not m or not 1 <= int(m.group(2)) <= 65535:
-        _die(f"--controller {controller!r}: expected tcp://HOST:PORT with a port from 1 to 65535 "
-             f"(the controller's run/xced.port)", 2)
+    try:
+        parse_controller_url(controller)
+    except ValueError as e:
+        _die(str(e), 2)
     top = Path(topdir or os.environ[ENV_TOPDIR]).expanduser().absolute()
     if slots is not None and slots < 1:
         _die(f"--slots {slots}: must be at least 1", 2)
@@ -441,18 +510,34 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
     except ValidationError as e:
         _die(f"bad worker description: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}", 2)
     try:
-        secure_topdir(top, ("", "run", "jobs"))
+        secure_topdir(top, ("", "run", "jobs", "keys"))
         lock_fd = _lock_topdir(top)
     except StartupError as e:
         _die(str(e))
     except OSError as e:
         _die(f"cannot make the worker's TopDir {top}: {e.strerror}")
+    pin = _worker_pin(top, controller_key, enroll)
+    key = None
+    if pin is not None:
+        from xced.auth.keys import KeyProblem, host_key
+
+        try:
+            key, made = host_key(top, f"xced worker {join.host}")
+        except (KeyProblem, OSError) as e:
+            os.close(lock_fd)
+            _die(f"the worker's host key: {e}")
+        if made:
+            from xced.auth.keys import fingerprint
+
+            print(f"xced: made this worker's host key {top / 'keys' / 'host.key'} ({fingerprint(key.public_key())})",
+                  file=sys.stderr, flush=True)
     try:
-        asyncio.run(serve_worker(top, controller, join))
+        asyncio.run(serve_worker(top, controller, join, pin=pin, key=key, enroll=enroll))
     except ValueError as e:
         _die(str(e), 2)
     except Exception as e:  # the controller refused us
-        _die(f"{type(e).__name__}: {e}")
+        _die(f"{type(e).__name__}: {e}" if type(e).__name__ != "_Refused" else f"the controller refused this "
+             f"worker: {e}")
     finally:
         os.close(lock_fd)
 

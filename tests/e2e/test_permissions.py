@@ -170,10 +170,12 @@ def _allowed(who: str, perm: str, job: str | None) -> bool:
 def test_every_route_for_every_caller(cluster, done_jobs, tmp_path):
     """Each route, asked by each caller: let through (the route's own answer: 200, or 409 for
     a finished job, 422 for the empty config) or refused with 403 and a line naming who may.
-    Every route of the API is asked (the table of tests/unit/test_rbac.py), but the worker
-    channel, a peer route."""
+    Every route of the API is asked (the table of tests/unit/test_rbac.py), but the peer
+    routes: the worker channel and the key handshake (open to anyone, the body carries the
+    proof; tests/e2e/test_peers.py)."""
     cases = list(_route_cases(done_jobs, str(tmp_path)))
-    assert {c[0] for c in cases} == set(ROUTES) - {("WEBSOCKET", "/xce/v1/workers/channel")}
+    peer_routes = {k for k, v in ROUTES.items() if v in ("peer", "open")}
+    assert {c[0] for c in cases} == set(ROUTES) - peer_routes
     problems = []
     for key, method, path, body, params, job, perm, ok in cases:
         for who in CALLERS:

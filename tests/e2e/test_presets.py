@@ -244,8 +244,8 @@ def test_the_daemon_serves_no_symlinked_preset_and_nothing_from_a_directory_othe
 
 def test_server_presets_are_not_served_over_tcp(topdir):
     """D-2, D-7: the preset routes need no permission, but like every user request they are
-    taken only on the Unix socket: over TCP no one can be identified until peers
-    authenticate with keys (KEY-3)."""
+    taken on the Unix socket, and over TCP only from a peer that authenticated with its key
+    (KEY-3): an anonymous TCP request is 401, and learns nothing."""
     import http.client
 
     write_config(topdir)
@@ -262,7 +262,7 @@ def test_server_presets_are_not_served_over_tcp(topdir):
             resp = conn.getresponse()
             body = resp.read().decode()
             conn.close()
-            assert resp.status == 403 and "site-secret" not in body and "over TCP" in body, (path, body)
+            assert resp.status == 401 and "site-secret" not in body and "over TCP" in body, (path, body)
         with Client.connect(topdir=str(topdir)) as c:  # the Unix socket serves them
             assert [p["name"] for p in c.request("GET", "/presets").json()["presets"]] == ["gpu"]
     finally:

@@ -47,9 +47,10 @@ class User:
     def api(self, sock: Path | str, method: str, path: str, body: dict | None = None,
             tcp: str | None = None) -> tuple[int, dict | str]:
         """One request with curl as this user, over the Unix socket `sock` (or TCP `tcp`,
-        "127.0.0.1:PORT"); (HTTP status, JSON body or text)."""
-        url = f"http://{tcp or 'xced'}/xce/v1{path}"
-        argv = [CURL, "-s", "-X", method, "-w", "\n%{http_code}", "-H", "Content-Type: application/json"]
+        "127.0.0.1:PORT", or "https://127.0.0.1:PORT" for TLS without checking the
+        certificate, as an attacker would); (HTTP status, JSON body or text)."""
+        url = (tcp if tcp and tcp.startswith("https://") else f"http://{tcp or 'xced'}") + f"/xce/v1{path}"
+        argv = [CURL, "-s", "-k", "-X", method, "-w", "\n%{http_code}", "-H", "Content-Type: application/json"]
         if tcp is None:
             argv += ["--unix-socket", str(sock)]
         if body is not None:
@@ -224,10 +225,13 @@ def test_a_stolen_token_is_refused_and_the_jobs_own_launch_runs_as_its_user(prod
         code, out = alice.api(sock, "POST", f"/jobs/{job}/launch", _launch_body(bad, ["id"]))
         assert code == 403 and "not this job's" in out["error"]["message"] and "\n" not in out["error"]["message"], out
     port = (prod.top / "run" / "xced.port").read_text().strip()
-    code, out = bob.api(sock, "POST", f"/jobs/{job}/launch", _launch_body(token, ["id"]), tcp=f"127.0.0.1:{port}")
+    # production TCP is TLS (KEY-6): a launch with the stolen token there is refused, and an
+    # anonymous user request is 401 (no key-authenticated session)
+    tcp = f"https://127.0.0.1:{port}"
+    code, out = bob.api(sock, "POST", f"/jobs/{job}/launch", _launch_body(token, ["id"]), tcp=tcp)
     assert code == 403 and "over TCP" in out["error"]["message"], out
-    code, out = bob.api(sock, "GET", "/jobs", tcp=f"127.0.0.1:{port}")
-    assert code == 403 and "over TCP" in out["error"]["message"], out
+    code, out = bob.api(sock, "GET", "/jobs", tcp=tcp)
+    assert code == 401 and "over TCP" in out["error"]["message"], out
     # alice herself, outside the job, launches as its owner; the task runs as her
     code, out = alice.api(sock, "POST", f"/jobs/{job}/launch", _launch_body(None, ["id", "-u"]))
     assert code == 200 and out["output"].strip() == str(alice.uid), out
@@ -455,8 +459,8 @@ def test_peek_reads_only_a_regular_file_of_the_jobs_user(prod, users, base):
 
 
 def test_tcp_takes_no_user_request_in_test_mode_either(base, users):
-    """Nobody over TCP can be identified yet (keys come later), so even a test-mode daemon
-    takes no asserted user there: bob may not submit as root over TCP."""
+    """Over TCP only key-authenticated peers are taken (KEY-3), so even a test-mode daemon
+    takes no asserted user there: bob may not submit as root over TCP (401, no session)."""
     _, bob = users
     top = base / "top"
     top.mkdir(mode=0o755)
@@ -469,7 +473,7 @@ def test_tcp_takes_no_user_request_in_test_mode_either(base, users):
         r = bob.run([CURL, "-s", "-w", "\n%{http_code}", "-H", "X-XCE-As-User: root", "-H",
                      "Content-Type: application/json", "--data-binary", '{"argv": ["id"], "cwd": "/"}',
                      f"http://127.0.0.1:{port}/xce/v1/jobs"])
-        assert r.stdout.endswith("\n403") and "over TCP" in r.stdout, r.stdout
+        assert r.stdout.endswith("\n401") and "over TCP" in r.stdout, r.stdout
         assert Client(_sock(d)).request("GET", "/jobs", params={"user": "all"}).json()["jobs"] == []
     finally:
         d.stop()

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from xced.api.errors import PermissionDenied
+from xced.api.errors import PermissionDenied, Unauthenticated
 from xced.model.config import ClusterSettings
 from xced.model.project import ProjectsConfig, RbacConfig
 from xced.policy.rbac import Policy
@@ -45,7 +45,8 @@ def test_only_the_daemons_user_and_root_may_assert_a_user(as_alice):
 
 
 def test_production_tcp_takes_no_user_request():
-    with pytest.raises(PermissionDenied, match="over TCP"):
+    """KEY-3: over TCP, a request without a key-authenticated session is 401."""
+    with pytest.raises(Unauthenticated, match="over TCP"):
         asyncio.run(auth.caller_of(_request("production", None)))
     with pytest.raises(PermissionDenied, match="over TCP"):
         auth.launch_peer(_request("production", None))

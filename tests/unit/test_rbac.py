@@ -283,6 +283,9 @@ ROUTES = {
     ("PUT", "/xce/v1/config"): "cluster:admin",
     ("POST", "/xce/v1/sim/record"): "cluster:admin",
     ("WEBSOCKET", "/xce/v1/workers/channel"): auth.PEER,
+    ("POST", "/xce/v1/peers/challenge"): auth.OPEN,
+    ("POST", "/xce/v1/peers/session"): auth.OPEN,
+    ("POST", "/xce/v1/peers/enroll"): auth.OPEN,
 }
 
 

@@ -18,10 +18,6 @@ import typer
 
 app = typer.Typer(no_args_is_help=True, help="Host keys: each xced has its own Ed25519 key pair; only public keys move.")
 
-#: where an xced keeps its key pair, under its TopDir
-KEYS_DIR = "keys"
-PRIVATE_KEY = "host.key"
-PUBLIC_KEY = "host.pub"
 
 
 @app.command("gen")
@@ -49,7 +45,7 @@ def gen(
         _gen_admin(topdir, force, as_json)
         return
 
-    from xced.auth.keys import fingerprint, generate, public_line, write_private_key
+    from xced.auth.keys import KEYS_DIR, fingerprint, generate, write_key_pair
     from xced.constants import resolve_topdir
 
     top = resolve_topdir(topdir)
@@ -57,10 +53,9 @@ def gen(
         raise typer.BadParameter(f"TopDir {top} does not exist; give --topdir DIR of the xced this key is for "
                                  f"(`xceadmin init DIR` makes one)")
     kdir = top / KEYS_DIR
-    priv, pub_path = kdir / PRIVATE_KEY, kdir / PUBLIC_KEY
     key = generate()
     try:
-        write_private_key(priv, key, overwrite=force)
+        priv, pub_path, line = write_key_pair(kdir, key, socket.gethostname(), overwrite=force)
         if os.stat(kdir).st_mode & 0o077:
             os.chmod(kdir, 0o700)
     except FileExistsError as e:
@@ -71,11 +66,6 @@ def gen(
         from xced.api.errors import InvalidRequest
 
         raise InvalidRequest(f"cannot write the key pair in {kdir}: {e.strerror or e}") from None
-    line = public_line(key.public_key(), socket.gethostname())
-    tmp = pub_path.with_name(f".{PUBLIC_KEY}.tmp")
-    tmp.write_text(line + "\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, pub_path)
     fp = fingerprint(key.public_key())
     if as_json:
         print(json.dumps({"fingerprint": fp, "public_key": line, "private_key_file": str(priv),

@@ -7,6 +7,8 @@ Every error has a stable `code`, an HTTP status and the CLI exit code it maps to
     │   ├── MalformedBody 400     the body is not JSON at all (exit 1)
     │   └── MethodNotAllowed 405  the path takes other methods, named in `Allow` (exit 1)
     ├── NotFound        404       no such job / host / queue (exit 1)
+    ├── Unauthenticated 401       over TCP: no session, or one that is over; the peer
+    │                             authenticates with its key again (KEY-3) (exit 1)
     ├── PermissionDenied 403      not yours, not an admin, --as-user in production (exit 1)
     ├── Conflict        409       the job is in a state where this cannot be done (exit 1)
     ├── PayloadTooLarge 413       the request body is over the server's limit (MAX_REQUEST_BYTES
@@ -73,6 +75,14 @@ class PermissionDenied(XceError):
     status = 403
 
 
+class Unauthenticated(XceError):
+    """A TCP peer's session is unknown or over (a restarted controller, SESSION_LIFE_S of
+    xced.controller.peers): the peer authenticates with its key again and resends (KEY-3)."""
+
+    code = "unauthenticated"
+    status = 401
+
+
 class Conflict(XceError):
     code = "conflict"
     status = 409
@@ -115,7 +125,7 @@ class DaemonUnreachable(XceError):
     exit_code = 3
 
 
-_BY_CODE = {c.code: c for c in (InvalidRequest, NotFound, PermissionDenied, Conflict, PayloadTooLarge, ServerError,
+_BY_CODE = {c.code: c for c in (InvalidRequest, NotFound, PermissionDenied, Unauthenticated, Conflict, PayloadTooLarge, ServerError,
                                  StoreBusy, StoreUnavailable, MalformedBody, MethodNotAllowed)}
 #: every `code` an error answer may carry (the API documents them, xced.api.models.ErrorBody)
 CODES = tuple(_BY_CODE)

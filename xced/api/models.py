@@ -561,6 +561,8 @@ class KeyTokenOut(Body):
     expires: float
     role: str
     host: str | None
+    controller: str | None = Field(None, description="the controller's key fingerprint the token carries (its "
+                                                      "TLS pin), or null for a controller without a key")
 
 
 class ClockRequest(RequestBody):
@@ -573,6 +575,49 @@ class ClockRequest(RequestBody):
 class ClockOut(Body):
     now: float = Field(description="the daemon's time now, epoch seconds")
     offset: float = Field(description="how far ahead of the machine's clock it runs, seconds")
+
+
+class ChallengeRequest(RequestBody):
+    """POST /peers/challenge (KEY-3): a fresh nonce for a peer to sign."""
+
+    purpose: Literal["session", "enroll"] = Field(description="session: an HTTP peer's session; enroll: a "
+                                                               "token's enrolment (the worker channel has its own)")
+
+
+class ChallengeOut(Body):
+    nonce: str
+    cluster: str
+    purpose: str
+    controller: str | None = Field(None, description="the controller's key fingerprint (its TLS pin)")
+    expires_in_s: float
+
+
+class SessionRequest(RequestBody):
+    """POST /peers/session (KEY-3): a signed answer to a `session` challenge."""
+
+    fingerprint: str = Field(max_length=128)
+    host: str = Field(max_length=255)
+    role: str = Field(max_length=32)
+    nonce: str = Field(max_length=128)
+    signature: str = Field(max_length=512, description="base64 Ed25519 signature of xced.auth.keys.join_payload")
+
+
+class SessionOut(Body):
+    session: str = Field(description="the bearer token of the session: `Authorization: XCE-Session TOKEN`")
+    expires_in_s: float
+    host: str
+    role: str
+
+
+class EnrollRequest(RequestBody):
+    """POST /peers/enroll (KEY-5): trade a one-time token for trust of a key."""
+
+    token: str = Field(max_length=256)
+    public_key: str = Field(max_length=16384)
+    host: str = Field(max_length=255)
+    role: str = Field(max_length=32)
+    nonce: str = Field(max_length=128)
+    signature: str = Field(max_length=512)
 
 
 #: the models whose JSON `--json` prints, published as docs/json/NAME.schema.json (CLI-1)

@@ -1,11 +1,13 @@
 """The worker channel (D-1, KEY-4): messages between the controller and a worker host over
 one persistent WebSocket at `/xce/v1/workers/channel`.
 
-Every message is a JSON object with an `op`. The worker opens the channel and sends
-`join`; after `joined` both sides send messages at any time:
+Every message is a JSON object with an `op`. The worker opens the channel; in production
+mode the controller sends `challenge` (nonce, cluster, purpose), and the worker's `join`
+carries its key's fingerprint and signature of it (KEY-3). After `joined` both sides send
+messages at any time:
 
     worker -> controller   join, started, finished, start_failed, reply
-    controller -> worker   joined, refused, start, kill, signal, reattach, end_tasks, request
+    controller -> worker   challenge, joined, refused, start, kill, signal, reattach, end_tasks, request
 
 `request`/`reply` carry an `rid` and are how the controller asks a worker something
 (e.g. `read_output` for `xcecli peek`). Units: seconds, MB, slots.
@@ -41,6 +43,11 @@ class Join(_Msg):
     tags: list[str] = Field(default_factory=list)
     running: list[tuple[int, int]] = Field(default_factory=list)
     version: str = ""
+    #: production mode (KEY-3): the role, the key's fingerprint, and its signature of the
+    #: controller's challenge (xced.auth.keys.join_payload, purpose "worker-channel")
+    role: str = Field("worker", max_length=32)
+    fingerprint: str | None = Field(None, max_length=128)
+    signature: str | None = Field(None, max_length=512)
 
 
 class EndStatusMsg(_Msg):

@@ -12,8 +12,10 @@ tokens. No CA: each host has its own key pair, and only public keys move.
 - A join signature is over `join_payload(...)`: a fixed prefix and the canonical JSON of
   the cluster name, the channel's purpose, a fresh nonce, the host and the role, so a
   signature made for one join is worth nothing for another cluster, channel or role.
-- An enrolment token is `xce1-` and 32 random bytes in URL-safe base64; the controller
-  keeps only `token_digest(token)`.
+- An enrolment token is `xce1-` and 32 random bytes in URL-safe base64, then `.` and the
+  controller's fingerprint in URL-safe base64 when it has a key: the new host pins the
+  controller's TLS key to it (KEY-6), so the token alone is enough to join safely. The
+  controller keeps only `token_digest(token)`.
 
 Errors: KeyProblem (a ValueError) says what is wrong with a key or its file and what would
 be valid.
@@ -30,7 +32,7 @@ import stat
 from pathlib import Path
 
 __all__ = ["KeyProblem", "TOKEN_PREFIX", "fingerprint", "generate", "join_payload", "new_token",
-           "parse_public_key", "public_line", "read_private_key", "sign", "token_digest", "verify",
+           "parse_public_key", "public_line", "read_private_key", "sign", "token_digest", "token_pin", "verify",
            "write_private_key"]
 
 #: the prefix of an enrolment token, so one is recognised when pasted
@@ -71,6 +73,35 @@ def write_private_key(path: Path | str, key, *, overwrite: bool = False) -> None
         raise FileExistsError(f"{p} exists already; a host keeps its key (give --force to make a new one, and "
                               f"trust the new public key on the controller)")
     atomic_write(p, _private_bytes(key), 0o600)
+
+
+#: where an xced keeps its key pair, under its TopDir (KEY-2)
+KEYS_DIR, PRIVATE_KEY, PUBLIC_KEY = "keys", "host.key", "host.pub"
+
+
+def write_key_pair(keys_dir: Path, key, comment: str, *, overwrite: bool = False) -> tuple[Path, Path, str]:
+    """Write `key` as `keys_dir/host.key` (0600) and its public line as `host.pub` (0644),
+    each atomically. Returns (private path, public path, public line). Raises
+    FileExistsError when a private key is there and not `overwrite`, OSError for the disk."""
+    from xced.config.atomic import atomic_write
+
+    priv, pub = keys_dir / PRIVATE_KEY, keys_dir / PUBLIC_KEY
+    write_private_key(priv, key, overwrite=overwrite)
+    line = public_line(key.public_key(), comment)
+    atomic_write(pub, (line + "\n").encode("ascii"), 0o644)
+    return priv, pub, line
+
+
+def host_key(topdir: Path, comment: str):
+    """The host key of the xced of `topdir` (`keys/host.key`), made with its public key
+    beside it when there is none yet. Returns (key, made). Raises KeyProblem for a key file
+    that cannot be used (too open, not Ed25519), OSError for the disk."""
+    kdir = Path(topdir) / KEYS_DIR
+    if (kdir / PRIVATE_KEY).exists():
+        return read_private_key(kdir / PRIVATE_KEY), False
+    key = generate()
+    write_key_pair(kdir, key, comment)
+    return key, True
 
 
 def read_private_key(path: Path | str):
@@ -205,9 +236,28 @@ def join_payload(*, cluster: str, purpose: str, nonce: str, host: str, role: str
     return _JOIN_PREFIX + json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
-def new_token() -> str:
-    """A new enrolment token (KEY-5): TOKEN_PREFIX and 32 random bytes, URL-safe base64."""
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+def new_token(controller_fingerprint: str | None = None) -> str:
+    """A new enrolment token (KEY-5): TOKEN_PREFIX and 32 random bytes, URL-safe base64;
+    then `.` and `controller_fingerprint` (without `SHA256:`, URL-safe) when given."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    if controller_fingerprint:
+        token += "." + controller_fingerprint.removeprefix("SHA256:").replace("+", "-").replace("/", "_")
+    return token
+
+
+def token_pin(token: str) -> str | None:
+    """The controller fingerprint (`SHA256:...`) an enrolment token carries, or None.
+    Raises KeyProblem for text that is not a token."""
+    import re
+
+    t = token.strip()
+    m = re.fullmatch(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]{43}(?:\.([A-Za-z0-9_-]{43}))?", t)
+    if m is None:
+        raise KeyProblem(f"{t[:12]}...: not an enrolment token (they start {TOKEN_PREFIX} and come from "
+                         f"`xceadmin keys token` on the controller host)")
+    if m.group(1) is None:
+        return None
+    return "SHA256:" + m.group(1).replace("-", "+").replace("_", "/")
 
 
 def token_digest(token: str) -> str:

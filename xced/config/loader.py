@@ -595,6 +595,7 @@ _SETTINGS_MODEL_NAMES = {
 _LISTEN_FIELDS = {
     "host": _Field(_str()),
     "port": _Field(_nullable(_int(0, 65535))),
+    "tls": _Field(_nullable(_bool)),
 }
 
 _QUEUE_FIELDS = {
@@ -664,6 +665,10 @@ def _check_settings(src: _Source, doc: Any) -> tuple[dict[str, Any], Any]:
             kwargs["listen"] = lv
 
     mode = kwargs.get("mode")
+    lv = kwargs.get("listen")
+    if mode != "test" and isinstance(lv, dict) and lv.get("tls") is False:
+        src.error(_value_pos(listen, "tls"), "listen.tls: false is for mode: test only: a production controller "
+                                             "always serves its TCP port with TLS pinned to its key (KEY-6)")
     if mode == "test":
         src.warn(
             _value_pos(doc, "mode"),

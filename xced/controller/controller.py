@@ -40,6 +40,7 @@ from xced.controller.reports import ReportsMixin
 from xced.controller.actions import ActionsMixin
 from xced.controller.explain import ExplainMixin
 from xced.controller.keys import KeysMixin
+from xced.controller.peers import PeersMixin
 from xced.controller.retry import RetryMixin
 from xced.policy.rbac import Policy
 from xced.model.config import ClusterConfig
@@ -77,7 +78,7 @@ TRACE_SESSIONS = 64
 
 
 class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, DispatchMixin, HooksMixin, ReportsMixin,
-                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin):
+                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin, PeersMixin):
     """Owns jobs, hosts and the store. All methods run on the event loop thread.
 
     Errors raised to the API: InvalidRequest (bad submit), NotFound (unknown job),
@@ -128,6 +129,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         self._config_hash = config.content_hash()
         self._boot = format(int(time.time()) % 36**6, "x")
         self._stim_seq = 0
+        self._init_peers()
         self._load()
         self.remerged_at_start = self._remerge_pending("system")
 
@@ -178,6 +180,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         log.warning("test clock advanced by %.0f s by %s (now %.0f s ahead of the machine)", seconds, caller.user,
                     self.clock_offset)
         self.kick()
+        self.sweep_soon()  # keys that expire in the step close their channels now (KEY-4)
         return {"now": self.clock(), "offset": self.clock_offset}
 
     def _stim(self, cls, kind: str, actor: str, **args) -> Stimulus:

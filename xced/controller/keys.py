@@ -7,8 +7,8 @@ of the Controller.
   `unrevoke`, which removes the revocation and records an `unrevoked` key event.
 - `revoke_key` records the revocation in the store, durably, before it answers; the
   revocation wins over keys.yaml, so editing or reverting the file never un-revokes a
-  key. It then closes every channel authenticated with the key (none yet: peers
-  authenticate with their keys when they join, built next in issue 14).
+  key. The route then closes every channel authenticated with the key
+  (xced.controller.peers.close_channels) before it answers.
 - `keys_report` is `xceadmin keys list`: every key of the list, and every revoked one.
 - `make_token` makes a one-time enrolment token, kept only as its digest.
 
@@ -127,6 +127,7 @@ class KeysMixin:
                 atomic_write(keys_file, before, 0o644, sync_dir=True)
             raise
         if revoked is not None:
+            self._revoked.discard(fp)
             log.warning("key %s (host %s) un-revoked by %s", fp, host, caller.user)
         log.info("key %s trusted for host %s as %s by %s", fp, host, ",".join(roles), caller.user)
         self.apply_config(new, caller)
@@ -149,50 +150,49 @@ class KeysMixin:
 
     def revoke_key(self, caller: Caller, prefix: str, reason: str | None = None) -> dict:
         """Revoke the key whose fingerprint starts with `prefix` (KEY-4): recorded durably in
-        the store, where it wins over keys.yaml; every channel authenticated with it is
-        closed before this returns. Returns {"fingerprint", "host", "closed"} (channels
-        closed). Raises NotFound, InvalidRequest (an ambiguous prefix), PermissionDenied."""
+        the store, where it wins over keys.yaml; from then on no peer authenticates with it,
+        and the caller closes its live channels (`close_channels`). Returns {"fingerprint",
+        "host", "closed": 0, "already"}. Raises NotFound, InvalidRequest (an ambiguous
+        prefix), PermissionDenied, StoreBusy/StoreUnavailable."""
         require_admin(caller, "revoke a host key")
         fp = self._find_key(prefix)
         entry = self.config.keys.by_fingerprint(fp)
         already = self.store.revocations().get(fp)
         if already is not None:  # nothing to record again; its channels are closed all the same
-            return {"fingerprint": fp, "host": entry.host if entry else None, "closed": self.close_channels_of(fp),
+            return {"fingerprint": fp, "host": entry.host if entry else None, "closed": 0,
                     "already": {"time": already[0], "actor": already[1], "reason": already[2]}}
         now = self.clock()
         actor = f"admin:{caller.user}"
         with self.store.tx(durable=True):
             self.store.add_revocation(fp, now, actor, reason)
             self.store.add_key_event(now, fp, "revoked", actor, reason)
+        self._revoked.add(fp)
         log.warning("key %s (host %s) revoked by %s", fp, entry.host if entry else "-", caller.user)
-        closed = self.close_channels_of(fp)
-        return {"fingerprint": fp, "host": entry.host if entry else None, "closed": closed, "already": None}
+        return {"fingerprint": fp, "host": entry.host if entry else None, "closed": 0, "already": None}
 
-    def close_channels_of(self, fingerprint: str) -> int:
-        """Close every channel authenticated with key `fingerprint`; how many. No channel is
-        authenticated with a key yet (the keyed join is the next part of issue 14)."""
-        return 0
-
-    def _key_row(self, k: TrustedKey, revocations: dict) -> dict:
+    def _key_row(self, k: TrustedKey, revocations: dict, seen: dict | None = None) -> dict:
         r = revocations.get(k.fingerprint)
         return {"fingerprint": k.fingerprint, "host": k.host, "roles": list(k.roles), "expires": k.expires,
                 "added": k.added, "comment": k.comment, "public_key": k.public_key,
                 "expired": k.expired(self.clock()),
-                "revoked": {"time": r[0], "actor": r[1], "reason": r[2]} if r else None, "last_seen": None}
+                "revoked": {"time": r[0], "actor": r[1], "reason": r[2]} if r else None,
+                "last_seen": (seen or {}).get(k.fingerprint)}
 
     def keys_report(self, caller: Caller) -> list[dict]:
         """`xceadmin keys list`: each key of keys.yaml in file order, then the keys revoked and
         no longer listed; each {fingerprint, host, roles, expires, added, comment, public_key,
-        expired, revoked: {time, actor, reason} or None, last_seen}."""
+        expired, revoked: {time, actor, reason} or None, last_seen (the daemon-clock time its key last
+        authenticated or was used, or None)}."""
         require_admin(caller, "list the host keys")
         revocations = self.store.revocations()
-        rows = [self._key_row(k, revocations) for k in self.config.keys.keys]
+        seen = self.last_seen()
+        rows = [self._key_row(k, revocations, seen) for k in self.config.keys.keys]
         listed = {k.fingerprint for k in self.config.keys.keys}
         for fp, (t, actor, reason) in sorted(revocations.items(), key=lambda x: x[1][0]):
             if fp not in listed:
                 rows.append({"fingerprint": fp, "host": None, "roles": [], "expires": None, "added": None,
                              "comment": "", "public_key": None, "expired": False,
-                             "revoked": {"time": t, "actor": actor, "reason": reason}, "last_seen": None})
+                             "revoked": {"time": t, "actor": actor, "reason": reason}, "last_seen": seen.get(fp)})
         return rows
 
     def make_token(self, caller: Caller, role: str, host: str | None, life_s: float) -> dict:
@@ -213,9 +213,9 @@ class KeysMixin:
             raise InvalidRequest(f"--expires: a token lives more than 0 s and at most {MAX_TOKEN_LIFE_S // 86400} "
                                  f"days, e.g. --expires 1h", field="expires")
         now = self.clock()
-        token = new_token()
+        token = new_token(self.own_fingerprint)
         with self.store.tx(durable=True):
             self.store.add_token(token_digest(token), role, host, now + life_s, now, f"admin:{caller.user}")
         log.info("enrolment token for %s%s made by %s, expires in %.0f s", role, f" on {host}" if host else "",
                  caller.user, life_s)
-        return {"token": token, "expires": now + life_s, "role": role, "host": host}
+        return {"token": token, "expires": now + life_s, "role": role, "host": host, "controller": self.own_fingerprint}

@@ -148,4 +148,5 @@ class ReconfigMixin:
         if self.recorder is not None:  # SIM-2: the config in force from here on
             self.recorder.config(new)
         self.kick()
+        self.sweep_soon()  # a key no longer trusted by the new list closes its channels (KEY-4)
         return {"hash": self._config_hash, "previous_hash": previous, "remerged": remerged, "held": held}

@@ -30,10 +30,18 @@ class _Strict(BaseModel):
 
 class ListenSettings(_Strict):
     """TCP listener for peers (D-2). `port` 0 picks a free port and writes it to
-    `<TopDir>/run/xced.port`; None means no TCP listener."""
+    `<TopDir>/run/xced.port`; None means no TCP listener. `tls`: whether the port serves
+    TLS pinned to the controller's key (KEY-6) and peers answer a key challenge (KEY-3);
+    None: yes in production (which refuses false), no in test mode, where `true` tests
+    the keyed flow with the test clock."""
 
     host: str = "127.0.0.1"
     port: int | None = Field(None, ge=0, le=65535)
+    tls: bool | None = None
+
+    def keyed(self, mode: str) -> bool:
+        """Whether peers authenticate with keys over TLS in `mode` (see `tls`)."""
+        return self.tls if self.tls is not None else mode != "test"
 
 
 class ClusterSettings(_Strict):

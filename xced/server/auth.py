@@ -21,7 +21,7 @@ import pwd
 import socket
 import struct
 
-from fastapi import Depends, Request
+from fastapi import Request
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from xced.api.errors import NotFound, PermissionDenied
@@ -53,6 +53,7 @@ class PeerCredProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.scope[PEER_KEY] = self._xce_peer  # type: ignore[index]
+        self.scope[TRANSPORT_KEY] = self.transport  # type: ignore[index]
 
 
 def _user_name(uid: int) -> str:
@@ -62,10 +63,14 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
-#: D-7, KEY-1: until peers authenticate with host keys, nobody over TCP can be identified, so
-#: TCP takes no user request in any mode (test mode: a launch with a job's token only)
-TCP_REFUSED = ("xced takes no user request over TCP until peers authenticate with host keys (KEY-1), and in "
-               "production mode no launch either; use the Unix socket on the controller host")
+#: KEY-1, KEY-3: over TCP the daemon takes only peers that authenticated with their keys
+TCP_REFUSED = ("over TCP xced takes requests only from peers that authenticated with their host keys (a login "
+               "host's API server, a signed xceadmin; KEY-3); on the controller host, use its Unix socket")
+#: the header of an HTTP peer's session (xced.controller.peers.open_session)
+SESSION_SCHEME = "xce-session"
+#: the headers with which a login host's API server names the user it identified (KEY-3)
+USER_HEADER, UID_HEADER, GID_HEADER = "x-xce-user", "x-xce-uid", "x-xce-gid"
+TRANSPORT_KEY = "xce.transport"  # scope key: the connection's transport (closed when its key is revoked)
 
 
 def launch_peer(request: Request) -> tuple[int, int, int] | None:
@@ -77,11 +82,62 @@ def launch_peer(request: Request) -> tuple[int, int, int] | None:
     return peer
 
 
-async def caller_of(request: Request) -> Caller:
-    """FastAPI dependency: the Caller of this request. Raises PermissionDenied for any
-    request over TCP (user requests over TCP come through an authenticated API server,
-    KEY-3, later: nobody can be identified there yet, test mode included) and for an
-    asserted user in production mode.
+def peer_of(request: Request, declared: str):
+    """The key-authenticated peer (xced.controller.peers.PeerIdentity) of a TCP request to a
+    route that declares `declared`, checked against its role's allowlist
+    (xced.auth.roles). Raises Unauthenticated (401: no session, or one that is over) or
+    PermissionDenied (a key no longer trusted, or a role that may not use the route)."""
+    from xced.auth.roles import route_allowed
+    from xced.api.errors import Unauthenticated
+
+    ctl = request.app.state.controller
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != SESSION_SCHEME or not token.strip():
+        raise Unauthenticated(TCP_REFUSED)
+    ident = ctl.session_identity(token.strip(), request.scope.get(TRANSPORT_KEY))
+    if not route_allowed(ident.role, declared):
+        raise PermissionDenied(f"a peer in the {ident.role} role (host {ident.host}) may not use this route "
+                               f"(it needs {declared}); KEY-3's allowlist of the role does not include it")
+    return ident
+
+
+def _tcp_caller(request: Request, declared: str) -> Caller:
+    """The Caller of a TCP request (KEY-3): a login host's API server acting for the user it
+    identified (USER_HEADER, UID_HEADER, GID_HEADER), or an admin key acting as a cluster
+    admin named `admin-key@HOST`. Raises as `peer_of`, and PermissionDenied for a user
+    claimed by a peer of another role, or missing from an API server's request."""
+    from xced.auth.roles import ACTS_FOR_USERS
+
+    ctl = request.app.state.controller
+    ident = peer_of(request, declared)
+    user = request.headers.get(USER_HEADER)
+    asserted = request.headers.get(AS_USER_HEADER)
+    if ident.role not in ACTS_FOR_USERS:
+        if user is not None or asserted is not None:
+            raise PermissionDenied(f"a peer in the {ident.role} role (host {ident.host}) cannot act for users; only "
+                                   f"an API server (apiserver role) passes on the requests of users it identified")
+        return Caller(f"admin-key@{ident.host}", None, None, False, True)
+    if asserted is not None and ctl.config.settings.mode != "test":
+        raise PermissionDenied("--as-user (XCE_TEST_USER) is refused: the cluster runs in production mode")
+    if user is None or not user.strip():
+        raise PermissionDenied(f"the API server of {ident.host} did not say which user it acts for ({USER_HEADER})")
+    try:
+        uid = int(request.headers[UID_HEADER]) if UID_HEADER in request.headers else None
+        gid = int(request.headers[GID_HEADER]) if GID_HEADER in request.headers else None
+    except ValueError:
+        raise PermissionDenied(f"the API server of {ident.host} sent a uid or gid that is not a number") from None
+    if os.geteuid() != 0 and user not in (ctl.daemon_user, "root"):
+        raise PermissionDenied(f"this xced runs as {ctl.daemon_user}, not root, so it would run your jobs as "
+                               f"{ctl.daemon_user}; it serves only {ctl.daemon_user} (and root)")
+    if asserted is not None:
+        return ctl.policy.caller(asserted.strip(), None, None, True)
+    return ctl.policy.caller(user, uid, gid, False)
+
+
+async def caller_of(request: Request, declared: str = "cluster:view") -> Caller:
+    """The Caller of this request, for a route that declares `declared`. On the Unix socket:
+    the peer by SO_PEERCRED (an asserted user in test mode only). Over TCP: a key-
+    authenticated peer (`_tcp_caller`). Raises PermissionDenied (or Unauthenticated, 401).
 
     A daemon that does not run as root runs every job as its own user (D-6), so it serves
     only its own user and root on the Unix socket: anyone else would get that user's
@@ -91,10 +147,10 @@ async def caller_of(request: Request) -> Caller:
     ctl = request.app.state.controller
     settings = ctl.config.settings
     peer = request.scope.get(PEER_KEY)
+    if peer is None:
+        return _tcp_caller(request, declared)
     asserted = request.headers.get(AS_USER_HEADER)
     euid = os.geteuid()
-    if peer is None:  # nobody over TCP can be identified until peers authenticate with keys
-        raise PermissionDenied(TCP_REFUSED)
     if peer[1] not in (euid, 0) and (asserted is not None or euid != 0):
         me = ctl.daemon_user
         if asserted is not None:
@@ -119,13 +175,16 @@ async def caller_of(request: Request) -> Caller:
 #: POST /jobs/{id}/launch takes the job's launch token (a process inside the job) or the job's
 #: owner, and no one else, cluster admins included (D-7, JOB-7; xced.controller.actions.launch)
 TOKEN_OR_OWNER = "token-or-owner"
-#: a route of peer hosts (the worker channel, D-1): its peers authenticate with host keys (KEY-1,
-#: later); until then only test mode takes them
+#: a route of peer hosts (the worker channel, D-1): its peers authenticate in the channel with
+#: their keys (KEY-3; unauthenticated in test mode only)
 PEER = "peer"
-#: a route that needs no permission (RBAC-4: the preset routes): anyone on the Unix socket, never
-#: over TCP, where no one can be identified yet
+#: a route that needs no permission (RBAC-4: the preset routes): anyone on the Unix socket, and
+#: over TCP an authenticated peer whose role allows it (a login host's users)
 NO_PERMISSION = "none"
-MARKERS = (TOKEN_OR_OWNER, PEER, NO_PERMISSION)
+#: a route of the key handshake itself (challenge, session, enrolment, KEY-3, KEY-5): open to
+#: anyone, TCP included; its body carries the proof
+OPEN = "open"
+MARKERS = (TOKEN_OR_OWNER, PEER, NO_PERMISSION, OPEN)
 #: the permissions a route may need of the cluster as a whole (RBAC-1)
 CLUSTER_PERMISSIONS = ("queue:submit", "cluster:view", "cluster:admin")
 #: the attribute of a `requires` dependency naming what it declares, and the OpenAPI key saying it
@@ -153,7 +212,8 @@ def requires(permission: str, what: str | None = None):
     refusal says the caller may not do. Refusals are PermissionDenied (403), and come before
     the body is validated (422): who may not make a request learns nothing from its body."""
     if permission in JOB_PERMISSIONS:
-        async def dependency(request: Request, job_id: int, caller: Caller = Depends(caller_of)) -> Caller:
+        async def dependency(request: Request, job_id: int) -> Caller:
+            caller = await caller_of(request, permission)
             ctl = request.app.state.controller
             try:
                 job = ctl.job(job_id)
@@ -162,15 +222,15 @@ def requires(permission: str, what: str | None = None):
             ctl.policy.authorize_job(caller, permission, job.user, job.spec.project, f"job {job_id}", what)
             return caller
     elif permission in CLUSTER_PERMISSIONS:
-        async def dependency(request: Request, caller: Caller = Depends(caller_of)) -> Caller:  # type: ignore[misc]
+        async def dependency(request: Request) -> Caller:  # type: ignore[misc]
+            caller = await caller_of(request, permission)
             request.app.state.controller.policy.authorize(caller, permission, None, what)
             return caller
     elif permission == NO_PERMISSION:
         async def dependency(request: Request) -> None:  # type: ignore[misc]
-            # anyone, but as every user request: on the Unix socket (over TCP nobody can be
-            # identified until peers authenticate with keys, KEY-3)
+            # anyone on the Unix socket; over TCP, a peer whose role allows it (KEY-3)
             if request.scope.get(PEER_KEY) is None:
-                raise PermissionDenied(TCP_REFUSED)
+                await caller_of(request, permission)
             return None
     elif permission in MARKERS:
         async def dependency() -> None:  # type: ignore[misc]

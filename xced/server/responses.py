@@ -10,6 +10,8 @@ Statuses (their causes; the error classes are in xced.api.errors):
     400  the body is not JSON at all (MalformedBody): only routes that take a body
     413  the body is over the server's limit (PayloadTooLarge, xced.server.limits): only
          routes that take a body
+    401  over TCP, no session of a key-authenticated peer, or one that is over
+         (Unauthenticated, KEY-3): every route
     403  the caller may not do this (PermissionDenied): every route, since the caller's
          identity itself can be refused (xced.server.auth.caller_of)
     404  no such job / profile / element (NotFound)
@@ -30,6 +32,8 @@ __all__ = ["ALWAYS", "BODY", "JOB", "errors", "errors_as_json"]
 
 _WHY = {
     400: "the request body is not JSON (code malformed)",
+    401: "over TCP: no session of a key-authenticated peer, or it is over; authenticate again (code "
+         "unauthenticated)",
     403: "the caller may not do this (code forbidden)",
     404: "no such job, element or profile (code not_found)",
     409: "the job's state does not allow this (code conflict)",
@@ -41,7 +45,7 @@ _WHY = {
 }
 
 #: what every route may answer
-ALWAYS = (403, 422, 500, 503)
+ALWAYS = (401, 403, 422, 500, 503)
 #: ... and a route that takes a body
 BODY = (400, 413)
 #: ... and a route about one job

@@ -260,6 +260,11 @@ class SqliteStore:
         return self.db.execute("SELECT role, host, expires, created, actor, used, used_by FROM enrolment_tokens "
                                "WHERE digest=?", (digest,)).fetchone()
 
+    def last_seen(self) -> dict[str, float]:
+        """Fingerprint -> the time of its key's last `joined` event (last seen, KEY-4)."""
+        return {r[0]: r[1] for r in self.db.execute("SELECT fingerprint, MAX(time) FROM key_events WHERE kind='joined' "
+                                                    "GROUP BY fingerprint")}
+
     def key_events(self, fingerprint: str | None = None) -> list[tuple]:
         """Rows (time, fingerprint, kind, actor, reason) of the keys' history, in order."""
         if fingerprint is None:

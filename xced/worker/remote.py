@@ -5,7 +5,15 @@ controller's end is `xced.controller.channel`).
 joins, runs the elements the controller dispatches to it under their supervisors (the
 same LocalWorker as the single-process daemon), reports starts and ends, and rejoins
 after a lost connection, listing the elements it still supervises so nothing is lost
-(JOB-8). Test mode only for now: peers authenticate with keys in their own issue (KEY-1).
+(JOB-8).
+
+With a pin (the controller's key fingerprint: `--controller-key`, the enrolment token's,
+or the one saved in `<TopDir>/keys/controller` at the last join) the channel is TLS pinned
+to the controller's key (KEY-6, xced.auth.tls) and the worker answers the controller's
+challenge with its own host key (KEY-3). Without one it joins a test-mode controller over
+plain TCP, as harnesses do. `--enroll TOKEN` first trades the token for trust of the
+worker's key (KEY-5). A refusal (an untrusted, revoked or expired key) ends the worker
+with the controller's reason; it does not retry.
 """
 
 from __future__ import annotations
@@ -67,27 +75,66 @@ def running_elements(jobs_dir: Path) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event) -> None:
-    """Serve as worker host `join.host` for the controller at `url` (`tcp://HOST:PORT`)
-    until `stop` is set. Rejoins after a lost connection every REJOIN_DELAY_S."""
-    import websockets
+#: the file of a worker's TopDir that keeps the controller's pin after a join (KEY-6)
+PIN_FILE = "controller"
 
+
+def saved_pin(topdir: Path) -> str | None:
+    """The controller fingerprint saved at the last keyed join, or None."""
+    try:
+        text = (topdir / "keys" / PIN_FILE).read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
+def _save_pin(topdir: Path, pin: str) -> None:
+    from xced.config.atomic import atomic_write
+
+    if saved_pin(topdir) != pin:
+        atomic_write(topdir / "keys" / PIN_FILE, (pin + "\n").encode("ascii"), 0o644)
+
+
+async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *, pin: str | None = None, key=None,
+                     enroll: str | None = None) -> None:
+    """Serve as worker host `join.host` for the controller at `url` (`tcp://HOST:PORT`)
+    until `stop` is set. Rejoins after a lost connection every REJOIN_DELAY_S. With `pin`
+    and `key`: TLS pinned to the controller, and a keyed join; `enroll`: a token to trade
+    for trust of `key` first. Raises _Refused (an Exception) with the controller's reason
+    when it refuses this worker, PinMismatch for a controller with another key."""
+    import websockets
+    import websockets.exceptions
+
+    from xced.api.peer_client import parse_controller_url
     from xced.worker.local import LocalWorker
 
-    if not url.startswith("tcp://"):
-        raise ValueError(f"--controller {url!r}: expected tcp://HOST:PORT")
-    ws_url = "ws://" + url[len("tcp://"):] + API_PREFIX + CHANNEL_PATH
+    host, port = parse_controller_url(url)
+    netloc = url[len("tcp://"):]
+    ws_url = ("wss://" if pin else "ws://") + netloc + API_PREFIX + CHANNEL_PATH
     reporter = ChannelReporter()
     worker = LocalWorker(join.host, topdir, reporter, {"XCE_CONTROLLER": url})
     delay = REJOIN_DELAY_S
     started = time.monotonic()
+    ssl_ctx = None
     try:
         while not stop.is_set():
             try:
-                async with websockets.connect(ws_url, max_size=2**24, open_timeout=5) as ws:
+                if pin and ssl_ctx is None:
+                    from xced.auth.tls import pinned_client_context
+
+                    ssl_ctx = await asyncio.to_thread(pinned_client_context, host, port, pin)
+                if enroll:
+                    await _enroll(url, pin, key, join.host, enroll)
+                    enroll = None
+                async with websockets.connect(ws_url, max_size=2**24, open_timeout=5, ssl=ssl_ctx) as ws:
                     delay = REJOIN_DELAY_S
-                    await _serve_channel(ws, join, worker, reporter, topdir, stop)
+                    await _serve_channel(ws, join, worker, reporter, topdir, stop, key,
+                                         (lambda: _save_pin(topdir, pin)) if pin else None)
             except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as e:
+                from xced.auth.tls import PinMismatch
+
+                if isinstance(e, PinMismatch):
+                    raise
                 log.warning("channel to %s: %s; rejoining in %.1f s (is the controller running, and is %s its "
                             "run/xced.port?)", url, e, delay, url)
             except _Refused as e:
@@ -111,13 +158,50 @@ class _Refused(Exception):
     pass
 
 
-async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topdir: Path, stop: asyncio.Event) -> None:
+async def _enroll(url: str, pin: str | None, key, host: str, token: str) -> None:
+    """Trade `token` for trust of `key` as a worker of `host` (KEY-5). Raises _Refused with
+    the controller's reason."""
+    from xced.api.errors import DaemonUnreachable, XceError
+    from xced.api.peer_client import PeerClient
+    from xced.auth.keys import public_line
+
+    if not pin:
+        raise _Refused("enrolment needs the controller's key: the token carries none; give --controller-key")
+    pc = PeerClient(url, pin, key, host, "worker")
+    try:
+        entry = await pc.enroll(token, public_line(key.public_key(), f"xced worker {host}"))
+    except DaemonUnreachable as e:
+        raise OSError(e.message) from None
+    except XceError as e:
+        raise _Refused(f"enrolment refused: {e.message}") from None
+    finally:
+        await pc.close()
+    log.info("enrolled: key %s trusted as worker of %s", entry["fingerprint"], host)
+
+
+async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topdir: Path, stop: asyncio.Event,
+                         key=None, on_joined=None) -> None:
     hello = join.model_copy(update={"running": running_elements(topdir / "jobs")})
+    if key is not None:  # a keyed join (KEY-3): the controller's challenge comes first
+        from xced.auth.keys import fingerprint, join_payload, sign
+
+        ch = json.loads(await ws.recv())
+        if ch.get("op") != "challenge":
+            raise _Refused(ch.get("reason", "the controller sent no challenge (is it in test mode? then drop "
+                                            "--controller-key)"))
+        payload = join_payload(cluster=ch["cluster"], purpose="worker-channel", nonce=ch["nonce"], host=join.host,
+                               role="worker")
+        hello = hello.model_copy(update={"fingerprint": fingerprint(key.public_key()), "signature": sign(key, payload)})
     await ws.send(hello.model_dump_json())
     answer = json.loads(await ws.recv())
+    if answer.get("op") == "challenge":
+        raise _Refused("the controller runs in production mode and asks for this worker's key: give --controller-key "
+                       "(its keys/host.pub or fingerprint) or --enroll TOKEN")
     if answer.get("op") != "joined":
         raise _Refused(answer.get("reason", "no reason given"))
     log.info("joined the controller as host %s", join.host)
+    if on_joined is not None:
+        on_joined()
 
     async def sender() -> None:
         while True:
@@ -142,6 +226,9 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
         from xced.api.peer import CONTROLLER_MESSAGE, ElementMsg, RequestMsg, SignalMsg, StartMsg
 
         async for raw in ws:
+            if '"refused"' in raw[:40]:  # the controller closes the channel (a revoked or expired key)
+                log.error("the controller closed the channel: %s", json.loads(raw).get("reason"))
+                continue
             try:
                 msg = CONTROLLER_MESSAGE.validate_json(raw)
             except ValidationError as e:

@@ -42,7 +42,12 @@ async def trust(body: KeyTrustRequest, request: Request,
 @router.post("/keys/revoke", response_model=KeyRevokeResult, responses=errors(BODY, 404))
 async def revoke(body: KeyRevokeRequest, request: Request,
                  caller: Caller = Depends(requires("cluster:admin", "revoke a host key"))) -> KeyRevokeResult:
-    return KeyRevokeResult(**request.app.state.controller.revoke_key(caller, body.fingerprint, body.reason))
+    """Revoke a key (KEY-4) and answer only once every channel and session authenticated
+    with it is closed."""
+    ctl = request.app.state.controller
+    res = ctl.revoke_key(caller, body.fingerprint, body.reason)
+    res["closed"] = await ctl.close_channels(res["fingerprint"], "key revoked")
+    return KeyRevokeResult(**res)
 
 
 @router.post("/keys/token", response_model=KeyTokenOut, responses=errors(BODY))

@@ -1,47 +1,102 @@
-"""The worker channel route (D-1): `WebSocket /xce/v1/workers/channel` (xced.api.peer).
+"""Peer routes (D-1, KEY-3, KEY-5): the worker channel, and the key handshake of HTTP peers.
 
-A peer route (xced.server.auth.PEER): worker hosts, not users, come here; they will
-authenticate with host keys (KEY-1, a later issue), and until then only test mode takes them."""
+- `WebSocket /xce/v1/workers/channel` (xced.api.peer), a PEER route. In production mode the
+  controller opens it with a challenge; the worker's join names its host and key and signs
+  the challenge (purpose `worker-channel`), and the controller checks it
+  (xced.controller.peers.authenticate) before anything else is read. Everything the worker
+  sends afterwards is bound to that host, and only the messages its role's allowlist names
+  are taken (xced.auth.roles). Revoking the key, or its expiry, closes the channel. In test
+  mode workers may join without keys, for harnesses (a keyed join is checked all the same
+  when the controller has a key: `listen.tls: true`).
+- `POST /peers/challenge`, `/peers/session`, `/peers/enroll`: OPEN routes (anyone, TCP
+  included; the body carries the proof). A login host's API server or a remote `xceadmin`
+  answers a challenge with its key's signature and gets a session; a new host trades an
+  enrolment token for trust of its key.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Depends, Request, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
+from xced.api.errors import PermissionDenied
+from xced.api.models import ChallengeOut, ChallengeRequest, EnrollRequest, KeyOut, SessionOut, SessionRequest
 from xced.api.peer import CHANNEL_PATH, Join
+from xced.auth.roles import message_allowed
 from xced.controller.channel import RemoteWorkerLink, handle_worker_message
-from xced.server.auth import PEER, requires
+from xced.server.auth import OPEN, PEER, requires
+from xced.server.busy import StoreBusyRetryRoute
+from xced.server.responses import BODY, errors
 
-router = APIRouter()
+router = APIRouter(route_class=StoreBusyRetryRoute)
 log = logging.getLogger("xced.server.peers")
+
+#: seconds a worker has to answer the channel's challenge
+JOIN_TIMEOUT_S = 30.0
+#: the WebSocket close code of a refused or revoked peer (RFC 6455: policy violation)
+POLICY_VIOLATION = 1008
+
+
+async def _refuse(ws: WebSocket, reason: str) -> None:
+    await ws.send_json({"op": "refused", "reason": reason})
+    await ws.close(code=POLICY_VIOLATION)
 
 
 @router.websocket(CHANNEL_PATH, dependencies=[Depends(requires(PEER))])
 async def worker_channel(ws: WebSocket) -> None:
     ctl = ws.app.state.controller
     await ws.accept()
-    if ctl.config.settings.mode != "test":
-        await ws.send_json({"op": "refused", "reason": "worker hosts join without keys only in mode: test; "
-                                                      "keys (KEY-1) are not built yet"})
-        await ws.close()
-        return
+    production = ctl.config.settings.mode != "test"
+    # a controller with a key challenges every worker; test mode takes one that joins without (harnesses)
+    challenge = ctl.challenge("worker-channel") if production or ctl.own_fingerprint else None
+    if challenge is not None:
+        await ws.send_json({"op": "challenge", **challenge})
     try:
-        join = Join.model_validate(await ws.receive_json())
-    except (ValidationError, ValueError) as e:
-        await ws.send_json({"op": "refused", "reason": f"bad join message: {e}"})
-        await ws.close()
+        join = Join.model_validate(await asyncio.wait_for(ws.receive_json(), JOIN_TIMEOUT_S))
+    except asyncio.TimeoutError:
+        await _refuse(ws, f"no join message within {JOIN_TIMEOUT_S:.0f} s")
         return
+    except (ValidationError, ValueError) as e:
+        await _refuse(ws, f"bad join message: {e}")
+        return
+    except WebSocketDisconnect:
+        return
+    ident = None
+    if challenge is not None and (production or join.fingerprint or join.signature):
+        if not join.fingerprint or not join.signature:
+            await _refuse(ws, "this controller runs in production mode: a worker joins with its host key (give the "
+                              "worker --controller-key, or --enroll TOKEN), never without one (KEY-1)")
+            return
+        try:
+            ident = ctl.authenticate("worker-channel", join.fingerprint, join.host, join.role, challenge["nonce"],
+                                     join.signature)
+        except PermissionDenied as e:
+            await _refuse(ws, e.message)
+            return
+        if not message_allowed(join.role, "started"):
+            await _refuse(ws, f"a peer in the {join.role} role may not open the worker channel")
+            return
     if ctl.is_joined(join.host):
-        await ws.send_json({"op": "refused", "reason": f"host {join.host} is already joined (another worker, or this "
-                                                      f"one still connected); host names must be unique"})
-        await ws.close()
+        await _refuse(ws, f"host {join.host} is already joined (another worker, or this one still connected); host "
+                          f"names must be unique")
         return
     queue: asyncio.Queue[dict] = asyncio.Queue()
     link = RemoteWorkerLink(join.host, queue.put_nowait)
     await ws.send_json({"op": "joined", "host": join.host})
+    gone = asyncio.Event()
+
+    async def close(reason: str) -> None:
+        try:
+            await ws.send_json({"op": "refused", "reason": reason})
+            await ws.close(code=POLICY_VIOLATION)
+        except Exception:  # noqa: BLE001 - closed already
+            pass
+        await gone.wait()
+
+    handle = ctl.register_channel(ident, close) if ident is not None else None
 
     async def sender() -> None:
         while True:
@@ -52,13 +107,47 @@ async def worker_channel(ws: WebSocket) -> None:
     try:
         while True:
             msg = await ws.receive_json()
+            op = msg.get("op") if isinstance(msg, dict) else None
+            if ident is not None and not message_allowed(ident.role, str(op)):
+                log.warning("worker %s sent %r, which its role may not send; refused", join.host, op)
+                continue
             handle_worker_message(ctl, link, msg)
     except WebSocketDisconnect:
+        pass
+    except RuntimeError:  # closed by `close` (a revoked key) while receiving
         pass
     except Exception:
         log.exception("worker channel of %s failed", join.host)
     finally:
         send_task.cancel()
         link.close()
+        if handle is not None:
+            ctl.unregister_channel(handle)
         ctl.worker_left(link)
+        gone.set()
         log.info("worker %s left", join.host)
+
+
+@router.post("/peers/challenge", response_model=ChallengeOut, responses=errors(BODY),
+             dependencies=[Depends(requires(OPEN))])
+async def challenge(body: ChallengeRequest, request: Request) -> ChallengeOut:
+    """A fresh nonce to sign (KEY-3): answered once, within a minute."""
+    return ChallengeOut(**request.app.state.controller.challenge(body.purpose))
+
+
+@router.post("/peers/session", response_model=SessionOut, responses=errors(BODY),
+             dependencies=[Depends(requires(OPEN))])
+async def session(body: SessionRequest, request: Request) -> SessionOut:
+    """A session for a peer that signed a `session` challenge with a trusted key (KEY-3):
+    its token goes in `Authorization: XCE-Session TOKEN` over the pinned TLS channel."""
+    ctl = request.app.state.controller
+    ident = ctl.authenticate("session", body.fingerprint, body.host, body.role, body.nonce, body.signature)
+    return SessionOut(**ctl.open_session(ident))
+
+
+@router.post("/peers/enroll", response_model=KeyOut, responses=errors(BODY, 409),
+             dependencies=[Depends(requires(OPEN))])
+async def enroll(body: EnrollRequest, request: Request) -> KeyOut:
+    """Trade a one-time enrolment token for trust of the signing key (KEY-5)."""
+    ctl = request.app.state.controller
+    return KeyOut(**ctl.enroll(body.token, body.public_key, body.host, body.role, body.nonce, body.signature))

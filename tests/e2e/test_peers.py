@@ -1,0 +1,231 @@
+"""A production cluster across hosts on one machine (KEY-1, KEY-3, KEY-4, KEY-6): a
+controller whose TCP port serves TLS pinned to its key, and `xced --roles worker` processes
+that join with their own keys, each in its own TopDir. Everything is a real process; the
+refusals are what a worker's log and `xceadmin keys list` show."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import XCEADMIN, XCED, Daemon, kill_job_processes, short_tmpdir, write_config
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class KeyedCluster:
+    """A controller (`--roles controller,scheduler,apiserver`, no hosts of its own) in
+    `mode` (production by default; test with `listen.tls: true` for the test clock), and
+    worker processes started with `worker()`, each with its own TopDir and key."""
+
+    def __init__(self, top: Path, mode: str = "production") -> None:
+        self.top = top
+        self.ctl_top = top / "ctl"
+        write_config(self.ctl_top, mode=mode, admins=("root",))
+        (self.ctl_top / "config" / "hosts.yaml").write_text("hosts: []\n")
+        with open(self.ctl_top / "config" / "xce.yaml", "a") as f:
+            f.write("listen:\n  host: 127.0.0.1\n  port: 0\n" + ("  tls: true\n" if mode == "test" else ""))
+        self.ctl = Daemon(self.ctl_top, args=["--roles", "controller,scheduler,apiserver"])
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self) -> "KeyedCluster":
+        self.ctl.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"tcp://127.0.0.1:{(self.ctl_top / 'run' / 'xced.port').read_text().strip()}"
+
+    @property
+    def controller_pub(self) -> Path:
+        return self.ctl_top / "keys" / "host.pub"
+
+    def admin(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """`xceadmin ARGS` on the controller host (its Unix socket, as root: an admin)."""
+        r = subprocess.run([XCEADMIN, *args], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "XCE_TOPDIR": str(self.ctl_top)})
+        if check and r.returncode != 0:
+            raise AssertionError(f"xceadmin {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def gen_key(self, name: str) -> Path:
+        """`xceadmin keys gen` in worker `name`'s TopDir; the public key file."""
+        wtop = self.top / name
+        wtop.mkdir(parents=True, exist_ok=True)
+        subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(wtop)], check=True, capture_output=True, timeout=30)
+        return wtop / "keys" / "host.pub"
+
+    def trust(self, name: str, *extra: str) -> str:
+        """Trust worker `name`'s key as a worker of host `name`; its fingerprint."""
+        pub = self.gen_key(name)
+        out = json.loads(self.admin("keys", "trust", str(pub), "--host", name, "--role", "worker", *extra,
+                                    "--json").stdout)
+        return out["fingerprint"]
+
+    def worker(self, name: str, *extra: str, pin: bool = True) -> subprocess.Popen:
+        wtop = self.top / name
+        wtop.mkdir(parents=True, exist_ok=True)
+        log = open(wtop / "worker.log", "ab")
+        argv = [XCED, "--roles", "worker", "--controller", self.url, "--host-name", name, "--topdir", str(wtop),
+                "--slots", "2", "--memory", "2GB", *extra]
+        if pin:
+            argv += ["--controller-key", str(self.controller_pub)]
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = p
+        return p
+
+    def log(self, name: str) -> str:
+        return (self.top / name / "worker.log").read_text()
+
+    def hosts(self) -> dict[str, str]:
+        return {h["name"]: h["status"] for h in json.loads(self.ctl.cli("hosts", "--json", check=True).stdout)["hosts"]}
+
+    def wait_host(self, name: str, status: str = "ok", timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while self.hosts().get(name) != status:
+            p = self.procs.get(name)
+            assert status != "ok" or p is None or p.poll() is None, self.log(name)
+            assert time.monotonic() < deadline, f"host {name} is not {status}: {self.hosts()}\n{self.log(name)}"
+            time.sleep(0.1)
+
+    def wait_exit(self, name: str, timeout: float = 30) -> int:
+        return self.procs[name].wait(timeout)
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.ctl.stop()
+        for d in [self.ctl_top, *(self.top / n for n in self.procs)]:
+            kill_job_processes(d)
+
+
+@pytest.fixture
+def keyed():
+    c = KeyedCluster(short_tmpdir("xce-keys-"))
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def test_a_trusted_worker_joins_over_pinned_tls_and_runs_a_job(keyed):
+    """KEY-3, KEY-6: the worker pins the controller's key, answers its challenge with its
+    own, and runs a job; `keys list` shows when its key was last seen."""
+    fp = keyed.trust("w1")
+    keyed.worker("w1")
+    keyed.wait_host("w1")
+    job = keyed.ctl.submit("--", "sh", "-c", "echo on $XCE_HOSTNAME")
+    assert keyed.ctl.wait_state(job, ("DONE", "EXIT"))["state"] == "DONE"
+    rows = {k["fingerprint"]: k for k in json.loads(keyed.admin("keys", "list", "--json").stdout)["keys"]}
+    assert rows[fp]["last_seen"] is not None
+    assert (keyed.top / "w1" / "keys" / "controller").read_text().strip().startswith("SHA256:")
+
+
+def test_an_untrusted_key_is_refused_at_join_and_the_worker_says_why(keyed):
+    """KEY-1, KEY-3: a key the controller does not trust never joins; the worker ends with
+    the controller's reason, which names the fingerprint and how to trust it."""
+    keyed.gen_key("w9")
+    keyed.worker("w9")
+    assert keyed.wait_exit("w9") != 0
+    log = keyed.log("w9")
+    assert "is not trusted by this controller" in log and "xceadmin keys trust" in log, log
+    assert "w9" not in keyed.hosts()
+
+
+def test_a_worker_without_a_key_is_refused_in_production(keyed):
+    """KEY-1: production takes no unauthenticated worker. Without a pin the worker speaks
+    plain TCP to the TLS port and never gets in."""
+    keyed.worker("w0", pin=False)
+    time.sleep(2)
+    assert "w0" not in keyed.hosts()
+
+
+def test_a_worker_pinned_to_another_key_refuses_the_controller(keyed):
+    """KEY-6: a worker whose pin is not the controller's key stops before it sends anything
+    (an impersonated controller looks the same to it)."""
+    other = keyed.gen_key("other")
+    keyed.trust("w2")
+    keyed.worker("w2", "--controller-key", str(other), pin=False)
+    assert keyed.wait_exit("w2") != 0
+    assert "not the pinned" in keyed.log("w2")
+
+
+def test_revoke_returns_once_the_channel_is_closed_and_the_reconnect_is_refused(keyed):
+    """KEY-4: `keys revoke` answers after the worker's channel is closed (the host is then
+    unavail at once), and the worker's rejoin is refused with the reason."""
+    fp = keyed.trust("w1")
+    keyed.worker("w1")
+    keyed.wait_host("w1")
+    out = keyed.admin("keys", "revoke", fp[:20], "--json").stdout
+    assert json.loads(out)["closed"] == 1, out
+    assert keyed.hosts()["w1"] == "unavail"
+    assert keyed.wait_exit("w1") != 0
+    assert "is revoked" in keyed.log("w1")
+
+
+def test_a_replayed_join_signature_is_refused(keyed):
+    """KEY-3: a signature answers one challenge once; sent again (to the session route, as
+    an eavesdropper on an unpinned link would try), it is refused."""
+    import asyncio
+
+    from xced.api.errors import PermissionDenied
+    from xced.api.peer_client import PeerClient, signed_answer
+    from xced.auth.keys import read_private_key
+    from xced.auth.tls import parse_pin
+
+    keyed.trust("w1")
+    key = read_private_key(keyed.top / "w1" / "keys" / "host.key")
+
+    async def go():
+        pc = PeerClient(keyed.url, parse_pin(str(keyed.controller_pub)), key, "w1", "worker")
+        try:
+            ch = await pc.challenge("session")
+            answer = signed_answer(key, ch, "w1", "worker", "session")
+            first = await pc._post("/peers/session", answer)
+            with pytest.raises(PermissionDenied, match="answered already"):
+                await pc._post("/peers/session", answer)
+            return first
+        finally:
+            await pc.close()
+
+    assert asyncio.run(go())["role"] == "worker"
+
+
+def test_a_worker_key_cannot_make_user_requests(keyed):
+    """KEY-3: a worker's key opens a session, but its role's allowlist has no user route: a
+    submit, a listing and a config change are refused, naming the role."""
+    import asyncio
+
+    from xced.api.peer_client import PeerClient
+    from xced.auth.keys import read_private_key
+    from xced.auth.tls import parse_pin
+
+    keyed.trust("w1")
+    key = read_private_key(keyed.top / "w1" / "keys" / "host.key")
+
+    async def go():
+        pc = PeerClient(keyed.url, parse_pin(str(keyed.controller_pub)), key, "w1", "worker")
+        try:
+            out = []
+            for method, path, body in (("POST", "/jobs", b'{"argv": ["id"], "cwd": "/"}'), ("GET", "/jobs", None),
+                                       ("GET", "/keys", None)):
+                r = await pc.request(method, path, content=body, headers={"content-type": "application/json"})
+                out.append((r.status_code, r.json()["error"]["message"]))
+            return out
+        finally:
+            await pc.close()
+
+    for status, message in asyncio.run(go()):
+        assert status == 403 and "worker role" in message, message
