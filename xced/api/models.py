@@ -292,6 +292,8 @@ class HostOut(Body):
     resources: dict[str, float] = Field(default_factory=dict)
     attributes: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
+    status_reason: str | None = Field(None, description="why the host is not ok, when known (its worker's channel "
+                                                        "closed; its key was revoked or expired, KEY-4)")
 
 
 class HostList(Body):

@@ -31,6 +31,8 @@ class RemoteWorkerLink:
         self.host = host
         self._send = send
         self._rids = itertools.count(1)
+        #: why the controller closed the channel (a revoked or expired key), for the host's status
+        self.left_reason: str | None = None
         self._pending: dict[int, asyncio.Future] = {}
 
     def start(self, info: StartInfo) -> None:

@@ -76,7 +76,10 @@ class HostsMixin:
     def worker_left(self, link: WorkerLink) -> None:
         """The host's channel closed: it takes no new work until it rejoins; its running
         elements stay RUN (their supervisors keep running, JOB-8). A channel that another
-        worker of the same host has replaced changes nothing."""
+        worker of the same host has replaced changes nothing. The host's status_reason is
+        `link.left_reason` when the controller closed it (a revoked or expired key, KEY-4),
+        else that its channel closed. What happens to its jobs after a grace period is
+        SCHED-4's (lost hosts, issue 16): until then they stay RUN."""
         if self.workers.get(link.host) is link:
             self._host_stimulus(self._stim(m.HostLeft, "host", f"worker:{link.host}", host=link.host), link)
 
@@ -98,6 +101,8 @@ class HostsMixin:
             del self.workers[s.host]
         if s.host in self.hosts:
             self.hosts[s.host].status = out.status
+            self.hosts[s.host].status_reason = (None if isinstance(s, m.HostJoined) else
+                                                getattr(link, "left_reason", None) or "its worker's channel closed")
         log.info("host %s %s (%s)", s.host, "joined" if isinstance(s, m.HostJoined) else "left", s.id)
         for eff in out.effects:  # re-attaching may finish jobs (ended while the worker was away)
             if isinstance(eff, m.ReattachElement):

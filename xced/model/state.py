@@ -98,6 +98,8 @@ class HostState:
     njobs: int = 0
     status: str = "unavail"
     resources_used: dict[str, float] = field(default_factory=dict)
+    #: why the host is not ok, when known: "its worker's channel closed", "key SHA256:... revoked"
+    status_reason: str | None = None
 
 
 @dataclass(slots=True)

@@ -80,7 +80,7 @@ async def hosts(request: Request, _: Caller = Depends(requires("cluster:view")))
     return HostList(hosts=[
         HostOut(name=h.name, status=h.status, slots=h.slots, slots_used=h.slots_used, memory_mb=h.memory_mb,
                 memory_used_mb=h.mem_used_mb, njobs=h.njobs, resources=h.resources, attributes=h.attributes,
-                tags=h.tags)
+                tags=h.tags, status_reason=h.status_reason)
         for h in ctl.host_states()])
 
 

@@ -89,6 +89,7 @@ async def worker_channel(ws: WebSocket) -> None:
     gone = asyncio.Event()
 
     async def close(reason: str) -> None:
+        link.left_reason = f"{reason}: the host is lost; its jobs stay RUN until it rejoins"
         try:
             await ws.send_json({"op": "refused", "reason": reason})
             await ws.close(code=POLICY_VIOLATION)
