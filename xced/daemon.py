@@ -457,8 +457,7 @@ def _worker_pin(top: Path, controller_key: str | None, enroll: str | None) -> st
     """The controller fingerprint a worker pins (KEY-6): --controller-key, else the token's,
     else the one saved at its last keyed join; None: a test-mode controller, plain TCP."""
     from xced.auth.keys import KeyProblem, token_pin
-    from xced.auth.tls import parse_pin
-    from xced.worker.remote import saved_pin
+    from xced.auth.tls import parse_pin, saved_pin
 
     try:
         if controller_key:

@@ -231,3 +231,24 @@ def test_a_worker_key_cannot_make_user_requests(keyed):
 
     for status, message in asyncio.run(go()):
         assert status == 403 and "worker role" in message, message
+
+
+def test_keys_enroll_trades_a_token_and_the_worker_then_joins_with_the_saved_pin(keyed):
+    """KEY-5: `xceadmin keys enroll TOKEN --controller URL` on the new host makes its key,
+    trades the token (which carries the controller's fingerprint) and keeps the pin, so the
+    worker starts with neither --enroll nor --controller-key. The token is then spent."""
+    token = keyed.admin("keys", "token", "--role", "worker", "--host", "h7", "--expires", "1h").stdout.strip()
+    assert "." in token
+    wtop = keyed.top / "h7"
+    wtop.mkdir()
+    r = subprocess.run([XCEADMIN, "keys", "enroll", token, "--controller", keyed.url, "--host", "h7", "--topdir",
+                        str(wtop)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "trusted as worker for host h7" in r.stderr and (wtop / "keys" / "controller").exists()
+    keyed.worker("h7", pin=False)
+    keyed.wait_host("h7")
+    other = keyed.top / "h8"
+    other.mkdir()
+    r = subprocess.run([XCEADMIN, "keys", "enroll", token, "--controller", keyed.url, "--host", "h7", "--topdir",
+                        str(other)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "used already" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -278,6 +278,79 @@ def token(
                + f", valid until {_when(out['expires'])}", err=True)
 
 
+@app.command("enroll")
+def enroll(
+    token: str = typer.Argument(..., metavar="TOKEN", help="the one-time token of `xceadmin keys token`"),
+    controller: str = typer.Option(..., "--controller", metavar="tcp://HOST:PORT",
+                                   help="the controller (its run/xced.port)"),
+    role: str = typer.Option("worker", "--role", help="the role the token is for: worker, scheduler or apiserver"),
+    host: Optional[str] = typer.Option(None, "--host", help="this host's name as the token and the cluster know it "
+                                                            "(default: this machine's name)"),
+    controller_key: Optional[str] = typer.Option(None, "--controller-key", metavar="FILE|SHA256:...",
+                                                 help="the controller's key, when the token carries none"),
+    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR",
+                                         help="the TopDir of the xced being enrolled (default: XCE_TOPDIR)"),
+    as_json: bool = typer.Option(False, "--json", help="print the trusted entry as `keys list --json` shows it"),
+) -> None:
+    """Enrol this host (KEY-5) without starting xced: make its key pair in TopDir/keys if it
+    has none, trade the token for trust of it over TLS pinned to the controller's key (the
+    token carries its fingerprint), and keep the pin in TopDir/keys/controller. Then start
+    `xced --roles worker` (or `--roles apiserver`) with no --enroll. For a login host, whose
+    token is made with --role apiserver."""
+    import asyncio
+    import json
+    import socket
+
+    from xced.api.errors import InvalidRequest
+    from xced.api.peer_client import PeerClient, parse_controller_url
+    from xced.auth.keys import KeyProblem, fingerprint, host_key, public_line, token_pin
+    from xced.auth.tls import parse_pin, save_pin
+    from xced.constants import resolve_topdir
+
+    if role not in ("worker", "scheduler", "apiserver"):
+        raise typer.BadParameter(f"--role {role!r}: a host enrols as worker, scheduler or apiserver")
+    try:
+        parse_controller_url(controller)
+        carried = token_pin(token)
+        pin = parse_pin(controller_key) if controller_key else carried
+    except (ValueError, KeyProblem) as e:
+        raise typer.BadParameter(str(e)) from None
+    if pin is None:
+        raise typer.BadParameter("the token carries no controller key (its controller has none: test mode?); give "
+                                 "--controller-key")
+    if carried is not None and carried != pin:
+        raise typer.BadParameter(f"the token is for the controller with key {carried}, not --controller-key {pin}")
+    name = _host(host or socket.gethostname())
+    top = resolve_topdir(topdir)
+    if not top.is_dir():
+        raise typer.BadParameter(f"TopDir {top} does not exist; give --topdir DIR of the xced being enrolled")
+    try:
+        key, made = host_key(top, f"xced {role} {name}")
+    except (KeyProblem, OSError) as e:
+        raise InvalidRequest(f"the host key of {top}: {e}") from None
+
+    async def go() -> dict:
+        from xced.api.errors import PermissionDenied
+        from xced.auth.tls import PinMismatch
+
+        pc = PeerClient(controller, pin, key, name, role)
+        try:
+            return await pc.enroll(token.strip(), public_line(key.public_key(), f"xced {role} {name}"))
+        except PinMismatch as e:
+            raise PermissionDenied(str(e)) from None
+        finally:
+            await pc.close()
+
+    out = asyncio.run(go())
+    save_pin(top, pin)
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    typer.echo(f"{'made' if made else 'kept'} {top / 'keys' / 'host.key'} ({fingerprint(key.public_key())}); "
+               f"trusted as {', '.join(out['roles'])} for host {out['host']}; the controller's key {pin} is pinned "
+               f"in {top / 'keys' / 'controller'}", err=True)
+
+
 def _gen_admin(topdir: str | None, force: bool, as_json: bool) -> None:
     """`keys gen --admin` (KEY-3): the admin key, stored, then trusted on the controller."""
     import json

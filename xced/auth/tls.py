@@ -159,3 +159,27 @@ def pinned_client_context(host: str, port: int, pin: str, timeout: float = PROBE
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.load_verify_locations(cadata=der)
     return ctx
+
+
+#: the file of a peer's TopDir (keys/) that keeps the controller's pin after a join (KEY-6)
+PIN_FILE = "controller"
+
+
+def saved_pin(topdir: Path) -> str | None:
+    """The controller fingerprint a peer of `topdir` saved at its last join or enrolment
+    (`keys/controller`), or None."""
+    try:
+        text = (Path(topdir) / "keys" / PIN_FILE).read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
+def save_pin(topdir: Path, pin: str) -> None:
+    """Keep `pin` in `keys/controller` of `topdir` (0644, atomically), so a restart pins the
+    same controller without being told again."""
+    from xced.config.atomic import atomic_write
+
+    if saved_pin(topdir) != pin:
+        (Path(topdir) / "keys").mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write(Path(topdir) / "keys" / PIN_FILE, (pin + "\n").encode("ascii"), 0o644)

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from xced.api.peer import CHANNEL_PATH, Join
+from xced.auth.tls import save_pin as _save_pin
 from xced.constants import API_PREFIX
 from xced.model.state import EndStatus, StartInfo
 
@@ -73,26 +74,6 @@ def running_elements(jobs_dir: Path) -> list[tuple[int, int]]:
             if ed.name.isdigit() and procs.is_alive(ed):
                 out.append((int(jd.name), int(ed.name)))
     return sorted(out)
-
-
-#: the file of a worker's TopDir that keeps the controller's pin after a join (KEY-6)
-PIN_FILE = "controller"
-
-
-def saved_pin(topdir: Path) -> str | None:
-    """The controller fingerprint saved at the last keyed join, or None."""
-    try:
-        text = (topdir / "keys" / PIN_FILE).read_text().strip()
-    except OSError:
-        return None
-    return text or None
-
-
-def _save_pin(topdir: Path, pin: str) -> None:
-    from xced.config.atomic import atomic_write
-
-    if saved_pin(topdir) != pin:
-        atomic_write(topdir / "keys" / PIN_FILE, (pin + "\n").encode("ascii"), 0o644)
 
 
 async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *, pin: str | None = None, key=None,
