@@ -39,6 +39,8 @@ CHALLENGE_LIFE_S = 60.0
 MAX_CHALLENGES = 10_000
 #: seconds an HTTP peer's session lasts before it authenticates again
 SESSION_LIFE_S = 3600.0
+#: at most this many sessions are kept; the oldest go first (a peer whose session went asks again: 401)
+MAX_SESSIONS = 10_000
 #: seconds between checks of every live channel's key (expiry on the daemon's clock)
 PEER_SWEEP_S = 2.0
 #: seconds `close_channels` waits for a channel to be gone
@@ -176,7 +178,11 @@ class PeersMixin:
     def open_session(self, ident: PeerIdentity) -> dict:
         """A session for an authenticated HTTP peer: {session, expires_in_s}."""
         token = secrets.token_urlsafe(32)
-        self._sessions[token] = (ident, time.monotonic() + SESSION_LIFE_S)
+        now = time.monotonic()
+        if len(self._sessions) >= MAX_SESSIONS:
+            for t in [t for t, (_, end) in self._sessions.items() if end < now] or list(self._sessions)[:1]:
+                del self._sessions[t]
+        self._sessions[token] = (ident, now + SESSION_LIFE_S)
         return {"session": token, "expires_in_s": SESSION_LIFE_S, "host": ident.host, "role": ident.role}
 
     def session_identity(self, token: str, transport=None) -> PeerIdentity:
@@ -196,7 +202,11 @@ class PeersMixin:
             raise
         self._seen[ident.fingerprint] = self.clock()
         if transport is not None:
-            self._transports.setdefault(ident.fingerprint, set()).add(transport)
+            held = self._transports.setdefault(ident.fingerprint, set())
+            if transport not in held:
+                if len(held) >= 64:  # connections closed since: forget them
+                    held.difference_update([t for t in held if t.is_closing()])
+                held.add(transport)
         return ident
 
     # ------------------------------------------------------------------ live channels
