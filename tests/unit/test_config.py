@@ -155,7 +155,7 @@ def test_names_with_a_final_newline_are_refused_at_their_place(tmp_path: Path) -
     r = load_cluster_config(make_topdir(tmp_path, hosts='hosts:\n  - {name: "n1\\n", slots: 1, memory: 1, '
                                                        'resources: {"gpu\\n": 1}}\n'))
     assert where(r) == [("hosts.yaml", 2, 12), ("hosts.yaml", 2, 53)]
-    assert "must consist of letters" in r.errors[0].message and "resource name must be" in r.errors[1].message
+    assert "must consist of a letter or digit, then letters" in r.errors[0].message and "resource name must be" in r.errors[1].message
 
 
 def test_hash_is_stable_and_follows_content(tmp_path: Path) -> None:
@@ -247,6 +247,16 @@ def test_duplicate_host(tmp_path: Path) -> None:
     hosts = "hosts:\n  - {name: a, slots: 1, memory: 100}\n  - {name: a, slots: 1, memory: 100}\n"
     r = load_cluster_config(make_topdir(tmp_path, hosts=hosts))
     assert [(d.line, d.message.split(" (")[0]) for d in r.errors] == [(3, 'duplicate host name "a"')]
+
+
+@pytest.mark.parametrize("name", ["..", "-x", ".hidden"])
+def test_a_host_name_starts_with_a_letter_or_digit(tmp_path: Path, name: str) -> None:
+    """A host name of hosts.yaml follows the same rule as a worker's join and a trusted key
+    (xced.model.units.HOST_PATTERN): ".." or "-x" would read as a path or an option."""
+    hosts = f"hosts:\n  - {{name: '{name}', slots: 1, memory: 100}}\n"
+    r = load_cluster_config(make_topdir(tmp_path, hosts=hosts))
+    (d,) = r.errors
+    assert d.line == 2 and "a letter or digit" in d.message and repr(name)[1:-1] in d.message
 
 
 def test_default_queue_must_exist(tmp_path: Path) -> None:

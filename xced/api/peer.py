@@ -35,7 +35,7 @@ class Join(_Msg):
     whose supervisors it still has (after a restart of either side, JOB-8)."""
 
     op: Literal["join"] = "join"
-    host: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")  # xced.model.units.HOST_PATTERN
     slots: int = Field(ge=1)
     memory_mb: int = Field(ge=1)
     resources: dict[str, float] = Field(default_factory=dict)

@@ -59,6 +59,8 @@ from xced.model.config import (
     QueueConfig,
 )
 from xced.model.units import (
+    HOST_FORM,
+    HOST_PATTERN,
     MAX_ARRAY_SIZE_SETTING,
     MAX_CONFIG_BYTES,
     MAX_DISPATCH_FAILURES,
@@ -611,7 +613,7 @@ _QUEUE_FIELDS = {
 _QUEUE_MODEL_NAMES = {"max_run_limit": "max_run_limit_s", "max_memory": "max_memory_mb"}
 
 _HOST_FIELDS = {
-    "name": _Field(_str(NAME_RE, NAME_FORM), required=True),
+    "name": _Field(_str(re.compile(HOST_PATTERN), HOST_FORM.removeprefix("a host name is ")), required=True),
     "slots": _Field(_int(1, MAX_SLOTS), required=True),
     "memory": _Field(_memory, required=True),
     "resources": _Field(lambda v, w: v),  # checked below

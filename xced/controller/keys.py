@@ -33,8 +33,7 @@ MAX_KEY_LIFE_S = 10 * 365 * 86400
 #: the roles an enrolment token may give (an admin key is never enrolled)
 ENROL_ROLES = ("worker", "scheduler", "apiserver")
 #: a host name of a trusted key: a letter or digit first (never "." or "-")
-HOST_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}"
-HOST_FORM = "a host name is a letter or digit, then letters, digits, '_', '.' and '-' (at most 255)"
+from xced.model.units import HOST_FORM, HOST_PATTERN  # noqa: E402 - the one host name rule
 
 
 def _roles(roles: list[str]) -> list[str]:

@@ -287,7 +287,7 @@ class PeersMixin:
         from xced.api.errors import InvalidRequest
         from xced.auth.keys import KeyProblem, fingerprint, join_payload, parse_public_key, token_digest, verify
         from xced.config.keys import format_time
-        from xced.controller.keys import HOST_FORM, HOST_PATTERN
+        from xced.model.units import HOST_FORM, HOST_PATTERN
         from xced.policy.rbac import Caller
 
         self._take_nonce(nonce, "enroll")

@@ -19,7 +19,7 @@ from xced.model.profile import Profile, builtin_profiles
 from xced.model.keys import KeysConfig
 from xced.model.project import PROJECT_PATH_PATTERN, ProjectsConfig, RbacConfig
 from xced.model.units import (DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
-                              MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN)
+                              MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN, HOST_PATTERN)
 
 Mode = Literal["production", "test"]
 
@@ -92,7 +92,7 @@ class QueueConfig(_Strict):
 class HostConfig(_Strict):
     """One host of `config/hosts.yaml` (RES-2)."""
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(pattern="^" + HOST_PATTERN + "$")
     slots: int = Field(ge=1, le=MAX_SLOTS)
     memory_mb: int = Field(ge=1, le=MAX_MEMORY_MB)
     resources: dict[Annotated[str, Field(pattern=RESOURCE_PATTERN)], Annotated[float, Field(ge=0, le=MAX_RESOURCE)]] = \

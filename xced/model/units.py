@@ -147,6 +147,10 @@ MAX_APP_PARAMS = 256
 MAX_CONFIG_BYTES = 64 * 2**20
 
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+#: a host name (hosts.yaml, a worker's join, a trusted key): a letter or digit first, never
+#: "." or "-" (RFC 1123 host names start with one; ".." would read as a path)
+HOST_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}"
+HOST_FORM = "a host name is a letter or digit, then letters, digits, '_', '.' and '-' (at most 255)"
 NAME_FORM = "letters, digits, '_', '.' and '-'"
 #: names of consumable resources (RES-2: gpu, licenses)
 RESOURCE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
