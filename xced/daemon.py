@@ -535,8 +535,8 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
     except ValueError as e:
         _die(str(e), 2)
     except Exception as e:  # the controller refused us
-        _die(f"{type(e).__name__}: {e}" if type(e).__name__ != "_Refused" else f"the controller refused this "
-             f"worker: {e}")
+        _die(f"the controller refused this worker: {e}" if type(e).__name__ == "_Refused" else
+             str(e) if type(e).__name__ == "PinMismatch" else f"{type(e).__name__}: {e}")
     finally:
         os.close(lock_fd)
 

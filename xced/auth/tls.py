@@ -44,6 +44,9 @@ class PinMismatch(ssl.SSLError):
     """The controller presented a key other than the pinned one: the message names both
     fingerprints and what to check."""
 
+    def __str__(self) -> str:  # ssl.SSLError's own shows the args tuple
+        return str(self.args[0]) if self.args else "the controller presented another key"
+
 
 def host_certificate(key) -> bytes:
     """A self-signed X.509 certificate (DER) over Ed25519 private `key`: subject and issuer
