@@ -19,6 +19,9 @@ Every error has a stable `code`, an HTTP status and the CLI exit code it maps to
     ├── StoreUnavailable 503      the store cannot be written: its disk is full, it is read-only,
     │                             an I/O error; the message names the cause; nothing was changed (exit 3)
     └── DaemonUnreachable         the client could not reach xced (exit 3)
+        └── ControllerUnreachable 503  a login host's API server could not reach its controller
+                                  (or the controller presented another key than its pin); the
+                                  request was not carried out (exit 3)
 
 Exit 3 means "try again later": the request was not carried out, and the same request may
 succeed once the daemon (or its store) is back.
@@ -125,8 +128,19 @@ class DaemonUnreachable(XceError):
     exit_code = 3
 
 
+class ControllerUnreachable(DaemonUnreachable):
+    """A login host's API server (xced.server.login) could not pass the request on: its
+    controller cannot be reached, or presents a key other than the pinned one. Nothing was
+    carried out. A DaemonUnreachable, so a client rides it out as it rides out a stopped
+    daemon (`xcecli wait`, `submit -K`), and the CLI exits 3."""
+
+    code = "controller_unreachable"
+    status = 503
+    exit_code = 3
+
+
 _BY_CODE = {c.code: c for c in (InvalidRequest, NotFound, PermissionDenied, Unauthenticated, Conflict, PayloadTooLarge, ServerError,
-                                 StoreBusy, StoreUnavailable, MalformedBody, MethodNotAllowed)}
+                                 StoreBusy, StoreUnavailable, MalformedBody, MethodNotAllowed, ControllerUnreachable)}
 #: every `code` an error answer may carry (the API documents them, xced.api.models.ErrorBody)
 CODES = tuple(_BY_CODE)
 

@@ -591,6 +591,9 @@ class ChallengeOut(Body):
     cluster: str
     purpose: str
     controller: str | None = Field(None, description="the controller's key fingerprint (its TLS pin)")
+    mode: Literal["test", "production"] = Field(description="the cluster's mode (xce.yaml `mode`): a login host's API "
+                                                            "server refuses its clients' asserted users unless it is "
+                                                            "test (KEY-1, D-6)")
     expires_in_s: float
 
 

@@ -86,8 +86,9 @@ class PeersMixin:
 
     def challenge(self, purpose: str) -> dict:
         """A fresh challenge for `purpose` (one of PURPOSES): {nonce, cluster, purpose,
-        controller (its fingerprint or None), expires_in_s}. Raises ValueError for an
-        unknown purpose."""
+        controller (its fingerprint or None), mode ("test" or "production": what a login
+        host's API server needs to know to refuse asserted users, KEY-1), expires_in_s}.
+        Raises ValueError for an unknown purpose."""
         if purpose not in PURPOSES:
             raise ValueError(f"unknown challenge purpose {purpose!r}")
         now = time.monotonic()
@@ -97,7 +98,8 @@ class PeersMixin:
         nonce = secrets.token_urlsafe(24)
         self._challenges[nonce] = (purpose, now + CHALLENGE_LIFE_S)
         return {"nonce": nonce, "cluster": self.config.settings.cluster_name, "purpose": purpose,
-                "controller": self.own_fingerprint, "expires_in_s": CHALLENGE_LIFE_S}
+                "controller": self.own_fingerprint, "mode": self.config.settings.mode,
+                "expires_in_s": CHALLENGE_LIFE_S}
 
     def _take_nonce(self, nonce: str, purpose: str) -> None:
         got = self._challenges.pop(nonce, None)

@@ -134,41 +134,55 @@ def _tcp_caller(request: Request, declared: str) -> Caller:
     return ctl.policy.caller(user, uid, gid, False)
 
 
-async def caller_of(request: Request, declared: str = "cluster:view") -> Caller:
-    """The Caller of this request, for a route that declares `declared`. On the Unix socket:
-    the peer by SO_PEERCRED (an asserted user in test mode only). Over TCP: a key-
-    authenticated peer (`_tcp_caller`). Raises PermissionDenied (or Unauthenticated, 401).
+def unix_identity(peer: tuple[int, int, int], asserted: str | None, *, mode: str,
+                  daemon_user: str) -> tuple[str, int | None, int | None, bool]:
+    """Who a Unix-socket client is, by its SO_PEERCRED `peer` (pid, uid, gid) and the
+    `X-XCE-As-User` header it sent (`asserted`, or None), for a daemon whose cluster runs in
+    `mode` ("test" or "production") and that runs as `daemon_user`: (user name, uid, gid,
+    whether the user is asserted); an asserted user has no uid or gid. The one rule of the
+    Unix socket, for the controller's API server (`caller_of`) and a login host's
+    (xced.server.login) alike.
 
     A daemon that does not run as root runs every job as its own user (D-6), so it serves
-    only its own user and root on the Unix socket: anyone else would get that user's
-    identity (D-7; slurmd run as a user likewise runs jobs of that user only). For the same
-    reason only those two may assert a user in test mode: an asserted user's job runs as
-    the daemon's user, root's included."""
-    ctl = request.app.state.controller
-    settings = ctl.config.settings
-    peer = request.scope.get(PEER_KEY)
-    if peer is None:
-        return _tcp_caller(request, declared)
-    asserted = request.headers.get(AS_USER_HEADER)
+    only its own user and root: anyone else would get that user's identity (D-7; slurmd
+    run as a user likewise runs jobs of that user only). For the same reason only those two
+    may assert a user in test mode: an asserted user's job runs as the daemon's user, root's
+    included. Production refuses every asserted user (KEY-1, D-6). Raises PermissionDenied
+    saying which rule refused and what would be allowed."""
     euid = os.geteuid()
     if peer[1] not in (euid, 0) and (asserted is not None or euid != 0):
-        me = ctl.daemon_user
+        me = daemon_user
         if asserted is not None:
             who = "root" if euid == 0 else f"{me}, the user this xced runs as, and root"
             raise PermissionDenied(f"--as-user (XCE_TEST_USER) is only for {who}: an asserted user's job runs as {me}")
         raise PermissionDenied(f"this xced runs as {me}, not root, so it would run your jobs as {me}; it serves only "
                                f"{me} (and root). Ask for a cluster whose xced runs as root, or start your own `xced`")
     if asserted is not None:
-        if settings.mode != "test":
+        if mode != "test":
             raise PermissionDenied("--as-user (XCE_TEST_USER) is refused: the cluster runs in production mode; "
                                    "it is allowed only with `mode: test` in xce.yaml")
         name = asserted.strip()
         if not name or name[0] in "@-" or any(c.isspace() or c in ":/" for c in name):
             raise PermissionDenied(f"--as-user {asserted!r}: not a valid user name (no spaces, ':' or '/', and "
                                    f"not starting with '@', which names a group, or '-')")
-        return ctl.policy.caller(name, None, None, True)
+        return name, None, None, True
     _, uid, gid = peer
-    return ctl.policy.caller(_user_name(uid), uid, gid, False)
+    return _user_name(uid), uid, gid, False
+
+
+async def caller_of(request: Request, declared: str = "cluster:view") -> Caller:
+    """The Caller of this request, for a route that declares `declared`. On the Unix socket:
+    the peer by SO_PEERCRED (an asserted user in test mode only), by `unix_identity`, whose
+    docstring says the rule (a daemon not running as root serves only its own user and
+    root). Over TCP: a key-authenticated peer (`_tcp_caller`). Raises PermissionDenied (or
+    Unauthenticated, 401)."""
+    ctl = request.app.state.controller
+    peer = request.scope.get(PEER_KEY)
+    if peer is None:
+        return _tcp_caller(request, declared)
+    user, uid, gid, asserted = unix_identity(peer, request.headers.get(AS_USER_HEADER),
+                                             mode=ctl.config.settings.mode, daemon_user=ctl.daemon_user)
+    return ctl.policy.caller(user, uid, gid, asserted)
 
 
 #: what a route may declare instead of a permission, for a route that proves itself otherwise:
