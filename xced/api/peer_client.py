@@ -10,7 +10,11 @@ that enrols, and a remote `xceadmin` talk to the controller over TCP, with httpx
   `xced.auth.keys.join_payload(cluster, "session", nonce, host, role)` with the host key,
   and trades it at `POST /peers/session` for a session, sent as `Authorization:
   XCE-Session TOKEN` from then on. A 401 (the session is over, the controller restarted)
-  authenticates again and resends the request once.
+  authenticates again and resends the request once. The challenge also says the cluster's
+  mode (`mode`: "test" or "production"), which a login host needs (KEY-1).
+- A GET or HEAD that loses its connection before any answer (a kept-alive connection the
+  controller closed meanwhile) is sent once more on a new one; other methods are never
+  resent, so a submit is never made twice.
 - `enroll(token)` trades a one-time token for trust of the key (the token carries the pin).
 
 Start-up time does not matter here (D-2: the CLI's own Unix-socket client stays on
@@ -34,6 +38,13 @@ __all__ = ["PeerClient", "parse_controller_url", "signed_answer"]
 #: seconds to connect to the controller; reads have no limit (a `wait` answers when a job ends)
 CONNECT_TIMEOUT_S = 10.0
 SESSION_HEADER = "Authorization"
+#: connections open to the controller at once: a login host holds one per long poll of its
+#: users (`xcecli wait`, `submit -K`), so httpx's default of 100 would queue the 101st user
+MAX_CONNECTIONS = 1024
+#: idle connections kept for reuse
+MAX_KEEPALIVE = 32
+#: methods resent once after a connection lost before the answer (they change nothing)
+IDEMPOTENT = frozenset({"GET", "HEAD"})
 
 
 def parse_controller_url(url: str) -> tuple[str, int]:
@@ -68,16 +79,23 @@ def _raise_for(r: httpx.Response) -> None:
 class PeerClient:
     """An authenticated HTTP peer of the controller at `url` (see the module docstring):
     `key` is the host's Ed25519 private key, `host` and `role` what it is trusted as, `pin`
-    the controller's key fingerprint."""
+    the controller's key fingerprint. `ssl_context`: a client context to use instead of
+    probing the controller for its pinned certificate (`ssl_context()`); unit tests give a
+    plain one. Raises ValueError for a `url` that is not tcp://HOST:PORT.
 
-    def __init__(self, url: str, pin: str, key, host: str, role: str) -> None:
+    `mode` is the cluster's mode ("test" or "production") as the last challenge said, None
+    before the first one (or from a controller that does not say)."""
+
+    def __init__(self, url: str, pin: str, key, host: str, role: str, *,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host_port = parse_controller_url(url)
         self.url = url
         self.pin = pin
         self.key = key
         self.host = host
         self.role = role
-        self._ctx: ssl.SSLContext | None = None
+        self.mode: str | None = None
+        self._ctx: ssl.SSLContext | None = ssl_context
         self._client: httpx.AsyncClient | None = None
         self._session: str | None = None
         self._auth_lock = asyncio.Lock()
@@ -103,7 +121,9 @@ class PeerClient:
             host, port = self.host_port
             netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             self._client = httpx.AsyncClient(base_url=f"https://{netloc}{API_PREFIX}", verify=await self.ssl_context(),
-                                             timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S))
+                                             timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
+                                             limits=httpx.Limits(max_connections=MAX_CONNECTIONS,
+                                                                 max_keepalive_connections=MAX_KEEPALIVE))
         return self._client
 
     async def _post(self, path: str, body: dict) -> dict:
@@ -111,21 +131,36 @@ class PeerClient:
         try:
             r = await c.post(path, json=body)
         except httpx.TransportError as e:
-            raise errors.DaemonUnreachable(f"the controller at {self.url}: {e}") from None
+            raise errors.DaemonUnreachable(f"cannot reach the controller at {self.url}: {e or type(e).__name__}") from None
         _raise_for(r)
         return r.json()
 
     async def challenge(self, purpose: str) -> dict:
-        """A fresh challenge of the controller (POST /peers/challenge)."""
-        return await self._post("/peers/challenge", {"purpose": purpose})
+        """A fresh challenge of the controller (POST /peers/challenge, a ChallengeOut as
+        JSON); notes the cluster's `mode` it names."""
+        ch = await self._post("/peers/challenge", {"purpose": purpose})
+        if ch.get("mode") in ("test", "production"):
+            self.mode = ch["mode"]
+        return ch
 
     async def authenticate(self) -> str:
         """Sign a fresh `session` challenge and keep the session token; returns it. Raises
-        PermissionDenied with the controller's reason when the key is refused."""
+        PermissionDenied with the controller's reason when the key is refused (untrusted,
+        revoked, expired, another host or role), DaemonUnreachable when the controller
+        cannot be reached, PinMismatch for a controller with another key."""
         ch = await self.challenge("session")
         got = await self._post("/peers/session", signed_answer(self.key, ch, self.host, self.role, "session"))
         self._session = got["session"]
         return self._session
+
+    async def session(self) -> str:
+        """The session token, authenticating first when there is none (raises as
+        `authenticate`)."""
+        async with self._auth_lock:
+            if self._session is None:
+                await self.authenticate()
+            assert self._session is not None
+            return self._session
 
     async def enroll(self, token: str, public_line: str) -> dict:
         """Trade enrolment `token` for trust of this client's key as `role` for `host`
@@ -139,29 +174,36 @@ class PeerClient:
     async def request(self, method: str, path: str, *, headers: dict | None = None, content: bytes | None = None,
                       params=None, stream: bool = False) -> httpx.Response:
         """Send one request under the session (authenticating first, and again once on a
-        401). `path` is under /xce/v1. With `stream`, the response is open for reading
-        (`aiter_raw`) and must be closed. Raises DaemonUnreachable when the controller
-        cannot be reached; error answers are returned as they are, to be passed on."""
+        401). `path` is under /xce/v1 (a query may follow `?`). With `stream`, the
+        response is open for reading (`aiter_raw`) and must be closed. Raises
+        DaemonUnreachable when the controller cannot be reached (a GET or HEAD whose
+        connection is lost before the answer is sent once more first), and as
+        `authenticate` when the key is refused; error answers of the request itself are
+        returned as they are, to be passed on."""
         c = await self.client()
-        for attempt in (0, 1):
-            async with self._auth_lock:
-                if self._session is None:
-                    await self.authenticate()
-                token = self._session
+        reauthed = resent = False
+        while True:
+            token = await self.session()
             h = dict(headers or {})
             h[SESSION_HEADER] = f"XCE-Session {token}"
             req = c.build_request(method, path, headers=h, content=content, params=params)
             try:
                 r = await c.send(req, stream=stream)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+                raise errors.DaemonUnreachable(f"cannot reach the controller at {self.url}: {e or type(e).__name__}") from None
             except httpx.TransportError as e:
-                raise errors.DaemonUnreachable(f"the controller at {self.url}: {e}") from None
-            if r.status_code == 401 and attempt == 0:
+                if method.upper() in IDEMPOTENT and not resent:
+                    resent = True
+                    continue
+                raise errors.DaemonUnreachable(f"cannot reach the controller at {self.url}: {e or type(e).__name__}") from None
+            if r.status_code == 401 and not reauthed:
+                reauthed = True
                 await r.aclose()
-                if self._session == token:
-                    self._session = None
+                async with self._auth_lock:
+                    if self._session == token:
+                        self._session = None
                 continue
             return r
-        return r  # pragma: no cover - the loop returns
 
     async def close(self) -> None:
         if self._client is not None:
