@@ -224,6 +224,30 @@ def _controller_tls(top: Path, ctl, serve_tcp: bool):
     return server_context(key, top / "keys") if serve_tcp else None
 
 
+def _stop_on_signals(server, also=None):
+    """uvicorn's `capture_signals` for `server`: SIGTERM/SIGINT stop serving and xced exits 0
+    (uvicorn's own handler re-raises the signal); `also()` runs at the signal too."""
+
+    @contextlib.contextmanager
+    def capture_signals():
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            server.should_exit = True
+            if also is not None:
+                also()
+
+        for s in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(s, stop)
+        try:
+            yield
+        finally:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(s)
+
+    return capture_signals
+
+
 async def serve_worker(top: Path, url: str, join, *, pin: str | None = None, key=None, enroll: str | None = None) -> None:
     """`xced --roles worker`: serve as a worker host of the controller at `url` until SIGTERM."""
     from xced.worker.remote import run_worker
@@ -339,24 +363,8 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         (top / "run" / READY_FILE).write_text(str(sock))
 
     server.startup = startup  # type: ignore[method-assign]
-
-    @contextlib.contextmanager
-    def capture_signals():
-        # SIGTERM/SIGINT: stop serving and exit 0 (uvicorn's own handler re-raises the signal).
-        loop = asyncio.get_running_loop()
-        def stop() -> None:
-            server.should_exit = True
-            ctl.wake_waiters()  # waiting clients get an answer before the connections close
-
-        for s in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(s, stop)
-        try:
-            yield
-        finally:
-            for s in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(s)
-
-    server.capture_signals = capture_signals  # type: ignore[method-assign]
+    # waiting clients get an answer before the connections close
+    server.capture_signals = _stop_on_signals(server, ctl.wake_waiters)  # type: ignore[method-assign]
     try:
         await server.serve(sockets=listeners)
     finally:
@@ -371,12 +379,87 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         print("xced: stopped; running jobs keep running under their supervisors", file=sys.stderr, flush=True)
 
 
+#: the TopDir entries a login host uses: its socket and READY file (run/), its key and the
+#: controller's pin (keys/); no config, store or jobs of its own
+LOGIN_DIRS = ("", "run", "keys")
+
+
+async def serve_login(top: Path, url: str, pin: str, key, host: str) -> None:
+    """`xced --roles apiserver --controller URL`: serve the Unix socket of login host
+    `host`'s TopDir `top` (as the controller serves its own: `_socket_place`, mode 0666,
+    run/xced.sock.path, run/xced.ready once serving), passing its users' requests to the
+    controller at `url` over TLS pinned to `pin`, authenticated with `key` in the apiserver
+    role (xced.server.login), until SIGTERM/SIGINT. A controller that cannot be reached or
+    refuses the key at start is logged, not fatal: users get the reason with each request
+    until it is fixed. Raises StartupError for a socket it cannot place."""
+    import uvicorn
+
+    from xced.api.errors import XceError
+    from xced.api.peer_client import PeerClient
+    from xced.auth.keys import fingerprint
+    from xced.config.topdir import write_socket_path_file
+    from xced.server.auth import PeerCredProtocol
+    from xced.server.login import LoginForwarder, create_login_app
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request passed on
+    sock = _socket_place(top)
+    listeners = [_unix_listener(sock)]
+    write_socket_path_file(top, sock)
+    fp = fingerprint(key.public_key())
+    fwd = LoginForwarder(PeerClient(url, pin, key, host, "apiserver"), topdir=top, fingerprint=fp)
+    cfg = uvicorn.Config(create_login_app(fwd), http=PeerCredProtocol, lifespan="off", access_log=False,
+                         log_level="warning", timeout_graceful_shutdown=2, timeout_keep_alive=KEEP_ALIVE_S)
+    server = uvicorn.Server(cfg)
+    print(f"xced: login host {host} (apiserver role, key {fp}) of the controller at {url} (TLS pinned to {pin}), "
+          f"TopDir {top}, socket {sock}", file=sys.stderr, flush=True)
+    closed = _closed_to_others(sock)
+    if closed is not None and os.geteuid() == 0:
+        print(f"xced: note: other users cannot reach the socket: {closed} is not open to them (mode "
+              f"{closed.stat().st_mode & 0o777:04o}); only root's clients can submit here (D-7)", file=sys.stderr,
+              flush=True)
+
+    async def first_session() -> None:
+        try:
+            mode = await fwd.connect()
+        except XceError as e:
+            print(f"xced: warning: {e.message}", file=sys.stderr, flush=True)
+            return
+        print(f"xced: authenticated to the controller at {url} as apiserver of {host} (cluster in {mode} mode"
+              + ("; asserted users are refused" if mode != "test" else "; --as-user is passed on") + ")",
+              file=sys.stderr, flush=True)
+
+    orig_startup = server.startup
+    tasks: list[asyncio.Task] = []
+
+    async def startup(sockets=None):
+        await orig_startup(sockets)
+        (top / "run" / READY_FILE).write_text(str(sock))
+        tasks.append(asyncio.get_running_loop().create_task(first_session()))
+
+    server.startup = startup  # type: ignore[method-assign]
+    server.capture_signals = _stop_on_signals(server)  # type: ignore[method-assign]
+    try:
+        await server.serve(sockets=listeners)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await fwd.close()
+        for p in (sock, top / "run" / READY_FILE, top / "run" / SOCKET_PATH_FILE):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+        print("xced: login host stopped", file=sys.stderr, flush=True)
+
+
 @app.command()
 def run(
     topdir: str = typer.Option(None, "--topdir", help="the cluster's TopDir (default: XCE_TOPDIR, else a personal cluster in the user data dir)"),
     roles: str = typer.Option("controller,scheduler,worker,apiserver", "--roles", help="comma-separated roles"),
-    host_name: str = typer.Option(None, "--host-name", help="the host this worker serves (default: this machine)"),
-    controller: str = typer.Option(None, "--controller", help="tcp://HOST:PORT of the controller to join (--roles worker)"),
+    host_name: str = typer.Option(None, "--host-name", help="worker, login host: the host name its key is trusted for "
+                                                            "(default: this machine's)"),
+    controller: str = typer.Option(None, "--controller", help="tcp://HOST:PORT of the controller to join (--roles worker) "
+                                                              "or to pass users' requests to (--roles apiserver)"),
     slots: int = typer.Option(None, "--slots", help="worker: slots this host offers (default: its usable CPUs)"),
     memory: str = typer.Option(None, "--memory", help="worker: memory this host offers, e.g. 8GB (default: physical memory)"),
     resource: list[str] = typer.Option([], "--resource", help="worker: NAME=NUMBER, a consumable resource (repeatable), e.g. gpu=2"),
@@ -404,10 +487,20 @@ def run(
         return
     if enroll:
         _die("--enroll is for a new worker host (--roles worker --controller URL)", 2)
+    if wanted == {"apiserver"}:
+        if not controller:
+            _die("--roles apiserver (a login host) needs --controller tcp://HOST:PORT (the controller's run/xced.port)",
+                 2)
+        worker_only = [f"--{n}" for n, v in (("slots", slots), ("memory", memory), ("resource", resource),
+                                             ("attribute", attribute), ("tag", tag)) if v]
+        if worker_only:
+            _die(f"{', '.join(worker_only)}: worker options; a login host (--roles apiserver) runs no jobs", 2)
+        _run_login(topdir, controller, controller_key, host_name)
+        return
     if "worker" in wanted and wanted != valid or controller or not {"controller", "scheduler", "apiserver"} <= wanted:
         _die("the roles run all together (the default), as `--roles controller,scheduler,apiserver` (no jobs "
-             f"on this machine; every host joins as a worker), or as `--roles worker --controller URL`; "
-             f"--roles {roles} is not supported", 2)
+             f"on this machine; every host joins as a worker), as `--roles worker --controller URL`, or as "
+             f"`--roles apiserver --controller URL` (a login host); --roles {roles} is not supported", 2)
     run_jobs_here = "worker" in wanted
     from xced.config import load_cluster_config
 
@@ -453,9 +546,11 @@ def _parse_pairs(items: list[str], what: str, number: bool) -> dict:
     return out
 
 
-def _worker_pin(top: Path, controller_key: str | None, enroll: str | None) -> str | None:
-    """The controller fingerprint a worker pins (KEY-6): --controller-key, else the token's,
-    else the one saved at its last keyed join; None: a test-mode controller, plain TCP."""
+def _peer_pin(top: Path, controller_key: str | None, enroll: str | None) -> str | None:
+    """The controller fingerprint a worker or a login host pins (KEY-6): --controller-key,
+    else the token's, else the one saved at its last keyed join or session
+    (`<TopDir>/keys/controller`); None: a test-mode controller, plain TCP (workers only).
+    Exits 2 with the reason for a pin that is not a fingerprint or a public key file."""
     from xced.auth.keys import KeyProblem, token_pin
     from xced.auth.tls import parse_pin, saved_pin
 
@@ -515,7 +610,7 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
         _die(str(e))
     except OSError as e:
         _die(f"cannot make the worker's TopDir {top}: {e.strerror}")
-    pin = _worker_pin(top, controller_key, enroll)
+    pin = _peer_pin(top, controller_key, enroll)
     key = None
     if pin is not None:
         from xced.auth.keys import KeyProblem, host_key
@@ -537,6 +632,60 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
     except Exception as e:  # the controller refused us
         _die(f"the controller refused this worker: {e}" if type(e).__name__ == "_Refused" else
              str(e) if type(e).__name__ == "PinMismatch" else f"{type(e).__name__}: {e}")
+    finally:
+        os.close(lock_fd)
+
+
+def _run_login(topdir: str | None, controller: str, controller_key: str | None, host_name: str | None) -> None:
+    """`xced --roles apiserver`: check the options, secure the TopDir (LOGIN_DIRS only), lock
+    it, make or read its key, pin the controller, and serve (`serve_login`). Exits 2 for a
+    bad option, 1 for a TopDir or key it cannot use, each with the reason."""
+    import re
+    import socket
+
+    from xced.api.peer_client import parse_controller_url
+    from xced.model.units import HOST_FORM, HOST_PATTERN
+
+    try:
+        parse_controller_url(controller)
+    except ValueError as e:
+        _die(str(e), 2)
+    if not topdir and not os.environ.get(ENV_TOPDIR):
+        _die("--roles apiserver needs --topdir DIR (the login host's own directory: its socket and key)", 2)
+    host = host_name or socket.gethostname()
+    if not re.fullmatch(HOST_PATTERN, host):
+        _die(f"--host-name {host[:80]!r}: {HOST_FORM}", 2)
+    top = Path(topdir or os.environ[ENV_TOPDIR]).expanduser().absolute()
+    if top.exists() and not top.is_dir():
+        _die(f"TopDir {top} is not a directory", 2)
+    try:
+        secure_topdir(top, LOGIN_DIRS)
+        lock_fd = _lock_topdir(top)
+    except StartupError as e:
+        _die(str(e))
+    except OSError as e:
+        _die(f"cannot make the login host's TopDir {top}: {e.strerror}")
+    try:
+        pin = _peer_pin(top, controller_key, None)
+        if pin is None:
+            _die("--roles apiserver needs --controller-key FILE|SHA256:... (the controller's keys/host.pub, or its "
+                 "fingerprint from `xceadmin keys list`): a login host talks to a production controller over TLS "
+                 "pinned to its key only (KEY-6)", 2)
+        from xced.auth.keys import KeyProblem, fingerprint, host_key
+
+        try:
+            key, made = host_key(top, f"xced login {host}")
+        except (KeyProblem, OSError) as e:
+            _die(f"the login host's key: {e}")
+        if made:
+            print(f"xced: made this login host's key {top / 'keys' / 'host.key'} ({fingerprint(key.public_key())}); "
+                  f"on the controller host, trust it with `xceadmin keys trust {top / 'keys' / 'host.pub'} --host "
+                  f"{host} --role apiserver`", file=sys.stderr, flush=True)
+        asyncio.run(serve_login(top, controller, pin, key, host))
+    except StartupError as e:
+        _die(str(e))
+    except OSError as e:
+        _die(f"{e.strerror or e}: {e.filename}" if getattr(e, "filename", None) else str(e))
     finally:
         os.close(lock_fd)
 

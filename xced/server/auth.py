@@ -147,8 +147,12 @@ def unix_identity(peer: tuple[int, int, int], asserted: str | None, *, mode: str
     only its own user and root: anyone else would get that user's identity (D-7; slurmd
     run as a user likewise runs jobs of that user only). For the same reason only those two
     may assert a user in test mode: an asserted user's job runs as the daemon's user, root's
-    included. Production refuses every asserted user (KEY-1, D-6). Raises PermissionDenied
-    saying which rule refused and what would be allowed."""
+    included. Production refuses every asserted user, whoever asks, before anything else
+    (KEY-1, D-6). Raises PermissionDenied saying which rule refused and what would be
+    allowed."""
+    if asserted is not None and mode != "test":  # first: in production nobody may, whoever asks
+        raise PermissionDenied("--as-user (XCE_TEST_USER) is refused: the cluster runs in production mode; "
+                               "it is allowed only with `mode: test` in xce.yaml")
     euid = os.geteuid()
     if peer[1] not in (euid, 0) and (asserted is not None or euid != 0):
         me = daemon_user
@@ -158,9 +162,6 @@ def unix_identity(peer: tuple[int, int, int], asserted: str | None, *, mode: str
         raise PermissionDenied(f"this xced runs as {me}, not root, so it would run your jobs as {me}; it serves only "
                                f"{me} (and root). Ask for a cluster whose xced runs as root, or start your own `xced`")
     if asserted is not None:
-        if mode != "test":
-            raise PermissionDenied("--as-user (XCE_TEST_USER) is refused: the cluster runs in production mode; "
-                                   "it is allowed only with `mode: test` in xce.yaml")
         name = asserted.strip()
         if not name or name[0] in "@-" or any(c.isspace() or c in ":/" for c in name):
             raise PermissionDenied(f"--as-user {asserted!r}: not a valid user name (no spaces, ':' or '/', and "
