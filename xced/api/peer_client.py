@@ -116,7 +116,13 @@ class PeerClient:
                                                f"running in production mode, and is the port its run/xced.port?")
         return self._ctx
 
+    def _unreachable(self, e: Exception) -> errors.DaemonUnreachable:
+        return errors.DaemonUnreachable(f"cannot reach the controller at {self.url}: {e or type(e).__name__}")
+
     async def client(self) -> httpx.AsyncClient:
+        """The httpx client of the controller's API (base URL https://HOST:PORT/xce/v1),
+        made once: TLS pinned, CONNECT_TIMEOUT_S to connect, no read timeout, at most
+        MAX_CONNECTIONS at once. Raises as `ssl_context`."""
         if self._client is None:
             host, port = self.host_port
             netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -131,7 +137,7 @@ class PeerClient:
         try:
             r = await c.post(path, json=body)
         except httpx.TransportError as e:
-            raise errors.DaemonUnreachable(f"cannot reach the controller at {self.url}: {e or type(e).__name__}") from None
+            raise self._unreachable(e) from None
         _raise_for(r)
         return r.json()
 
@@ -190,12 +196,12 @@ class PeerClient:
             try:
                 r = await c.send(req, stream=stream)
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
-                raise errors.DaemonUnreachable(f"cannot reach the controller at {self.url}: {e or type(e).__name__}") from None
+                raise self._unreachable(e) from None
             except httpx.TransportError as e:
                 if method.upper() in IDEMPOTENT and not resent:
                     resent = True
                     continue
-                raise errors.DaemonUnreachable(f"cannot reach the controller at {self.url}: {e or type(e).__name__}") from None
+                raise self._unreachable(e) from None
             if r.status_code == 401 and not reauthed:
                 reauthed = True
                 await r.aclose()
@@ -206,6 +212,7 @@ class PeerClient:
             return r
 
     async def close(self) -> None:
+        """Close the connections; the client makes new ones if it is used again."""
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -107,7 +107,8 @@ class LoginForwarder:
         except PinMismatch as e:
             raise errors.ControllerUnreachable(f"this login host does not trust the controller: {e}") from None
         except (ssl.SSLError, OSError) as e:
-            raise errors.ControllerUnreachable(self._unreachable(f"cannot reach the controller at {pc.url}: {e}")) from None
+            raise errors.ControllerUnreachable(self._unreachable(f"cannot reach the controller at {pc.url}: {e}")) \
+                from None
         except errors.DaemonUnreachable as e:
             raise errors.ControllerUnreachable(self._unreachable(e.message)) from None
         except errors.PermissionDenied as e:
@@ -133,7 +134,8 @@ class LoginForwarder:
         hint = "" if "xceadmin keys trust" in why else (
             f"; a cluster admin trusts it with `xceadmin keys trust host.pub --host {pc.host} --role apiserver` "
             f"(the login host's keys/host.pub" + (f", {self.fingerprint})" if self.fingerprint else ")"))
-        return f"this login host ({pc.host}) cannot act for users: the controller at {pc.url} refuses its key: {why}{hint}"
+        return (f"this login host ({pc.host}) cannot act for users: the controller at {pc.url} refuses its key: "
+                f"{why}{hint}")
 
     # ------------------------------------------------------------------ one request
 
@@ -159,7 +161,7 @@ class LoginForwarder:
         unix_identity(peer, None, mode="production", daemon_user=self.daemon_user)
         body = await _read_body(request)
         mode = await self.connect()
-        user, uid, gid, is_asserted = unix_identity(peer, asserted, mode=mode, daemon_user=self.daemon_user)
+        user, _, _, is_asserted = unix_identity(peer, asserted, mode=mode, daemon_user=self.daemon_user)
         headers = [(k, v) for k, v in request.headers.items() if k not in _DROP_REQUEST]
         if "accept-encoding" not in request.headers:
             headers.append(("accept-encoding", "identity"))  # the answer goes back as it comes: no decoding here
@@ -199,7 +201,8 @@ class LoginForwarder:
         except errors.DaemonUnreachable as e:
             raise errors.ControllerUnreachable(self._unreachable(e.message)) from None
         except ssl.SSLError as e:
-            raise errors.ControllerUnreachable(self._unreachable(f"cannot reach the controller at {pc.url}: {e}")) from None
+            raise errors.ControllerUnreachable(self._unreachable(f"cannot reach the controller at {pc.url}: {e}")) \
+                from None
         except errors.XceError as e:
             raise type(e)(f"the controller at {pc.url}: {e.message}", field=e.field) from None
 
@@ -260,7 +263,8 @@ class _Relay:
                 async for chunk in r.aiter_raw():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as e:
-                log.warning("lost the controller's answer to %s %s midway: %s", scope.get("method"), scope.get("path"), e)
+                log.warning("lost the controller's answer to %s %s midway: %s", scope.get("method"), scope.get("path"),
+                            e)
                 return  # uvicorn closes the connection of an answer left unfinished
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
