@@ -1,0 +1,204 @@
+"""Enrolment tokens and key expiry across real processes (KEY-4, KEY-5): a controller whose TCP
+port serves TLS pinned to its key, and `xced --roles worker --enroll TOKEN` processes that
+trade a one-time token for trust of their own key, then join.
+
+What is checked is what an admin sees: the worker's log (the controller's reason for a
+refusal: used, when and by whom; expired; another role; another host), `xceadmin keys list`,
+keys.yaml, and the token's row in the store. Expiry runs on the test clock of a test-mode
+TLS controller (`xceadmin debug clock --advance`), never on a sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+
+import pytest
+
+from tests.conftest import short_tmpdir
+from tests.e2e.test_peers import KeyedCluster
+from xced.auth import keys as K
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def keyed():
+    c = KeyedCluster(short_tmpdir("xce-enrol-"))
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def keyed_test():
+    """The test-mode variant: TLS and keyed joins all the same, plus the test clock."""
+    c = KeyedCluster(short_tmpdir("xce-enrolt-"), mode="test")
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def _token(c: KeyedCluster, role: str = "worker", host: str | None = "h7", expires: str = "1h") -> str:
+    args = ["keys", "token", "--role", role, "--expires", expires] + (["--host", host] if host else [])
+    token = c.admin(*args).stdout.strip()
+    assert token.startswith(K.TOKEN_PREFIX) and K.token_pin(token) == K.fingerprint(
+        K.parse_public_key(c.controller_pub.read_text())), token
+    return token
+
+
+def _keys(c: KeyedCluster) -> dict[str, dict]:
+    return {k["fingerprint"]: k for k in json.loads(c.admin("keys", "list", "--json").stdout)["keys"]}
+
+
+def _enrol(c: KeyedCluster, name: str, token: str, host: str | None = None):
+    """Worker `name` (its own TopDir, so its own key) enrolling with `token` as host `host`
+    (default `name`), pinned by the token alone."""
+    extra = ["--enroll", token] + (["--host-name", host] if host else [])
+    return c.worker(name, *extra, pin=False)
+
+
+def _fp(c: KeyedCluster, name: str) -> str:
+    return K.fingerprint(K.read_private_key(c.top / name / "keys" / "host.key").public_key())
+
+
+def _token_row(c: KeyedCluster, token: str) -> tuple:
+    db = sqlite3.connect(c.ctl_top / "state" / "xce.db")
+    try:
+        return db.execute("SELECT used, used_by FROM enrolment_tokens WHERE digest=?",
+                          (K.token_digest(token),)).fetchone()
+    finally:
+        db.close()
+
+
+def _refused(c: KeyedCluster, name: str) -> str:
+    """Worker `name` ended, refused: its log."""
+    assert c.wait_exit(name) != 0, c.log(name)
+    return c.log(name)
+
+
+def test_a_token_enrols_a_new_worker_once_and_its_restart_still_joins(keyed):
+    """KEY-5: a worker with no trusted key trades the token for trust of its key (keys list:
+    its fingerprint, host h7, role worker) and joins; the same worker restarted with the
+    same --enroll still joins (the controller takes the same key asking again); another
+    TopDir (another key), as h7 or as h8, is refused, and its log says when and by whom the
+    token was used."""
+    token = _token(keyed)
+    _enrol(keyed, "h7", token)
+    keyed.wait_host("h7")
+    fp = _fp(keyed, "h7")
+    k = _keys(keyed)[fp]
+    assert (k["host"], k["roles"], k["revoked"], k["expires"]) == ("h7", ["worker"], None, None), k
+    assert k["last_seen"] is not None and "enrolled" in k["comment"]
+    used, used_by = _token_row(keyed, token)
+    assert used is not None and used_by == f"worker:h7 {fp}"
+    assert (keyed.top / "h7" / "keys" / "controller").read_text().strip() == K.token_pin(token)
+    # restarted with the same --enroll TOKEN: it asks again with the same key, and joins
+    keyed.procs["h7"].send_signal(signal.SIGTERM)
+    assert keyed.wait_exit("h7") == 0
+    keyed.wait_host("h7", "unavail")
+    _enrol(keyed, "h7", token)
+    keyed.wait_host("h7")
+    assert "enrolment refused" not in keyed.log("h7")
+    job = keyed.ctl.submit("--", "true")
+    assert keyed.ctl.wait_state(job, ("DONE", "EXIT"))["state"] == "DONE"
+    # another host's key with the used token: as h7 (another TopDir), and as h8
+    keys_yaml = (keyed.ctl_top / "config" / "keys.yaml").read_bytes()
+    for name, host in (("h7-again", "h7"), ("h8", None)):
+        _enrol(keyed, name, token, host)
+        log = _refused(keyed, name)
+        assert "the enrolment token was used already" in log and f"by worker:h7 {fp}" in log, log
+        assert "a token is good once" in log
+    assert set(_keys(keyed)) == {fp}
+    assert (keyed.ctl_top / "config" / "keys.yaml").read_bytes() == keys_yaml
+
+
+def test_a_token_for_another_role_or_host_is_refused_and_stays_unused(keyed):
+    """KEY-5 (and the issue's bad input: enrolling with a token for another role): a worker
+    with a token for the apiserver role, or for host h7 while it is h8, is refused saying
+    which; nothing is trusted, keys.yaml is not written, and the token is not spent: the
+    host it is for still enrols with it."""
+    api_token = _token(keyed, role="apiserver", host=None)
+    _enrol(keyed, "w1", api_token)
+    log = _refused(keyed, "w1")
+    assert "enrolment refused: the enrolment token is for the apiserver role, not worker" in log, log
+    h7_token = _token(keyed, host="h7")
+    _enrol(keyed, "h8", h7_token)
+    log = _refused(keyed, "h8")
+    assert "enrolment refused: the enrolment token is for host h7, not h8" in log, log
+    assert _keys(keyed) == {} and not (keyed.ctl_top / "config" / "keys.yaml").exists()
+    assert _token_row(keyed, api_token) == (None, None) and _token_row(keyed, h7_token) == (None, None)
+    # neither refusal spent its token
+    _enrol(keyed, "h7", h7_token)
+    keyed.wait_host("h7")
+    from xced.api.peer_client import PeerClient
+
+    key = K.generate()
+
+    async def enrol_apiserver():
+        pc = PeerClient(keyed.url, K.token_pin(api_token), key, "login1", "apiserver")
+        try:
+            return await pc.enroll(api_token, K.public_line(key.public_key(), "login1"))
+        finally:
+            await pc.close()
+
+    assert asyncio.run(enrol_apiserver())["roles"] == ["apiserver"]
+    assert {(k["host"], tuple(k["roles"])) for k in _keys(keyed).values()} == {("h7", ("worker",)),
+                                                                              ("login1", ("apiserver",))}
+
+
+def test_an_expired_token_is_refused_saying_it_expired(keyed_test):
+    """KEY-5: a token past its expiry on the daemon's clock (the test clock moved 2 h past a
+    1 h token) is refused, saying when it expired; nothing is trusted."""
+    c = keyed_test
+    token = _token(c)
+    c.admin("debug", "clock", "--advance", "2h")
+    _enrol(c, "h7", token)
+    log = _refused(c, "h7")
+    assert "enrolment refused: the enrolment token expired" in log and "ask the admin for a new one" in log, log
+    assert _keys(c) == {} and _token_row(c, token) == (None, None)
+
+
+def test_an_enrolment_that_fails_halfway_leaves_the_token_unused(keyed):
+    """KEY-5: the token is spent in the same transaction that trusts the key, so an
+    enrolment refused after the token was checked (here: keys.yaml edited by hand and not
+    applied, so the controller will not rewrite it) trusts nothing and spends nothing; once
+    the admin applies the edit the same token enrols the host."""
+    keyed.trust("w1")  # a keys.yaml to edit
+    keys_yaml = keyed.ctl_top / "config" / "keys.yaml"
+    edited = keys_yaml.read_text().replace('comment: ""', 'comment: "by hand"')
+    assert edited != keys_yaml.read_text()
+    keys_yaml.write_text(edited)
+    token = _token(keyed)
+    _enrol(keyed, "h7", token)
+    log = _refused(keyed, "h7")
+    assert "differs from the trusted list in force" in log, log
+    assert _token_row(keyed, token) == (None, None) and keys_yaml.read_text() == edited
+    assert {k["host"] for k in _keys(keyed).values()} == {"w1"}
+    keyed.admin("build", "--apply")
+    _enrol(keyed, "h7", token)
+    keyed.wait_host("h7")
+    assert "by hand" in keys_yaml.read_text() and _token_row(keyed, token)[1] == f"worker:h7 {_fp(keyed, 'h7')}"
+
+
+def test_a_revoked_key_enrolling_again_is_refused_and_spends_no_token(keyed):
+    """KEY-4, KEY-5: a token never un-revokes a key (only `keys trust --unrevoke` does): the
+    revoked worker's enrolment is refused saying its key is revoked, and the token stays
+    unused for a host that may use it."""
+    token = _token(keyed)
+    _enrol(keyed, "h7", token)
+    keyed.wait_host("h7")
+    fp = _fp(keyed, "h7")
+    keyed.admin("keys", "revoke", fp)
+    assert keyed.wait_exit("h7") != 0
+    second = _token(keyed)
+    for t in (token, second):  # its own (used) token, and a fresh one
+        _enrol(keyed, "h7", t)
+        log = _refused(keyed, "h7")
+        assert f"key {fp} was revoked" in log.split("enrolment refused:")[-1], log
+    assert _token_row(keyed, second) == (None, None)
+    assert _keys(keyed)[fp]["revoked"] is not None
