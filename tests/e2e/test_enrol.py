@@ -185,6 +185,29 @@ def test_an_enrolment_that_fails_halfway_leaves_the_token_unused(keyed):
     assert "by hand" in keys_yaml.read_text() and _token_row(keyed, token)[1] == f"worker:h7 {_fp(keyed, 'h7')}"
 
 
+def test_an_enrolment_whose_commit_fails_spends_nothing_and_the_worker_tries_again():
+    """KEY-5, D-8: the controller's store fails the commit that would trust the key
+    (tests/faults/xced.py, one failed commit): nothing is trusted and the token stays unused;
+    the worker takes the 503 for a passing fault, tries again after its back-off, and the
+    same token then enrols it."""
+    from tests.conftest import FAULTY_ENV, FAULTY_XCED
+
+    c = KeyedCluster(short_tmpdir("xce-enrolf-"))
+    c.ctl.cmd, c.ctl.env = FAULTY_XCED, FAULTY_ENV
+    try:
+        c.start()
+        token = _token(c)
+        (c.ctl_top / "state" / "FAULT").write_text("io 1")
+        _enrol(c, "h7", token)
+        c.wait_host("h7")
+        log = c.log("h7")
+        assert "enrolment: " in log and "I/O error" in log and "rejoining in" in log, log
+        assert not (c.ctl_top / "state" / "FAULT").exists()
+        assert _token_row(c, token)[1] == f"worker:h7 {_fp(c, 'h7')}" and set(_keys(c)) == {_fp(c, "h7")}
+    finally:
+        c.stop()
+
+
 def test_a_revoked_key_enrolling_again_is_refused_and_spends_no_token(keyed):
     """KEY-4, KEY-5: a token never un-revokes a key (only `keys trust --unrevoke` does): the
     revoked worker's enrolment is refused saying its key is revoked, and the token stays
