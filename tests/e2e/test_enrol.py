@@ -225,3 +225,56 @@ def test_a_revoked_key_enrolling_again_is_refused_and_spends_no_token(keyed):
         assert f"key {fp} was revoked" in log.split("enrolment refused:")[-1], log
     assert _token_row(keyed, second) == (None, None)
     assert _keys(keyed)[fp]["revoked"] is not None
+
+
+# ---------------------------------------------------------------- expiry (KEY-4)
+
+
+def test_an_expiring_key_closes_its_channel_and_its_rejoin_is_refused(keyed_test):
+    """KEY-4: a worker's key trusted --expires 1h joins; the test clock moved 2 h on closes
+    its live channel (the host goes unavail), and its rejoin is refused saying the key
+    expired."""
+    c = keyed_test
+    c.trust("w1", "--expires", "1h")
+    c.worker("w1")
+    c.wait_host("w1")
+    c.admin("debug", "clock", "--advance", "2h")
+    c.wait_host("w1", "unavail", timeout=10)
+    log = _refused(c, "w1")
+    assert "expired" in log and "trust it again with a new --expires" in log, log
+    assert "closed 1 channel(s) of key" in c.ctl.log.read_text()
+
+
+def test_the_session_of_an_expired_key_is_refused(keyed_test):
+    """KEY-4: an HTTP peer's session (a login host's API server) ends with its key: after
+    the clock passes the key's expiry its next request is refused, saying the key expired,
+    and so is a new session."""
+    from xced.api.errors import PermissionDenied
+    from xced.api.peer_client import PeerClient
+    from xced.server.auth import USER_HEADER
+
+    c = keyed_test
+    pub = c.gen_key("login1")
+    c.admin("keys", "trust", str(pub), "--host", "login1", "--role", "apiserver", "--expires", "1h")
+    key = K.read_private_key(c.top / "login1" / "keys" / "host.key")
+    pin = K.fingerprint(K.parse_public_key(c.controller_pub.read_text()))
+
+    async def go():
+        pc = PeerClient(c.url, pin, key, "login1", "apiserver")
+        try:
+            r = await pc.request("GET", "/info", headers={USER_HEADER: "root"})
+            assert r.status_code == 200, r.text
+            session = pc._session
+            await asyncio.to_thread(c.admin, "debug", "clock", "--advance", "2h")
+            await pc.close()  # the sweep closed the connection: the old session, on a new one
+            r = await (await pc.client()).get("/info", headers={"Authorization": f"XCE-Session {session}",
+                                                                USER_HEADER: "root"})
+            assert r.status_code in (401, 403), r.text
+            if r.status_code == 403:
+                assert "expired" in r.json()["error"]["message"], r.text
+            with pytest.raises(PermissionDenied, match="expired"):
+                await pc.request("GET", "/info", headers={USER_HEADER: "root"})
+        finally:
+            await pc.close()
+
+    asyncio.run(go())
