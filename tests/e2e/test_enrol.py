@@ -1,4 +1,4 @@
-"""Enrolment tokens and key expiry across real processes (KEY-4, KEY-5): a controller whose TCP
+"""Enrolment tokens, revocation and key expiry across real processes (KEY-2, KEY-4, KEY-5): a controller whose TCP
 port serves TLS pinned to its key, and `xced --roles worker --enroll TOKEN` processes that
 trade a one-time token for trust of their own key, then join.
 
@@ -225,6 +225,30 @@ def test_a_revoked_key_enrolling_again_is_refused_and_spends_no_token(keyed):
         assert f"key {fp} was revoked" in log.split("enrolment refused:")[-1], log
     assert _token_row(keyed, second) == (None, None)
     assert _keys(keyed)[fp]["revoked"] is not None
+
+
+def test_a_revocation_survives_a_reverted_keys_yaml_at_join(keyed):
+    """KEY-2, KEY-4: revoke a worker's key, drop it from keys.yaml and apply, then put the
+    old keys.yaml back and apply it (`xceadmin build --apply`): the key is listed as trusted
+    by the file again, and its join is still refused as revoked."""
+    fp = keyed.trust("w1")
+    keyed.worker("w1")
+    keyed.wait_host("w1")
+    keys_yaml = keyed.ctl_top / "config" / "keys.yaml"
+    old = keys_yaml.read_text()
+    keyed.admin("keys", "revoke", fp)
+    assert keyed.wait_exit("w1") != 0
+    keys_yaml.write_text("keys: []\n")
+    keyed.admin("build", "--apply")
+    keys_yaml.write_text(old)
+    keyed.admin("build", "--apply")
+    k = _keys(keyed)[fp]
+    assert k["host"] == "w1" and k["revoked"] is not None, k
+    before = len(keyed.log("w1"))
+    keyed.worker("w1")
+    log = _refused(keyed, "w1")[before:]
+    assert f"the controller refused this worker: key {fp} is revoked" in log, log
+    assert keyed.hosts()["w1"] == "unavail"
 
 
 # ---------------------------------------------------------------- expiry (KEY-4)
