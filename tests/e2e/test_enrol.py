@@ -151,6 +151,54 @@ def test_a_token_for_another_role_or_host_is_refused_and_stays_unused(keyed):
                                                                               ("login1", ("apiserver",))}
 
 
+def test_bad_enrolments_are_refused_saying_why_and_write_nothing(keyed):
+    """The issue's bad input, at /peers/enroll: a malformed public key, an RSA key, an
+    unknown role, a token for another role, a signature of another key, a token this
+    controller never made; each is refused with its reason, nothing is trusted, keys.yaml
+    is not written, and the token stays unused. A token for an unknown role is never made."""
+    from xced.api.errors import InvalidRequest, PermissionDenied
+    from xced.api.peer_client import PeerClient, signed_answer
+
+    token = _token(keyed, host=None)
+    key, other = K.generate(), K.generate()
+    line = K.public_line(key.public_key(), "h7")
+    rsa = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7 me"
+    cases = [  # (role signed and sent, public key, signing key, token, error, message)
+        ("worker", "not a key", key, token, InvalidRequest, "does not start with ssh-ed25519"),
+        ("worker", rsa, key, token, InvalidRequest, "is an RSA key (ssh-rsa); XCE trusts Ed25519 keys only"),
+        ("boss", line, key, token, PermissionDenied, "the enrolment token is for the worker role, not boss"),
+        ("apiserver", line, key, token, PermissionDenied, "the enrolment token is for the worker role, not apiserver"),
+        ("worker", line, other, token, PermissionDenied, "the signature is not the enrolling key's"),
+        ("worker", line, key, K.new_token(K.token_pin(token)), PermissionDenied, "not one this controller made"),
+    ]
+
+    async def go():
+        pc = PeerClient(keyed.url, K.token_pin(token), key, "h7", "worker")
+        try:
+            for role, public, signer, tok, error, message in cases:
+                ch = await pc.challenge("enroll")
+                body = signed_answer(signer, ch, "h7", role, "enroll")
+                del body["fingerprint"]
+                with pytest.raises(error) as e:
+                    await pc._post("/peers/enroll", {**body, "token": tok, "public_key": public})
+                assert message in e.value.message, (role, public, e.value.message)
+        finally:
+            await pc.close()
+
+    asyncio.run(go())
+    assert _keys(keyed) == {} and not (keyed.ctl_top / "config" / "keys.yaml").exists()
+    assert _token_row(keyed, token) == (None, None)
+    # and a token for a role there is not
+    r = keyed.admin("keys", "token", "--role", "boss", check=False)
+    assert r.returncode != 0 and "--role 'boss': an enrolled host joins as one of worker, scheduler, apiserver" in \
+        r.stderr and "Traceback" not in r.stderr, r.stderr
+    db = sqlite3.connect(keyed.ctl_top / "state" / "xce.db")
+    try:
+        assert db.execute("SELECT COUNT(*) FROM enrolment_tokens").fetchone() == (1,)
+    finally:
+        db.close()
+
+
 def test_an_expired_token_is_refused_saying_it_expired(keyed_test):
     """KEY-5: a token past its expiry on the daemon's clock (the test clock moved 2 h past a
     1 h token) is refused, saying when it expired; nothing is trusted."""
