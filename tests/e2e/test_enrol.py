@@ -318,9 +318,10 @@ def test_an_expiring_key_closes_its_channel_and_its_rejoin_is_refused(keyed_test
 
 
 def test_the_session_of_an_expired_key_is_refused(keyed_test):
-    """KEY-4: an HTTP peer's session (a login host's API server) ends with its key: after
-    the clock passes the key's expiry its next request is refused, saying the key expired,
-    and so is a new session."""
+    """KEY-4: an HTTP peer's session (a login host's API server) ends with its key: once
+    the clock passes the key's expiry, the sweep closes its connection and drops its
+    session, the same client's next request is refused saying the key expired, and so is
+    a new client's session."""
     from xced.api.errors import PermissionDenied
     from xced.api.peer_client import PeerClient
     from xced.server.auth import USER_HEADER
@@ -333,20 +334,30 @@ def test_the_session_of_an_expired_key_is_refused(keyed_test):
 
     async def go():
         pc = PeerClient(c.url, pin, key, "login1", "apiserver")
+        fresh = PeerClient(c.url, pin, key, "login1", "apiserver")
         try:
             r = await pc.request("GET", "/info", headers={USER_HEADER: "root"})
             assert r.status_code == 200, r.text
-            session = pc._session
             await asyncio.to_thread(c.admin, "debug", "clock", "--advance", "2h")
-            await pc.close()  # the sweep closed the connection: the old session, on a new one
-            r = await (await pc.client()).get("/info", headers={"Authorization": f"XCE-Session {session}",
-                                                                USER_HEADER: "root"})
-            assert r.status_code in (401, 403), r.text
-            if r.status_code == 403:
-                assert "expired" in r.json()["error"]["message"], r.text
-            with pytest.raises(PermissionDenied, match="expired"):
-                await pc.request("GET", "/info", headers={USER_HEADER: "root"})
+            for client in (pc, fresh):
+                with pytest.raises(PermissionDenied, match="login1 expired .* trust it again with a new --expires"):
+                    await client.request("GET", "/info", headers={USER_HEADER: "root"})
         finally:
             await pc.close()
+            await fresh.close()
 
     asyncio.run(go())
+
+
+def test_a_key_dropped_from_keys_yaml_closes_its_channel(keyed):
+    """KEY-4: a key no longer in the trusted list (keys.yaml edited, `build --apply`) is
+    handled as one revoked, without a revocation: its live channel closes (the host goes
+    unavail) and its rejoin is refused as not trusted."""
+    keyed.trust("w1")
+    keyed.worker("w1")
+    keyed.wait_host("w1")
+    (keyed.ctl_top / "config" / "keys.yaml").write_text("keys: []\n")
+    keyed.admin("build", "--apply")
+    keyed.wait_host("w1", "unavail", timeout=10)
+    log = _refused(keyed, "w1")
+    assert "is not trusted by this controller" in log, log
