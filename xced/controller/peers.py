@@ -15,7 +15,8 @@ Controller.
 - Every live channel and session is registered under its key's fingerprint, so revoking
   the key, its expiry, or its removal from keys.yaml closes them (`close_channels`,
   `sweep_peers`, run every PEER_SWEEP_S seconds and at once when the test clock moves).
-- `enroll(...)` trades a one-time token (KEY-5) for trust of the peer's key.
+- `enroll(...)` trades a one-time token (KEY-5) for trust of the peer's key; the token is
+  spent in the transaction that trusts the key, so a refused enrolment leaves it unused.
 
 All run on the event loop thread.
 """

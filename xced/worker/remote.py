@@ -13,7 +13,8 @@ to the controller's key (KEY-6, xced.auth.tls) and the worker answers the contro
 challenge with its own host key (KEY-3). Without one it joins a test-mode controller over
 plain TCP, as harnesses do. `--enroll TOKEN` first trades the token for trust of the
 worker's key (KEY-5). A refusal (an untrusted, revoked or expired key) ends the worker
-with the controller's reason; it does not retry.
+with the controller's reason; it does not retry (a controller that cannot be reached, or whose
+store is busy or failing, is tried again with a back-off, enrolment included).
 """
 
 from __future__ import annotations
