@@ -65,11 +65,17 @@ class KeysMixin:
         return hits[0]
 
     def trust_key(self, caller: Caller, public_key: str, host: str, roles: list[str], expires: float | None,
-                  comment: str = "", unrevoke: bool = False, expires_in_s: float | None = None) -> dict:
+                  comment: str = "", unrevoke: bool = False, expires_in_s: float | None = None,
+                  in_tx=None) -> dict:
         """Trust `public_key` (one OpenSSH line or PEM) for `host` and `roles` until `expires`
         (epoch seconds; None: never). Returns the entry as `keys_report` shows it. Raises
         InvalidRequest (a bad key, role, host or expiry), Conflict (a revoked key, without
-        `unrevoke`), PermissionDenied, StoreBusy/StoreUnavailable."""
+        `unrevoke`; keys.yaml edited and not applied), PermissionDenied,
+        StoreBusy/StoreUnavailable.
+
+        `in_tx()`, when given, runs first inside the transaction that records the trust, and
+        may raise to refuse it: enrolment spends its token there (KEY-5), so that the token is
+        spent exactly when the key is trusted, never by an enrolment refused halfway."""
         import re
 
         from xced.auth.keys import KeyProblem, fingerprint, parse_public_key, public_line
@@ -111,6 +117,8 @@ class KeysMixin:
         before = keys_file.read_bytes() if keys_file.exists() else None
         try:
             with self.store.tx(durable=True):
+                if in_tx is not None:
+                    in_tx()
                 if revoked is not None:
                     self.store.remove_revocation(fp)
                     self.store.add_key_event(now, fp, "unrevoked", actor, "keys trust --unrevoke")

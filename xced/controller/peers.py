@@ -15,7 +15,8 @@ Controller.
 - Every live channel and session is registered under its key's fingerprint, so revoking
   the key, its expiry, or its removal from keys.yaml closes them (`close_channels`,
   `sweep_peers`, run every PEER_SWEEP_S seconds and at once when the test clock moves).
-- `enroll(...)` trades a one-time token (KEY-5) for trust of the peer's key.
+- `enroll(...)` trades a one-time token (KEY-5) for trust of the peer's key; the token is
+  spent in the transaction that trusts the key, so a refused enrolment leaves it unused.
 
 All run on the event loop thread.
 """
@@ -283,7 +284,13 @@ class PeersMixin:
         `host`, proved by the key's signature over challenge `nonce` (purpose "enroll").
         Returns the trusted entry as `keys list` shows it. Raises PermissionDenied for a
         token that is unknown, used (saying when and by whom), expired, for another role
-        or another host, or for a bad signature; InvalidRequest for a bad key or host."""
+        or another host, for a revoked key, or for a bad signature; InvalidRequest for a bad
+        key or host; Conflict when keys.yaml differs from the list in force.
+
+        The token is spent in the transaction that trusts the key (`trust_key(in_tx=...)`):
+        a refusal at any step, the last included, leaves it unused. The key that spent it
+        asking again for the same host and role (a worker restarted with the same
+        --enroll) gets its entry back, while it is still trusted."""
         import re
 
         from xced.api.errors import InvalidRequest
@@ -312,9 +319,15 @@ class PeersMixin:
             raise PermissionDenied("the signature is not the enrolling key's over this challenge")
         fp = fingerprint(pub)
         by = f"{role}:{host} {fp}"
+        revoked = self.store.revocations().get(fp)
+        if revoked is not None:
+            # before the token's own checks: a revoked key is refused as such, whatever the
+            # token (a token never un-revokes a key; only `keys trust --unrevoke` does)
+            raise PermissionDenied(f"key {fp} was revoked {format_time(revoked[0])} by {revoked[1]}; an enrolment "
+                                   f"token never trusts a revoked key again (only `xceadmin keys trust --unrevoke`)")
         if used is not None:
             entry = self.config.keys.by_fingerprint(fp)
-            if used_by == by and entry is not None and fp not in self._revoked:
+            if used_by == by and entry is not None:
                 # the same host asking again (its first answer was lost, or it restarted with
                 # --enroll still given): it has what it asked for
                 return self._key_row(entry, self.store.revocations(), self.last_seen())
@@ -327,11 +340,16 @@ class PeersMixin:
             raise PermissionDenied(f"the enrolment token is for the {t_role} role, not {role}")
         if t_host is not None and host != t_host:
             raise PermissionDenied(f"the enrolment token is for host {t_host}, not {host}")
-        with self.store.tx(durable=True):
+
+        def spend() -> None:
+            # inside the trust's own transaction: the token is spent if and only if the key is
+            # trusted, so an enrolment refused halfway (keys.yaml edited and not applied, a
+            # store that fails) leaves the token good for another try
             if not self.store.use_token(digest, now, by):
                 raise PermissionDenied("the enrolment token was used already (just now, by another host)")
+
         enroller = Caller("enrolment-token", None, None, False, True)
         row_out = self.trust_key(enroller, public_key, host, [role], None, comment=f"enrolled {format_time(now)}",
-                                 unrevoke=False)
+                                 unrevoke=False, in_tx=spend)
         log.info("host %s enrolled as %s with a token (%s)", host, role, fp)
         return row_out

@@ -219,7 +219,9 @@ def requires(permission: str, what: str | None = None):
       (`Policy.authorize_job`; RBAC-3: the project admins above it; a role bound there; the
       cluster admins). For an unknown job it lets the route answer: a request that is not
       valid gets its 422 first, then the route's 404 (every such route looks the job up);
-    - a marker (TOKEN_OR_OWNER, PEER, NO_PERMISSION): no check here, the route proves it.
+    - a marker (TOKEN_OR_OWNER, PEER, NO_PERMISSION, OPEN): the route proves it; here only
+      a TCP peer's role (KEY-3) is checked, for NO_PERMISSION and for TOKEN_OR_OWNER under a
+      session.
 
     `project:submit` and `project:view` are decided with their project where it is known
     (`Policy.submit_project`, `Policy.visible_projects`), never as a route's whole need: a
@@ -246,6 +248,17 @@ def requires(permission: str, what: str | None = None):
             # anyone on the Unix socket; over TCP, a peer whose role allows it (KEY-3)
             if request.scope.get(PEER_KEY) is None:
                 await caller_of(request, permission)
+            return None
+    elif permission == TOKEN_OR_OWNER:
+        async def dependency(request: Request) -> None:  # type: ignore[misc]
+            # the route proves the token or the owner itself, after reading the body; but a
+            # key-authenticated TCP peer (a session) is held to its role's allowlist first,
+            # before the body, as on every other route (KEY-3): a worker, scheduler or admin
+            # key is refused naming its role, not answered a 422 about the body. A TCP
+            # request without a session goes on to the route (`launch_peer`: a token over
+            # TCP in test mode only; production refuses it)
+            if request.scope.get(PEER_KEY) is None and request.headers.get("authorization") is not None:
+                peer_of(request, permission)
             return None
     elif permission in MARKERS:
         async def dependency() -> None:  # type: ignore[misc]

@@ -13,7 +13,8 @@ to the controller's key (KEY-6, xced.auth.tls) and the worker answers the contro
 challenge with its own host key (KEY-3). Without one it joins a test-mode controller over
 plain TCP, as harnesses do. `--enroll TOKEN` first trades the token for trust of the
 worker's key (KEY-5). A refusal (an untrusted, revoked or expired key) ends the worker
-with the controller's reason; it does not retry.
+with the controller's reason; it does not retry (a controller that cannot be reached, or whose
+store is busy or failing, is tried again with a back-off, enrolment included).
 """
 
 from __future__ import annotations
@@ -141,8 +142,11 @@ class _Refused(Exception):
 
 async def _enroll(url: str, pin: str | None, key, host: str, token: str) -> None:
     """Trade `token` for trust of `key` as a worker of `host` (KEY-5). Raises _Refused with
-    the controller's reason."""
-    from xced.api.errors import DaemonUnreachable, XceError
+    the controller's reason; OSError, which `run_worker` retries with its back-off, when
+    the controller cannot be reached or its store is busy or failing (503): the controller
+    spends the token only in the transaction that trusts the key, so a failed try leaves
+    it good for the next."""
+    from xced.api.errors import DaemonUnreachable, StoreBusy, StoreUnavailable, XceError
     from xced.api.peer_client import PeerClient
     from xced.auth.keys import public_line
 
@@ -151,8 +155,8 @@ async def _enroll(url: str, pin: str | None, key, host: str, token: str) -> None
     pc = PeerClient(url, pin, key, host, "worker")
     try:
         entry = await pc.enroll(token, public_line(key.public_key(), f"xced worker {host}"))
-    except DaemonUnreachable as e:
-        raise OSError(e.message) from None
+    except (DaemonUnreachable, StoreBusy, StoreUnavailable) as e:
+        raise OSError(f"enrolment: {e.message}") from None
     except XceError as e:
         raise _Refused(f"enrolment refused: {e.message}") from None
     finally:
