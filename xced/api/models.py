@@ -597,14 +597,20 @@ class ChallengeOut(Body):
     expires_in_s: float
 
 
-class SessionRequest(RequestBody):
-    """POST /peers/session (KEY-3): a signed answer to a `session` challenge."""
+class SignedAnswer(RequestBody):
+    """A peer's answer to a challenge (KEY-3): the host and role it acts as, the challenge's
+    nonce, and its key's signature of xced.auth.keys.join_payload over them."""
 
-    fingerprint: str = Field(max_length=128)
     host: str = Field(max_length=255)
     role: str = Field(max_length=32)
     nonce: str = Field(max_length=128)
     signature: str = Field(max_length=512, description="base64 Ed25519 signature of xced.auth.keys.join_payload")
+
+
+class SessionRequest(SignedAnswer):
+    """POST /peers/session (KEY-3): a signed answer to a `session` challenge."""
+
+    fingerprint: str = Field(max_length=128)
 
 
 class SessionOut(Body):
@@ -614,15 +620,11 @@ class SessionOut(Body):
     role: str
 
 
-class EnrollRequest(RequestBody):
-    """POST /peers/enroll (KEY-5): trade a one-time token for trust of a key."""
+class EnrollRequest(SignedAnswer):
+    """POST /peers/enroll (KEY-5): trade a one-time token for trust of a key, signed by it."""
 
     token: str = Field(max_length=256)
     public_key: str = Field(max_length=16384)
-    host: str = Field(max_length=255)
-    role: str = Field(max_length=32)
-    nonce: str = Field(max_length=128)
-    signature: str = Field(max_length=512)
 
 
 #: the models whose JSON `--json` prints, published as docs/json/NAME.schema.json (CLI-1)

@@ -70,14 +70,14 @@ async def worker_channel(ws: WebSocket) -> None:
             await _refuse(ws, "this controller runs in production mode: a worker joins with its host key (give the "
                               "worker --controller-key, or --enroll TOKEN), never without one (KEY-1)")
             return
+        if not message_allowed(join.role, "started"):  # before the key is checked: no "joined" event for it
+            await _refuse(ws, f"a peer in the {join.role} role may not open the worker channel")
+            return
         try:
             ident = ctl.authenticate("worker-channel", join.fingerprint, join.host, join.role, challenge["nonce"],
                                      join.signature)
         except PermissionDenied as e:
             await _refuse(ws, e.message)
-            return
-        if not message_allowed(join.role, "started"):
-            await _refuse(ws, f"a peer in the {join.role} role may not open the worker channel")
             return
     if ctl.is_joined(join.host):
         await _refuse(ws, f"host {join.host} is already joined (another worker, or this one still connected); host "
