@@ -8,10 +8,17 @@ the function that runs.
 
 Exit codes (CLI-1): 0 ok, 1 refused or invalid (a config with errors, a
 TopDir that does not exist), 2 usage error, 3 the daemon could not be reached.
+
+Global options (issue 14, KEY-3): `--controller tcp://HOST:PORT` with `--controller-key
+FILE|SHA256:...` (or XCE_CONTROLLER with XCE_CONTROLLER_KEY) send the commands that read or
+change the cluster to the controller's TCP port from another host, signed with the admin
+key as host `--key-host` (default: this machine's name); without them they use the
+controller's Unix socket as before (xceadmin.connect says which path a command takes).
 """
 
 from __future__ import annotations
 
+from typing import Optional
 
 import typer
 
@@ -31,8 +38,23 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    controller: Optional[str] = typer.Option(
+        None, "--controller", metavar="tcp://HOST:PORT",
+        help="reach the controller over TCP from another host, signed with the admin key (default: its Unix socket; "
+             "env XCE_CONTROLLER with XCE_CONTROLLER_KEY)"),
+    controller_key: Optional[str] = typer.Option(
+        None, "--controller-key", metavar="FILE|SHA256:...",
+        help="the controller's key that TLS is pinned to: its keys/host.pub, or its fingerprint (env "
+             "XCE_CONTROLLER_KEY)"),
+    key_host: Optional[str] = typer.Option(
+        None, "--key-host", metavar="NAME",
+        help="the host the admin key was trusted for, which it signs as (default: this machine's short name)"),
+) -> None:
     """XCE administration: make, check and compile the cluster config of a TopDir."""
+    from xceadmin.connect import set_options
+
+    set_options(controller, controller_key, key_host)
 
 
 app.command("init", help=_init.HELP, no_args_is_help=True)(_init.init)

@@ -1,5 +1,5 @@
 """Names shared by the daemon and the CLIs: the environment variables that point them at a
-cluster (XCE_TOPDIR, XCE_SOCKET, XCE_CONTROLLER, XCE_TEST_USER, XCE_DEBUG), the files of a
+cluster (XCE_TOPDIR, XCE_SOCKET, XCE_CONTROLLER, XCE_CONTROLLER_KEY, XCE_TEST_USER, XCE_DEBUG), the files of a
 TopDir's run/ and state/, and defaults. Code uses these names, never the literals (DESIGN
 "Conventions"); the names of a job's own environment (JOB-3: XCE_JOBID, LSB_HOSTS, ...)
 are xced/worker/env.py's.
@@ -12,7 +12,13 @@ from pathlib import Path
 
 ENV_TOPDIR = "XCE_TOPDIR"
 ENV_SOCKET = "XCE_SOCKET"
+#: tcp://HOST:PORT of the controller. Set by a worker inside the jobs it runs (their way to
+#: the controller, xced.worker.env); `Client.connect` uses it when no socket or TopDir is given.
+#: With ENV_CONTROLLER_KEY beside it, `xceadmin` signs with its admin key over pinned TLS.
 ENV_CONTROLLER = "XCE_CONTROLLER"
+#: the controller's key (its keys/host.pub, or a fingerprint SHA256:...) that a remote
+#: `xceadmin` pins TLS to (KEY-6); the environment's form of `xceadmin --controller-key`
+ENV_CONTROLLER_KEY = "XCE_CONTROLLER_KEY"
 ENV_DEBUG = "XCE_DEBUG"
 ENV_TEST_USER = "XCE_TEST_USER"
 

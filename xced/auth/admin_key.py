@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["SERVICE", "admin_key_file", "load_admin_key", "store_admin_key"]
+__all__ = ["SERVICE", "admin_key_file", "backend_name", "load_admin_key", "store_admin_key", "where_looked"]
 
 #: the keyring service the admin keys are kept under
 SERVICE = "xce"
@@ -24,6 +24,22 @@ def admin_key_file(cluster: str) -> Path:
     from platformdirs import user_config_path
 
     return user_config_path("xce") / f"admin-{cluster}.key"
+
+
+def backend_name() -> str:
+    """The keyring backend in force, as `module.Class` (`keyring.backends.fail.Keyring`
+    where none works); PYTHON_KEYRING_BACKEND pins it (the tests do)."""
+    import keyring
+
+    kr = keyring.get_keyring()
+    return f"{type(kr).__module__}.{type(kr).__name__}"
+
+
+def where_looked(cluster: str) -> str:
+    """Where `load_admin_key(cluster)` looks, for a message saying it found nothing: the
+    keyring (service, user, backend) and the fallback file."""
+    return (f"the keyring (service {SERVICE}, user {cluster}, backend {backend_name()}) and the file "
+            f"{admin_key_file(cluster)}")
 
 
 def _pem(key) -> str:
@@ -41,7 +57,7 @@ def store_admin_key(cluster: str, key) -> tuple[str, str | None]:
 
     try:
         keyring.set_password(SERVICE, cluster, _pem(key))
-        return f"keyring {type(keyring.get_keyring()).__module__}.{type(keyring.get_keyring()).__name__}", None
+        return f"keyring {backend_name()}", None
     except Exception as e:  # noqa: BLE001 - any backend failing (NoKeyringError, a D-Bus error) means: the file
         why = f"{type(e).__name__}: {e}"
     from xced.auth.keys import write_private_key
