@@ -21,3 +21,46 @@ class Keyring(KeyringBackend):
 
     def delete_password(self, service: str, username: str) -> None:
         self.store.pop((service, username), None)
+
+
+class SharedKeyring(KeyringBackend):
+    """Passwords in a JSON file named by XCE_TEST_KEYRING, so that the xceadmin processes of
+    one test share a keyring, as a desktop session's do (a key made by `keys gen --admin` is
+    found by the next command). Select it with
+    PYTHON_KEYRING_BACKEND=tests.keyring_memory.SharedKeyring. Raises KeyError when
+    XCE_TEST_KEYRING is not set: it never falls back to a real keyring."""
+
+    priority = 1
+
+    def _path(self) -> str:
+        import os
+
+        return os.environ["XCE_TEST_KEYRING"]
+
+    def _load(self) -> dict:
+        import json
+
+        try:
+            with open(self._path()) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        import json
+
+        data = self._load()
+        data[f"{service}\n{username}"] = password
+        with open(self._path(), "w") as f:
+            json.dump(data, f)
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self._load().get(f"{service}\n{username}")
+
+    def delete_password(self, service: str, username: str) -> None:
+        import json
+
+        data = self._load()
+        data.pop(f"{service}\n{username}", None)
+        with open(self._path(), "w") as f:
+            json.dump(data, f)

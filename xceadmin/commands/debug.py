@@ -23,11 +23,11 @@ def clock(
     """Advance the daemon's clock (test mode only): expiry and grace periods without sleeping."""
     import json
 
-    from xced.api.client import Client
     from xceadmin.commands.keys import parse_duration
+    from xceadmin.connect import connect
 
     seconds = parse_duration(advance, "--advance")
-    with Client.connect(topdir=topdir) as c:
+    with connect(topdir) as c:
         out = c.request("POST", "/debug/clock", json={"advance_s": seconds}).json()
     if as_json:
         print(json.dumps(out, indent=2))

@@ -4,9 +4,14 @@
   0600, never printed; `host.pub` beside it) and prints the public key and its fingerprint.
   It is local: no daemon is asked.
 - `keys trust`, `revoke`, `list` and `token` change or read the controller's trusted list
-  (config/keys.yaml, and the revocations in its store) through its Unix socket, as a
-  cluster admin (SO_PEERCRED). Signing them with an admin key from another host comes with
-  the keyed join (issue 14).
+  (config/keys.yaml, and the revocations in its store): through its Unix socket on the
+  controller's host, as a cluster admin (SO_PEERCRED); from another host with `xceadmin
+  --controller tcp://HOST:PORT --controller-key FILE|SHA256:...`, signed with the admin key
+  (issue 14 "Local or live"; xceadmin.connect).
+- `keys gen --admin` makes xceadmin's own key (the `admin` role, KEY-3), kept in the OS
+  keyring or a 0600 file, and says which. On the controller's host it trusts it at once;
+  elsewhere it prints the public key and how to trust it there by hand. `keys pub` prints
+  a public key again.
 """
 
 from __future__ import annotations
@@ -29,21 +34,32 @@ def gen(
                                                       "this host's: trust the new public key)"),
     admin: bool = typer.Option(False, "--admin", help="make xceadmin's own key instead (the admin role), kept in the "
                                                       "OS keyring or a 0600 file, and trust it on the controller"),
+    cluster: Optional[str] = typer.Option(None, "--cluster", metavar="NAME",
+                                          help="with --admin: make the key of cluster NAME here, without asking any "
+                                               "controller; trust the printed public key on the controller by hand"),
     as_json: bool = typer.Option(False, "--json", help="print {fingerprint, public_key, private_key_file, "
-                                                       "public_key_file}"),
+                                                       "public_key_file}; with --admin {fingerprint, public_key, "
+                                                       "stored, keyring_error, cluster, host, trusted}"),
 ) -> None:
     """Make this xced's key pair: TopDir/keys/host.key (0600, never printed) and host.pub.
     Prints the public key line on stdout (give it to `xceadmin keys trust` on the controller).
-    With --admin: xceadmin's own key, kept in the OS keyring (or a 0600 file where none works)
-    and trusted with the admin role by the controller of the TopDir, which must see you as
-    an admin (named in xce.yaml)."""
+
+    With --admin: xceadmin's own key (KEY-3), kept in the OS keyring (or a 0600 file where
+    none works; it says which), for the host --key-host names (default: this machine's). On
+    the controller's host (its Unix socket, you an admin named in xce.yaml) it is trusted
+    with the admin role at once. From another host (xceadmin --controller URL
+    --controller-key KEY, which names the cluster; or --cluster NAME) it is only made and
+    kept: the public key line is printed, to be trusted on the controller with `xceadmin
+    keys trust FILE --role admin --host HOST`."""
     import json
     import os
     import socket
 
     if admin:
-        _gen_admin(topdir, force, as_json)
+        _gen_admin(topdir, force, as_json, cluster)
         return
+    if cluster is not None:
+        raise typer.BadParameter("--cluster is for --admin: a host key belongs to its TopDir, not to a cluster")
 
     from xced.auth.keys import KEYS_DIR, fingerprint, generate, write_key_pair
     from xced.constants import resolve_topdir
@@ -76,9 +92,11 @@ def gen(
 
 
 def _client(topdir: str | None):
-    from xced.api.client import Client
+    """The controller's client (xceadmin.connect): its Unix socket, or its TCP port signed
+    with the admin key when --controller (or XCE_CONTROLLER with XCE_CONTROLLER_KEY) says so."""
+    from xceadmin.connect import connect
 
-    return Client.connect(topdir=topdir)
+    return connect(topdir)
 
 
 _DURATION = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
@@ -351,53 +369,205 @@ def enroll(
                f"in {top / 'keys' / 'controller'}", err=True)
 
 
-def _gen_admin(topdir: str | None, force: bool, as_json: bool) -> None:
-    """`keys gen --admin` (KEY-3): the admin key, stored, then trusted on the controller."""
+_CLUSTER = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def _check_cluster(name: str) -> str:
+    """--cluster NAME as xce.yaml's cluster_name takes it; typer.BadParameter otherwise."""
+    if not _CLUSTER.fullmatch(name) or name in (".", ".."):
+        raise typer.BadParameter(f"--cluster {name[:80]!r}: a cluster name is letters, digits, '_', '.' and '-' "
+                                 f"(xce.yaml's cluster_name)")
+    return name
+
+
+def _refuse_existing(cluster: str, force: bool) -> None:
+    """Conflict when cluster `cluster` has an admin key here already and --force is not given."""
+    from xced.api.errors import Conflict
+    from xced.auth.admin_key import load_admin_key
+    from xced.auth.keys import KeyProblem
+
+    try:
+        old = load_admin_key(cluster)
+    except KeyProblem:
+        old = True
+    if old is not None and not force:
+        raise Conflict(f"an admin key of cluster {cluster} exists already; give --force to make a new one (and "
+                       f"`xceadmin keys revoke` the old one)")
+
+
+def _store(cluster: str, key):
+    """Keep `key` as the admin key of `cluster`: (where, keyring_error) of store_admin_key.
+    Raises InvalidRequest when neither the keyring nor the file takes it."""
+    from xced.api.errors import InvalidRequest
+    from xced.auth.admin_key import store_admin_key
+
+    try:
+        return store_admin_key(cluster, key)
+    except OSError as e:
+        raise InvalidRequest(f"could not keep the admin key of cluster {cluster} (no working keyring, and the "
+                             f"file: {e.strerror or e})") from None
+
+
+def _cluster_of(topdir: str | None, cluster: str | None, what: str) -> tuple[str, object | None]:
+    """The cluster an admin-key command is about, and the local client when it asked the
+    controller's Unix socket (None otherwise): --cluster NAME as given; else the cluster the
+    remote controller names (xceadmin --controller); else the local controller's /info.
+    Raises DaemonUnreachable (saying --cluster would do without a controller), BadParameter."""
+    from xced.api.errors import DaemonUnreachable
+    from xceadmin.connect import connect, remote_target
+
+    if cluster is not None:
+        return _check_cluster(cluster), None
+    if remote_target(topdir) is not None:
+        with connect(topdir) as c:
+            return c.cluster_name(), None
+    c = None
+    try:
+        c = connect(topdir)
+        return c.request("GET", "/info").json()["cluster_name"], c
+    except DaemonUnreachable as e:
+        if c is not None:
+            c.close()
+        raise DaemonUnreachable(f"{e.message}. On a host other than the controller's, {what} with --cluster NAME, "
+                                f"or ask the controller over TCP: xceadmin --controller tcp://HOST:PORT "
+                                f"--controller-key FILE|SHA256:...") from None
+    except BaseException:
+        if c is not None:
+            c.close()
+        raise
+
+
+def _gen_admin(topdir: str | None, force: bool, as_json: bool, cluster_opt: str | None) -> None:
+    """`keys gen --admin` (KEY-3): the admin key of the cluster, kept in the keyring or its
+    0600 file, for host `xceadmin --key-host` (default: this machine's). Asked of the
+    controller's Unix socket, it is trusted there with the admin role at once (the caller
+    must be an admin named in xce.yaml); otherwise (--cluster, or a remote controller that
+    names the cluster but cannot trust a key without an admin key already trusted) it is
+    only kept, and the message says how to trust it on the controller by hand."""
+    import getpass
     import json
-    import re
-    import socket
 
-    from xced.api.errors import Conflict, InvalidRequest
-    from xced.auth.admin_key import load_admin_key, store_admin_key
-    from xced.auth.keys import KeyProblem, fingerprint, generate, public_line
+    from xced.api.errors import PermissionDenied
+    from xced.auth.keys import fingerprint, generate, public_line
+    from xceadmin.connect import key_host
 
-    with _client(topdir) as c:
+    host = key_host()
+    cluster, c = _cluster_of(topdir, cluster_opt, "make the key")
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "admin"
+    if c is None:  # another host: make and keep it; the admin trusts it on the controller
+        _refuse_existing(cluster, force)
+        key = generate()
+        pub = public_line(key.public_key(), f"xceadmin {user}@{host}")
+        where, why = _store(cluster, key)
+        fp = fingerprint(key.public_key())
+        if as_json:
+            print(json.dumps({"fingerprint": fp, "public_key": pub, "stored": where, "keyring_error": why,
+                              "cluster": cluster, "host": host, "trusted": False}, indent=2))
+            return
+        print(pub)
+        if why is not None:
+            typer.echo(f"warning: no working keyring ({why}); the admin key is in a 0600 file instead", err=True)
+        typer.echo(f"admin key {fp} of cluster {cluster} kept in the {where}; not trusted yet. On the controller's "
+                   f"host, put the line above in a file and run: xceadmin keys trust FILE --role admin --host {host}"
+                   f"   (`xceadmin keys pub --admin --cluster {cluster}` prints the line again)", err=True)
+        if force:
+            typer.echo("warning: the admin key it replaced may still be trusted there; revoke it (`xceadmin keys "
+                       "revoke FINGERPRINT`) once the new one is", err=True)
+        return
+    with c:
         info = c.request("GET", "/info").json()
         if not info.get("is_admin"):
-            from xced.api.errors import PermissionDenied
-
             raise PermissionDenied(f"user {info.get('user')} is not a cluster admin of {info.get('cluster_name')}; "
                                    f"the first admin key is made by an admin named in xce.yaml, on the controller's "
                                    f"host")
-        cluster = info["cluster_name"]
-        try:
-            old = load_admin_key(cluster)
-        except KeyProblem:
-            old = True
-        if old is not None and not force:
-            raise Conflict(f"an admin key of cluster {cluster} exists already; give --force to make a new one (and "
-                           f"`xceadmin keys revoke` the old one)")
+        _refuse_existing(cluster, force)
         key = generate()
-        host = socket.gethostname().split(".")[0]
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", host or ""):
-            host = "admin-host"
-        pub = public_line(key.public_key(), f"xceadmin {info.get('user')}@{host}")
+        comment = f"xceadmin {info.get('user')}@{host}"
+        pub = public_line(key.public_key(), comment)
         out = c.request("POST", "/keys/trust", json={"public_key": pub, "host": host, "roles": ["admin"],
-                                                      "expires": None,
-                                                      "comment": f"xceadmin {info.get('user')}@{host}"}).json()
+                                                      "expires": None, "comment": comment}).json()
         try:
-            where, why = store_admin_key(cluster, key)
-        except OSError as e:
+            where, why = _store(cluster, key)
+        except Exception:
             c.request("POST", "/keys/revoke", json={"fingerprint": out["fingerprint"],
                                                      "reason": "its private key could not be stored"})
-            raise InvalidRequest(f"could not keep the admin key (no keyring, and the file: {e.strerror or e}); it "
-                                 f"was trusted and is revoked again") from None
+            raise
     fp = fingerprint(key.public_key())
     if as_json:
         print(json.dumps({"fingerprint": fp, "public_key": pub, "stored": where, "keyring_error": why,
-                          "cluster": cluster}, indent=2))
+                          "cluster": cluster, "host": host, "trusted": True}, indent=2))
         return
     print(pub)
     if why is not None:
         typer.echo(f"warning: no working keyring ({why}); the admin key is in a 0600 file instead", err=True)
-    typer.echo(f"admin key {fp} of cluster {cluster} kept in the {where}, and trusted with the admin role", err=True)
+    typer.echo(f"admin key {fp} of cluster {cluster} kept in the {where}, and trusted with the admin role for "
+               f"host {host}", err=True)
+
+
+@app.command("pub")
+def pub(
+    admin: bool = typer.Option(False, "--admin", help="xceadmin's admin key of the cluster instead of this xced's "
+                                                      "host key"),
+    cluster: Optional[str] = typer.Option(None, "--cluster", metavar="NAME",
+                                          help="with --admin: the cluster whose admin key (default: the cluster of "
+                                               "the controller reached as the other commands do)"),
+    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR",
+                                         help="the TopDir of the xced whose host key (default: XCE_TOPDIR, else "
+                                              "the personal cluster's)"),
+    as_json: bool = typer.Option(False, "--json", help="print {fingerprint, public_key}"),
+) -> None:
+    """Print a public key line on stdout, to trust on the controller (`xceadmin keys trust
+    FILE`): this xced's (TopDir/keys/host.pub), or with --admin xceadmin's admin key of the
+    cluster, from the keyring or its file. The private key is never printed."""
+    import json
+
+    from xced.api.errors import InvalidRequest, NotFound, PermissionDenied
+    from xced.auth.keys import KeyProblem, fingerprint, public_line
+
+    if admin:
+        import getpass
+
+        from xced.auth.admin_key import load_admin_key
+        from xceadmin.connect import key_host
+        from xceadmin.signed import no_admin_key_message
+
+        name, c = _cluster_of(topdir, cluster, "name the cluster")
+        if c is not None:
+            c.close()
+        try:
+            key = load_admin_key(name)
+        except KeyProblem as e:
+            raise InvalidRequest(str(e)) from None
+        if key is None:
+            raise NotFound(no_admin_key_message(name, key_host()))
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "admin"
+        line = public_line(key.public_key(), f"xceadmin {user}@{key_host()}")
+        fp = fingerprint(key.public_key())
+    else:
+        if cluster is not None:
+            raise typer.BadParameter("--cluster is for --admin: a host key belongs to its TopDir, not to a cluster")
+        from xced.auth.keys import KEYS_DIR, PUBLIC_KEY, parse_public_key
+        from xced.constants import resolve_topdir
+
+        path = resolve_topdir(topdir) / KEYS_DIR / PUBLIC_KEY
+        try:
+            line = path.read_text(encoding="utf-8", errors="replace").strip()
+        except FileNotFoundError:
+            raise NotFound(f"no host key in {path.parent}; make one with `xceadmin keys gen --topdir DIR`") from None
+        except OSError as e:
+            raise PermissionDenied(f"cannot read {path}: {e.strerror or e}") from None
+        try:
+            fp = fingerprint(parse_public_key(line, str(path)))
+        except KeyProblem as e:
+            raise InvalidRequest(str(e)) from None
+    if as_json:
+        print(json.dumps({"fingerprint": fp, "public_key": line}, indent=2))
+        return
+    print(line)
+    typer.echo(f"fingerprint {fp}", err=True)

@@ -323,14 +323,14 @@ def record(
                                                   help="TopDir of the daemon; default $XCE_TOPDIR, else the "
                                                        "user's data dir.", show_default=False)] = None,
 ) -> None:
-    from xced.api.client import Client
+    from xceadmin.connect import connect
 
     if stop == (name is not None):
         raise typer.BadParameter("give either --name NAME (start recording) or --stop")
     if name is not None and not name.strip():
         raise typer.BadParameter("--name is empty; give a file name such as night-1")
     body = {"stop": True} if stop else {"name": name}
-    with Client.connect(topdir=topdir) as c:
+    with connect(topdir) as c:
         got = c.request("POST", "/sim/record", json=body).json()
     if stop:
         typer.echo(f"stopped: {got['sessions']} session{'s' if got['sessions'] != 1 else ''} recorded to "

@@ -124,7 +124,8 @@ class PeersMixin:
             raise PermissionDenied(f"key {fp} is revoked; trusting it again takes `xceadmin keys trust --unrevoke`")
         if entry is None:
             raise PermissionDenied(f"key {fp} is not trusted by this controller: trust it with `xceadmin keys trust "
-                                   f"PUBKEY-FILE --host {host} --role {role}`, or enrol the host with a token")
+                                   f"PUBKEY-FILE --host {host} --role {role}`"
+                                   + (", or enrol the host with a token" if role != "admin" else ""))
         now = self.clock()
         if entry.expired(now):
             raise PermissionDenied(f"key {fp} of host {entry.host} expired {format_time(entry.expires)} (now "
