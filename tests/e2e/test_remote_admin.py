@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -159,3 +161,40 @@ def test_the_admin_key_cannot_submit_and_bad_targets_are_clear(keyed, tmp_path):
     assert r.returncode == 2 and "give --controller-key FILE|SHA256:... too" in r.stderr, r.stderr
     r = rem.run("keys", "list", pin="SHA256:short")
     assert r.returncode == 2 and "neither a fingerprint" in r.stderr, r.stderr
+
+
+def test_the_file_fallback_works_end_to_end_and_build_apply_keeps_the_trusted_list(keyed, tmp_path):
+    """KEY-3 without a working keyring: the admin key goes to a 0600 file with a warning, and
+    signs all the same. `build --apply` of a copy of the config from the remote host applies
+    it, keeping the controller's trusted list (the copy's keys.yaml predates the admin key);
+    `sim record` goes over TCP too, and `debug clock` gets production's refusal."""
+    copy = tmp_path / "copy"
+    shutil.copytree(keyed.ctl_top / "config", copy / "config")
+    rem = Remote(keyed, tmp_path, FAIL)
+    r = rem.ok("keys", "gen", "--admin")
+    f = tmp_path / "config" / "xce" / "admin-testcluster.key"
+    assert "warning: no working keyring (NoKeyringError" in r.stderr and f"kept in the file {f}" in r.stderr, r.stderr
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    (tmp_path / "admin.pub").write_text(r.stdout)
+    keyed.admin("keys", "trust", str(tmp_path / "admin.pub"), "--role", "admin", "--host", "remote1")
+    fp = K.fingerprint(K.parse_public_key(r.stdout))
+    assert fp in _listed(rem.ok("keys", "list", "--json"))
+    r = rem.run("keys", "gen", "--admin")
+    assert r.returncode == 1 and "exists already; give --force" in r.stderr
+
+    with open(copy / "config" / "queues.yaml", "a") as q:
+        q.write("  - name: remote\n    priority: 10\n")
+    r = rem.ok("build", "--apply", "--topdir", str(copy))
+    assert "config applied" in r.stdout and "differs from the controller's trusted list" in r.stderr, r.stderr
+    assert "1 keys trusted there missing from it" in r.stderr, r.stderr
+    queues = json.loads(keyed.ctl.cli("queues", "--json", check=True).stdout)
+    assert "remote" in {q["name"] for q in queues["queues"]}
+    assert fp in _listed(rem.ok("keys", "list", "--json"))  # still trusted: the copy did not drop it
+    assert fp in _listed(keyed.admin("keys", "list", "--json"))  # and keys.yaml is still the list in force
+    keyed.admin("keys", "token", "--role", "worker")
+
+    r = rem.ok("sim", "record", "--name", "remote-1")
+    assert "recording sessions to" in r.stdout and str(keyed.ctl_top) in r.stdout
+    assert "stopped" in rem.ok("sim", "record", "--stop").stdout
+    r = rem.run("debug", "clock", "--advance", "1h")
+    assert r.returncode == 1 and "mode: test only" in r.stderr, r.stderr

@@ -17,7 +17,10 @@ HELP = (
     "being {severity, file, line, col, message}.\n\n"
     "--apply then hands the compiled config to the TopDir's running xced (CFG-3), which checks "
     "it again and swaps it in whole or refuses it whole; pending jobs are re-merged with the new "
-    "profiles and queues. Admins only. Exit 0 applied, 1 refused or invalid, 3 no daemon."
+    "profiles and queues. Admins only. With `xceadmin --controller URL --controller-key KEY` it goes "
+    "to that controller over TCP, signed with the admin key; the controller's trusted list then stays "
+    "as it is (keys.yaml is changed by `xceadmin keys` only). "
+    "Exit 0 applied, 1 refused or invalid, 3 no daemon."
 )
 
 
@@ -110,15 +113,21 @@ def _check_presets(top, result) -> int:
 
 
 def _apply(top, result, as_json: bool) -> None:
-    """Send the compiled config to the daemon of TopDir `top` and print what it did."""
+    """Send the compiled config to the daemon of TopDir `top` (its Unix socket), or to the
+    controller of `xceadmin --controller` (signed with the admin key, xceadmin.connect), and
+    print what it did. Over TCP the trusted list stays the controller's (`_keep_trusted_list`)."""
     import json
     import sys
 
-    from xced.api.client import Client
+    from xceadmin.connect import connect
+    from xceadmin.signed import AdminClient
 
     _print_diagnostics(result.warnings)
-    with Client.connect(topdir=str(top)) as c:
-        out = c.apply_config(result.config.model_dump(mode="json"), result.hash)
+    with connect(str(top), topdir_names_daemon=False) as c:
+        config, content_hash = result.config, result.hash
+        if isinstance(c, AdminClient):  # another host's copy of the config: its keys.yaml is not in force
+            config, content_hash = _keep_trusted_list(c, top, config)
+        out = c.apply_config(config.model_dump(mode="json"), content_hash)
     if as_json:
         sys.stdout.write(json.dumps({**result.to_dict(), "applied": out.model_dump()}, indent=2) + "\n")
         return
@@ -127,6 +136,32 @@ def _apply(top, result, as_json: bool) -> None:
                + (f", {len(out.held)} held (listed on stderr)" if out.held else ""))
     for line in out.held:
         typer.echo(f"held: {line}", err=True)
+
+
+def _keep_trusted_list(client, top, config):
+    """A config applied from another host keeps the controller's trusted list in force
+    (KEY-2, CFG-1: keys.yaml is the controller's, written only by `xceadmin keys` there):
+    the compiled config with its `keys` replaced by the controller's (GET /keys), and that
+    config's content hash. A local keys.yaml that differs is named on stderr, and nothing of
+    it is applied: applying a stale copy would drop keys trusted since (the admin key this
+    very request is signed with among them) and leave the controller's keys.yaml behind the
+    list in force."""
+    from xced.model.keys import KeysConfig
+
+    rows = client.request("GET", "/keys").json()["keys"]
+    fields = ("fingerprint", "public_key", "host", "roles", "expires", "added", "comment")
+    keys = KeysConfig.model_validate({"keys": [{f: r[f] for f in fields} for r in rows
+                                               if r.get("public_key") is not None and r.get("host") is not None]})
+    if keys != config.keys:
+        theirs = {k.fingerprint for k in keys.keys}
+        ours = {k.fingerprint for k in config.keys.keys}
+        diff = [f"{len(ours - theirs)} of its keys not trusted there"] if ours - theirs else []
+        diff += [f"{len(theirs - ours)} keys trusted there missing from it"] if theirs - ours else []
+        typer.echo(f"warning: {top / 'config' / 'keys.yaml'} differs from the controller's trusted list ("
+                   f"{', '.join(diff) or 'entries differ'}); applying from another host keeps the controller's "
+                   f"(keys.yaml is changed by `xceadmin keys trust|revoke` only)", err=True)
+    new = config.model_copy(update={"keys": keys})
+    return new, new.content_hash()
 
 
 def _print_diagnostics(diagnostics: list) -> None:

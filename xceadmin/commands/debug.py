@@ -1,7 +1,9 @@
 """`xceadmin debug` (test mode only): tools for tests and harnesses.
 
 `debug clock --advance DURATION` moves the daemon's clock on, so that key expiry and grace
-periods are tested without sleeping; a production daemon refuses it.
+periods are tested without sleeping; a production daemon refuses it. Like the other commands
+that ask the daemon, it goes to its Unix socket, or signed with the admin key to the
+controller of `xceadmin --controller` (xceadmin.connect).
 """
 
 from __future__ import annotations

@@ -309,7 +309,9 @@ RECORD_HELP = (
     "Make the TopDir's running xced record every scheduling session (its snapshot, with the "
     "config and profiles in force, and its decisions) to <TopDir>/recordings/NAME.jsonl, as "
     "JSON Lines; `--stop` ends the recording (so does a daemon restart). Replay it with "
-    "`xceadmin sim verify FILE`. Admins only. Exit 0 done, 1 refused, 2 usage, 3 no daemon."
+    "`xceadmin sim verify FILE`. Admins only; from another host, `xceadmin --controller URL "
+    "--controller-key KEY sim record ...` signs with the admin key (the file is on the controller). "
+    "Exit 0 done, 1 refused, 2 usage, 3 no daemon."
 )
 
 
