@@ -191,6 +191,28 @@ class AdminClient(Client):
         self._session = str(got["session"])
         return self._session
 
+    def key_fingerprint(self) -> str:
+        """The fingerprint of the admin key this client signs with (authenticating first when
+        no session is open yet). Raises as `authenticate`."""
+        from xced.auth.keys import fingerprint
+
+        if self._key is None:
+            self.authenticate()
+        return fingerprint(self._key.public_key())
+
+    def confirm_revoked(self) -> bool:
+        """Whether the controller now refuses this client's key as revoked: a fresh
+        challenge signed with it is answered "is revoked" (the session is dropped first).
+        For a revoke of the very key this client signs with, whose connection the controller
+        closes before it answers (KEY-4). Raises DaemonUnreachable as `request`."""
+        self._session = None
+        self.close()
+        try:
+            self.authenticate()
+        except errors.PermissionDenied as e:
+            return "is revoked" in e.message
+        return False
+
     # ------------------------------------------------------------------ the Client interface
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None,

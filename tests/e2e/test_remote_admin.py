@@ -130,6 +130,13 @@ def test_a_remote_xceadmin_signs_with_its_admin_key_from_the_keyring(keyed, tmp_
     r = rem.run("keys", "list", host="elsewhere")
     assert r.returncode == 1 and "is trusted for host remote1, not elsewhere" in r.stderr and "--key-host" in r.stderr
 
+    # revoking the very key it signs with (KEY-4): the controller closes this connection as it
+    # revokes it, before any answer; the key's refusal afterwards says it is done
+    r = rem.ok("keys", "revoke", fp[:24])
+    assert f"revoked {fp} (host remote1), the admin key this xceadmin signs with" in r.stderr, r.stderr
+    r = rem.run("keys", "list")
+    assert r.returncode == 1 and "is revoked" in r.stderr, r.stderr
+
 
 def test_the_admin_key_cannot_submit_and_bad_targets_are_clear(keyed, tmp_path):
     """KEY-3: the admin role's allowlist has no submit; a wrong pin, an unreachable

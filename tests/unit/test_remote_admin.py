@@ -251,3 +251,21 @@ def test_the_cluster_name_needs_no_key(plain_tls):
         _challenges(router)
         with AdminClient(URL, "SHA256:pin", "h") as c:
             assert c.cluster_name() == "c1"
+
+
+def test_a_revoke_of_its_own_key_is_confirmed_by_the_keys_refusal(plain_tls, admin_key):
+    """KEY-4: the controller closes the connection of the key it revokes, the one carrying
+    the revoke too; `confirm_revoked` signs a fresh challenge and reads the refusal."""
+    fp = K.fingerprint(admin_key.public_key())
+    with respx.mock() as router:
+        _challenges(router)
+        router.post(f"{BASE}/peers/session").mock(side_effect=[
+            httpx.Response(200, json={"session": "S", "expires_in_s": 60, "host": "h", "role": "admin"}),
+            httpx.Response(403, json={"error": {"code": "forbidden", "message": f"key {fp} is revoked; ...",
+                                                "field": None}})])
+        router.post(f"{BASE}/keys/revoke").mock(side_effect=httpx.RemoteProtocolError("Server disconnected"))
+        with AdminClient(URL, "SHA256:pin", "h", key=admin_key) as c:
+            assert c.key_fingerprint() == fp
+            with pytest.raises(errors.DaemonUnreachable):
+                c.request("POST", "/keys/revoke", json={"fingerprint": fp})
+            assert c.confirm_revoked()
