@@ -39,12 +39,13 @@ from dataclasses import dataclass
 import typer
 
 from xced.constants import ENV_CONTROLLER, ENV_CONTROLLER_KEY, ENV_SOCKET
+from xced.model.units import HOST_FORM
+from xced.model.units import HOST_PATTERN as _HOST_RULE
 
 __all__ = ["Options", "Remote", "connect", "default_key_host", "key_host", "remote_target", "set_options"]
 
-#: a host name as the trusted list takes it (xced.model.keys.TrustedKey.host)
-HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
-HOST_FORM = "a host name is a letter or digit, then letters, digits, '_', '.' and '-' (at most 255)"
+#: a host name as the trusted list takes it: the one rule, xced.model.units.HOST_PATTERN
+HOST_PATTERN = re.compile(_HOST_RULE)
 
 
 @dataclass(frozen=True)

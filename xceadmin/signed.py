@@ -108,7 +108,7 @@ class AdminClient(Client):
         try:
             ctx = pinned_client_context(host, port, self.pin, timeout=CONNECT_TIMEOUT_S)
         except PinMismatch as e:
-            raise errors.XceError(str(e.args[0]) if e.args else str(e)) from None
+            raise errors.XceError(str(e)) from None
         except ssl.SSLError as e:
             raise errors.XceError(f"the controller at {self.url} did not complete a TLS handshake ({_why(e)}): "
                                   f"is it an XCE controller in production mode (or test mode with listen.tls: "
