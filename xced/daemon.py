@@ -259,10 +259,30 @@ async def serve_worker(top: Path, url: str, join, *, pin: str | None = None, key
     print(f"xced: worker host {join.host} ({join.slots} slots, {join.memory_mb} MB) of {url}"
           f"{f' (TLS pinned to {pin})' if pin else ' (plain TCP: a test-mode controller)'}, TopDir {top}",
           file=sys.stderr, flush=True)
+    relay = relay_server = None
+    job_env = None
+    if key is not None:  # production: the jobs here reach the controller through this worker (JOB-7)
+        import uvicorn
+
+        from xced.server.auth import PeerCredProtocol
+        from xced.server.relay import create_relay_app
+        from xced.worker.remote import LaunchRelay
+
+        relay = LaunchRelay()
+        sock = top / "run" / "xced.sock"
+        listener = _unix_listener(sock)
+        job_env = {ENV_SOCKET: str(sock)}
+        relay_server = uvicorn.Server(uvicorn.Config(create_relay_app(relay.forward), http=PeerCredProtocol,
+                                                     lifespan="off", access_log=False, log_level="warning"))
+        relay_server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+        relay_task = asyncio.get_running_loop().create_task(relay_server.serve(sockets=[listener]))
     (top / "run" / READY_FILE).write_text(url)
     try:
-        await run_worker(url, join, top, stop, pin=pin, key=key, enroll=enroll)
+        await run_worker(url, join, top, stop, pin=pin, key=key, enroll=enroll, relay=relay, job_env=job_env)
     finally:
+        if relay_server is not None:
+            relay_server.should_exit = True
+            await asyncio.gather(relay_task, return_exceptions=True)
         try:
             (top / "run" / READY_FILE).unlink()
         except OSError:

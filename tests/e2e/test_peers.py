@@ -252,3 +252,39 @@ def test_keys_enroll_trades_a_token_and_the_worker_then_joins_with_the_saved_pin
     r = subprocess.run([XCEADMIN, "keys", "enroll", token, "--controller", keyed.url, "--host", "h7", "--topdir",
                         str(other)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "used already" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_job_across_keyed_workers_launches_its_tasks_through_its_worker(keyed, tmp_path):
+    """JOB-7 in production: a job's `xcecli launch` and XCE_TASK_STARTER reach the controller
+    through its own worker's socket and channel (no TCP for jobs), with the job's token;
+    the task's output and exit status come back. A process on that socket without the
+    token, or asking anything else, is refused saying what the socket is for."""
+    keyed.trust("w1")
+    keyed.trust("w2")
+    keyed.worker("w1")
+    keyed.worker("w2")
+    keyed.wait_host("w1")
+    keyed.wait_host("w2")
+    script = tmp_path / "mpi_like.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        "echo mcpu=$LSB_MCPU_HOSTS\n"
+        "other=$(echo $LSB_MCPU_HOSTS | cut -d' ' -f3)\n"
+        "xcecli launch $other -- sh -c 'echo task on $XCE_TASK_HOST; exit 4'\n"
+        "echo launch=$?\n"
+        "XCE_JOB_TOKEN= xcecli launch $other -- true 2>&1 | tail -1\n"
+        "xcecli jobs 2>&1 | tail -1\n"
+        "$XCE_TASK_STARTER sh -c 'echo rank@$XCE_TASK_HOST' | sort | uniq -c | awk '{print $2\"x\"$1}' | tr '\\n' ' '\n"
+        "echo\n")
+    script.chmod(0o755)
+    out = tmp_path / "out"
+    env_path = f"{Path(XCED).parent}:{os.environ['PATH']}"
+    r = subprocess.run([str(Path(XCED).parent / "xcecli"), "submit", "-K", "-n", "4", "-o", str(out), str(script)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=90,
+                       env={**os.environ, "XCE_TOPDIR": str(keyed.ctl_top), "PATH": env_path})
+    text = out.read_text()
+    assert r.returncode == 0, (r.stderr, text, keyed.log("w1"), keyed.log("w2"))
+    lines = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    assert lines["mcpu"] in ("w1 2 w2 2", "w2 2 w1 2") and lines["launch"] == "4", text
+    assert "task on " in text and "with its XCE_JOB_TOKEN" in text and "worker host's socket" in text, text
+    assert text.strip().splitlines()[-1].split() == ["rank@w1x2", "rank@w2x2"], text

@@ -6,8 +6,9 @@ mode the controller sends `challenge` (nonce, cluster, purpose), and the worker'
 carries its key's fingerprint and signature of it (KEY-3). After `joined` both sides send
 messages at any time:
 
-    worker -> controller   join, started, finished, start_failed, reply
-    controller -> worker   challenge, joined, refused, start, kill, signal, reattach, end_tasks, request
+    worker -> controller   join, started, finished, start_failed, launch, reply
+    controller -> worker   challenge, joined, refused, start, kill, signal, reattach, end_tasks, request,
+                           launched
 
 `request`/`reply` carry an `rid` and are how the controller asks a worker something
 (e.g. `read_output` for `xcecli peek`). Units: seconds, MB, slots.
@@ -90,6 +91,21 @@ class StartFailedMsg(_Msg):
     reason: str = Field(max_length=4096)
 
 
+class LaunchMsg(_Msg):
+    """A process of a job running on this worker asks for a task on one of the job's hosts
+    (`xcecli launch`, LSF blaunch, JOB-7), through the worker's own socket: relayed with its
+    launch token and its uid from SO_PEERCRED, answered by `launched` with the same `lid`."""
+
+    op: Literal["launch"]
+    lid: int = Field(ge=1)
+    job_id: JobId
+    index: Index
+    host: str = Field(max_length=255)
+    argv: list[str] = Field(min_length=1, max_length=4096)
+    token: str = Field(max_length=256)
+    uid: int | None = Field(None, ge=0, le=2**32)
+
+
 class ReplyMsg(_Msg):
     """The answer to the controller's request `rid` (a task's end, an output)."""
 
@@ -98,7 +114,8 @@ class ReplyMsg(_Msg):
     result: Any = None
 
 
-WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, ReplyMsg], Field(discriminator="op")]
+WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, LaunchMsg, ReplyMsg],
+                          Field(discriminator="op")]
 #: parses one worker -> controller message; raises pydantic.ValidationError
 WORKER_MESSAGE: TypeAdapter = TypeAdapter(WorkerMessage)
 
@@ -137,6 +154,17 @@ class RequestMsg(_Msg):
     args: dict
 
 
-ControllerMessage = Annotated[Union[StartMsg, ElementMsg, SignalMsg, RequestMsg], Field(discriminator="op")]
+class LaunchedMsg(_Msg):
+    """The answer to a worker's `launch`: the task's end (`result`, LaunchResult's fields)
+    or `error` ({"status", "code", "message"}, the API's error as the controller raised it)."""
+
+    op: Literal["launched"]
+    lid: int = Field(ge=1)
+    result: dict | None = None
+    error: dict | None = None
+
+
+ControllerMessage = Annotated[Union[StartMsg, ElementMsg, SignalMsg, RequestMsg, LaunchedMsg],
+                              Field(discriminator="op")]
 #: parses one controller -> worker message; raises pydantic.ValidationError
 CONTROLLER_MESSAGE: TypeAdapter = TypeAdapter(ControllerMessage)

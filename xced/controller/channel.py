@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from xced.api.peer import WORKER_MESSAGE, FinishedMsg, ReplyMsg, StartedMsg
+from xced.api.peer import WORKER_MESSAGE, FinishedMsg, LaunchMsg, ReplyMsg, StartedMsg
+from xced.model.jobs import ACTIVE
 from xced.model.state import EndStatus, StartInfo
 
 log = logging.getLogger("xced.controller.channel")
@@ -33,6 +34,8 @@ class RemoteWorkerLink:
         self._rids = itertools.count(1)
         #: why the controller closed the channel (a revoked or expired key), for the host's status
         self.left_reason: str | None = None
+        #: the launches it relays, running (xced.controller.channel.relay_launch)
+        self.tasks: set[asyncio.Task] = set()
         self._pending: dict[int, asyncio.Future] = {}
 
     def start(self, info: StartInfo) -> None:
@@ -83,6 +86,8 @@ class RemoteWorkerLink:
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_result(None)
+        for t in list(self.tasks):  # no channel to answer on: the tasks themselves run on
+            t.cancel()
 
 
 def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
@@ -101,6 +106,8 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
     if isinstance(msg, ReplyMsg):
         link.resolve(msg.rid, msg.result)
         return True
+    if isinstance(msg, LaunchMsg):
+        return relay_launch(ctl, link, msg)
     host = ctl.element_host(msg.job_id, msg.index)
     if host != link.host:
         log.warning("worker %s reported %s of job %s, which %s; refused", link.host, msg.op,
@@ -115,4 +122,40 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
                                                          st.reason))
     else:
         ctl.on_start_failed(msg.job_id, msg.index, msg.reason)
+    return True
+
+
+def relay_launch(ctl, link: RemoteWorkerLink, msg: LaunchMsg) -> bool:
+    """A launch a worker relays for a process of a job that runs on it (JOB-7 across hosts
+    in production, where jobs reach the controller through their host's worker only): the
+    job must hold this worker's host (D-7: a worker relays for its own jobs only); then
+    `ctl.launch` with the job's token and the process's uid, as for the controller's own
+    socket, answered by `launched` when the task ends. Returns whether it was taken."""
+    job = ctl.jobs.get(msg.job_id)
+    e = job.elements.get(msg.index) if job else None
+    if e is None or link.host not in (h for h, _ in e.alloc) or e.state not in ACTIVE:
+        log.warning("worker %s relayed a launch for %s, which does not run there; refused", link.host,
+                    f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id)
+        link._send({"op": "launched", "lid": msg.lid, "error": {
+            "status": 403, "code": "forbidden",
+            "message": f"job {msg.job_id} does not run on {link.host}: a worker relays launches of its own jobs only"}})
+        return False
+
+    async def run() -> None:
+        from xced.api.errors import XceError
+
+        try:
+            result = await ctl.launch(msg.job_id, msg.index, msg.host, list(msg.argv), msg.token, None, msg.uid)
+            link._send({"op": "launched", "lid": msg.lid, "result": result})
+        except XceError as err:
+            link._send({"op": "launched", "lid": msg.lid, "error": {"status": err.status, "code": err.code,
+                                                                   "message": err.message}})
+        except Exception as err:  # noqa: BLE001 - the job's process gets an answer in any case
+            log.exception("relayed launch of job %s failed", msg.job_id)
+            link._send({"op": "launched", "lid": msg.lid, "error": {"status": 500, "code": "server_error",
+                                                                   "message": f"internal error in xced: {err}"}})
+
+    task = asyncio.get_running_loop().create_task(run())
+    link.tasks.add(task)
+    task.add_done_callback(link.tasks.discard)
     return True

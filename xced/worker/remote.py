@@ -61,6 +61,59 @@ class ChannelReporter:
         self.queue.put_nowait({"op": "start_failed", "job_id": job_id, "index": index, "reason": reason})
 
 
+class LaunchRelay:
+    """The worker's end of the launches it relays (JOB-7; xced.server.relay serves the
+    socket): `forward(job_id, body, uid)` sends a `launch` on the channel and waits for its
+    `launched`, returning (HTTP status, JSON body). While the channel is down, and for a
+    launch in flight when it drops, the answer is 503 `unreachable`: the job's process may
+    try again; a task already started keeps running and is ended with its job."""
+
+    def __init__(self) -> None:
+        import itertools
+
+        self.reporter: ChannelReporter | None = None
+        self.connected = False
+        self._lids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future] = {}
+
+    async def forward(self, job_id: int, body: dict, uid: int | None) -> tuple[int, dict]:
+        if not self.connected or self.reporter is None:
+            return self._unreachable("this worker is not joined to the controller now")
+        lid = next(self._lids)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[lid] = fut
+        self.reporter.queue.put_nowait({"op": "launch", "lid": lid, "job_id": job_id, "index": body["index"],
+                                        "host": body["host"], "argv": body["argv"], "token": body["token"],
+                                        "uid": uid})
+        try:
+            return await fut
+        finally:
+            self._pending.pop(lid, None)
+
+    def answer(self, lid: int, result: dict | None, error: dict | None) -> None:
+        fut = self._pending.get(lid)
+        if fut is None or fut.done():
+            return
+        if result is not None:
+            fut.set_result((200, result))
+        else:
+            err = error or {}
+            fut.set_result((int(err.get("status", 500)), {"error": {"code": err.get("code", "server_error"),
+                                                                     "message": err.get("message", "no answer"),
+                                                                     "field": None}}))
+
+    def lost(self) -> None:
+        self.connected = False
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_result(self._unreachable("the channel to the controller was lost while the task ran; the "
+                                                 "task keeps running and is ended with its job"))
+
+    @staticmethod
+    def _unreachable(why: str) -> tuple[int, dict]:
+        return 503, {"error": {"code": "unreachable", "message": why, "field": None}}
+
+
 def running_elements(jobs_dir: Path) -> list[tuple[int, int]]:
     """(job_id, index) of every element whose supervisor is alive on this host."""
     from xced.worker import procs
@@ -78,11 +131,14 @@ def running_elements(jobs_dir: Path) -> list[tuple[int, int]]:
 
 
 async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *, pin: str | None = None, key=None,
-                     enroll: str | None = None) -> None:
+                     enroll: str | None = None, relay: LaunchRelay | None = None,
+                     job_env: dict[str, str] | None = None) -> None:
     """Serve as worker host `join.host` for the controller at `url` (`tcp://HOST:PORT`)
     until `stop` is set. Rejoins after a lost connection every REJOIN_DELAY_S. With `pin`
     and `key`: TLS pinned to the controller, and a keyed join; `enroll`: a token to trade
-    for trust of `key` first. Raises _Refused (an Exception) with the controller's reason
+    for trust of `key` first; `relay`: the launches this worker's socket relays, and
+    `job_env` what its jobs are given to reach it (default: XCE_CONTROLLER, the test-mode
+    way over TCP). Raises _Refused (an Exception) with the controller's reason
     when it refuses this worker, PinMismatch for a controller with another key."""
     import websockets
     import websockets.exceptions
@@ -94,7 +150,9 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
     netloc = url[len("tcp://"):]
     ws_url = ("wss://" if pin else "ws://") + netloc + API_PREFIX + CHANNEL_PATH
     reporter = ChannelReporter()
-    worker = LocalWorker(join.host, topdir, reporter, {"XCE_CONTROLLER": url})
+    if relay is not None:
+        relay.reporter = reporter
+    worker = LocalWorker(join.host, topdir, reporter, job_env if job_env is not None else {"XCE_CONTROLLER": url})
     delay = REJOIN_DELAY_S
     started = time.monotonic()
     ssl_ctx = None
@@ -110,8 +168,12 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                     enroll = None
                 async with websockets.connect(ws_url, max_size=2**24, open_timeout=5, ssl=ssl_ctx) as ws:
                     delay = REJOIN_DELAY_S
-                    await _serve_channel(ws, join, worker, reporter, topdir, stop, key,
-                                         (lambda: _save_pin(topdir, pin)) if pin else None)
+                    try:
+                        await _serve_channel(ws, join, worker, reporter, topdir, stop, key,
+                                             (lambda: _save_pin(topdir, pin)) if pin else None, relay)
+                    finally:
+                        if relay is not None:
+                            relay.lost()
             except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as e:
                 from xced.auth.tls import PinMismatch
 
@@ -165,7 +227,7 @@ async def _enroll(url: str, pin: str | None, key, host: str, token: str) -> None
 
 
 async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topdir: Path, stop: asyncio.Event,
-                         key=None, on_joined=None) -> None:
+                         key=None, on_joined=None, relay: LaunchRelay | None = None) -> None:
     hello = join.model_copy(update={"running": running_elements(topdir / "jobs")})
     if key is not None:  # a keyed join (KEY-3): the controller's challenge comes first
         from xced.auth.keys import fingerprint, join_payload, sign
@@ -187,6 +249,8 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
     log.info("joined the controller as host %s", join.host)
     if on_joined is not None:
         on_joined()
+    if relay is not None:
+        relay.connected = True
 
     async def sender() -> None:
         while True:
@@ -208,7 +272,7 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
     async def receiver() -> None:
         from pydantic import ValidationError
 
-        from xced.api.peer import CONTROLLER_MESSAGE, ElementMsg, RequestMsg, SignalMsg, StartMsg
+        from xced.api.peer import CONTROLLER_MESSAGE, ElementMsg, LaunchedMsg, RequestMsg, SignalMsg, StartMsg
 
         async for raw in ws:
             if '"refused"' in raw[:40]:  # the controller closes the channel (a revoked or expired key)
@@ -220,7 +284,10 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
                 log.warning("the controller sent a message that is not part of the channel (%s); ignored",
                             e.errors()[0].get("msg"))
                 continue
-            if isinstance(msg, StartMsg):
+            if isinstance(msg, LaunchedMsg):
+                if relay is not None:
+                    relay.answer(msg.lid, msg.result, msg.error)
+            elif isinstance(msg, StartMsg):
                 info = dict(msg.info)
                 info["alloc"] = [tuple(a) for a in info["alloc"]]
                 worker.start(StartInfo(**info))
