@@ -168,6 +168,8 @@ def test_revoke_returns_once_the_channel_is_closed_and_the_reconnect_is_refused(
     fp = keyed.trust("w1")
     keyed.worker("w1")
     keyed.wait_host("w1")
+    job = keyed.ctl.submit("--", "sleep", "60")
+    keyed.ctl.wait_state(job, ("RUN",))
     out = keyed.admin("keys", "revoke", fp[:20], "--json").stdout
     assert json.loads(out)["closed"] == 1, out
     assert keyed.hosts()["w1"] == "unavail"
@@ -175,6 +177,10 @@ def test_revoke_returns_once_the_channel_is_closed_and_the_reconnect_is_refused(
     assert "key revoked" in host[0]["status_reason"] and "lost" in host[0]["status_reason"], host
     assert keyed.wait_exit("w1") != 0
     assert "is revoked" in keyed.log("w1")
+    # its job stays RUN (its supervisor runs on, JOB-8), saying its host is lost and why
+    el = keyed.ctl.show(job)["elements"][0]
+    assert el["state"] == "RUN" and "host w1 is unavail: key revoked" in el["host_problem"], el
+    assert "key revoked" in keyed.ctl.cli("show", str(job), check=True).stdout
 
 
 def test_a_replayed_join_signature_is_refused(keyed):

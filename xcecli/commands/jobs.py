@@ -58,7 +58,7 @@ def _getters():
         "exit_code": lambda j, e: e["exit_code"] if e else None, "ntasks": _ntasks,
         "elements": lambda j, e: ",".join(f"{n} {s}" for s, n in sorted(j["counts"].items()))
         if j["array_spec"] else None,
-        "reason": lambda j, e: e["pend_reason"]["main"] if e and e["pend_reason"] else None,
+        "reason": lambda j, e: (e["pend_reason"]["main"] if e["pend_reason"] else e.get("host_problem")) if e else None,
     }
 
 
@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
             print(f"{k + ':':<14}{v}")
         rows = []
         for e in j.elements:
-            why = e.exit_reason or (e.pend_reason.main if e.pend_reason else None)
+            why = e.exit_reason or (e.pend_reason.main if e.pend_reason else None) or e.host_problem
             hosts = " ".join(f"{a.host}:{a.slots}" for a in e.alloc) or None
             rows.append([e.id, e.state.value, hosts, fmt_time(e.start_time), fmt_time(e.end_time),
                          e.exit_code, e.exit_signal, why])

@@ -212,6 +212,9 @@ class ElementOut(Body):
     exit_reason: str | None = None
     alloc: list[AllocOut] = Field(default_factory=list)
     pend_reason: PendReasonOut | None = None
+    host_problem: str | None = Field(None, description="for a running element, why one of its hosts is not ok "
+                                                       "(its worker left; its key was revoked or expired, KEY-4): "
+                                                       "the element stays RUN until the host rejoins")
     stdout: str | None = None
     stderr: str | None = None
 

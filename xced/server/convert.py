@@ -25,7 +25,23 @@ def json_response(obj: object) -> Response:
     return Response(body, media_type="application/json")
 
 
-def element_dict(e) -> dict:
+def host_problem(e, hosts) -> str | None:
+    """Why a running element's host is not ok (KEY-4: a revoked or expired key, a worker
+    gone), from `hosts` (name -> HostState), or None: the element stays RUN meanwhile, its
+    supervisor running on (JOB-8), until its host rejoins or SCHED-4 handles it as lost."""
+    from xced.model.jobs import ACTIVE
+
+    if hosts is None or not e.alloc or e.state not in ACTIVE:
+        return None
+    for h, _ in e.alloc:
+        st = hosts.get(h)
+        if st is not None and st.status != "ok":
+            return f"host {h} is {st.status}" + (f": {st.status_reason}" if st.status_reason else "")
+    return None
+
+
+def element_dict(e, hosts=None) -> dict:
+    """The ElementOut of element `e`; `hosts` (name -> HostState) gives its host_problem."""
     pr = e.pend_reason
     return {
         "id": e.ref, "job_id": e.job.id, "index": e.index, "state": e.state.value, "holds": sorted(e.holds),
@@ -35,12 +51,13 @@ def element_dict(e) -> dict:
         "pend_reason": {"main": pr.main, "hint": pr.hint, "hosts": [
             {"host": s.host, "resource": s.resource, "free": s.free, "needed": s.needed, "message": s.message}
             for s in pr.hosts]} if pr else None,
-        "stdout": None, "stderr": None,
+        "host_problem": host_problem(e, hosts), "stdout": None, "stderr": None,
     }
 
 
-def job_dict(job, *, elements: bool = True, env: bool = False) -> dict:
-    """The JobOut of `job`; `env`: include its environment (D-7: only for who may see it)."""
+def job_dict(job, *, elements: bool = True, env: bool = False, hosts=None) -> dict:
+    """The JobOut of `job`; `env`: include its environment (D-7: only for who may see it);
+    `hosts` (name -> HostState): say of each running element whose host is not ok why."""
     sp, eff = job.spec, job.effective
     counts: dict[str, int] = {}
     for e in job.elements.values():
@@ -56,7 +73,7 @@ def job_dict(job, *, elements: bool = True, env: bool = False) -> dict:
         "memory_limit_mb": eff.memory_limit_mb, "array_spec": sp.array_spec,
         "array_limit": sp.array_limit, "resreq_requested": list(sp.resreq),
         "resreq": eff.resreq, "dependency": sp.dependency, "counts": counts,
-        "elements": [element_dict(e) for e in job.elements.values()] if elements else [],
+        "elements": [element_dict(e, hosts) for e in job.elements.values()] if elements else [],
         "env": dict(sp.env) if env else None, "umask": sp.umask,
         "meta": eff.exdata.get("meta") if isinstance(eff.exdata, dict) else None,
     }

@@ -90,7 +90,8 @@ async def list_jobs(request: Request, caller: Caller = Depends(requires("cluster
     check_path(project)  # a malformed path is refused, as at submit, never an empty listing
     want_user = caller.user if user is None else (None if user == "all" else user)
     jobs = _ctl(request).find_jobs(want_user, queue, set(state) if state else None, all, project)
-    return json_response({"jobs": [job_dict(job, elements=not job.is_array) for job in jobs]})
+    hosts = request.app.state.controller.hosts
+    return json_response({"jobs": [job_dict(job, elements=not job.is_array, hosts=hosts) for job in jobs]})
 
 
 @router.get("/jobs/{job_id:jobid}", response_model=JobOut, responses=errors(JOB))
@@ -99,7 +100,8 @@ async def show_job(job_id: int, request: Request, caller: Caller = Depends(requi
     the holders of job:view over its project (D-7, RBAC-3), else `env` is null."""
     ctl = _ctl(request)
     job = ctl.job(job_id)
-    return json_response(job_dict(job, env=ctl.policy.may_job(caller, "job:view", job.user, job.spec.project)))
+    return json_response(job_dict(job, env=ctl.policy.may_job(caller, "job:view", job.user, job.spec.project),
+                                  hosts=ctl.hosts))
 
 
 @router.get("/jobs/{job_id:jobid}/events", response_model=EventList, responses=errors(JOB))
