@@ -83,12 +83,14 @@ def test_output_paths():
 def test_element_and_task_environments_are_built_in_one_place():
     """JOB-3, JOB-7, PROF-10, D-7: the element gets its launch token, its tasks do not; the
     submitter's daemon address is replaced by this host's; the profile's names win."""
-    base = {"PATH": "/bin", "XCE_SOCKET": "/submitter.sock", "MODE": "job"}
+    base = {"PATH": "/bin", "XCE_SOCKET": "/submitter.sock", "MODE": "job", "XCE_CONTROLLER": "tcp://s:1",
+            "XCE_CONTROLLER_KEY": "/home/s/ctl.pub"}
     info = StartInfo(7, 0, "n", "q", "alice", ["true"], "/w", base, None, None, None, None, [("hA", 2), ("hB", 1)],
                      "alice", None, None, 1.0, 1.0, "tok", 0o022, {"MODE": "profile"}, {"XCE_APP_PARAM_X": "1"}, "app")
     env = element_environment(info, Path("/j/hostfile"), {"XCE_SOCKET": "/here.sock"}, "xcecli launch --all --")
     assert env["XCE_JOB_TOKEN"] == "tok" and env["XCE_SOCKET"] == "/here.sock" and env["MODE"] == "profile"
     assert env["XCE_APP"] == "app" and env["XCE_APP_PARAM_X"] == "1" and env["LSB_HOSTS"] == "hA hA hB"
+    assert "XCE_CONTROLLER" not in env and "XCE_CONTROLLER_KEY" not in env  # the submitter's remote xceadmin
     task = TaskSpec(7, 0, 3, ["id"], "/w", base, None, None, "alice", 1.0, None, 0o022, "n", "q",
                     [("hA", 2), ("hB", 1)], {"MODE": "profile"}, {}, None, {"XCE_TASK_ID": "3"})
     tenv = task_environment(task, "hB", Path("/j"), {"XCE_CONTROLLER": "tcp://c:1"}, "x")

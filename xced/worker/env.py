@@ -17,10 +17,10 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from xced.constants import ENV_CONTROLLER, ENV_SOCKET, ENV_TOPDIR
+from xced.constants import ENV_CONTROLLER, ENV_CONTROLLER_KEY, ENV_SOCKET, ENV_TOPDIR
 
 #: the submitter's way to its daemon, never the job's: the job talks to its own host's daemon
-DAEMON_ADDRESS = (ENV_SOCKET, ENV_CONTROLLER, ENV_TOPDIR)
+DAEMON_ADDRESS = (ENV_SOCKET, ENV_CONTROLLER, ENV_CONTROLLER_KEY, ENV_TOPDIR)
 
 
 def hosts_per_slot(alloc: list[tuple[str, int]]) -> list[str]:
