@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import XCECLI, XCED, kill_job_processes, short_tmpdir
+from tests.conftest import XCEADMIN, XCECLI, XCED, kill_job_processes, short_tmpdir
 from tests.e2e.test_peers import KeyedCluster
 from tests.e2e.test_users import REPO, User, _ensure_user, _user_xcecli
 
@@ -192,6 +192,18 @@ def test_a_production_login_host_refuses_asserted_users(cluster, users):
     assert _all_jobs(cluster) == before
 
 
+def test_root_on_a_login_host_cannot_change_what_the_cluster_trusts(cluster):
+    """KEY-3: the apiserver role's allowlist has no cluster admin route: root (an admin of
+    this cluster) on a login host can list jobs there, but keys, tokens and the config
+    take the admin key from another host; the refusal says so."""
+    env = {**{k: v for k, v in os.environ.items() if k != "XCE_SOCKET"}, "XCE_TOPDIR": str(cluster.login_top("login1"))}
+    for argv in (["keys", "list"], ["keys", "token", "--role", "worker", "--expires", "1h"]):
+        r = subprocess.run([XCEADMIN, *argv], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 1 and "apiserver role" in r.stderr and "admin key" in r.stderr, r.stderr
+    r = subprocess.run([XCECLI, "jobs", "-u", "all"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+
+
 def _all_jobs(c: LoginCluster) -> list[int]:
     return [j["job_id"] for j in json.loads(c.ctl.cli("jobs", "-u", "all", "-a", "--json", check=True).stdout)["jobs"]]
 
@@ -293,10 +305,11 @@ def _user_xced(user: User) -> list[str] | None:
     return None
 
 
-def test_a_login_host_not_running_as_root_serves_only_its_user_and_root(cluster, users):
-    """D-6, D-7: the Unix socket's one rule (xced.server.auth.unix_identity) holds on a login
-    host too: an xced run by xce-alice serves alice and root, and refuses bob, who would
-    otherwise act as alice."""
+def test_a_production_login_host_not_running_as_root_serves_no_one(cluster, users):
+    """KEY-7, D-6, D-7: a login host's key lets it name any user, so one run by xce-alice
+    would let her act as anyone (root included): in production it refuses every request,
+    hers and root's too, saying it must run as root. Bob is refused first by the Unix
+    socket's own rule (xced.server.auth.unix_identity)."""
     from xced.auth.tls import parse_pin
 
     alice, bob = users
@@ -319,10 +332,11 @@ def test_a_login_host_not_running_as_root_serves_only_its_user_and_root(cluster,
         time.sleep(0.02)
     cluster.admin("keys", "trust", str(top / "keys" / "host.pub"), "--host", "login5", "--role", "apiserver")
     r = _cli(cluster, alice, "jobs", login="login5")
-    assert r.returncode == 0, r.stderr + (cluster.top / "login5.log").read_text()
+    assert r.returncode == 1 and "runs as xce-alice, not root" in r.stderr and "act as anyone" in r.stderr, \
+        r.stderr + (cluster.top / "login5.log").read_text()
     r = subprocess.run([XCECLI, "jobs", "-u", "all"], capture_output=True, text=True, timeout=60,
                        env={**{k: v for k, v in os.environ.items() if k != "XCE_SOCKET"}, "XCE_TOPDIR": str(top)})
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1 and "a production login host runs as root" in r.stderr, r.stderr
     r = _cli(cluster, bob, "jobs", login="login5")
     assert r.returncode == 1 and "this xced runs as xce-alice, not root" in r.stderr, r.stderr
     r = _cli(cluster, bob, "submit", "--", "true", login="login5")

@@ -166,6 +166,7 @@ def test_the_role_allowlists():
     assert route_allowed("worker", "peer") and not route_allowed("worker", "queue:submit")
     assert not any(route_allowed("worker", p) for p in ("cluster:view", "cluster:admin", "job:kill", "none"))
     assert route_allowed("apiserver", "queue:submit") and not route_allowed("apiserver", "peer")
+    assert not route_allowed("apiserver", "cluster:admin")  # a login host never changes what the cluster trusts
     assert route_allowed("admin", "cluster:admin") and not route_allowed("admin", "queue:submit")
     assert ROLE_ROUTES["scheduler"] == frozenset() and not route_allowed("nobody", "cluster:view")
     assert message_allowed("worker", "finished") and not any(message_allowed(r, "finished") for r in ROLE_MESSAGES

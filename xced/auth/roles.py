@@ -11,8 +11,10 @@ and the API server asks them before any route runs.
   jobs running on it (launch: with the job's token; xced.controller.channel). A worker cannot submit, kill, read
   jobs, or change config.
 - `apiserver`: a login host's API server acts for the users it identified by SO_PEERCRED
-  (LSF's and Slurm's login nodes): every user route, with that user's permissions; never
-  the worker channel.
+  (LSF's and Slurm's login nodes): every user route, with that user's permissions, but
+  not the cluster admin's routes (keys, config, recordings, the test clock): those take
+  the admin key (`xceadmin --controller`), so a login host, even its root, cannot change
+  what the cluster trusts; never the worker channel.
 - `admin`: `xceadmin` signing with its admin key from another host: the cluster admin's
   routes (cluster:admin, cluster:view), the job routes as a cluster admin, and the routes
   that need no permission; never a submit (an admin key is nobody's Unix user, so a job
@@ -34,7 +36,7 @@ _JOB = ("job:view", "job:kill", "job:modify", "job:requeue")
 #: role -> what its routes may declare (permissions and markers of xced.server.auth)
 ROLE_ROUTES: dict[str, frozenset[str]] = {
     "worker": frozenset({"peer"}),
-    "apiserver": frozenset({"queue:submit", "cluster:view", "cluster:admin", *_JOB, "none", "token-or-owner"}),
+    "apiserver": frozenset({"queue:submit", "cluster:view", *_JOB, "none", "token-or-owner"}),
     "admin": frozenset({"cluster:view", "cluster:admin", *_JOB, "none"}),
     "scheduler": frozenset(),
 }

@@ -96,8 +96,11 @@ def peer_of(request: Request, declared: str):
         raise Unauthenticated(TCP_REFUSED)
     ident = ctl.session_identity(token.strip(), request.scope.get(TRANSPORT_KEY))
     if not route_allowed(ident.role, declared):
+        hint = (": a cluster admin's request goes from the controller host, or from another host signed with the "
+                "admin key (`xceadmin --controller URL --controller-key KEY ...`)" if ident.role == "apiserver" and
+                declared == "cluster:admin" else "")
         raise PermissionDenied(f"a peer in the {ident.role} role (host {ident.host}) may not use this route "
-                               f"(it needs {declared}); KEY-3's allowlist of the role does not include it")
+                               f"(it needs {declared}); KEY-3's allowlist of the role does not include it{hint}")
     return ident
 
 

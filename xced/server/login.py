@@ -9,7 +9,10 @@ as on the controller host. This server
    Unix socket's one rule (`xced.server.auth.unix_identity`): an xced not running as root
    serves only its own user and root; an asserted user (`X-XCE-As-User`, `xcecli
    --as-user`, XCE_TEST_USER) only when the controller says the cluster is in test mode,
-   so a production login host refuses it (403) before anything is passed on (KEY-1, D-6);
+   so a production login host refuses it (403) before anything is passed on (KEY-1, D-6).
+   A production login host must run as root: its key lets it name any user, so one run
+   by a user would let that user act as anyone; run by another user it refuses every
+   request, saying so (test mode keeps it for harnesses);
 2. passes every request under /xce/v1/ to the controller over its pinned TLS channel
    (xced.api.peer_client.PeerClient, authenticated with the login host's own key in the
    `apiserver` role), naming the user it identified (`x-xce-user`, `x-xce-uid`,
@@ -161,6 +164,11 @@ class LoginForwarder:
         unix_identity(peer, None, mode="production", daemon_user=self.daemon_user)
         body = await _read_body(request)
         mode = await self.connect()
+        if mode != "test" and os.geteuid() != 0:
+            raise errors.PermissionDenied(
+                f"this login host runs as {self.daemon_user}, not root, and the cluster is in production mode: its "
+                f"key lets it act for any user, so {self.daemon_user} could act as anyone; a production login host "
+                f"runs as root (KEY-7)")
         user, _, _, is_asserted = unix_identity(peer, asserted, mode=mode, daemon_user=self.daemon_user)
         headers = [(k, v) for k, v in request.headers.items() if k not in _DROP_REQUEST]
         if "accept-encoding" not in request.headers:
