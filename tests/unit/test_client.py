@@ -120,3 +120,19 @@ def test_connect_finds_socket_from_env(monkeypatch, tmp_path):
     assert Client.connect().socket == tmp_path / "run" / "xced.sock"
     with pytest.raises(errors.DaemonUnreachable, match="does not exist"):
         Client.connect(topdir=str(tmp_path / "missing"))
+
+
+def test_xce_controller_is_only_a_test_mode_jobs_way_and_never_beats_a_topdir(monkeypatch, tmp_path):
+    """KEY-6, D-7: XCE_CONTROLLER (plain HTTP over TCP, as jobs on a test-mode worker get it)
+    is used only when nothing local is named: XCE_TOPDIR wins over it, and with
+    XCE_CONTROLLER_KEY beside it (xceadmin's signed path to a production controller)
+    xcecli never sends a job's environment over plain TCP."""
+    monkeypatch.delenv("XCE_SOCKET", raising=False)
+    monkeypatch.delenv("XCE_TOPDIR", raising=False)
+    monkeypatch.setenv("XCE_CONTROLLER", "tcp://127.0.0.1:9")
+    assert Client.connect().target == "tcp://127.0.0.1:9"
+    monkeypatch.setenv("XCE_TOPDIR", str(tmp_path))
+    assert Client.connect().socket == tmp_path / "run" / "xced.sock"
+    monkeypatch.delenv("XCE_TOPDIR")
+    monkeypatch.setenv("XCE_CONTROLLER_KEY", "SHA256:" + "A" * 43)
+    assert Client.connect().target != "tcp://127.0.0.1:9" and Client.connect().socket is not None

@@ -30,6 +30,7 @@ from xced.api import errors
 from xced.constants import (
     API_PREFIX,
     ENV_CONTROLLER,
+    ENV_CONTROLLER_KEY,
     ENV_SOCKET,
     ENV_TEST_USER,
     ENV_TOPDIR,
@@ -105,10 +106,13 @@ class Client:
     @classmethod
     def connect(cls, *, topdir: str | None = None, socket: str | None = None, as_user: str | None = None,
                 timeout: float = 60.0) -> "Client":
-        """Find the daemon: `socket`, else `topdir`'s socket, else XCE_SOCKET, else
-        XCE_CONTROLLER (tcp://HOST:PORT, set inside jobs on worker hosts), else the socket of
-        XCE_TOPDIR / the default TopDir. `as_user` defaults to XCE_TEST_USER.
-        Raises DaemonUnreachable when an explicit TopDir does not exist."""
+        """Find the daemon: `socket`, else `topdir`'s socket, else XCE_SOCKET, else the socket
+        of XCE_TOPDIR, else XCE_CONTROLLER (tcp://HOST:PORT, plain HTTP: set inside jobs on a
+        test-mode worker host) unless XCE_CONTROLLER_KEY is set too (that pair is xceadmin's
+        signed path to a production controller, KEY-6: xcecli never sends a job's
+        environment over plain TCP to it), else the default TopDir's socket. `as_user`
+        defaults to XCE_TEST_USER. Raises DaemonUnreachable when an explicit TopDir does not
+        exist."""
         if topdir is not None and not topdir.strip():
             raise errors.InvalidRequest("--topdir '': the TopDir is empty; give the TopDir of a running xced")
         if not socket and (topdir or (not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_TOPDIR))):
@@ -120,7 +124,8 @@ class Client:
                     f"TopDir {top} does not exist; give the TopDir of a running xced (--topdir or XCE_TOPDIR), "
                     f"or run `xced` for a personal cluster")
         as_user = as_user if as_user is not None else (os.environ.get(ENV_TEST_USER) or None)
-        if not socket and not topdir and not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_CONTROLLER):
+        if (not socket and not topdir and not os.environ.get(ENV_SOCKET) and not os.environ.get(ENV_TOPDIR)
+                and os.environ.get(ENV_CONTROLLER) and not os.environ.get(ENV_CONTROLLER_KEY)):
             return cls(os.environ[ENV_CONTROLLER], as_user=as_user, timeout=timeout)
         path = Path(socket) if socket else client_socket_path(topdir)
         return cls(path, as_user=as_user, timeout=timeout)
