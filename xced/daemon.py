@@ -269,7 +269,7 @@ async def serve_worker(top: Path, url: str, join, *, pin: str | None = None, key
         from xced.worker.remote import LaunchRelay
 
         relay = LaunchRelay()
-        sock = top / "run" / "xced.sock"
+        sock = _socket_place(top)  # run/xced.sock, or the fallback directory for a TopDir path too long
         listener = _unix_listener(sock)
         job_env = {ENV_SOCKET: str(sock)}
         relay_server = uvicorn.Server(uvicorn.Config(create_relay_app(relay.forward), http=PeerCredProtocol,
@@ -647,6 +647,8 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
                   file=sys.stderr, flush=True)
     try:
         asyncio.run(serve_worker(top, controller, join, pin=pin, key=key, enroll=enroll))
+    except StartupError as e:
+        _die(str(e))
     except ValueError as e:
         _die(str(e), 2)
     except Exception as e:  # the controller refused us

@@ -146,10 +146,25 @@ def test_an_untrusted_key_is_refused_at_join_and_the_worker_says_why(keyed):
 
 def test_a_worker_without_a_key_is_refused_in_production(keyed):
     """KEY-1: production takes no unauthenticated worker. Without a pin the worker speaks
-    plain TCP to the TLS port and never gets in."""
+    plain TCP to the TLS port, never gets in, and ends saying what it needs."""
     keyed.worker("w0", pin=False)
-    time.sleep(2)
+    assert keyed.wait_exit("w0") != 0
+    assert "serves TLS" in keyed.log("w0") and "--controller-key" in keyed.log("w0"), keyed.log("w0")
     assert "w0" not in keyed.hosts()
+
+
+def test_a_controller_whose_key_changed_is_refused_by_its_workers(keyed):
+    """KEY-6: a worker pinned to the controller's old key stops at its rejoin with the pin
+    mismatch (both fingerprints), never a loop of certificate errors."""
+    keyed.trust("w1")
+    keyed.worker("w1")
+    keyed.wait_host("w1")
+    keyed.ctl.stop()
+    subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(keyed.ctl_top), "--force"], check=True,
+                   capture_output=True, timeout=30)
+    keyed.ctl.start()
+    assert keyed.wait_exit("w1", timeout=60) != 0
+    assert "not the pinned" in keyed.log("w1"), keyed.log("w1")
 
 
 def test_a_worker_pinned_to_another_key_refuses_the_controller(keyed):
@@ -294,3 +309,24 @@ def test_a_job_across_keyed_workers_launches_its_tasks_through_its_worker(keyed,
     assert lines["mcpu"] in ("w1 2 w2 2", "w2 2 w1 2") and lines["launch"] == "4", text
     assert "task on " in text and "with its XCE_JOB_TOKEN" in text and "worker host's socket" in text, text
     assert text.strip().splitlines()[-1].split() == ["rank@w1x2", "rank@w2x2"], text
+
+
+def test_the_worker_socket_answers_every_launch_at_once(keyed):
+    """JOB-7: a launch the controller would not take (job 0, a huge ID, a bad index) gets its
+    answer from the worker's socket at once, never a hang."""
+    keyed.trust("w1")
+    keyed.worker("w1")
+    keyed.wait_host("w1")
+    sock = str(keyed.top / "w1" / "run" / "xced.sock")
+    body = json.dumps({"host": "w1", "argv": ["true"], "token": "t", "index": 0})
+    for path, status in (("/jobs/0/launch", "404"), ("/jobs/9999999999999999999/launch", "404"),
+                         ("/jobs/-1/launch", "404"), ("/jobs", "403")):
+        r = subprocess.run(["curl", "-s", "-m", "10", "-w", "\n%{http_code}", "--unix-socket", sock, "-X", "POST",
+                            "--data-binary", body, f"http://w/xce/v1{path}"], capture_output=True, text=True,
+                           timeout=20)
+        assert r.stdout.rsplit("\n", 1)[-1] == status, (path, r.stdout)
+    bad = json.dumps({"host": "w1", "argv": ["true"], "token": "t", "index": 2**40})
+    r = subprocess.run(["curl", "-s", "-m", "10", "-w", "\n%{http_code}", "--unix-socket", sock, "-X", "POST",
+                        "--data-binary", bad, "http://w/xce/v1/jobs/5/launch"], capture_output=True, text=True,
+                       timeout=20)
+    assert r.stdout.rsplit("\n", 1)[-1] == "422" and "index" in r.stdout, r.stdout

@@ -117,6 +117,14 @@ class PeerClient:
         return self._ctx
 
     def _unreachable(self, e: Exception) -> errors.DaemonUnreachable:
+        """DaemonUnreachable for a transport error. A certificate that no longer verifies
+        (the controller's key changed, or another host answers) drops the pinned context,
+        so the next request probes again and fails with PinMismatch saying which key."""
+        if "CERTIFICATE_VERIFY_FAILED" in str(e) or isinstance(e.__context__, ssl.SSLCertVerificationError):
+            self._ctx = None
+            self._client = None  # the old one's connections are not reused
+            return errors.DaemonUnreachable(f"the controller at {self.url} presented a certificate that is not the "
+                                            f"pinned key's ({e}); the next request checks which key it is")
         return errors.DaemonUnreachable(f"cannot reach the controller at {self.url}: {e or type(e).__name__}")
 
     async def client(self) -> httpx.AsyncClient:

@@ -127,7 +127,9 @@ def parse_pin(text: str, source: str = "--controller-key") -> str:
     return fingerprint(parse_public_key(data.decode("utf-8", "replace"), f"{source} {p}"))
 
 
-def _probe(host: str, port: int, timeout: float) -> bytes:
+def presented_certificate(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bytes:
+    """The DER certificate the TLS server at host:port presents, unverified (the first step
+    of pinning). Raises OSError/ssl.SSLError when it cannot be reached over TLS."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
@@ -149,7 +151,7 @@ def pinned_client_context(host: str, port: int, pin: str, timeout: float = PROBE
 
     from xced.auth.keys import fingerprint
 
-    der = _probe(host, port, timeout)
+    der = presented_certificate(host, port, timeout)
     pub = certificate_key(der)
     got = fingerprint(pub) if isinstance(pub, Ed25519PublicKey) else f"a {type(pub).__name__} key"
     if got != pin:

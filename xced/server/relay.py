@@ -56,7 +56,10 @@ def create_relay_app(forward: Callable[[int, dict, int | None], Awaitable[tuple[
         try:
             job_id = int(request.path_params["job_id"])
         except ValueError:
-            return _error(404, "not_found", "a job ID is a positive integer")
+            job_id = 0
+        if not 1 <= job_id <= 10**18:
+            return _error(404, "not_found", f"job {request.path_params['job_id'][:40]!r}: a job ID is a positive "
+                                            f"integer of at most 18 digits")
         body = await request.body()
         if len(body) > MAX_LAUNCH_BYTES:
             return _error(413, "too_large", f"a launch request is at most {MAX_LAUNCH_BYTES} bytes")

@@ -79,12 +79,23 @@ class LaunchRelay:
     async def forward(self, job_id: int, body: dict, uid: int | None) -> tuple[int, dict]:
         if not self.connected or self.reporter is None:
             return self._unreachable("this worker is not joined to the controller now")
+        from pydantic import ValidationError
+
+        from xced.api.peer import LaunchMsg
+
         lid = next(self._lids)
+        msg = {"op": "launch", "lid": lid, "job_id": job_id, "index": body["index"], "host": body["host"],
+               "argv": body["argv"], "token": body["token"], "uid": uid}
+        try:  # what the controller would refuse unanswered is answered here
+            LaunchMsg.model_validate(msg)
+        except ValidationError as e:
+            err = e.errors()[0]
+            return 422, {"error": {"code": "invalid", "message": f"not a launch this host relays: "
+                                   f"{'.'.join(str(x) for x in err.get('loc', ()))}: {err.get('msg')}",
+                                   "field": None}}
         fut = asyncio.get_running_loop().create_future()
         self._pending[lid] = fut
-        self.reporter.queue.put_nowait({"op": "launch", "lid": lid, "job_id": job_id, "index": body["index"],
-                                        "host": body["host"], "argv": body["argv"], "token": body["token"],
-                                        "uid": uid})
+        self.reporter.queue.put_nowait(msg)
         try:
             return await fut
         finally:
@@ -175,10 +186,18 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                         if relay is not None:
                             relay.lost()
             except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as e:
+                import ssl
+
                 from xced.auth.tls import PinMismatch
 
                 if isinstance(e, PinMismatch):
                     raise
+                if isinstance(e, ssl.SSLCertVerificationError) and pin:
+                    ssl_ctx = None  # the controller presents another certificate now: probe it again (KEY-6)
+                if not pin and isinstance(e, websockets.exceptions.InvalidHandshake) and await _speaks_tls(host, port):
+                    raise _Refused(f"the controller at {url} serves TLS (production mode, or listen.tls): this worker "
+                                   f"needs its key: give --controller-key (the controller's keys/host.pub or its "
+                                   f"fingerprint) or --enroll TOKEN") from None
                 log.warning("channel to %s: %s; rejoining in %.1f s (is the controller running, and is %s its "
                             "run/xced.port?)", url, e, delay, url)
             except _Refused as e:
@@ -200,6 +219,18 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
 
 class _Refused(Exception):
     pass
+
+
+async def _speaks_tls(host: str, port: int) -> bool:
+    """Whether the controller at host:port answers a TLS handshake (a keyed controller that
+    a worker without a pin reached over plain TCP)."""
+    from xced.auth.tls import presented_certificate
+
+    try:
+        await asyncio.to_thread(presented_certificate, host, port, 5.0)
+        return True
+    except OSError:
+        return False
 
 
 async def _enroll(url: str, pin: str | None, key, host: str, token: str) -> None:
