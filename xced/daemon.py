@@ -589,7 +589,10 @@ def _peer_pin(top: Path, controller_key: str | None, enroll: str | None) -> str 
             return pin
     except KeyProblem as e:
         _die(str(e), 2)
-    return saved_pin(top)
+    try:
+        return saved_pin(top)
+    except KeyProblem as e:
+        _die(str(e), 2)
 
 
 def _run_worker(topdir, controller, host_name, slots, memory, resource, attribute, tag, controller_key=None,

@@ -68,6 +68,7 @@ def test_trust_list_revoke_and_a_revocation_outlives_a_reverted_file_and_a_resta
     k = _listed(d)[fp]
     assert (k["host"], k["roles"], k["revoked"], k["last_seen"]) == ("h7", ["worker", "scheduler"], None, None)
     assert 89 * 86400 < k["expires"] - k["added"] <= 90 * 86400
+    first_expiry = k["expires"]
     keys_yaml = d.top / "config" / "keys.yaml"
     before_revoke = keys_yaml.read_text()
     assert fp not in before_revoke and K.public_line(K.parse_public_key(pub.read_text())).split()[1] in before_revoke
@@ -90,7 +91,8 @@ def test_trust_list_revoke_and_a_revocation_outlives_a_reverted_file_and_a_resta
     r = _admin(d, "trust", str(pub), "--host", "h7", "--role", "worker", "--unrevoke")
     assert r.returncode == 0, r.stderr
     k = _listed(d)[fp]
-    assert k["revoked"] is None and k["roles"] == ["worker"] and k["expires"] is None
+    # trusted again without --expires: it keeps its own expiry (a fresh tester: it became "never")
+    assert k["revoked"] is None and k["roles"] == ["worker"] and k["expires"] == first_expiry
     assert "un-revoked by" in d.log.read_text()
     db = sqlite3.connect(d.top / "state" / "xce.db")
     kinds = [row[0] for row in db.execute("SELECT kind FROM key_events WHERE fingerprint=? ORDER BY seq", (fp,))]
@@ -290,8 +292,8 @@ def test_what_a_fresh_tester_found_in_the_trusted_list(ctl, tmp_path):
         resp = conn.getresponse()
         assert resp.status in (400, 422), resp.read()
         conn.close()
-    r = _admin(d, "token", "--role", "admin")
-    assert r.returncode == 1 and "an enrolled host joins as one of worker, scheduler, apiserver" in r.stderr
+    r = _admin(d, "token", "--role", "admin")  # a usage error, as every bad option (exit 2)
+    assert r.returncode == 2 and "an enrolled host joins as worker, scheduler or apiserver" in r.stderr
     r = _admin(d, "token", "--role", "worker", "--role", "scheduler")
     assert r.returncode == 2 and "a token is for one role" in r.stderr
     # a relative expiry is counted on the daemon's clock, which the test clock moved on

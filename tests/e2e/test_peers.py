@@ -330,3 +330,23 @@ def test_the_worker_socket_answers_every_launch_at_once(keyed):
                         "--data-binary", bad, "http://w/xce/v1/jobs/5/launch"], capture_output=True, text=True,
                        timeout=20)
     assert r.stdout.rsplit("\n", 1)[-1] == "422" and "index" in r.stdout, r.stdout
+
+
+def test_a_token_for_no_host_cannot_claim_a_taken_host_or_move_a_trusted_key(keyed):
+    """KEY-5 (a fresh tester): a token bound to no host may not enrol a name that has a
+    trusted key already (its jobs would be re-attached by a stranger), and a key trusted
+    already is never moved to another host by a token."""
+    keyed.trust("h2")
+    token = keyed.admin("keys", "token", "--role", "worker", "--expires", "1h").stdout.strip()
+    new = keyed.top / "new"
+    new.mkdir()
+
+    def enroll(host: str, top: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([XCEADMIN, "keys", "enroll", token, "--controller", keyed.url, "--host", host,
+                               "--topdir", str(top)], capture_output=True, text=True, timeout=60)
+
+    r = enroll("h2", new)
+    assert r.returncode == 1 and "host h2 is taken" in r.stderr and "--host h2" in r.stderr, r.stderr
+    r = enroll("h3", keyed.top / "h2")  # h2's own key, trusted already, asking to be h3
+    assert r.returncode == 1 and "is trusted already, for host h2" in r.stderr, r.stderr
+    assert enroll("h3", new).returncode == 0  # the token was spent by neither refusal

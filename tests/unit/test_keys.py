@@ -174,7 +174,7 @@ def test_keys_gen_makes_a_private_key_pair_and_prints_only_the_public_key(tmp_pa
     r = subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(top)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     priv, pub = top / "keys" / "host.key", top / "keys" / "host.pub"
-    assert stat.S_IMODE(priv.stat().st_mode) == 0o600 and stat.S_IMODE((top / "keys").stat().st_mode) == 0o700
+    assert stat.S_IMODE(priv.stat().st_mode) == 0o600 and stat.S_IMODE((top / "keys").stat().st_mode) == 0o711
     assert r.stdout.strip() == pub.read_text().strip() and r.stdout.startswith("ssh-ed25519 ")
     assert "PRIVATE" not in r.stdout + r.stderr and priv.read_text().split("\n")[1] not in r.stdout + r.stderr
     fp = K.fingerprint(K.parse_public_key(pub.read_text()))
@@ -184,8 +184,14 @@ def test_keys_gen_makes_a_private_key_pair_and_prints_only_the_public_key(tmp_pa
     assert r.returncode == 1 and "exists already; a host keeps its key" in r.stderr and priv.read_bytes() == before
     r = subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(top), "--force"], capture_output=True, text=True)
     assert r.returncode == 0 and priv.read_bytes() != before
-    r = subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(tmp_path / "nope")], capture_output=True, text=True)
-    assert r.returncode == 2 and "does not exist" in r.stderr
+    # a new host's TopDir is made (its xced makes the rest at start); a file is no TopDir
+    r = subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(tmp_path / "new")], capture_output=True, text=True)
+    assert r.returncode == 0 and (tmp_path / "new" / "keys" / "host.key").exists(), r.stderr
+    (tmp_path / "file").write_text("")
+    r = subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(tmp_path / "file")], capture_output=True, text=True)
+    assert r.returncode == 2 and "is not a directory" in r.stderr
+    r = subprocess.run([XCEADMIN, "keys", "gen", "--topdir", str(top), "--force"], capture_output=True, text=True)
+    assert r.returncode == 0 and "warning: this replaced key SHA256:" in r.stderr, r.stderr
 
 
 def test_the_admin_key_round_trips_through_the_keyring_and_the_file(tmp_path, monkeypatch):
@@ -214,3 +220,24 @@ def test_the_admin_key_round_trips_through_the_keyring_and_the_file(tmp_path, mo
         assert K.fingerprint(load_admin_key("c2").public_key()) == K.fingerprint(key2.public_key())
     finally:
         keyring.set_keyring(before)
+
+
+def test_a_saved_pin_others_could_change_is_refused(tmp_path):
+    """KEY-6 (a fresh tester): keys/controller decides which controller a peer trusts, so a
+    file group or others may write, or one holding no fingerprint, is refused naming the
+    fix; the pin is saved 0644 and read back."""
+    from xced.auth.tls import save_pin, saved_pin
+
+    assert saved_pin(tmp_path) is None
+    pin = "SHA256:" + "A" * 43
+    save_pin(tmp_path, pin)
+    p = tmp_path / "keys" / "controller"
+    assert saved_pin(tmp_path) == pin and stat.S_IMODE(p.stat().st_mode) == 0o644
+    os.chmod(p, 0o666)
+    with pytest.raises(K.KeyProblem, match="others could change it"):
+        saved_pin(tmp_path)
+    save_pin(tmp_path, pin)  # a pin given explicitly replaces it, tight again
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644
+    p.write_text("garbage\n")
+    with pytest.raises(K.KeyProblem, match="holds no fingerprint"):
+        saved_pin(tmp_path)

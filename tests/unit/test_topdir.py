@@ -113,8 +113,8 @@ def test_a_new_topdir_has_the_modes_that_keep_users_apart(tmp_path):
         assert make_layout(top) == []
     finally:
         os.umask(old)
-    modes = {rel: stat.S_IMODE((top / rel).stat().st_mode) for rel in ("", "config", "run", "state", "jobs")}
-    assert modes == {"": 0o755, "config": 0o755, "run": 0o755, "state": 0o700, "jobs": 0o711}
+    modes = {rel: stat.S_IMODE((top / rel).stat().st_mode) for rel in ("", "config", "run", "state", "jobs", "keys")}
+    assert modes == {"": 0o755, "config": 0o755, "run": 0o755, "state": 0o700, "jobs": 0o711, "keys": 0o711}
 
 
 def test_loose_modes_are_named_with_the_fix(tmp_path):

@@ -65,15 +65,27 @@ def gen(
     from xced.constants import resolve_topdir
 
     top = resolve_topdir(topdir)
-    if not top.is_dir():
-        raise typer.BadParameter(f"TopDir {top} does not exist; give --topdir DIR of the xced this key is for "
-                                 f"(`xceadmin init DIR` makes one)")
+    if top.exists() and not top.is_dir():
+        raise typer.BadParameter(f"--topdir {top} is not a directory; give the TopDir of the xced this key is for")
+    if not top.exists():  # a new worker or login host: its xced makes the rest of its TopDir at start
+        try:
+            top.mkdir(mode=0o755, parents=True)
+        except OSError as e:
+            raise typer.BadParameter(f"cannot make the TopDir {top}: {e.strerror}") from None
     kdir = top / KEYS_DIR
     key = generate()
+    old = None
+    if force and (kdir / "host.pub").is_file():
+        from xced.auth.keys import KeyProblem, parse_public_key
+
+        try:
+            old = fingerprint(parse_public_key((kdir / "host.pub").read_text(errors="replace")))
+        except (KeyProblem, OSError):
+            old = None
     try:
         priv, pub_path, line = write_key_pair(kdir, key, socket.gethostname(), overwrite=force)
-        if os.stat(kdir).st_mode & 0o077:
-            os.chmod(kdir, 0o700)
+        # 0711: host.pub is read by name (peers pin it), the directory is listed by its owner alone
+        os.chmod(kdir, 0o711)
     except FileExistsError as e:
         from xced.api.errors import Conflict
 
@@ -89,6 +101,10 @@ def gen(
         return
     print(line)
     typer.echo(f"wrote {priv} (0600) and {pub_path}; fingerprint {fp}", err=True)
+    if old is not None and old != fp:
+        typer.echo(f"warning: this replaced key {old}: the controller's trusted list and the peers that pin this "
+                   f"host (a controller's workers and login hosts) still know that one; trust the new public key, "
+                   f"and give its peers the new host.pub (--controller-key)", err=True)
 
 
 def _client(topdir: str | None):
@@ -118,14 +134,17 @@ def parse_duration(text: str, what: str) -> float:
 
 
 def _expiry(text: str | None, what: str = "--expires") -> dict:
-    """--expires as the trust request takes it: {"expires": None} for "never" (or none given),
+    """--expires as the trust request takes it: {} when none is given (a new key never
+    expires; one trusted again keeps its expiry), {"expires": None} for "never",
     {"expires_in_s": S} for a duration (counted on the daemon's clock), {"expires": T} for a
     UTC time. Raises typer.BadParameter (a time in the past too, by this machine's clock)."""
     import time
 
     from xced.config.keys import parse_time
 
-    if text is None or text.strip().lower() == "never":
+    if text is None:  # none given: a new key never expires, a key trusted again keeps its expiry
+        return {}
+    if text.strip().lower() == "never":
         return {"expires": None}
     t = text.strip()
     if "T" in t or t.count("-") >= 2:
@@ -136,8 +155,17 @@ def _expiry(text: str | None, what: str = "--expires") -> dict:
         if at <= time.time():
             raise typer.BadParameter(f"{what} {text}: that time is in the past; give a time to come, or a duration "
                                      f"such as 90d")
+        if at - time.time() > _MAX_TRUST_S:
+            raise typer.BadParameter(f"{what} {text}: a key is trusted for at most 10 years (3650d) at once")
         return {"expires": at}
-    return {"expires_in_s": parse_duration(t, what)}
+    life = parse_duration(t, what)
+    if life > _MAX_TRUST_S:
+        raise typer.BadParameter(f"{what} {text}: a key is trusted for at most 10 years (3650d) at once")
+    return {"expires_in_s": life}
+
+
+#: the longest a key is trusted for at once, seconds (the controller's MAX_KEY_LIFE_S)
+_MAX_TRUST_S = 10 * 365 * 86400
 
 
 def _host(host: str) -> str:
@@ -294,6 +322,9 @@ def token(
     """Print a one-time enrolment token (KEY-5) for a new host; the controller keeps only its digest."""
     import json
 
+    if len(role) == 1 and role[0] not in ("worker", "scheduler", "apiserver"):
+        raise typer.BadParameter(f"--role {role[0][:40]!r}: an enrolled host joins as worker, scheduler or apiserver "
+                                 f"(an admin key is made with `xceadmin keys gen --admin`)")
     if len(role) != 1:
         raise typer.BadParameter(f"--role given {len(role)} times: a token is for one role (worker, scheduler or "
                                  f"apiserver)")

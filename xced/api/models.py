@@ -503,7 +503,9 @@ class KeyTrustRequest(RequestBody):
     host: str = Field(max_length=255)
     roles: list[str] = Field(min_length=1, max_length=4, description="worker, scheduler, apiserver, admin")
     expires: float | None = Field(None, ge=0, le=MAX_EPOCH, allow_inf_nan=False,
-                                  description="epoch seconds; null: never (or see expires_in_s)")
+                                  description="epoch seconds; null: never (or see expires_in_s); left out "
+                                              "with expires_in_s too: never for a new key, kept for a key "
+                                              "trusted again")
     expires_in_s: float | None = Field(None, gt=0, le=MAX_RUN_LIMIT_S, allow_inf_nan=False,
                                        description="expires this many seconds after now on the daemon's clock")
     comment: str = Field("", max_length=1024)

@@ -172,12 +172,32 @@ PIN_FILE = "controller"
 
 def saved_pin(topdir: Path) -> str | None:
     """The controller fingerprint a peer of `topdir` saved at its last join or enrolment
-    (`keys/controller`), or None."""
+    (`keys/controller`), or None when there is none. The pin decides whom the peer trusts,
+    so a file group or others may write, one of another user, or one that holds no
+    fingerprint raises KeyProblem saying how to fix it (as ssh refuses a loose known_hosts
+    it relies on)."""
+    import re
+
+    from xced.auth.keys import KeyProblem
+
+    p = Path(topdir) / "keys" / PIN_FILE
     try:
-        text = (Path(topdir) / "keys" / PIN_FILE).read_text().strip()
-    except OSError:
+        st = os.stat(p, follow_symlinks=False)
+        text = p.read_text(errors="replace").strip()
+    except FileNotFoundError:
         return None
-    return text or None
+    except OSError as e:
+        raise KeyProblem(f"{p}: cannot read the controller's pin: {e.strerror}") from None
+    if not os.path.isfile(p) or os.path.islink(p):
+        raise KeyProblem(f"{p} is not a regular file; remove it, and give --controller-key once")
+    if st.st_mode & 0o022 or st.st_uid not in (os.geteuid(), 0):
+        raise KeyProblem(f"{p}: others could change it (mode {st.st_mode & 0o777:04o}, owner uid {st.st_uid}), and "
+                         f"it decides which controller this host trusts; make it this user's and not writable by "
+                         f"group or others (chmod 644), or remove it and give --controller-key")
+    if not re.fullmatch(r"SHA256:[A-Za-z0-9+/]{43}", text):
+        raise KeyProblem(f"{p} holds no fingerprint (SHA256: and 43 base64 characters); remove it, and give "
+                         f"--controller-key once")
+    return text
 
 
 def save_pin(topdir: Path, pin: str) -> None:
@@ -185,6 +205,12 @@ def save_pin(topdir: Path, pin: str) -> None:
     same controller without being told again."""
     from xced.config.atomic import atomic_write
 
-    if saved_pin(topdir) != pin:
+    from xced.auth.keys import KeyProblem
+
+    try:
+        same = saved_pin(topdir) == pin
+    except KeyProblem:
+        same = False  # replaced with the pin just used, which the peer was given explicitly
+    if not same:
         (Path(topdir) / "keys").mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write(Path(topdir) / "keys" / PIN_FILE, (pin + "\n").encode("ascii"), 0o644)

@@ -52,7 +52,7 @@ LAYOUT: dict[str, tuple[int, bool]] = {
     "run": (0o755, True),
     "state": (0o700, True),
     "jobs": (0o711, True),
-    "keys": (0o700, True),  # the host key pair (KEY-2): host.key 0600, host.pub
+    "keys": (0o711, True),  # the host key pair (KEY-2): host.key 0600, host.pub read by name
 }
 #: the store file's mode
 STORE_MODE = 0o600

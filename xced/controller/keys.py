@@ -66,7 +66,7 @@ class KeysMixin:
 
     def trust_key(self, caller: Caller, public_key: str, host: str, roles: list[str], expires: float | None,
                   comment: str = "", unrevoke: bool = False, expires_in_s: float | None = None,
-                  in_tx=None) -> dict:
+                  in_tx=None, keep_expiry: bool = False) -> dict:
         """Trust `public_key` (one OpenSSH line or PEM) for `host` and `roles` until `expires`
         (epoch seconds; None: never). Returns the entry as `keys_report` shows it. Raises
         InvalidRequest (a bad key, role, host or expiry), Conflict (a revoked key, without
@@ -108,6 +108,8 @@ class KeysMixin:
                            f"trusted again only with --unrevoke, which is logged")
         self._check_keys_file()
         previous = self.config.keys.by_fingerprint(fp)
+        if keep_expiry and previous is not None:  # no --expires given: a key trusted again keeps its own
+            expires = previous.expires
         entry = TrustedKey(fingerprint=fp, public_key=public_line(pub, comment or host), host=host, roles=roles,
                            expires=expires, added=now, comment=comment)
         keys = [entry if k.fingerprint == fp else k for k in self.config.keys.keys] + ([] if previous else [entry])

@@ -341,6 +341,19 @@ class PeersMixin:
             raise PermissionDenied(f"the enrolment token is for the {t_role} role, not {role}")
         if t_host is not None and host != t_host:
             raise PermissionDenied(f"the enrolment token is for host {t_host}, not {host}")
+        mine = self.config.keys.by_fingerprint(fp)
+        if mine is not None:  # a token never moves a trusted key to another host or role
+            raise PermissionDenied(f"key {fp} is trusted already, for host {mine.host} as {', '.join(mine.roles)}; "
+                                   f"an enrolment token never changes that (`xceadmin keys trust` does)")
+        if t_host is None:
+            # a token bound to no host may not claim a host that is someone's already: one with
+            # a trusted key, a worker joined now, or the controller's own (KEY-5)
+            taken = ([k.fingerprint for k in self.config.keys.keys if k.host == host]
+                     or (["a worker joined now"] if host in self.workers else []))
+            if taken:
+                raise PermissionDenied(f"host {host} is taken ({taken[0]}); a token for no host may not claim it: "
+                                       f"enrol another key for {host} with a token bound to it "
+                                       f"(`xceadmin keys token --host {host}`), or pick this host's own name")
 
         def spend() -> None:
             # inside the trust's own transaction: the token is spent if and only if the key is

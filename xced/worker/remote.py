@@ -178,10 +178,14 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                     await _enroll(url, pin, key, join.host, enroll)
                     enroll = None
                 async with websockets.connect(ws_url, max_size=2**24, open_timeout=5, ssl=ssl_ctx) as ws:
-                    delay = REJOIN_DELAY_S
+                    def joined() -> None:  # the delay starts over only once joined, never at a refusal
+                        nonlocal delay
+                        delay = REJOIN_DELAY_S
+                        if pin:
+                            _save_pin(topdir, pin)
+
                     try:
-                        await _serve_channel(ws, join, worker, reporter, topdir, stop, key,
-                                             (lambda: _save_pin(topdir, pin)) if pin else None, relay)
+                        await _serve_channel(ws, join, worker, reporter, topdir, stop, key, joined, relay)
                     finally:
                         if relay is not None:
                             relay.lost()

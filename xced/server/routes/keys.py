@@ -35,8 +35,9 @@ async def keys(request: Request, caller: Caller = Depends(requires("cluster:admi
 async def trust(body: KeyTrustRequest, request: Request,
                 caller: Caller = Depends(requires("cluster:admin", "trust a host key"))) -> KeyOut:
     ctl = request.app.state.controller
+    given = {"expires", "expires_in_s"} & body.model_fields_set
     return KeyOut(**ctl.trust_key(caller, body.public_key, body.host, body.roles, body.expires, body.comment,
-                                  body.unrevoke, body.expires_in_s))
+                                  body.unrevoke, body.expires_in_s, keep_expiry=not given))
 
 
 @router.post("/keys/revoke", response_model=KeyRevokeResult, responses=errors(BODY, 404))
