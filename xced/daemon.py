@@ -620,8 +620,15 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
         mem = parse_memory_mb(memory) if memory else psutil.virtual_memory().total // 2**20
     except ValueError as e:
         _die(f"--memory {memory!r}: {e}", 2)
+    import re
+
+    from xced.model.units import HOST_FORM, HOST_PATTERN
+
+    name = host_name if host_name is not None else socket.gethostname()
+    if not re.fullmatch(HOST_PATTERN, name):
+        _die(f"--host-name {name[:80]!r}: {HOST_FORM}", 2)
     try:
-        join = Join(host=host_name or socket.gethostname(), slots=slots or len(os.sched_getaffinity(0)),
+        join = Join(host=name, slots=slots or len(os.sched_getaffinity(0)),
                     memory_mb=mem, resources=_parse_pairs(resource, "resource", True),
                     attributes=_parse_pairs(attribute, "attribute", False), tags=list(tag))
     except ValidationError as e:

@@ -64,3 +64,22 @@ def test_reports_about_unknown_jobs_and_unknown_messages_are_refused(tmp_path, c
                                                "extra": True}) is False
     assert "is not running; refused" in caplog.text
     assert caplog.text.count("is not part of the channel") == 3
+
+
+def test_a_host_declared_by_its_worker_takes_what_it_offers_at_each_join(tmp_path):
+    """RES-2 (a fresh tester): a host not in hosts.yaml is declared by its worker's offer at
+    every join, so a worker restarted with other slots or resources is seen with those; a
+    host of hosts.yaml keeps its declared values whatever its worker offers."""
+    from xced.api.peer import Join
+
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
+                        hosts=[HostConfig(name="h1", slots=1, memory_mb=1000)])
+    c = Controller(cfg, SqliteStore(tmp_path / "db"), tmp_path, clock=Clock())
+    for slots, gpus in ((2, 2.0), (3, 0.0)):
+        link = RemoteWorkerLink("w2", lambda m: None)
+        c.worker_joined(link, Join(host="w2", slots=slots, memory_mb=2048, resources={"gpu": gpus} if gpus else {}))
+        assert (c.hosts["w2"].slots, c.hosts["w2"].resources) == (slots, {"gpu": gpus} if gpus else {})
+        c.worker_left(link)
+    link = RemoteWorkerLink("h1", lambda m: None)
+    c.worker_joined(link, Join(host="h1", slots=64, memory_mb=99999))
+    assert (c.hosts["h1"].slots, c.hosts["h1"].memory_mb) == (1, 1000)

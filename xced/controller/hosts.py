@@ -54,9 +54,15 @@ class HostsMixin:
 
     def worker_joined(self, link: WorkerLink, offer) -> None:
         """A worker host joined over the channel (D-1) with `offer` (a peer.Join). A host
-        not in hosts.yaml is declared by what the worker offers (RES-2); a declared host
-        keeps its hosts.yaml values."""
+        not in hosts.yaml is declared by what the worker offers (RES-2), at each join (a
+        worker restarted with other --slots, --memory or resources offers those); a host of
+        hosts.yaml keeps its hosts.yaml values."""
         declared = link.host in self.hosts
+        if declared and all(h.name != link.host for h in self.config.hosts):
+            h = self.hosts[link.host]
+            h.slots, h.memory_mb = offer.slots, offer.memory_mb
+            h.resources, h.attributes, h.tags = dict(offer.resources), dict(offer.attributes), list(offer.tags)
+            log.info("host %s declared again at join: %d slots, %d MB", link.host, offer.slots, offer.memory_mb)
         if not declared:
             self.hosts[link.host] = HostState(link.host, offer.slots, offer.memory_mb, dict(offer.resources),
                                               dict(offer.attributes), list(offer.tags))
