@@ -194,6 +194,7 @@ def test_the_file_fallback_works_end_to_end_and_build_apply_keeps_the_trusted_li
     r = rem.ok("build", "--apply", "--topdir", str(copy))
     assert "config applied" in r.stdout and "differs from the controller's trusted list" in r.stderr, r.stderr
     assert "1 keys trusted there missing from it" in r.stderr, r.stderr
+    assert "applied to the running controller only" in r.stderr and "next restart" in r.stderr, r.stderr
     queues = json.loads(keyed.ctl.cli("queues", "--json", check=True).stdout)
     assert "remote" in {q["name"] for q in queues["queues"]}
     assert fp in _listed(rem.ok("keys", "list", "--json"))  # still trusted: the copy did not drop it

@@ -125,9 +125,14 @@ def _apply(top, result, as_json: bool) -> None:
     _print_diagnostics(result.warnings)
     with connect(str(top), topdir_names_daemon=False) as c:
         config, content_hash = result.config, result.hash
-        if isinstance(c, AdminClient):  # another host's copy of the config: its keys.yaml is not in force
+        remote = isinstance(c, AdminClient)
+        if remote:  # another host's copy of the config: its keys.yaml is not in force
             config, content_hash = _keep_trusted_list(c, top, config)
         out = c.apply_config(config.model_dump(mode="json"), content_hash)
+    if remote:  # a fresh tester: the apply was lost at the controller's next restart, without a word
+        typer.echo(f"warning: applied to the running controller only: its own config files are unchanged, so its "
+                   f"next restart goes back to them; copy {top / 'config'} to the controller's TopDir to keep it",
+                   err=True)
     if as_json:
         sys.stdout.write(json.dumps({**result.to_dict(), "applied": out.model_dump()}, indent=2) + "\n")
         return
