@@ -492,7 +492,6 @@ def _gen_admin(topdir: str | None, force: bool, as_json: bool, cluster_opt: str 
     names the cluster but cannot trust a key without an admin key already trusted) it is
     only kept, and the message says how to trust it on the controller by hand."""
     import getpass
-    import json
 
     from xced.api.errors import PermissionDenied
     from xced.auth.keys import fingerprint, generate, public_line
@@ -510,13 +509,8 @@ def _gen_admin(topdir: str | None, force: bool, as_json: bool, cluster_opt: str 
         pub = public_line(key.public_key(), f"xceadmin {user}@{host}")
         where, why = _store(cluster, key)
         fp = fingerprint(key.public_key())
-        if as_json:
-            print(json.dumps({"fingerprint": fp, "public_key": pub, "stored": where, "keyring_error": why,
-                              "cluster": cluster, "host": host, "trusted": False}, indent=2))
+        if _say_admin_key(as_json, fp, pub, where, why, cluster, host, False):
             return
-        print(pub)
-        if why is not None:
-            typer.echo(f"warning: no working keyring ({why}); the admin key is in a 0600 file instead", err=True)
         typer.echo(f"admin key {fp} of cluster {cluster} kept in the {where}; not trusted yet. On the controller's "
                    f"host, put the line above in a file and run: xceadmin keys trust FILE --role admin --host {host}"
                    f"   (`xceadmin keys pub --admin --cluster {cluster}` prints the line again)", err=True)
@@ -543,15 +537,26 @@ def _gen_admin(topdir: str | None, force: bool, as_json: bool, cluster_opt: str 
                                                      "reason": "its private key could not be stored"})
             raise
     fp = fingerprint(key.public_key())
+    if _say_admin_key(as_json, fp, pub, where, why, cluster, host, True):
+        return
+    typer.echo(f"admin key {fp} of cluster {cluster} kept in the {where}, and trusted with the admin role for "
+               f"host {host}", err=True)
+
+
+def _say_admin_key(as_json: bool, fp: str, pub: str, where: str, why: str | None, cluster: str, host: str,
+                   trusted: bool) -> bool:
+    """Print a new admin key: its JSON (and True: nothing more to say), or its public line
+    on stdout and, when no keyring worked, the warning on stderr (False)."""
+    import json
+
     if as_json:
         print(json.dumps({"fingerprint": fp, "public_key": pub, "stored": where, "keyring_error": why,
-                          "cluster": cluster, "host": host, "trusted": True}, indent=2))
-        return
+                          "cluster": cluster, "host": host, "trusted": trusted}, indent=2))
+        return True
     print(pub)
     if why is not None:
         typer.echo(f"warning: no working keyring ({why}); the admin key is in a 0600 file instead", err=True)
-    typer.echo(f"admin key {fp} of cluster {cluster} kept in the {where}, and trusted with the admin role for "
-               f"host {host}", err=True)
+    return False
 
 
 @app.command("pub")
