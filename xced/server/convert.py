@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 from fastapi import Response
 
-from xced.model.jobs import format_job_ref
+from xced.model.jobs import ACTIVE, format_job_ref
 
 
 def json_response(obj: object) -> Response:
@@ -29,8 +29,6 @@ def host_problem(e, hosts) -> str | None:
     """Why a running element's host is not ok (KEY-4: a revoked or expired key, a worker
     gone), from `hosts` (name -> HostState), or None: the element stays RUN meanwhile, its
     supervisor running on (JOB-8), until its host rejoins or SCHED-4 handles it as lost."""
-    from xced.model.jobs import ACTIVE
-
     if hosts is None or not e.alloc or e.state not in ACTIVE:
         return None
     for h, _ in e.alloc:
