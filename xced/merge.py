@@ -24,7 +24,9 @@ Rules, by SPEC id:
 - PROF-10: the profile env and the job env are kept apart.
 - MERGE-2: queue ceilings never satisfiable -> `MergeError` (ntasks_min over
   max_tasks, run limit over max_run_limit_s, memory over max_memory_mb); a job
-  without any run limit gets the queue's max_run_limit_s (JOB-2).
+  without any run limit gets the queue's max_run_limit_s, and one without any memory
+  limit (its own -M, or its profile's) the queue's max_memory_mb (JOB-2; LSF's queue
+  MEMLIMIT is likewise the default limit of the queue's jobs).
 - MERGE-3: rusage terms of value 0 are dropped.
 - MERGE-4: exdata rewritten (`env`, `limits`, `app_params`), `meta` kept as the
   very same object; unknown top-level keys are left out with a warning.
@@ -411,6 +413,9 @@ def merge_job(
         "memory_limit", "memory limit", "MB", job.memory_limit_mb,
         plim.memory_limit_mb if plim else None, pname, origins, warnings,
     )
+    if memory is None and queue.max_memory_mb is not None:
+        memory = queue.max_memory_mb  # JOB-2: the queue's ceiling is the limit of a job that gives none
+        origins["memory_limit"] = "queue"
 
     tmin_p = plim.task_min if plim else None
     tmax_p = plim.task_max if plim else None

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from tests.conftest import Daemon, write_config
+
 pytestmark = pytest.mark.timeout(90)
 
 
@@ -303,3 +305,21 @@ def test_dependency_waits_then_runs_and_bad_ones_are_refused(shared_daemon, tmp_
     assert r.returncode == 1 and "dependency: job 999999 does not exist" in r.stderr
     dry = d.cli("submit", "--dry-run", "-w", f"{a}||exit({a},3)", "--", "true", cwd=tmp_path, check=True).stdout
     assert f"dependency:      done({a}) || exit({a},==3)" in dry
+
+
+def test_a_queues_max_memory_is_the_limit_of_a_job_that_gives_none(topdir, tmp_path):
+    """JOB-2 (issue 15): a job without -M in a queue with max_memory gets that as its limit
+    (as the queue's max_run_limit is its run limit): `show` says so, and over it the job is
+    EXIT "memory limit". Before, a 5 GB job ran to DONE in a 4 GB queue."""
+    write_config(topdir, extra_queues="  - name: small\n    max_memory: 50MB\n")
+    d = Daemon(topdir).start()
+    try:
+        jid = d.submit("-q", "small", "--", "python3", "-c",
+                       "import time; a = bytearray(300 * 2**20); time.sleep(30)", cwd=tmp_path)
+        j = d.wait_state(jid, ("DONE", "EXIT"), timeout=30)
+        assert j["memory_limit_mb"] == 50, j
+        assert j["state"] == "EXIT" and j["elements"][0]["exit_reason"] == "memory limit", j
+        dry = d.cli("submit", "-q", "small", "--dry-run", "--", "true", check=True).stdout
+        assert "50" in dry and "queue" in dry, dry
+    finally:
+        d.stop()

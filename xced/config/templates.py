@@ -97,7 +97,8 @@ SKELETON_QUEUES = Template("""\
 #   max_tasks      most tasks (slots) one job may ask for (-n), integer >= 1
 #   max_run_limit  longest run limit (-W) a job may have: minutes, "hours:minutes"
 #                  like "2:30", or with a unit: "90s", "30m", "2h"
-#   max_memory     largest memory limit (-M) of a job: MB, or "512MB", "4GB", "1TB"
+#   max_memory     largest memory limit (-M) of a job, and the limit of one that gives none:
+#                  MB, or "512MB", "4GB", "1TB"
 #   host_limit     most hosts one job may span, integer >= 1
 #   backfill       true: EASY backfilling (SCHED-1). A queue head that cannot start
 #                  gets a reservation; later jobs may start first only if they end
