@@ -125,6 +125,21 @@ class Daemon:
             time.sleep(0.05)
 
 
+def stop_processes(procs) -> None:
+    """SIGTERM every still-running Popen of `procs`, then wait up to 15 s for each and
+    SIGKILL one that stays (processes are found by their Popen, never by name)."""
+    procs = list(procs)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+
+
 def kill_job_processes(top: Path) -> None:
     """Kill every job process group and supervisor recorded under `top/jobs`, by PID."""
     for jd in (top / "jobs").glob("*/*"):

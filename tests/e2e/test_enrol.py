@@ -26,21 +26,15 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def keyed():
-    c = KeyedCluster(short_tmpdir("xce-enrol-"))
-    try:
-        yield c.start()
-    finally:
-        c.stop()
+    with KeyedCluster.running("xce-enrol-") as c:
+        yield c
 
 
 @pytest.fixture
 def keyed_test():
     """The test-mode variant: TLS and keyed joins all the same, plus the test clock."""
-    c = KeyedCluster(short_tmpdir("xce-enrolt-"), mode="test")
-    try:
-        yield c.start()
-    finally:
-        c.stop()
+    with KeyedCluster.running("xce-enrolt-", mode="test") as c:
+        yield c
 
 
 def _token(c: KeyedCluster, role: str = "worker", host: str | None = "h7", expires: str = "1h") -> str:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import XCEADMIN, XCECLI, XCED, kill_job_processes, short_tmpdir
+from tests.conftest import XCEADMIN, XCECLI, XCED, kill_job_processes, short_tmpdir, stop_processes
 from tests.e2e.test_peers import KeyedCluster
-from tests.e2e.test_users import REPO, User, _ensure_user, _user_xcecli
+from tests.e2e.test_users import User, _ensure_user, _user_xcecli, user_entry
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: it makes Unix users and runs root daemons")]
@@ -73,15 +73,7 @@ class LoginCluster(KeyedCluster):
         return (self.login_top(name) / "login.log").read_text()
 
     def stop(self) -> None:
-        for p in self.logins.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.logins.values():
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
+        stop_processes(self.logins.values())
         super().stop()
 
 
@@ -287,22 +279,8 @@ def test_an_unreachable_controller_is_exit_3_and_a_restarted_one_is_used_again(o
 
 
 def _user_xced(user: User) -> list[str] | None:
-    """`xced` as `user` may run it (see test_users._user_xcecli: the venv's interpreter may
-    live under root's 0700 home), or None."""
-    import sys
-    import sysconfig
-
-    site = sysconfig.get_paths()["purelib"]
-    boot = (f"import site, sys; site.addsitedir({site!r}); sys.path.insert(0, {str(REPO)!r}); "
-            "from xced.daemon import main; main()")
-    for py in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
-        try:
-            r = user.run([py, "-c", boot, "--help"])
-        except OSError:
-            continue
-        if r.returncode == 0 and "--controller-key" in r.stdout:
-            return [py, "-c", boot]
-    return None
+    """`xced` as `user` may run it (test_users.user_entry), or None."""
+    return user_entry(user, "xced.daemon", "--controller-key")
 
 
 def test_a_production_login_host_not_running_as_root_serves_no_one(cluster, users):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import XCED, Daemon, kill_job_processes, short_tmpdir, write_config
+from tests.conftest import XCED, Daemon, kill_job_processes, short_tmpdir, stop_processes, write_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -55,14 +55,7 @@ class Cluster:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        for p in self.workers.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.workers.values():
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.workers.values())
         self.ctl.stop()
         for d in [self.ctl_top, *(self.top / n for n in self.workers)]:
             kill_job_processes(d)

@@ -5,16 +5,16 @@ refusals are what a worker's log and `xceadmin keys list` show."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import XCEADMIN, XCED, Daemon, kill_job_processes, short_tmpdir, write_config
+from tests.conftest import XCEADMIN, XCED, Daemon, kill_job_processes, short_tmpdir, stop_processes, write_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,26 +98,26 @@ class KeyedCluster:
         return self.procs[name].wait(timeout)
 
     def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs.values():
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.procs.values())
         self.ctl.stop()
         for d in [self.ctl_top, *(self.top / n for n in self.procs)]:
             kill_job_processes(d)
 
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, prefix: str, **kw):
+        """A started KeyedCluster in a new short temp dir, stopped on the way out, even on failure."""
+        c = cls(short_tmpdir(prefix), **kw)
+        try:
+            yield c.start()
+        finally:
+            c.stop()
+
 
 @pytest.fixture
 def keyed():
-    c = KeyedCluster(short_tmpdir("xce-keys-"))
-    try:
-        yield c.start()
-    finally:
-        c.stop()
+    with KeyedCluster.running("xce-keys-") as c:
+        yield c
 
 
 def test_a_trusted_worker_joins_over_pinned_tls_and_runs_a_job(keyed):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import XCEADMIN, short_tmpdir
+from tests.conftest import XCEADMIN
 from tests.e2e.test_peers import KeyedCluster
 from xced.auth import keys as K
 
@@ -33,11 +33,8 @@ FAIL = "keyring.backends.fail.Keyring"
 
 @pytest.fixture
 def keyed():
-    c = KeyedCluster(short_tmpdir("xce-radm-"))
-    try:
-        yield c.start()
-    finally:
-        c.stop()
+    with KeyedCluster.running("xce-radm-") as c:
+        yield c
 
 
 class Remote:

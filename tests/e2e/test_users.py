@@ -484,25 +484,30 @@ def test_tcp_takes_no_user_request_in_test_mode_either(base, users):
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _user_xcecli(user: User) -> list[str] | None:
-    """The real xcecli as `user` may run it: this interpreter if the user can reach it, else
-    the system's interpreter of the same version with this venv's packages on its path (the
-    venv's own interpreter may live under root's 0700 home). None when the user can run
-    neither."""
+def user_entry(user: User, module: str, marker: str) -> list[str] | None:
+    """The argv prefix that runs `module`'s `main()` (e.g. "xcecli.app") as `user`: this
+    interpreter if the user can reach it, else the system's interpreter of the same version
+    with this venv's packages on its path (the venv's own interpreter may live under root's
+    0700 home). Checked by `--help` printing `marker`; None when the user can run neither."""
     import sys
     import sysconfig
 
     site = sysconfig.get_paths()["purelib"]
     boot = (f"import site, sys; site.addsitedir({site!r}); sys.path.insert(0, {str(REPO)!r}); "
-            "from xcecli.app import main; main()")
+            f"from {module} import main; main()")
     for py in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
         try:
             r = user.run([py, "-c", boot, "--help"])
         except OSError:  # the user may not execute it
             continue
-        if r.returncode == 0 and "presets" in r.stdout:
+        if r.returncode == 0 and marker in r.stdout:
             return [py, "-c", boot]
     return None
+
+
+def _user_xcecli(user: User) -> list[str] | None:
+    """The real xcecli as `user` may run it (`user_entry`), or None."""
+    return user_entry(user, "xcecli.app", "presets")
 
 
 def test_presets_are_private_and_move_between_two_users_through_export_and_import(users, base):
