@@ -156,6 +156,9 @@ def register(app: typer.Typer) -> None:
             lines.append(("Effective", j.resreq or "-"))
         if j.dependency:  # LSF bjobs -l: "Dependency Condition"
             lines.append(("Dependency", j.dependency))
+        kept = sorted({e.containment for e in j.elements if e.containment})
+        if kept:  # JOB-1: how the job's processes are kept together and ended with it
+            lines.append(("Containment", ", ".join(kept)))
         if j.array_spec:
             lines.append(("Array", j.array_spec + ("" if j.array_limit is None else f" (at most {j.array_limit} running)")))
             lines.append(("Elements", ", ".join(f"{n} {s}" for s, n in sorted(j.counts.items()))))

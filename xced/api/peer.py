@@ -65,12 +65,14 @@ Index = Annotated[int, Field(ge=0, le=2**31)]
 
 
 class StartedMsg(_Msg):
-    """The job's process started at `start_time` (epoch seconds)."""
+    """The job's process started at `start_time` (epoch seconds), its processes kept
+    together by `containment` (JOB-1, issue 15; null from a worker that names none)."""
 
     op: Literal["started"]
     job_id: JobId
     index: Index
     start_time: float
+    containment: Literal["cgroup-v2", "cgroup-v1", "subreaper"] | None = None
 
 
 class FinishedMsg(_Msg):

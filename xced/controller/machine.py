@@ -101,9 +101,10 @@ class StartFailed(Stimulus):
 @dataclass(frozen=True, slots=True)
 class Started(Stimulus):
     """The worker saw the job's process start at `start_time` (memory only: the end's record
-    carries it durably)."""
+    carries it durably), its processes kept together by `containment` (JOB-1; memory only)."""
 
     start_time: float = 0.0
+    containment: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +217,7 @@ STORED = frozenset({"state", "holds", "start_time", "end_time", "exit_code", "ex
                     "action", "token_hash", "reserve"})
 #: memory-only element fields an outcome may set (a start time the worker saw is kept in memory
 #: only: the end's record carries it durably)
-MEMORY = frozenset({"pend_reason", "token", "start_time", "failures", "retry_at"})
+MEMORY = frozenset({"pend_reason", "token", "start_time", "failures", "retry_at", "containment"})
 
 
 @dataclass(slots=True)
@@ -265,7 +266,7 @@ def _dispatch(e: Element, s: Dispatch) -> Outcome:
     out = _move(e, S.RUN, "DISPATCH", "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc) + s.note,
                 alloc=alloc, start_time=s.time, end_time=None, exit_code=None, exit_signal=None, exit_reason=None,
                 action=None, token_hash=s.token_hash, reserve=dict(s.reserve))
-    out.memory.update(pend_reason=None, retry_at=None, token=s.token)
+    out.memory.update(pend_reason=None, retry_at=None, token=s.token, containment=None)
     out.effects.append(StartElement())
     return out
 
@@ -309,8 +310,8 @@ def _pending(e: Element, s: Pending) -> Outcome | None:
 
 
 def _started(e: Element, s: Started) -> Outcome:
-    """unchanged; the start time the worker saw is kept in memory, and its failures in a row end."""
-    return Outcome(e.state, {}, {"start_time": s.start_time, "failures": 0})
+    """unchanged; the start time the worker saw and its containment are kept in memory, and its failures in a row end."""
+    return Outcome(e.state, {}, {"start_time": s.start_time, "failures": 0, "containment": s.containment})
 
 
 def _finished(e: Element, s: Finished) -> Outcome:

@@ -26,14 +26,17 @@ S = JobState
 class ReportsMixin:
     """What workers report (JOB-1, JOB-8): a part of the Controller."""
 
-    def on_started(self, job_id: int, index: int, start_time: float) -> None:
-        """The worker saw the job's process start: show the real start time. Kept in memory
-        only (no transaction per start); the end's record carries it durably, and after a
-        restart the worker reports it again from the supervisor's job.json."""
+    def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None) -> None:
+        """The worker saw the job's process start: show the real start time and how its
+        processes are kept together (`containment`: "cgroup-v2", "cgroup-v1", "subreaper",
+        JOB-1). Kept in memory only (no transaction per start); the end's record carries the
+        start time durably, and after a restart the worker reports both again from the
+        supervisor's job.json."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
         if e is not None and e.state in ACTIVE:
-            stim = m.Started("report", "worker", 0.0, start_time=start_time)  # writes nothing: no ID needed
+            stim = m.Started("report", "worker", 0.0, start_time=start_time,  # writes nothing: no ID needed
+                             containment=containment)
             self._commit([(e, stim, transition(e, stim))])
 
     def on_start_failed(self, job_id: int, index: int, reason: str) -> None:

@@ -40,6 +40,9 @@ class Element:
     retry_at: float | None = None
     #: what the running element holds per host: {"h1": {"slots": 4, "mem": 4096, "gpu": 1}}
     reserve: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: how its processes were kept together, as its supervisor reported at the start
+    #: ("cgroup-v2", "cgroup-v1", "subreaper"; JOB-1), in memory only
+    containment: str | None = None
 
     @property
     def ref(self) -> str:

@@ -44,7 +44,7 @@ def element_dict(e, hosts=None) -> dict:
     return {
         "id": e.ref, "job_id": e.job.id, "index": e.index, "state": e.state.value, "holds": sorted(e.holds),
         "start_time": e.start_time, "end_time": e.end_time, "exit_code": e.exit_code,
-        "exit_signal": e.exit_signal, "exit_reason": e.exit_reason,
+        "exit_signal": e.exit_signal, "exit_reason": e.exit_reason, "containment": e.containment,
         "alloc": [{"host": h, "slots": n} for h, n in e.alloc],
         "pend_reason": {"main": pr.main, "hint": pr.hint, "hosts": [
             {"host": s.host, "resource": s.resource, "free": s.free, "needed": s.needed, "message": s.message}

@@ -209,7 +209,7 @@ class LocalWorker:
     async def _watch(self, job_id: int, index: int, handle) -> None:
         started = await handle.started(timeout=60.0)
         if started is not None:
-            self.controller.on_started(job_id, index, started["start_time"])
+            self.controller.on_started(job_id, index, started["start_time"], started.get("containment"))
         st = await handle.wait()
         self._report(job_id, index, st)
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from xced.model.jobs import EndReason
+from xced.worker import contain
 from xced.worker.supervisor import (
     JOB_FILE,
     KILL_FILE,
@@ -87,7 +88,7 @@ _SPEC_DEFAULTS: dict[str, Any] = {
     "umask": 0o022,
 }
 #: Files a previous run in the same JOBDIR may have left; launch() removes them.
-_STALE = (STATUS_FILE, JOB_FILE, PID_FILE, KILL_FILE)
+_STALE = (STATUS_FILE, JOB_FILE, PID_FILE, KILL_FILE, contain.CONTAIN_FILE)
 
 
 class JobDirBusy(OSError):
@@ -196,6 +197,16 @@ def _read_pid(jobdir: Path) -> int | None:
 
 
 def _lost_status(jobdir: Path, exit_code: int = 1) -> JobStatus:
+    """The status of a job whose supervisor died without recording one, after ending every
+    process of the job that is left (its cgroups, and the processes its supervisor recorded in
+    contain.json, with their descendants: JOB-1, issue 15), so that its slots are freed only
+    once none remains. Blocks until then (at most contain.kill_recorded's 10 s)."""
+    n = contain.kill_recorded(str(jobdir))
+    if n:
+        import logging
+
+        logging.getLogger("xced.worker").warning("%s: its supervisor is gone; %d processes of the job ended",
+                                                 jobdir, n)
     job = _read_json(jobdir / JOB_FILE)
     start = job.get("start_time") if isinstance(job, dict) else None
     return JobStatus(exit_code=exit_code, start_time=start, end_time=time.time(), reason=REASON_SUPERVISOR_LOST)
@@ -305,7 +316,8 @@ class SupervisorHandle:
         try:
             status = JobStatus.from_file(self.jobdir / STATUS_FILE)
         except FileNotFoundError:
-            status = _lost_status(self.jobdir, 128 + _signal.SIGKILL if rc == -_signal.SIGKILL else 1)
+            status = await asyncio.to_thread(_lost_status, self.jobdir,
+                                             128 + _signal.SIGKILL if rc == -_signal.SIGKILL else 1)
         self._status = status
         return status
 
@@ -557,7 +569,8 @@ def attach(jobdir: str | os.PathLike[str], *, settle_s: float = 2.0) -> Supervis
     - Lock free and status.json present: ``JobStatus.from_file`` (the job ended
       while nobody watched; its real end_time is kept).
     - Lock free, no status.json, job.json present (the job started): ``JobStatus(
-      exit_code=1, reason="supervisor lost", end_time=now)``.
+      exit_code=1, reason="supervisor lost", end_time=now)``, once every process of the
+      job that is left has been ended (JOB-1: see ``_lost_status``).
     - Otherwise (nothing was launched here, or the supervisor died before it started
       the job): None; the job never ran, so it pends again rather than end EXIT.
 
@@ -627,6 +640,12 @@ def signal_job(jobdir: str | os.PathLike[str], sig: int) -> bool:
         os.killpg(job["pgid"], sig)
     except ProcessLookupError:
         return False
+    # and the job's processes that left its group (setsid), as its supervisor last saw them
+    rec = contain.read_record(str(jobdir)) or {}
+    table = contain.proc_table()
+    others = [(int(p), int(st)) for p, st in rec.get("procs") or []
+              if int(p) in table and table[int(p)].pgrp != job["pgid"]]
+    contain.signal_procs(others, sig)
     return True
 
 

@@ -49,8 +49,9 @@ class ChannelReporter:
     def __init__(self) -> None:
         self.queue: asyncio.Queue[dict] = asyncio.Queue()
 
-    def on_started(self, job_id: int, index: int, start_time: float) -> None:
-        self.queue.put_nowait({"op": "started", "job_id": job_id, "index": index, "start_time": start_time})
+    def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None) -> None:
+        self.queue.put_nowait({"op": "started", "job_id": job_id, "index": index, "start_time": start_time,
+                               "containment": containment})
 
     def on_finished(self, job_id: int, index: int, st: EndStatus) -> None:
         self.queue.put_nowait({"op": "finished", "job_id": job_id, "index": index, "status": {

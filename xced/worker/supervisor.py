@@ -36,9 +36,15 @@ The job directory protocol (JOBDIR is created by the caller):
 ``supervisor.pid``  the supervisor's pid, written after taking the lock and
     after its signal handlers are in place.
 
-``job.json``  ``{"pid": int, "pgid": int, "start_time": float}`` written as
-    soon as the job has started (epoch seconds). The job leads its own session
-    and process group (pgid == pid).
+``job.json``  ``{"pid": int, "pgid": int, "start_time": float, "containment": str}``
+    written as soon as the job has started (epoch seconds). The job leads its own
+    session and process group (pgid == pid). ``containment`` names how its processes
+    are kept together: ``"cgroup-v2"``, ``"cgroup-v1"`` or ``"subreaper"``
+    (``xced.worker.contain``).
+
+``contain.json``  the job's cgroups and processes (pid and /proc start time),
+    rewritten whenever that set changes (``xced.worker.contain``): what the worker
+    ends when the supervisor itself dies.
 
 ``status.json``  ``{"exit_code": int, "signal": int | null, "signal_name":
     str | null, "start_time": float | null, "end_time": float, "reason": str |
@@ -56,9 +62,18 @@ The job directory protocol (JOBDIR is created by the caller):
 
 ``supervisor.log``  the supervisor's own stdout and stderr.
 
+Containment (JOB-1, issue 15): the supervisor is a child subreaper, so every
+process the job starts stays its descendant even after ``setsid`` or a double
+fork; where the daemon runs as root and a cgroup hierarchy is writable the job
+also gets its own cgroup, joined before the job's first instruction, with the
+memory limit set in it. The memory limit counts the resident memory of all the
+job's processes. When the job's main process ends, every other process of the
+job is SIGKILLed and reaped, and status.json is written only once none remains,
+so the job's slots are freed only then.
+
 Signals: SIGUSR1 starts LSF's kill sequence (SIGINT, then SIGTERM after
 ``kill_interval_s``, then SIGKILL after another ``kill_interval_s``, each sent
-to the job's process group followed by SIGCONT). SIGINT, SIGHUP, SIGTERM and
+to every process of the job followed by SIGCONT). SIGINT, SIGHUP, SIGTERM and
 SIGPIPE do not affect the supervisor. Stop and resume are done by the worker
 sending SIGSTOP/SIGCONT to the job's process group; the supervisor keeps
 working while the job is stopped.
@@ -80,6 +95,7 @@ import threading
 import time
 
 from xced.model.jobs import EndReason  # stdlib only, like this module
+from xced.worker import contain  # stdlib only, like this module
 from xced.worker.env import hook_environment  # stdlib only, like this module
 
 SPEC_FILE = "spec.json"
@@ -96,7 +112,8 @@ HOOK_POLL_S = 0.1
 HOOK_LOG_MAX_BYTES = 1 << 20
 
 #: Files of the protocol; job output never goes to one of them.
-PROTOCOL_FILES = frozenset({SPEC_FILE, LOCK_FILE, PID_FILE, JOB_FILE, STATUS_FILE, KILL_FILE, LOG_FILE})
+PROTOCOL_FILES = frozenset({SPEC_FILE, LOCK_FILE, PID_FILE, JOB_FILE, STATUS_FILE, KILL_FILE, LOG_FILE,
+                            contain.CONTAIN_FILE})
 #: The output files the worker puts in JOBDIR when the job names none (a task's: `output`)
 DEFAULT_OUTPUTS = frozenset({"stdout", "stderr", "output"})
 
@@ -106,8 +123,11 @@ EXIT_LOCKED = 75  # EX_TEMPFAIL: another supervisor holds JOBDIR/lock
 
 REASON_RUN_LIMIT = EndReason.RUN_LIMIT
 REASON_MEMORY_LIMIT = EndReason.MEMORY_LIMIT
-#: seconds between two looks at the job's resident memory (JOB-2 memory limit)
+#: seconds between two looks at the job's processes: their set (contain.json), their resident
+#: memory (JOB-2 memory limit), a kernel OOM kill in their cgroup
 MEM_CHECK_S = 0.5
+#: seconds after the main process ended before a job's survivors that will not die are logged
+STRAGGLER_LOG_S = 10.0
 REASON_KILLED = EndReason.KILLED
 
 #: Signals the supervisor itself shrugs off (it lives in its own session).
@@ -181,8 +201,9 @@ def write_json_atomic(path: str, obj: object, *, durable: bool = True) -> None:
 
 
 def group_rss_kb(pgid: int) -> int:
-    """Resident memory (kB) of every process in process group `pgid`, from /proc (JOB-2).
-    A job's processes all stay in its group unless they leave it on purpose (setsid)."""
+    """Resident memory (kB) of every process in process group `pgid`, from /proc. Not the
+    memory limit's measure any more (a process that calls setsid leaves the group): that is
+    `contain.rss_kb` of all the job's processes (JOB-2, issue 15)."""
     page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
     total = 0
     for name in os.listdir("/proc"):
@@ -275,6 +296,12 @@ class Supervisor:
         self.grace_deadline: float | None = None
         self.kill_deadline: float | None = None
         self.kill_step = 0
+        #: how the job's processes are kept (contain.MODES) and its cgroups, if any
+        self.containment = contain.MODE_SUBREAPER
+        self.cgroup: contain.Cgroup | None = None
+        #: the job's processes at the last look: pid -> /proc start time
+        self.tracked: dict[int, int] = {}
+        self.scan_at: float | None = None
 
     def path(self, name: str) -> str:
         return os.path.join(self.jobdir, name)
@@ -419,19 +446,21 @@ class Supervisor:
         kwargs: dict = {}
         if ident is not None:
             kwargs = {"user": ident[0], "group": ident[1], "extra_groups": ident[2]}
+        self.make_cgroup()
+        popen_kwargs = dict(cwd=spec["cwd"], env={str(k): str(v) for k, v in spec["env"].items()},
+                            stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True,
+                            start_new_session=True, **kwargs)
         try:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=spec["cwd"],
-                env={str(k): str(v) for k, v in spec["env"].items()},
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                close_fds=True,
-                start_new_session=True,
-                **kwargs,
-            )
+            if self.cgroup is not None:
+                try:
+                    self.proc = self.popen_in_cgroup(argv, popen_kwargs)
+                except subprocess.SubprocessError as e:  # it could not join: nothing of it ran
+                    log(f"cannot put the job in its cgroup ({e}); contained by the subreaper only")
+                    self.drop_cgroup()
+            if self.proc is None:
+                self.proc = subprocess.Popen(argv, **popen_kwargs)
         except OSError as e:
+            self.drop_cgroup()
             if e.filename == spec["cwd"] and e.filename != argv[0]:
                 # _posixsubprocess failed before exec: chdir, setgroups or setuid.
                 raise _Setup(1, f"cannot start job: {e.strerror}") from None
@@ -463,22 +492,196 @@ class Supervisor:
         if spec.get("memory_limit_mb"):
             self.mem_limit_kb = int(spec["memory_limit_mb"]) * 1024
             self.mem_check = start_mono + MEM_CHECK_S
-        write_json_atomic(self.path(JOB_FILE), {"pid": self.pid, "pgid": self.pgid, "start_time": self.start_time},
-                          durable=False)
-        log(f"job {spec.get('job_id')}[{spec.get('index')}] started: pid {self.pid}")
+        self.tracked = {self.pid: contain.starttime(self.pid) or 0}
+        self.record()
+        self.scan_at = start_mono + MEM_CHECK_S
+        write_json_atomic(self.path(JOB_FILE), {"pid": self.pid, "pgid": self.pgid, "start_time": self.start_time,
+                                                "containment": self.containment}, durable=False)
+        log(f"job {spec.get('job_id')}[{spec.get('index')}] started: pid {self.pid}, contained by {self.containment}")
+
+    # ---- containment (JOB-1, issue 15) ------------------------------------------
+
+    def make_cgroup(self) -> None:
+        """Make the job's cgroup when this host offers one (contain.detect), recorded in
+        contain.json before the job starts; else the job is contained by the subreaper only."""
+        try:
+            mode = contain.detect()
+        except ValueError as e:
+            log(f"{e}; using the subreaper")
+            mode = contain.MODE_SUBREAPER
+        if mode != contain.MODE_SUBREAPER:
+            try:
+                self.cgroup = contain.Cgroup.create(mode, self.jobdir, int(self.spec.get("job_id", 0)),
+                                                    int(self.spec.get("index", 0)), self.spec.get("memory_limit_mb"))
+                self.containment = mode
+            except OSError as e:
+                log(f"cannot make the job's {mode} cgroup ({e}); contained by the subreaper only")
+        self.record()
+
+    def drop_cgroup(self) -> None:
+        """Remove the job's cgroup (the job did not start in it, or has ended)."""
+        if self.cgroup is not None:
+            if not self.cgroup.remove():
+                log(f"cannot remove the cgroups {self.cgroup.dirs}")
+            self.cgroup = None
+        self.containment = contain.MODE_SUBREAPER if self.proc is None else self.containment
+
+    def popen_in_cgroup(self, argv: list[str], popen_kwargs: dict) -> subprocess.Popen:
+        """Popen the job so that it joins its cgroup before its first instruction: the child,
+        between fork and exec (after it took the job's user), sends its pid and waits; a thread
+        here (root) writes that pid into the cgroups' cgroup.procs and lets it go on. Raises
+        subprocess.SubprocessError when it could not join (nothing of the job ran), OSError as
+        Popen does."""
+        assert self.cgroup is not None
+        cg = self.cgroup
+        to_parent_r, to_parent_w = os.pipe2(os.O_CLOEXEC)
+        to_child_r, to_child_w = os.pipe2(os.O_CLOEXEC)
+        failure: list[str] = []
+
+        def mover() -> None:
+            data = os.read(to_parent_r, 32)
+            if not data:
+                return  # the child ended before it asked (chdir or setuid failed)
+            try:
+                cg.join(int(data))
+                os.write(to_child_w, b"g")
+            except (OSError, ValueError) as e:
+                failure.append(str(e))
+                os.write(to_child_w, b"f")
+
+        def preexec() -> None:  # in the child: no allocation-heavy work, no locks
+            os.write(to_parent_w, str(os.getpid()).encode())
+            if os.read(to_child_r, 1) != b"g":
+                raise OSError("cannot join the job's cgroup")
+
+        t = threading.Thread(target=mover, daemon=True)
+        t.start()
+        try:
+            return subprocess.Popen(argv, preexec_fn=preexec, **popen_kwargs)
+        except subprocess.SubprocessError as e:
+            raise subprocess.SubprocessError(failure[0] if failure else str(e)) from None
+        finally:
+            os.close(to_parent_w)  # the mover sees EOF if the child never asked
+            t.join(5.0)
+            for fd in (to_parent_r, to_child_r, to_child_w):
+                os.close(fd)
+
+    def record(self) -> None:
+        """Write contain.json: the job's cgroups and processes (best effort: a full disk
+        only weakens what the worker can end should this supervisor die)."""
+        try:
+            contain.write_record(self.jobdir, self.containment, self.cgroup.dirs if self.cgroup else [],
+                                 sorted(self.tracked.items()))
+        except OSError as e:
+            log(f"cannot write {contain.CONTAIN_FILE}: {e}")
+
+    def reap_orphans(self, table: dict) -> None:
+        """Reap the job's processes re-parented to this subreaper that have ended (never the
+        main process: finish() reads its status)."""
+        me = os.getpid()
+        for pid, info in table.items():
+            if info.ppid == me and info.state == "Z" and pid != self.pid:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+
+    def job_processes(self, table: dict | None = None) -> dict:
+        """The job's live processes now (pid -> contain.ProcInfo): this supervisor's
+        descendants and its cgroups' members, zombies left out."""
+        table = contain.proc_table() if table is None else table
+        procs = {p: i for p, i in contain.descendants({os.getpid()}, table).items() if i.state != "Z"}
+        if self.cgroup is not None:
+            for p in self.cgroup.pids():
+                if p in table and table[p].state != "Z" and p != os.getpid():
+                    procs[p] = table[p]
+        return procs
+
+    def scan(self, now: float, grace: float) -> None:
+        """One look at the job's processes: reap ended orphans, rewrite contain.json when the
+        set changed, end the job at its memory limit (resident memory of all its processes,
+        JOB-2) or when the kernel killed one of them for it (an OOM kill in its cgroup)."""
+        table = contain.proc_table()
+        self.reap_orphans(table)
+        procs = self.job_processes(table)
+        seen = {p: i.starttime for p, i in procs.items()}
+        if seen != self.tracked:
+            self.tracked = seen
+            self.record()
+        if self.cgroup is not None and self.reason is None and self.cgroup.oom_kills() > 0:
+            self.reason = REASON_MEMORY_LIMIT
+            self.mem_check = None
+            log(f"the kernel killed a process of the job at its memory limit ({self.mem_limit_kb} kB): SIGKILL")
+            self.signal_group(signal.SIGKILL)
+        if self.mem_check is not None and now >= self.mem_check:
+            rss = contain.rss_kb(procs.values())
+            if self.mem_limit_kb is not None and rss > self.mem_limit_kb:
+                self.mem_check = None
+                if self.reason is None:
+                    self.reason = REASON_MEMORY_LIMIT
+                log(f"memory limit reached ({rss} kB resident in {len(procs)} processes > {self.mem_limit_kb} kB): "
+                    f"SIGTERM")
+                self.signal_group(signal.SIGTERM)
+                if self.grace_deadline is None:
+                    self.grace_deadline = now + grace
+            else:
+                self.mem_check = now + MEM_CHECK_S
+
+    def end_all(self) -> None:
+        """The main process has ended (an unreaped zombie): SIGKILL every other process of the
+        job, reap those re-parented here, and return once none remains; then remove its
+        cgroup. A kernel OOM kill seen in the cgroup makes the reason "memory limit"."""
+        started = time.monotonic()
+        delay, told = 0.005, False
+        while True:
+            table = contain.proc_table()
+            self.reap_orphans(table)
+            procs = self.job_processes(table)
+            procs.pop(self.pid, None)
+            if not procs:
+                break
+            try:
+                os.killpg(self.pgid, signal.SIGKILL)  # the zombie leader still holds the group id
+            except (ProcessLookupError, PermissionError):
+                pass
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            contain.signal_procs([(p, i.starttime) for p, i in procs.items()], signal.SIGKILL)
+            if not told and time.monotonic() - started > STRAGGLER_LOG_S:
+                told = True
+                log(f"processes of the job still there after SIGKILL: {sorted(procs)}; waiting for them")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        if self.cgroup is not None and self.reason is None and self.cgroup.oom_kills() > 0:
+            self.reason = REASON_MEMORY_LIMIT
+            log("the kernel killed a process of the job at its memory limit")
+        self.tracked = {}
+        if self.cgroup is not None:
+            cg, self.cgroup = self.cgroup, None
+            if not cg.remove():
+                log(f"cannot remove the cgroups {cg.dirs}")
+        self.record()
 
     # ---- the wait loop -----------------------------------------------------
 
     def signal_group(self, sig: int) -> None:
-        """`sig` to the job's process group, then SIGCONT so a stopped job can act on it."""
+        """`sig` to every process of the job (its process group, and each of its processes
+        outside it: contain), then SIGCONT so a stopped job can act on it. SIGKILL also goes
+        to the job's cgroup as a whole."""
         for s in (sig, signal.SIGCONT) if sig not in (signal.SIGKILL, signal.SIGCONT) else (sig,):
             try:
                 os.killpg(self.pgid, s)
             except ProcessLookupError:
-                return
+                pass
             except PermissionError as e:
                 log(f"cannot send {signal_name(s)} to process group {self.pgid}: {e.strerror}")
-                return
+            try:
+                others = [(p, i.starttime) for p, i in self.job_processes().items() if i.pgrp != self.pgid]
+            except OSError:
+                others = []
+            contain.signal_procs(others, s)
+            if s == signal.SIGKILL and self.cgroup is not None:
+                self.cgroup.kill()
 
     def kill_sequence_step(self, now: float) -> None:
         """bkill: SIGINT, SIGTERM after kill_interval_s, SIGKILL after another one."""
@@ -511,25 +714,16 @@ class Supervisor:
                 log("run limit reached: SIGTERM")
                 self.signal_group(signal.SIGTERM)
                 self.grace_deadline = now + grace
-            if self.mem_check is not None and now >= self.mem_check:
-                rss = group_rss_kb(self.pgid)
-                if self.mem_limit_kb is not None and rss > self.mem_limit_kb:
-                    self.mem_check = None
-                    if self.reason is None:
-                        self.reason = REASON_MEMORY_LIMIT
-                    log(f"memory limit reached ({rss} kB resident > {self.mem_limit_kb} kB): SIGTERM")
-                    self.signal_group(signal.SIGTERM)
-                    if self.grace_deadline is None:
-                        self.grace_deadline = now + grace
-                else:
-                    self.mem_check = now + MEM_CHECK_S
+            if self.scan_at is not None and now >= self.scan_at:
+                self.scan(now, grace)
+                self.scan_at = now + MEM_CHECK_S
             if self.grace_deadline is not None and now >= self.grace_deadline:
                 self.grace_deadline = None
                 log(f"{self.reason or 'limit'} grace expired: SIGKILL")
                 self.signal_group(signal.SIGKILL)
             if self.kill_deadline is not None and now >= self.kill_deadline:
                 self.kill_sequence_step(now)
-            deadlines = [d for d in (self.run_deadline, self.grace_deadline, self.kill_deadline, self.mem_check)
+            deadlines = [d for d in (self.run_deadline, self.grace_deadline, self.kill_deadline, self.scan_at)
                          if d is not None]
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
             # poll, not select: select() refuses descriptors numbered 1024 or more (D-8)
@@ -556,11 +750,8 @@ class Supervisor:
             sig = info.si_status
             exit_code = 128 + sig
         # The leader is still an unreaped zombie, so the group id cannot have
-        # been reused: no stray process of the job survives it.
-        try:
-            os.killpg(self.pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # been reused: no stray process of the job survives it, in its group or out of it.
+        self.end_all()
         # post hooks run however the job ended (JOB-6), before the status is recorded
         why = self.run_hooks(("job_post_exec", "post_job_exec", "post_host_exec"),
                              {"XCE_JOB_EXIT_CODE": str(exit_code)}, stop_at_failure=False)
@@ -711,6 +902,8 @@ class Supervisor:
             return EXIT_LOCKED
         try:
             self.setup_signals()
+            if not contain.set_child_subreaper():  # before any child: the job's orphans come back here
+                log("prctl(PR_SET_CHILD_SUBREAPER) refused: a process that leaves the job's session escapes")
             write_json_atomic(self.path(PID_FILE), os.getpid(), durable=False)
             try:
                 with open(self.path(SPEC_FILE), "rb") as f:
