@@ -310,7 +310,7 @@ def _pending(e: Element, s: Pending) -> Outcome | None:
 
 
 def _started(e: Element, s: Started) -> Outcome:
-    """unchanged; the start time the worker saw and its containment are kept in memory, and its failures in a row end."""
+    """unchanged; the start time the worker saw is kept in memory, and its failures in a row end."""
     return Outcome(e.state, {}, {"start_time": s.start_time, "failures": 0, "containment": s.containment})
 
 
