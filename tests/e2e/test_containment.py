@@ -146,7 +146,8 @@ def test_a_sigkilled_supervisor_leaves_no_process_of_its_job(cd, tmp_path):
     """The supervisor SIGKILLed: the worker ends every process of the job it recorded (and
     what is in the job's cgroup) before the job is EXIT "supervisor lost" and its slot free."""
     d, mode = cd
-    jid, pids = _escaping_job(d, tmp_path, "echo $$ >> \"$1\"; sleep 300")
+    # a memory limit makes the supervisor look at the job's processes every 0.5 s (else 2 s)
+    jid, pids = _escaping_job(d, tmp_path, "echo $$ >> \"$1\"; sleep 300", "-M", "1GB")
     pids = _pids(tmp_path / "pids", 3)
     d.wait_state(jid, ("RUN",))
     jd = d.top / "jobs" / str(jid) / "0"

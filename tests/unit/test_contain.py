@@ -105,6 +105,7 @@ def test_the_subreaper_takes_in_an_orphaned_double_forked_process(tmp_path):
 def test_detect_setting(monkeypatch):
     assert contain.detect("subreaper") == contain.MODE_SUBREAPER
     assert contain.detect("auto") in contain.MODES
+    assert contain.candidates("auto")[-1] == contain.MODE_SUBREAPER
     monkeypatch.setenv(contain.ENV_CONTAINMENT, "subreaper")
     assert contain.detect() == contain.MODE_SUBREAPER
     with pytest.raises(ValueError, match=r"XCE_CONTAINMENT='cgroups' is not valid; valid: auto, subreaper"):

@@ -54,6 +54,7 @@ __all__ = [
     "MODES",
     "Cgroup",
     "ProcInfo",
+    "candidates",
     "descendants",
     "detect",
     "kill_recorded",
@@ -303,24 +304,27 @@ def _bases() -> dict[str, str]:
     return {k: v for k, v in out.items() if os.access(v, os.W_OK)}
 
 
-def detect(setting: str | None = None) -> str:
-    """The mechanism a job started now would get: "cgroup-v2", "cgroup-v1" or "subreaper".
+def candidates(setting: str | None = None) -> list[str]:
+    """The mechanisms a job started now may get, strongest first, always ending with
+    "subreaper" (the caller tries each cgroup one in turn and falls back).
 
     `setting` (default: $XCE_CONTAINMENT, else "auto"): "subreaper" never uses cgroups;
-    "auto" uses cgroup v2 when the unified hierarchy offers the memory controller, else the
-    v1 memory hierarchy, provided this process runs as root and may write there. Raises
-    ValueError for another setting, naming the valid ones."""
+    "auto" offers cgroup v2 when the unified hierarchy has the memory controller, and the v1
+    memory hierarchy when it is mounted, provided this process runs as root and may write
+    there. Raises ValueError for another setting, naming the valid ones."""
     setting = (setting if setting is not None else os.environ.get(ENV_CONTAINMENT, "")) or "auto"
     if setting not in SETTINGS:
         raise ValueError(f"{ENV_CONTAINMENT}={setting!r} is not valid; valid: {', '.join(SETTINGS)}")
     if setting == "subreaper" or os.geteuid() != 0:
-        return MODE_SUBREAPER
+        return [MODE_SUBREAPER]
     bases = _bases()
-    if "v2" in bases:
-        return MODE_V2
-    if "memory" in bases:
-        return MODE_V1
-    return MODE_SUBREAPER
+    return [m for m, ok in ((MODE_V2, "v2" in bases), (MODE_V1, "memory" in bases), (MODE_SUBREAPER, True)) if ok]
+
+
+def detect(setting: str | None = None) -> str:
+    """The strongest mechanism of `candidates(setting)`: "cgroup-v2", "cgroup-v1" or
+    "subreaper". Raises ValueError for a bad setting."""
+    return candidates(setting)[0]
 
 
 def _leaf_name(jobdir: str, job_id: int, index: int) -> tuple[str, str]:

@@ -123,9 +123,12 @@ EXIT_LOCKED = 75  # EX_TEMPFAIL: another supervisor holds JOBDIR/lock
 
 REASON_RUN_LIMIT = EndReason.RUN_LIMIT
 REASON_MEMORY_LIMIT = EndReason.MEMORY_LIMIT
-#: seconds between two looks at the job's processes: their set (contain.json), their resident
-#: memory (JOB-2 memory limit), a kernel OOM kill in their cgroup
+#: seconds between two looks at the job's processes when it has a memory limit: their set
+#: (contain.json), their resident memory (JOB-2 memory limit), a kernel OOM kill in their cgroup
 MEM_CHECK_S = 0.5
+#: seconds between two looks at the job's processes when it has none (contain.json, orphans to
+#: reap): one look reads every /proc/PID/stat of the host, about 1 ms per 70 processes
+TRACK_S = 2.0
 #: seconds after the main process ended before a job's survivors that will not die are logged
 STRAGGLER_LOG_S = 10.0
 REASON_KILLED = EndReason.KILLED
@@ -494,7 +497,7 @@ class Supervisor:
             self.mem_check = start_mono + MEM_CHECK_S
         self.tracked = {self.pid: contain.starttime(self.pid) or 0}
         self.record()
-        self.scan_at = start_mono + MEM_CHECK_S
+        self.scan_at = start_mono + self.scan_interval()
         write_json_atomic(self.path(JOB_FILE), {"pid": self.pid, "pgid": self.pgid, "start_time": self.start_time,
                                                 "containment": self.containment}, durable=False)
         log(f"job {spec.get('job_id')}[{spec.get('index')}] started: pid {self.pid}, contained by {self.containment}")
@@ -505,17 +508,20 @@ class Supervisor:
         """Make the job's cgroup when this host offers one (contain.detect), recorded in
         contain.json before the job starts; else the job is contained by the subreaper only."""
         try:
-            mode = contain.detect()
+            modes = contain.candidates()
         except ValueError as e:
             log(f"{e}; using the subreaper")
-            mode = contain.MODE_SUBREAPER
-        if mode != contain.MODE_SUBREAPER:
+            modes = [contain.MODE_SUBREAPER]
+        for mode in modes:
+            if mode == contain.MODE_SUBREAPER:
+                break
             try:
                 self.cgroup = contain.Cgroup.create(mode, self.jobdir, int(self.spec.get("job_id", 0)),
                                                     int(self.spec.get("index", 0)), self.spec.get("memory_limit_mb"))
                 self.containment = mode
+                break
             except OSError as e:
-                log(f"cannot make the job's {mode} cgroup ({e}); contained by the subreaper only")
+                log(f"cannot make the job's {mode} cgroup ({e}); trying the next mechanism")
         self.record()
 
     def drop_cgroup(self) -> None:
@@ -574,6 +580,10 @@ class Supervisor:
                                  sorted(self.tracked.items()))
         except OSError as e:
             log(f"cannot write {contain.CONTAIN_FILE}: {e}")
+
+    def scan_interval(self) -> float:
+        """Seconds to the next look at the job's processes (MEM_CHECK_S with a memory limit)."""
+        return MEM_CHECK_S if self.mem_limit_kb is not None else TRACK_S
 
     def reap_orphans(self, table: dict) -> None:
         """Reap the job's processes re-parented to this subreaper that have ended (never the
@@ -716,7 +726,7 @@ class Supervisor:
                 self.grace_deadline = now + grace
             if self.scan_at is not None and now >= self.scan_at:
                 self.scan(now, grace)
-                self.scan_at = now + MEM_CHECK_S
+                self.scan_at = now + self.scan_interval()
             if self.grace_deadline is not None and now >= self.grace_deadline:
                 self.grace_deadline = None
                 log(f"{self.reason or 'limit'} grace expired: SIGKILL")
