@@ -101,9 +101,11 @@ def test_escaped_processes_end_with_the_job_and_its_slot_waits_for_them(cd, tmp_
     double-forked daemon still run. They are ended, the job is DONE only once they are gone,
     and the next job (pending on the one slot) starts only then. `show` names the mechanism."""
     d, mode = cd
-    jid, pids = _escaping_job(d, tmp_path, "sleep 1.5")
+    release = tmp_path / "release"
+    jid, pids = _escaping_job(d, tmp_path, f"while [ ! -e {release} ]; do sleep 0.05; done")
     nxt = d.submit("--", "true", cwd=tmp_path)
     assert d.show(nxt)["state"] == "PEND"  # the one slot is the first job's
+    release.touch()  # the main process ends now, exit 0; its escapes still run
     e = d.wait_state(jid, ("DONE", "EXIT"))["elements"][0]
     assert [p for p in pids if _alive(p)] == [], "escaped processes outlived the job's end"
     assert e["containment"] == mode and (e["state"], e["exit_code"]) == ("DONE", 0), e
@@ -171,3 +173,4 @@ def test_a_sigkilled_supervisor_leaves_no_process_of_its_job(cd, tmp_path):
     assert [p for p in pids if _alive(p)] == [], "the job's processes outlived its supervisor"
     _cgroups_gone(d, jid)
     assert json.loads((jd / "job.json").read_text())["containment"] == mode
+

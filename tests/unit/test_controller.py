@@ -182,6 +182,27 @@ def test_state_survives_reload(ctl, tmp_path):
     assert j2.elements[1].exit_code == 2 and c2.hosts["h1"].slots_used == 2
 
 
+def test_containment_is_shown_from_the_start_and_stored_with_the_end(ctl, tmp_path):
+    """JOB-1 (issue 15): the mechanism the worker reports with the start is the element's
+    `containment` while it runs, is written with its end (migration 0009), and so is still
+    there after a reload of the store; a new dispatch forgets it until the next start."""
+    from xced.server.convert import element_dict
+
+    j = ctl.submit(req(name="x[1-2]"), ALICE)
+    session(ctl)
+    ctl.on_started(j.id, 1, 1000.0, "cgroup-v1")
+    ctl.on_started(j.id, 2, 1000.0, "subreaper")
+    assert element_dict(j.elements[1])["containment"] == "cgroup-v1"
+    end(ctl, j.id, 1)
+    c2 = Controller(ctl.config, ctl.store, tmp_path)
+    e1, e2 = c2.jobs[j.id].elements[1], c2.jobs[j.id].elements[2]
+    assert (e1.state, e1.containment) == ("DONE", "cgroup-v1")
+    assert (e2.state, e2.containment) == ("RUN", None)  # running: the worker reports it again on reattach
+    ctl.requeue(j.id, 1, ALICE)
+    session(ctl)
+    assert j.elements[1].state == "RUN" and j.elements[1].containment is None
+
+
 def test_bad_submits(ctl):
     for bad, match in [(req(queue="nope"), "unknown queue"), (req(ntasks_min=0), "at least 1"),
                        (req(ntasks_min=5), "can never be satisfied"), (req(run_limit_s=-1), "must be positive"),

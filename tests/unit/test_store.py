@@ -16,12 +16,16 @@ from xced.store.sqlite import SqliteStore, _migrations, token_hash
 def test_wal_and_migrations(tmp_path):
     s = SqliteStore(tmp_path / "x.db")
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert s.schema_version() == 7
+    from xced.store.sqlite import _migrations
+
+    versions = [v for v, _, _ in _migrations()]
+    assert s.schema_version() == max(versions) >= 9
     s.close()
     s = SqliteStore(tmp_path / "x.db")  # reopening applies nothing twice
-    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 7
+    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(versions)
     cols = [r[1] for r in s.db.execute("PRAGMA table_info(elements)")]
     assert "token" in cols and "reserve" in cols and "token_hash" in cols  # 0002, 0003, 0004
+    assert "containment" in cols  # 0009
     assert "stimulus" in [r[1] for r in s.db.execute("PRAGMA table_info(events)")]  # 0005
 
 

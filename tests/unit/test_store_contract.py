@@ -121,10 +121,11 @@ def test_ids_are_given_in_increasing_order_across_blocks(backend):
 def test_migrations_apply_once_each_in_order(backend):
     s = backend()
     names = [n for _, n, _ in _migrations()]
-    assert names == sorted(names) and s.schema_version() == len(names)
+    last = max(v for v, _, _ in _migrations())  # numbers may have gaps while branches merge (0009 before 0008)
+    assert names == sorted(names) and s.schema_version() == last
     s.close()
     s = backend()
-    assert s.schema_version() == len(names)
+    assert s.schema_version() == last
 
 
 def test_a_revocation_survives_a_reopen_and_only_an_explicit_removal_undoes_it(backend):

@@ -213,7 +213,7 @@ class ElementOut(Body):
     containment: Literal["cgroup-v2", "cgroup-v1", "subreaper"] | None = Field(
         None, description="how the element's processes are kept together and ended with it (JOB-1): a cgroup "
                           "of the v2 or v1 hierarchy, or the supervisor as their child subreaper; null before "
-                          "it started, and after a daemon restart for an element that had ended")
+                          "it started")
     alloc: list[AllocOut] = Field(default_factory=list)
     pend_reason: PendReasonOut | None = None
     host_problem: str | None = Field(None, description="for a running element, why one of its hosts is not ok "

@@ -139,11 +139,12 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
             eff_text = job.effective.resreq
             job.resreq = parse(eff_text) if eff_text else effective_resreq(job.spec.resreq)
         for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, thash,
-             reserve, failures) in self.store.load_elements():
+             reserve, failures, containment) in self.store.load_elements():
             job = self.jobs[jid]
             e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
                         [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token_hash=thash,
-                        reserve=json.loads(reserve) if reserve else {}, failures=failures or 0)
+                        reserve=json.loads(reserve) if reserve else {}, failures=failures or 0,
+                        containment=containment)
             job.elements[idx] = e
             if e.state not in FINISHED:
                 job.unfinished += 1

@@ -101,7 +101,8 @@ class StartFailed(Stimulus):
 @dataclass(frozen=True, slots=True)
 class Started(Stimulus):
     """The worker saw the job's process start at `start_time` (memory only: the end's record
-    carries it durably), its processes kept together by `containment` (JOB-1; memory only)."""
+    carries it durably), its processes kept together by `containment` (JOB-1; in memory, and
+    stored with the end)."""
 
     start_time: float = 0.0
     containment: str | None = None
@@ -214,7 +215,7 @@ Effect = Union[StartElement, KillElement, SignalElement, EndTasks]
 
 #: stored element fields an outcome may set (the store's columns)
 STORED = frozenset({"state", "holds", "start_time", "end_time", "exit_code", "exit_signal", "exit_reason", "alloc",
-                    "action", "token_hash", "reserve"})
+                    "action", "token_hash", "reserve", "containment"})
 #: memory-only element fields an outcome may set (a start time the worker saw is kept in memory
 #: only: the end's record carries it durably)
 MEMORY = frozenset({"pend_reason", "token", "start_time", "failures", "retry_at", "containment"})
@@ -330,7 +331,7 @@ def _finished(e: Element, s: Finished) -> Outcome:
     if st.reason == EndReason.SUPERVISOR_LOST:
         out = _move(e, S.EXIT, "LOST", "the job's supervisor was lost", end_time=st.end_time,
                     exit_code=st.exit_code, exit_signal=st.signal_name, exit_reason=EndReason.SUPERVISOR_LOST.value,
-                    action=None)
+                    action=None, containment=e.containment)
         out.effects.append(EndTasks(hosts))
         return out
     reason = st.reason
@@ -343,7 +344,7 @@ def _finished(e: Element, s: Finished) -> Outcome:
     done = st.exit_code == 0 and not st.signal_name and not st.reason
     out = _move(e, S.DONE if done else S.EXIT, "DONE" if done else "EXIT", reason,
                 start_time=st.start_time or e.start_time, end_time=st.end_time, exit_code=st.exit_code,
-                exit_signal=st.signal_name, exit_reason=reason, action=None, failures=0)
+                exit_signal=st.signal_name, exit_reason=reason, action=None, failures=0, containment=e.containment)
     out.effects.append(EndTasks(hosts))
     return out
 

@@ -23,7 +23,7 @@ The contract:
 
 Rows: jobs (id, name, user, queue, submit_time, spec JSON); elements (job_id, idx, state,
 holds, start, end, exit_code, exit_signal, exit_reason, alloc JSON, action, token_hash,
-reserve JSON, failures); events (time, job_id, idx, kind, from_state, to_state, actor, reason,
+reserve JSON, failures, containment); events (time, job_id, idx, kind, from_state, to_state, actor, reason,
 stimulus); host keys (KEY-2, KEY-5): revocations (fingerprint, time, actor, reason), which win
 over keys.yaml, enrolment tokens kept as their digest (one-time: `use_token` is true once),
 and key_events (time, fingerprint, kind, actor, reason). Times are epoch seconds.

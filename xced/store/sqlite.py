@@ -237,9 +237,9 @@ class SqliteStore:
 
     def load_elements(self) -> Iterator[tuple]:
         """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action,
-        token_hash, reserve, failures)."""
+        token_hash, reserve, failures, containment)."""
         return self.db.execute("SELECT job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, "
-                               "exit_reason, alloc, action, token_hash, reserve, failures FROM elements "
+                               "exit_reason, alloc, action, token_hash, reserve, failures, containment FROM elements "
                                "ORDER BY job_id, idx")
 
     def events(self, job_id: int) -> list[tuple]:

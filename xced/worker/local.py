@@ -279,6 +279,13 @@ class LocalWorker:
         if res is None:
             self.controller.on_start_failed(job_id, index, "not started before the daemon stopped")
         elif isinstance(res, procs.JobStatus):
+            try:
+                started = json.loads((jd / "job.json").read_bytes())
+            except (OSError, ValueError):
+                started = None
+            if isinstance(started, dict) and started.get("start_time") is not None:
+                # ended while the daemon was down: its start (and containment, JOB-1) is known too
+                self.controller.on_started(job_id, index, started["start_time"], started.get("containment"))
             self._report(job_id, index, res)
         else:
             self._spawn(self._watch(job_id, index, res))
