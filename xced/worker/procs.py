@@ -607,6 +607,7 @@ def attach(jobdir: str | os.PathLike[str], *, settle_s: float = 2.0) -> Supervis
                 time.sleep(0.005)
                 continue
             if not (jobdir / JOB_FILE).exists():
+                contain.kill_recorded(str(jobdir))  # what it may have forked into the job's cgroup
                 return None  # the job itself never started (D-8: it pends again, never EXIT)
             return _lost_status(jobdir)
         return None
