@@ -141,8 +141,13 @@ def stop_processes(procs) -> None:
 
 
 def kill_job_processes(top: Path) -> None:
-    """Kill every job process group and supervisor recorded under `top/jobs`, by PID."""
-    for jd in (top / "jobs").glob("*/*"):
+    """Kill every job process group and supervisor recorded under `top/jobs`, by PID, then
+    what each job's JOBDIR/contain.json still records (its escaped processes, by PID and
+    start time, and its cgroups, which are removed: none is left on the machine)."""
+    from xced.worker import contain
+
+    jobdirs = [*(top / "jobs").glob("*/*"), *(top / "jobs").glob("*/*/tasks/*")]
+    for jd in jobdirs:
         try:
             pgid = json.loads((jd / "job.json").read_text())["pgid"]
             os.killpg(pgid, signal.SIGKILL)
@@ -162,6 +167,8 @@ def kill_job_processes(top: Path) -> None:
                 os.close(fd)
         except (OSError, ValueError):
             pass
+    for jd in jobdirs:
+        contain.kill_recorded(str(jd), timeout=2.0)
 
 
 def fill_disk(path: Path) -> None:

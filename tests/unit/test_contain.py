@@ -169,3 +169,12 @@ def test_the_kernel_enforces_a_cgroups_memory_limit_and_it_is_counted(tmp_path):
     finally:
         os.close(w)
         assert cg.remove() is True
+
+
+def test_cgroup_names_are_one_per_topdir_job_and_task():
+    a = contain._leaf_name("/t1/jobs/5/0", 5, 0)
+    assert a[1] == "job_5_0" and contain._leaf_name("/t1/jobs/6/2", 6, 2) == (a[0], "job_6_2")
+    assert contain._leaf_name("/t2/jobs/5/0", 5, 0)[0] != a[0]  # another TopDir
+    # a job's tasks (JOBDIR/tasks/N, each under its own supervisor) share no cgroup with it or each other
+    assert contain._leaf_name("/t1/jobs/5/0/tasks/1", 5, 0) == (a[0], "job_5_0_task_1")
+    assert contain._leaf_name("/t1/jobs/5/0/tasks/2", 5, 0) == (a[0], "job_5_0_task_2")

@@ -21,9 +21,9 @@ Three mechanisms, the strongest available chosen per job (``detect``):
   the job's processes. The cgroup mechanisms keep the subreaper on as well.
 
 Each job's cgroups are ``<hierarchy>/<the supervisor's own cgroup>/xce/<key>/job_<id>_<index>``
-(``key``: 12 hex digits of a hash of the job directory's grandparent, so two TopDirs, or a
-task beside its job, never share one), made before the job's first instruction and
-removed after its last process is gone.
+(``key``: 12 hex digits of a hash of ``<TopDir>/jobs``, so two TopDirs never share one; a
+task run by ``xcecli launch`` under its own supervisor gets ``job_<id>_<index>_task_<n>``),
+made before the job's first instruction and removed after its last process is gone.
 
 ``XCE_CONTAINMENT`` in the daemon's environment (``auto``, the default, or ``subreaper``)
 turns cgroups off for a cluster or a test.
@@ -328,8 +328,16 @@ def detect(setting: str | None = None) -> str:
 
 
 def _leaf_name(jobdir: str, job_id: int, index: int) -> tuple[str, str]:
-    key = hashlib.sha256(os.path.dirname(os.path.dirname(os.path.abspath(jobdir))).encode()).hexdigest()[:12]
-    return key, f"job_{int(job_id)}_{int(index)}"
+    """(key, leaf) of the job's cgroups: key from <TopDir>/jobs, leaf job_ID_INDEX, or
+    job_ID_INDEX_task_T for a task's own supervisor (JOBDIR/tasks/T), so that tasks of one
+    job never share a cgroup with it or with each other."""
+    path = os.path.abspath(jobdir)
+    task = None
+    if os.path.basename(os.path.dirname(path)) == "tasks":
+        task = "".join(c for c in os.path.basename(path) if c.isalnum() or c in "-_")
+        path = os.path.dirname(os.path.dirname(path))
+    key = hashlib.sha256(os.path.dirname(os.path.dirname(path)).encode()).hexdigest()[:12]
+    return key, f"job_{int(job_id)}_{int(index)}" + (f"_task_{task}" if task else "")
 
 
 class Cgroup:
@@ -501,6 +509,8 @@ def kill_recorded(jobdir: str, timeout: float = 10.0) -> int:
         return 0
     cg = Cgroup(str(rec.get("containment")), [str(d) for d in rec.get("cgroups") or []])
     listed = {(int(p), int(s)) for p, s in rec.get("procs") or [] if int(p) > 1}
+    if not listed and not cg.dirs:
+        return 0  # the job ended in order: its supervisor left nothing to end
     deadline = time.monotonic() + timeout
     ended: set[tuple[int, int]] = set()
     while True:
