@@ -40,6 +40,7 @@ from xced.controller.reports import ReportsMixin
 from xced.controller.actions import ActionsMixin
 from xced.controller.explain import ExplainMixin
 from xced.controller.keys import KeysMixin
+from xced.controller.envs import EnvsMixin
 from xced.controller.peers import PeersMixin
 from xced.controller.retry import RetryMixin
 from xced.policy.rbac import Policy
@@ -78,7 +79,7 @@ TRACE_SESSIONS = 64
 
 
 class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, DispatchMixin, HooksMixin, ReportsMixin,
-                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin, PeersMixin):
+                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin, PeersMixin, EnvsMixin):
     """Owns jobs, hosts and the store. All methods run on the event loop thread.
 
     Errors raised to the API: InvalidRequest (bad submit), NotFound (unknown job),
@@ -130,6 +131,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         self._boot = format(int(time.time()) % 36**6, "x")
         self._stim_seq = 0
         self._init_peers()
+        self._init_envs()
         self._load()
         self.remerged_at_start = self._remerge_pending("system")
 
@@ -141,8 +143,9 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, thash,
              reserve, failures) in self.store.load_elements():
             job = self.jobs[jid]
-            e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
-                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token_hash=thash,
+            e = Element(job, idx, S(state), frozenset(h for h in holds.split(",") if h) if holds else frozenset(),
+                        st, et, code, sig, reason,
+                        [tuple(a) for a in json.loads(alloc)] if alloc else (), action, token_hash=thash,
                         reserve=json.loads(reserve) if reserve else {}, failures=failures or 0)
             job.elements[idx] = e
             if e.state not in FINISHED:

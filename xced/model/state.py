@@ -20,13 +20,16 @@ class Element:
     job: "Job"
     index: int
     state: JobState
-    holds: set[str] = field(default_factory=set)
+    #: never changed in place (a transition gives a new set), so that an element without holds
+    #: shares the one empty frozenset rather than keeping a set of its own (1,000,000 elements)
+    holds: set[str] | frozenset[str] = frozenset()
     start_time: float | None = None
     end_time: float | None = None
     exit_code: int | None = None
     exit_signal: str | None = None
     exit_reason: str | None = None
-    alloc: list[tuple[str, int]] = field(default_factory=list)
+    #: [(host, slots), ...]; never changed in place either (empty: the shared ())
+    alloc: list[tuple[str, int]] | tuple = ()
     action: str | None = None  # "kill:ACTOR" or "requeue:ACTOR" while a running element is being ended
     pend_reason: PendReason | None = None
     #: the running element's launch token (XCE_JOB_TOKEN, how its own tasks prove they run inside

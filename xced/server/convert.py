@@ -53,8 +53,8 @@ def element_dict(e, hosts=None) -> dict:
     }
 
 
-def job_dict(job, *, elements: bool = True, env: bool = False, hosts=None) -> dict:
-    """The JobOut of `job`; `env`: include its environment (D-7: only for who may see it);
+def job_dict(job, *, elements: bool = True, env: dict | None = None, hosts=None) -> dict:
+    """The JobOut of `job`; `env`: its environment, given only for who may see it (D-7);
     `hosts` (name -> HostState): say of each running element whose host is not ok why."""
     sp, eff = job.spec, job.effective
     counts: dict[str, int] = {}
@@ -72,7 +72,7 @@ def job_dict(job, *, elements: bool = True, env: bool = False, hosts=None) -> di
         "array_limit": sp.array_limit, "resreq_requested": list(sp.resreq),
         "resreq": eff.resreq, "dependency": sp.dependency, "counts": counts,
         "elements": [element_dict(e, hosts) for e in job.elements.values()] if elements else [],
-        "env": dict(sp.env) if env else None, "umask": sp.umask,
+        "env": dict(env) if env is not None else None, "umask": sp.umask,
         "meta": eff.exdata.get("meta") if isinstance(eff.exdata, dict) else None,
     }
 

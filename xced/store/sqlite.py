@@ -68,6 +68,7 @@ class SqliteStore:
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self._hash_plain_tokens()
+            self._move_envs()
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the store {path}: {e}") from e
         except (StoreBusy, StoreUnavailable) as e:
@@ -98,6 +99,27 @@ class SqliteStore:
                                 ((token_hash(t) if t else None, j, i) for j, i, t in rows))
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the new pages overwrite the old ones now
         self.db.execute("PRAGMA secure_delete=OFF")
+
+    def _move_envs(self) -> None:
+        """Jobs an older version stored with their environment inline get it moved to the envs
+        table (one row per distinct environment) and their spec names its digest instead."""
+        from xced.model.spec import env_record
+
+        rows = self.db.execute("""SELECT id, spec FROM jobs WHERE instr(spec, '"env":') > 0""").fetchall()
+        if not rows:
+            return
+        with self.tx():
+            for jid, text in rows:
+                spec = json.loads(text)
+                if "env" not in spec:
+                    continue
+                digest, env_text = env_record(spec.pop("env") or {})
+                spec["env_digest"] = digest
+                exdata = spec.get("exdata")
+                if isinstance(exdata, dict) and isinstance(exdata.get("env"), dict):
+                    exdata["env"].pop("job", None)
+                self.db.execute("INSERT OR IGNORE INTO envs VALUES (?,?)", (digest, env_text))
+                self.db.execute("UPDATE jobs SET spec=? WHERE id=?", (json.dumps(spec, separators=(",", ":")), jid))
 
     def schema_version(self) -> int:
         return self.db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
@@ -182,6 +204,11 @@ class SqliteStore:
         self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)",
                             ((job_id, i, state) for i in indices))
 
+    def put_env(self, digest: str, env_json: str) -> None:
+        """Keep an environment (canonical JSON) under its digest, once: a second job with the
+        same environment shares the row."""
+        self.db.execute("INSERT OR IGNORE INTO envs VALUES (?,?)", (digest, env_json))
+
     def update_spec(self, job_id: int, spec: dict) -> None:
         """Replace a job's stored spec (CFG-3: a pending job re-merged under a new config)."""
         self.db.execute("UPDATE jobs SET spec=? WHERE id=?", (json.dumps(spec, separators=(",", ":")), job_id))
@@ -249,6 +276,15 @@ class SqliteStore:
                                    "FROM events WHERE job_id=? ORDER BY seq", (job_id,)).fetchall()
         except sqlite3.Error as e:  # a read fails only when the file does (I/O error): typed, never a 500
             raise store_failure(e, self.path) from e
+
+    def env(self, digest: str) -> str | None:
+        """The environment (canonical JSON) kept under `digest`, or None. One read by primary
+        key; in WAL mode a read never waits for a writer's lock."""
+        try:
+            row = self.db.execute("SELECT env FROM envs WHERE digest=?", (digest,)).fetchone()
+        except sqlite3.Error as e:
+            raise store_failure(e, self.path) from e
+        return row[0] if row else None
 
     def revocations(self) -> dict[str, tuple[float, str, str | None]]:
         """Every revoked fingerprint -> (time, actor, reason)."""

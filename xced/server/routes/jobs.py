@@ -100,8 +100,8 @@ async def show_job(job_id: int, request: Request, caller: Caller = Depends(requi
     the holders of job:view over its project (D-7, RBAC-3), else `env` is null."""
     ctl = _ctl(request)
     job = ctl.job(job_id)
-    return json_response(job_dict(job, env=ctl.policy.may_job(caller, "job:view", job.user, job.spec.project),
-                                  hosts=ctl.hosts))
+    env = ctl.job_env(job) if ctl.policy.may_job(caller, "job:view", job.user, job.spec.project) else None
+    return json_response(job_dict(job, env=env, hosts=ctl.hosts))
 
 
 @router.get("/jobs/{job_id:jobid}/events", response_model=EventList, responses=errors(JOB))
