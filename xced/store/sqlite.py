@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from importlib import resources
@@ -25,6 +26,14 @@ from typing import Iterable, Iterator
 
 from xced.api.errors import StoreBusy, StoreUnavailable
 from xced.store.base import store_failure, token_hash
+
+_JOB_COLUMNS = "id, name, user, queue, submit_time, spec"
+_ELEMENT_COLUMNS = ("job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, exit_reason, alloc, "
+                    "action, token_hash, reserve, failures")
+#: the jobs a restart keeps (one parameter, the clean horizon): an element not finished, or
+#: one that ended at or after the horizon (the indexes elements_state and elements_end)
+_KEPT = ("SELECT job_id FROM elements WHERE state IN ('PEND','PSUSP','RUN','USUSP') "
+         "UNION SELECT job_id FROM elements WHERE end_time >= ?")
 
 #: job IDs made durable at a time (the contract in xced.store.base): a crash skips the rest of a block
 ID_BLOCK = 64
@@ -74,6 +83,8 @@ class SqliteStore:
         except (StoreBusy, StoreUnavailable) as e:
             raise StoreError(f"cannot open the store {path}: {e.message}") from e
         self._ids = [0, 0]  # the block of job IDs being given: [next, end)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
 
     def _migrate(self) -> None:
         self.db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied REAL)")
@@ -172,6 +183,11 @@ class SqliteStore:
                 pass
 
     def close(self) -> None:
+        for conn in self._readers:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
         self.db.close()
 
     def check_writable(self) -> None:
@@ -258,16 +274,66 @@ class SqliteStore:
 
     # -------------------------------------------------------------- reads
 
-    def load_jobs(self) -> Iterator[tuple]:
-        """Rows (id, name, user, queue, submit_time, spec_json) of every job, by ID."""
-        return self.db.execute("SELECT id, name, user, queue, submit_time, spec FROM jobs ORDER BY id")
+    def load_jobs(self, horizon: float | None = None) -> Iterator[tuple]:
+        """Rows (id, name, user, queue, submit_time, spec_json) by ID: of every job, or with
+        `horizon` (epoch seconds) of those with an unfinished element or one that ended at or
+        after it (what a restart keeps in memory, LSF CLEAN_PERIOD)."""
+        if horizon is None:
+            return self.db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY id")
+        return self.db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id IN ({_KEPT}) ORDER BY id",
+                               (horizon,))
 
-    def load_elements(self) -> Iterator[tuple]:
+    def load_elements(self, horizon: float | None = None) -> Iterator[tuple]:
         """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action,
-        token_hash, reserve, failures)."""
-        return self.db.execute("SELECT job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, "
-                               "exit_reason, alloc, action, token_hash, reserve, failures FROM elements "
-                               "ORDER BY job_id, idx")
+        token_hash, reserve, failures) by job and index, of the jobs load_jobs(horizon) gives."""
+        if horizon is None:
+            return self.db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements ORDER BY job_id, idx")
+        return self.db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements WHERE job_id IN ({_KEPT}) "
+                               f"ORDER BY job_id, idx", (horizon,))
+
+    # -------------------------------------------------------------- reads in a thread
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's own read-only connection (reads run off the event loop, D-8; a
+        connection is never shared with the loop's transactions)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, timeout=0)
+            self._local.conn = conn
+            self._readers.append(conn)
+        return conn
+
+    def read_job(self, job_id: int) -> tuple[tuple, list[tuple]] | None:
+        """(job row, element rows) of one job as load_jobs/load_elements give them, or None;
+        safe from any thread. Raises StoreBusy or StoreUnavailable."""
+        try:
+            db = self._reader()
+            row = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            return row, db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements WHERE job_id=? ORDER BY idx",
+                                   (job_id,)).fetchall()
+        except sqlite3.Error as e:
+            raise store_failure(e, self.path) from e
+
+    def read_jobs(self, user: str | None, queue: str | None) -> Iterator[tuple[tuple, list[tuple]]]:
+        """(job row, element rows) of every job of `user` in `queue` (None: any), by ID; safe
+        from any thread (consume it there). Raises StoreBusy or StoreUnavailable."""
+        where, args = [], []
+        if user is not None:
+            where.append("user=?")
+            args.append(user)
+        if queue is not None:
+            where.append("queue=?")
+            args.append(queue)
+        cond = f" WHERE {' AND '.join(where)}" if where else ""
+        try:
+            db = self._reader()
+            for row in db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs{cond} ORDER BY id", args).fetchall():
+                yield row, db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements WHERE job_id=? ORDER BY idx",
+                                      (row[0],)).fetchall()
+        except sqlite3.Error as e:
+            raise store_failure(e, self.path) from e
 
     def events(self, job_id: int) -> list[tuple]:
         """Rows (time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus) of a job, in order."""
