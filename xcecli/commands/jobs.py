@@ -157,7 +157,8 @@ def register(app: typer.Typer) -> None:
         if j.reserve:  # each rusage term with its method and the job's total (RES-2, issue 15)
             from xced.resreq import reserve_line
 
-            lines += [("Reserves" if i == 0 else "", reserve_line(r.model_dump(), j.ntasks_max)) for i, r in enumerate(j.reserve)]
+            lines += [("Reserves" if i == 0 else "", reserve_line(r.model_dump(), j.ntasks_max))
+                      for i, r in enumerate(j.reserve)]
         if j.dependency:  # LSF bjobs -l: "Dependency Condition"
             lines.append(("Dependency", j.dependency))
         if j.array_spec:

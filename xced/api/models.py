@@ -263,9 +263,10 @@ class JobOut(Body):
     resreq_requested: list[str] = Field(default_factory=list, description="the job's own -R strings, as given")
     resreq: str = Field("", description="the effective resource requirement the scheduler places with: the job's "
                                         "-R merged with its profile (MERGE-1), canonical; '' when none")
-    reserve: list[ReserveOut] = Field(default_factory=list, description="each rusage term of the effective "
-                                      "requirement (its preferred alternative) with its method and the job's "
-                                      "total; for an array, what each element reserves")
+    reserve: list[ReserveOut] | None = Field(None, description="each rusage term of the effective requirement "
+                                             "(its preferred alternative) with its method and the job's total; "
+                                             "for an array, what each element reserves; in `show` and `wait`, "
+                                             "null in listings")
     dependency: str | None = Field(None, description="the -w dependency in canonical form (JOB-5), e.g. "
                                                      "'done(12) && ended(13[2])'; null: none")
     counts: dict[str, int] = Field(default_factory=dict, description="elements per state")
