@@ -19,9 +19,9 @@ from xced.model.spec import EffectiveJob, JobSpec, OwnValues, env_record, to_rec
 from xced.model.state import Element, Job
 from xced.policy.projects import least_need, never_fits, supply_totals
 from xced.policy.rbac import Caller
-from xced.merge import Effective, JobValues, MergeError, merge_job
+from xced.merge import Effective, JobValues, MergeError, memory_over_hosts, merge_job
 from xced.model.units import MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
-from xced.resreq import ResReqError, parse_job, render, to_json
+from xced.resreq import ResReqError, parse_job, render, reserve_terms, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 
 S = JobState
@@ -213,7 +213,9 @@ def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int, pr
     return {**eff.to_json(), "queue": qname, "app": app or None, "ntasks_min": eff.ntasks_min,
             "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s, "memory_limit_mb": eff.memory_limit_mb,
             "name": name, "array_size": array_size, "run_as": spec.run_as, "resreq": to_json(resreq),
-            "resreq_text": render(resreq), "dependency": spec.dependency, "project": spec.project,
+            "resreq_text": render(resreq),
+            "reserve": [r.to_json() for r in reserve_terms(resreq, eff.ntasks_min, eff.ntasks_max)],
+            "dependency": spec.dependency, "project": spec.project,
             "auth_basis": spec.auth_basis, "profile": _profile_values(profile), "_warnings": warnings}
 
 
@@ -258,6 +260,10 @@ class SubmitMixin:
             eff = self._merge(resreq, job_values, job_env, profile, queue)
         except MergeError as e:
             raise InvalidRequest(str(e), field="app") from None
+        too_big = memory_over_hosts(eff.memory_limit_mb, eff.origins.get("memory_limit"),
+                                    ((h.name, h.memory_mb) for h in self.hosts.values()))
+        if too_big is not None:  # MERGE-2; at submit only: a re-merge never refuses a pending job for it
+            raise InvalidRequest(too_big, field="memory_limit_mb")
         self._check_can_start(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
         self._check_caps(project, caller.user, eff.ntasks_min, eff.resreq)
         _check_cwd(req.get("cwd") or "")

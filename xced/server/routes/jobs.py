@@ -107,7 +107,7 @@ async def show_job(job_id: int, request: Request, caller: Caller = Depends(requi
     await ctl.recall(job_id)
     job = ctl.job(job_id)
     env = ctl.job_env(job) if ctl.policy.may_job(caller, "job:view", job.user, job.spec.project) else None
-    return json_response(job_dict(job, env=env, hosts=ctl.hosts))
+    return json_response(job_dict(job, env=env, hosts=ctl.hosts, reserve=True))
 
 
 @router.get("/jobs/{job_id:jobid}/events", response_model=EventList, responses=errors(JOB))
@@ -136,7 +136,7 @@ async def wait_job(job_id: int, request: Request, _: Caller = Depends(requires("
                    timeout: float = Query(30.0, ge=0, le=300), index: int | None = None) -> Response:
     await _ctl(request).recall(job_id)
     job = await _ctl(request).wait(job_id, timeout, index)
-    return json_response(job_dict(job))
+    return json_response(job_dict(job, reserve=True))
 
 
 #: what each job action needs (RBAC-1, RBAC-3; D-5: a system hold is the admins' to release)
