@@ -313,6 +313,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     except (StoreBusy, StoreUnavailable) as e:
         store.close()
         raise StartupError(f"cannot write the store {top / 'state' / DB_NAME}: {e.message}")
+    ctl.start_retention()  # finished jobs leave memory after clean_period (issue 15)
     for line in ctl.remerged_at_start[1]:  # as `xceadmin build --apply` lists them (CFG-3)
         print(f"xced: held: {line}", file=sys.stderr, flush=True)
     # Fewer, cheaper collections: with 10,000 pending jobs the default thresholds ran a

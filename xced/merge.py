@@ -27,6 +27,10 @@ Rules, by SPEC id:
   without any run limit gets the queue's max_run_limit_s, and one without any memory
   limit (its own -M, or its profile's) the queue's max_memory_mb (JOB-2; LSF's queue
   MEMLIMIT is likewise the default limit of the queue's jobs).
+  An rusage[mem] reservation whose job total (per task x tasks, per host x hosts, per
+  job once) is over the job's memory limit is a `MergeError` naming both
+  (`_check_rusage_memory`); a job's own -M over the largest host is refused at submit
+  (`memory_over_hosts`, which needs the hosts, so the controller calls it).
 - MERGE-3: rusage terms of value 0 are dropped.
 - MERGE-4: exdata rewritten (`env`, `limits`, `app_params`), `meta` kept as the
   very same object; unknown top-level keys are left out with a warning.
@@ -63,11 +67,13 @@ from xced.resreq import (
     RusageGroup,
     RusageTerm,
     Span,
+    Reserved,
     parse_select,
+    reserve_ways,
     to_json,
 )
 
-__all__ = ["EXDATA_KEYS", "Effective", "JobValues", "MergeError", "merge_job"]
+__all__ = ["EXDATA_KEYS", "Effective", "JobValues", "MergeError", "memory_over_hosts", "merge_job"]
 
 #: The known top-level keys of exdata (MERGE-4).
 EXDATA_KEYS = ("env", "limits", "app_params", "meta")
@@ -362,6 +368,89 @@ def _merge_limit(
     return job_v
 
 
+def _limit_text(memory: int, origin: str, pname: str, qname: str) -> str:
+    """The job's memory limit as a refusal names it: "-M 4096 MB", or where it came from."""
+    if origin == "profile":
+        return f"{memory} MB (profile {pname}'s memory limit)"
+    if origin == "queue":
+        return f"{memory} MB (queue {qname}'s max_memory, the limit of a job that gives no -M)"
+    return f"-M {memory} MB"
+
+
+def _mem_reserved(way: list[Reserved]) -> tuple[list[Reserved], float]:
+    mem = [r for r in way if r.name == "mem"]
+    return mem, float(sum(r.total for r in mem))
+
+
+def _check_rusage_memory(resreq: ResReq, nmin: int, nmax: int, memory: int, origins: dict[str, str],
+                         pname: str, qname: str, warnings: list[str]) -> None:
+    """MERGE-2 (issue 15): an rusage[mem] reservation over the job's memory limit can never
+    be what the job needs, so it is refused, naming both.
+
+    The limit (-M, or the profile's or the queue's) is the job's: the resident memory of all
+    its processes together may not pass it (as LSF with LSB_JOB_MEMLIMIT=y, a per-job limit
+    enforced by LSF, not the OS's per-process one). The reservation is compared as the job's
+    total: each term's value times its tasks (per task, XCE's default, as LSF's
+    RESOURCE_RESERVE_PER_TASK=y), its hosts (per host, at least one) or once (per job), at
+    the fewest tasks the job runs with. Every rusage `||` alternative is checked: each is a
+    way the job may run. At the most tasks of a range a total over the limit is a warning.
+    Raises MergeError: "rusage[mem=8000] reserves 8000 MB per task, more than the job's memory
+    limit -M 4096 MB: ...; lower one or raise the other", "rusage[mem=1000] reserves 1000 MB per
+    task x 4 tasks = 4000 MB, more than ..."."""
+    ways = reserve_ways(resreq, nmin, nmin)
+    limit = _limit_text(memory, origins.get("memory_limit", "job"), pname, qname)
+    whose = "profile " + pname + "'s " if origins.get("rusage.mem") == "profile" else ""
+    for i, way in enumerate(ways):
+        mem, total = _mem_reserved(way)
+        if total <= memory:
+            continue
+        terms = " + ".join(f"{_fmt(r.value, 'MB')} per {r.per}" + (f" x {r.count} {r.per}s" if r.count != 1 else "")
+                           for r in mem)
+        written = ("the compound request's rusage[mem] terms" if resreq.kind == "compound" else "rusage[" + ":".join(
+            f"mem={_num(r.value)}" + (f"/{r.per}" if r.per != "task" else "") for r in mem) + "]")
+        alt = f" (rusage alternative {i + 1} of {len(ways)})" if len(ways) > 1 else ""
+        if len(mem) > 1 or mem[0].count != 1:
+            terms += f" = {_fmt(total, 'MB')}"
+        verb = "reserve" if resreq.kind == "compound" else "reserves"
+        raise MergeError(
+            f"{whose}{written}{alt} {verb} {terms}, more than the job's memory limit {limit}: the limit is what all the job's processes together may use, the reservation what "
+            f"the scheduler holds for it on its hosts; lower one or raise the other")
+    if nmax > nmin:
+        for least, way in zip(ways, reserve_ways(resreq, nmax, nmax)):
+            _, total = _mem_reserved(way)
+            if total > memory:
+                mem, low = _mem_reserved(least)
+                step = sum(float(r.value) for r in mem if r.per == "task")  # MB each further task adds
+                fit = nmin + int((memory - low) // step) if step else nmin
+                warnings.append(f"rusage mem: placed with {nmax} tasks (-n {nmin},{nmax}) the job would reserve "
+                                f"{_fmt(total, 'MB')}, more than its memory limit {limit}; at most {fit} tasks "
+                                f"keep within it (-n {nmin},{fit})")
+                break
+
+
+def memory_over_hosts(memory_mb: int | None, origin: str | None, hosts) -> str | None:
+    """MERGE-2 (issue 15): why a job's own memory limit can never be given, or None.
+
+    `hosts` is (name, memory MB) of every host the cluster knows (hosts.yaml and those
+    joined). A job's own -M (origin "job") over the largest host's memory is refused at
+    submit, as Slurm refuses a --mem no node has ("Requested node configuration is not
+    available"); LSF would accept it and the limit would never be reached. A limit the job
+    did not give (its profile's, or the queue's max_memory as its default) is the admin's and
+    is not refused: a queue may well allow more than today's hosts have. Not applied again
+    when the config changes under a pending job (the limit is a kill limit, not something a
+    host must have free: such a job still runs). Returns the refusal's text."""
+    if memory_mb is None or origin != "job":
+        return None
+    best: tuple[str, int] | None = None
+    for name, mem in hosts:
+        if best is None or mem > best[1]:
+            best = (name, mem)
+    if best is None or memory_mb <= best[1]:
+        return None
+    return (f"memory limit -M {memory_mb} MB is more than any host could ever give: the largest host, {best[0]}, "
+            f"has {best[1]} MB; give -M {best[1]} MB or less")
+
+
 def _parse_exdata(raw: dict | str | None) -> dict:
     if raw is None:
         return {}
@@ -464,6 +553,8 @@ def merge_job(
             f"memory limit: {memory} MB ({origins['memory_limit']}) is over queue {queue.name}'s "
             f"max_memory {queue.max_memory_mb} MB; give {queue.max_memory_mb} MB or less"
         )
+    if memory is not None:
+        _check_rusage_memory(resreq, nmin, nmax, memory, origins, pname, queue.name, warnings)
 
     # env (PROF-10)
     job_env = job.env  # never changed here; shared, not copied (10,000 pending jobs keep it)

@@ -323,3 +323,35 @@ def test_a_queues_max_memory_is_the_limit_of_a_job_that_gives_none(topdir, tmp_p
         assert "50" in dry and "queue" in dry, dry
     finally:
         d.stop()
+
+
+def test_memory_refusals_and_what_rusage_reserves(shared_daemon, tmp_path):
+    """MERGE-2, RES-2 (issue 15): a -M over the largest host (h1, 8 GB) and an rusage[mem] over
+    -M are refused at submit naming both (exit 1, no job ID); the dry run and `show` give
+    each rusage term with its method and the job's total, in text and in JSON."""
+    from xced.api.models import JobOut
+
+    d = shared_daemon
+    r = d.cli("submit", "-M", "40GB", "--", "true", cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == ("xcecli: error: memory limit -M 40960 MB is more than any host could ever give: the largest "
+                        "host, h1, has 8192 MB; give -M 8192 MB or less\n")
+    r = d.cli("submit", "-M", "4GB", "-R", "rusage[mem=8000]", "--", "true", cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.startswith("xcecli: error: rusage[mem=8000] reserves 8000 MB per task, more than the job's "
+                               "memory limit -M 4096 MB: "), r.stderr
+    assert r.stderr.endswith("; lower one or raise the other\n"), r.stderr
+    assert "reserve:         mem 1000 MB per task x 4 tasks = 4000 MB reserved\n" in \
+        d.cli("submit", "--dry-run", "-n", "4", "-R", "rusage[mem=1000]", "--", "true", cwd=tmp_path,
+              check=True).stdout
+    dry = json.loads(d.cli("submit", "--dry-run", "--json", "-n", "2,4", "-R", "rusage[mem=1000]", "--", "true",
+                           cwd=tmp_path, check=True).stdout)
+    assert dry["effective"]["reserve"] == [{"name": "mem", "value": 1000, "unit": "MB", "per": "task", "count": 2,
+                                            "total": 2000, "exact": False}]
+    jid = d.submit("-n", "2", "-R", "rusage[mem=1000]", "--", "true", cwd=tmp_path)
+    d.wait_state(jid, ("DONE", "EXIT"))
+    assert "Reserves:     mem 1000 MB per task x 2 tasks = 2000 MB reserved\n" in d.cli("show", str(jid),
+                                                                                        check=True).stdout
+    j = JobOut.model_validate(d.show(jid))
+    assert [r.model_dump() for r in j.reserve] == [{"name": "mem", "value": 1000, "unit": "MB", "per": "task",
+                                                    "count": 2, "total": 2000, "exact": True}]

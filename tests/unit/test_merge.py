@@ -260,3 +260,90 @@ def test_job_values_not_changed():
     before = (j.resreq, dict(j.app_params))
     run(j, "gpu")
     assert (j.resreq, dict(j.app_params)) == before
+
+
+# --------------------------------------------------------------------------- rusage[mem] and the memory limit
+# MERGE-2 (issue 15): a reservation whose job total is over the job's memory limit is refused,
+# naming both; -M is the whole job's limit (LSB_JOB_MEMLIMIT=y), rusage per task by default
+# (RESOURCE_RESERVE_PER_TASK=y), per host at least once, per job once.
+
+# (rule, job, profile, queue, the whole message or its parts)
+RUSAGE_OVER_LIMIT_ROWS = [
+    ("one task", job("rusage[mem=8000]", M=4096), None, QUEUE,
+     ["rusage[mem=8000] reserves 8000 MB per task, more than the job's memory limit -M 4096 MB: ",
+      "lower one or raise the other"]),
+    ("per task times the tasks", job("rusage[mem=1000]", n=4, M=3000), None, QUEUE,
+     ["rusage[mem=1000] reserves 1000 MB per task x 4 tasks = 4000 MB, more than the job's memory limit "
+      "-M 3000 MB"]),
+    ("per host counted once at least", job("rusage[mem=5000/host]", n=4, M=4096), None, QUEUE,
+     ["rusage[mem=5000/host] reserves 5000 MB per host, more than the job's memory limit -M 4096 MB"]),
+    ("per host times the hosts a ptile gives", job("rusage[mem=1500/host] span[ptile=2]", n=6, M=4096), None, QUEUE,
+     ["rusage[mem=1500/host] reserves 1500 MB per host x 3 hosts = 4500 MB"]),
+    ("the queue's max_memory as the limit", job("rusage[mem=2000]"), None, SMALL,
+     ["reserves 2000 MB per task, more than the job's memory limit 1000 MB (queue small's max_memory, "
+      "the limit of a job that gives no -M)"]),
+    ("the profile's limit", job("rusage[mem=3000]", n=4), "mpi", QUEUE,
+     ["3000 MB per task x 4 tasks = 12000 MB", "memory limit 8192 MB (profile mpi's memory limit)"]),
+    ("the profile's default rusage", job(M=2048), "gpu", QUEUE,
+     ["profile gpu's rusage[mem=4096] reserves 4096 MB per task, more than the job's memory limit -M 2048 MB"]),
+    ("any || alternative", job("rusage[mem=100 || mem=9000]", M=4096), None, QUEUE,
+     ["rusage[mem=9000] (rusage alternative 2 of 2) reserves 9000 MB per task"]),
+    ("a compound request's parts together", job("2*{rusage[mem=1000]} + 3*{rusage[mem=1000]}", M=4096), None,
+     QUEUE, ["the compound request's rusage[mem] terms reserve 1000 MB per task x 2 tasks + 1000 MB per task x 3 tasks = 5000 MB"]),
+]
+
+
+@pytest.mark.parametrize("rule,j,prof,queue,parts", RUSAGE_OVER_LIMIT_ROWS, ids=[r[0] for r in RUSAGE_OVER_LIMIT_ROWS])
+def test_rusage_mem_over_the_memory_limit_is_refused(rule, j, prof, queue, parts):
+    p = PROFILES[prof] if isinstance(prof, str) else prof
+    with pytest.raises(MergeError) as ei:
+        merge_job(j, p, queue)
+    for part in parts:
+        assert part in str(ei.value), str(ei.value)
+
+
+# (rule, job, profile, queue)
+RUSAGE_WITHIN_LIMIT_ROWS = [
+    ("equal is fine", job("rusage[mem=4096]", M=4096), None, QUEUE),
+    ("per job once, not per task", job("rusage[mem=3000/job]", n=8, M=3000), None, QUEUE),
+    ("per task within", job("rusage[mem=1000]", n=4, M=4000), None, QUEUE),
+    ("no limit: nothing to compare", job("rusage[mem=99999]", n=4), None, QUEUE),
+    ("mem=0 reserves nothing (MERGE-3)", job("rusage[mem=0]", M=1), None, QUEUE),
+    ("another resource is not memory", job("rusage[gpu=8]", M=1), None, QUEUE),
+    ("the job lowers the profile default", job("rusage[mem=2048]", M=2048), "gpu", QUEUE),
+]
+
+
+@pytest.mark.parametrize("rule,j,prof,queue", RUSAGE_WITHIN_LIMIT_ROWS, ids=[r[0] for r in RUSAGE_WITHIN_LIMIT_ROWS])
+def test_rusage_mem_within_the_memory_limit_is_taken(rule, j, prof, queue):
+    p = PROFILES[prof] if isinstance(prof, str) else prof
+    eff = merge_job(j, p, queue)
+    assert not any(w.startswith("rusage mem: placed with") for w in eff.warnings)
+
+
+def test_a_task_range_over_the_limit_only_at_its_max_is_a_warning():
+    """Refused only when the fewest tasks already reserve more than the limit; a MAX that
+    would is a warning naming the range that keeps within it."""
+    eff = run(job("rusage[mem=1000]", n=2, nmax=8, M=3000), None)
+    assert (eff.ntasks_min, eff.ntasks_max) == (2, 8)
+    assert ("rusage mem: placed with 8 tasks (-n 2,8) the job would reserve 8000 MB, more than its memory "
+            "limit -M 3000 MB; at most 3 tasks keep within it (-n 2,3)") in eff.warnings
+    with pytest.raises(MergeError, match="x 4 tasks = 4000 MB"):
+        run(job("rusage[mem=1000]", n=4, nmax=8, M=3000), None)
+
+
+def test_a_job_own_memory_limit_over_the_largest_host_is_refused():
+    """MERGE-2 (issue 15; Slurm refuses a --mem no node has): the job's own -M over the
+    largest host's memory names the limit, the host and its memory."""
+    from xced.merge import memory_over_hosts
+
+    hosts = [("small", 4096), ("big", 16384), ("mid", 8192)]
+    assert memory_over_hosts(40960, "job", hosts) == (
+        "memory limit -M 40960 MB is more than any host could ever give: the largest host, big, has 16384 MB; "
+        "give -M 16384 MB or less")
+    assert memory_over_hosts(16384, "job", hosts) is None
+    assert memory_over_hosts(None, "default", hosts) is None
+    # a limit the job did not give is the admin's: never refused for the hosts
+    assert memory_over_hosts(40960, "queue", hosts) is None
+    assert memory_over_hosts(40960, "profile", hosts) is None
+    assert memory_over_hosts(40960, "job", []) is None  # no host known: the slots check speaks

@@ -36,7 +36,7 @@ def test_submit_makes_typed_spec_and_effective_values(tmp_path):
                      dependency=None, umask=0o027), ALICE)
     assert isinstance(j.spec, JobSpec) and isinstance(j.effective, EffectiveJob)
     assert j.spec.argv == ("echo", "hi") and j.spec.array_spec == "a[1-4]%2" and j.spec.array_limit == 2
-    assert j.spec.resreq == ("rusage[mem=100]",) and j.spec.umask == 0o027 and j.spec.env == {"K": "v"}
+    assert j.spec.resreq == ("rusage[mem=100]",) and j.spec.umask == 0o027 and c.job_env(j) == {"K": "v"}
     assert j.spec.job_values.run_limit_s is None  # what the user gave, kept for a re-merge
     assert j.effective.run_limit_s == 3600  # the queue's ceiling, the merge's result (JOB-2)
     assert j.effective.resreq == "rusage[mem=100]" and j.effective.config_hash == cfg.content_hash()

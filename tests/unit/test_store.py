@@ -16,13 +16,12 @@ from xced.store.sqlite import SqliteStore, _migrations, token_hash
 def test_wal_and_migrations(tmp_path):
     s = SqliteStore(tmp_path / "x.db")
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    from xced.store.sqlite import _migrations
-
-    versions = [v for v, _, _ in _migrations()]
-    assert s.schema_version() == max(versions) >= 9
+    numbers = [v for v, _, _ in _migrations()]
+    assert s.schema_version() == max(numbers) >= 10
     s.close()
     s = SqliteStore(tmp_path / "x.db")  # reopening applies nothing twice
-    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(versions)
+    assert s.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(numbers)
+    assert s.db.execute("SELECT COUNT(*) FROM envs").fetchone()[0] == 0  # 0010
     cols = [r[1] for r in s.db.execute("PRAGMA table_info(elements)")]
     assert "token" in cols and "reserve" in cols and "token_hash" in cols  # 0002, 0003, 0004
     assert "containment" in cols  # 0009
@@ -73,3 +72,29 @@ def test_a_listing_with_text_utf8_cannot_encode_is_still_answered():
 
     body = json_response({"jobs": [{"argv": ["echo", "caf\udce9"]}, {"argv": ["true"]}]}).body
     assert _json.loads(body)["jobs"][1]["argv"] == ["true"]
+
+
+def test_an_inline_environment_of_an_older_version_moves_to_the_envs_table(tmp_path):
+    """Issue 15: a job an older version stored with its environment inline (in its spec and
+    again in its exdata) keeps it once, in envs, under the digest its spec now names; two
+    jobs with the same environment share the row."""
+    import json
+
+    from xced.model.spec import env_record
+
+    s = SqliteStore(tmp_path / "x.db")
+    env = {"HOME": "/home/a", "SECRET": "s3"}
+    for jid in (1, 2):
+        spec = {"argv": ["true"], "env": env, "run_as": "a", "ntasks_min": 1, "umask": 18,
+                "exdata": {"env": {"job": env, "profile": {}}, "meta": {"k": 1}}}
+        with s.tx():
+            s.insert_job(jid, None, "a", "normal", 1.0, spec, [0], "PEND")
+    s.close()
+    s = SqliteStore(tmp_path / "x.db")
+    digest, text = env_record(env)
+    specs = [json.loads(r[0]) for r in s.db.execute("SELECT spec FROM jobs ORDER BY id")]
+    assert all("env" not in sp and sp["env_digest"] == digest for sp in specs)
+    assert all(sp["exdata"] == {"env": {"profile": {}}, "meta": {"k": 1}} for sp in specs)
+    assert s.db.execute("SELECT COUNT(*) FROM envs").fetchone()[0] == 1
+    assert json.loads(s.env(digest)) == env and s.env("0" * 32) is None
+    s.close()

@@ -121,11 +121,28 @@ def test_ids_are_given_in_increasing_order_across_blocks(backend):
 def test_migrations_apply_once_each_in_order(backend):
     s = backend()
     names = [n for _, n, _ in _migrations()]
-    last = max(v for v, _, _ in _migrations())  # numbers may have gaps while branches merge (0009 before 0008)
+    last = max(v for v, _, _ in _migrations())
     assert names == sorted(names) and s.schema_version() == last
     s.close()
     s = backend()
     assert s.schema_version() == last
+
+
+def test_an_environment_is_kept_once_under_its_digest_and_read_back(backend):
+    """Issue 15: put_env inside a transaction keeps an environment once per digest (a second
+    put of the same digest changes nothing); env() reads it after a reopen, None when unknown;
+    a rolled-back put leaves nothing."""
+    s = backend()
+    with s.tx(durable=True):
+        s.put_env("d1", '{"A":"1"}')
+        s.put_env("d1", '{"A":"1"}')
+    with pytest.raises(RuntimeError):
+        with s.tx():
+            s.put_env("d2", '{"B":"2"}')
+            raise RuntimeError("the submit failed")
+    s.close()
+    s = backend()
+    assert s.env("d1") == '{"A":"1"}' and s.env("d2") is None
 
 
 def test_a_revocation_survives_a_reopen_and_only_an_explicit_removal_undoes_it(backend):

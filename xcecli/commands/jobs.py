@@ -154,6 +154,11 @@ def register(app: typer.Typer) -> None:
         if j.resreq_requested or j.resreq:  # LSF bjobs -l: "Requested Resources" / "Effective RESREQ"
             lines.append(("Requested", " ".join(j.resreq_requested) or "-"))
             lines.append(("Effective", j.resreq or "-"))
+        if j.reserve:  # each rusage term with its method and the job's total (RES-2, issue 15)
+            from xced.resreq import reserve_line
+
+            lines += [("Reserves" if i == 0 else "", reserve_line(r.model_dump(), j.ntasks_max))
+                      for i, r in enumerate(j.reserve)]
         if j.dependency:  # LSF bjobs -l: "Dependency Condition"
             lines.append(("Dependency", j.dependency))
         kept = sorted({e.containment for e in j.elements if e.containment})
@@ -163,7 +168,7 @@ def register(app: typer.Typer) -> None:
             lines.append(("Array", j.array_spec + ("" if j.array_limit is None else f" (at most {j.array_limit} running)")))
             lines.append(("Elements", ", ".join(f"{n} {s}" for s, n in sorted(j.counts.items()))))
         for k, v in lines:
-            print(f"{k + ':':<14}{v}")
+            print(f"{k + ':' if k else '':<14}{v}")
         rows = []
         for e in j.elements:
             why = e.exit_reason or (e.pend_reason.main if e.pend_reason else None) or e.host_problem

@@ -264,6 +264,11 @@ def register(app: typer.Typer) -> None:
                     shown = "-" if eff.get(k) in (None, "") else str(eff[k])
                     origin = _origin_of(eff, opt, okey, sources, preset_name) if shown != "-" else ""
                     print(f"{k + ':':<17}{shown}" + (f"  ({origin})" if origin else ""))
+                if eff.get("reserve"):  # each rusage term with its method and the job's total (issue 15)
+                    from xced.resreq import reserve_line
+
+                    for i, r in enumerate(eff["reserve"]):
+                        print(f"{'reserve:' if i == 0 else '':<17}{reserve_line(r, eff.get('ntasks_max'))}")
                 # what the daemon passes through as given: from the values sent
                 for k in ("stdout", "stderr", "pre_exec", "post_exec"):
                     origin = _origin_of(eff, k, None, sources, preset_name) if k in values else ""

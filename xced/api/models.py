@@ -223,6 +223,22 @@ class ElementOut(Body):
     stderr: str | None = None
 
 
+class ReserveOut(Body):
+    """One rusage term of a job with its method and what the job holds of it in all (RES-2,
+    issue 15): `total = value * count`, `count` its tasks (per task, XCE's default when the
+    term names no method), its hosts (per host) or 1 (per job). `exact` is false when `count`
+    is only the least: a pending job with a task range (counted at its -n MIN), or a per-host
+    term before the job's hosts are known (one host counted)."""
+
+    name: str
+    value: int | float = Field(description="per `per`: MB when `unit` is MB, else a count")
+    unit: Literal["MB"] | None = None
+    per: Literal["task", "host", "job"]
+    count: int = Field(description="tasks (per task), hosts (per host) or 1 (per job)")
+    total: int | float = Field(description="value x count: what the job reserves of it in all")
+    exact: bool = True
+
+
 class JobOut(Body):
     """A job as `xcecli jobs --json` and `xcecli show --json` print it."""
 
@@ -251,6 +267,10 @@ class JobOut(Body):
     resreq_requested: list[str] = Field(default_factory=list, description="the job's own -R strings, as given")
     resreq: str = Field("", description="the effective resource requirement the scheduler places with: the job's "
                                         "-R merged with its profile (MERGE-1), canonical; '' when none")
+    reserve: list[ReserveOut] | None = Field(None, description="each rusage term of the effective requirement "
+                                             "(its preferred alternative) with its method and the job's total; "
+                                             "for an array, what each element reserves; in `show` and `wait`, "
+                                             "null in listings")
     dependency: str | None = Field(None, description="the -w dependency in canonical form (JOB-5), e.g. "
                                                      "'done(12) && ended(13[2])'; null: none")
     counts: dict[str, int] = Field(default_factory=dict, description="elements per state")

@@ -23,7 +23,7 @@ xce.yaml
     cluster_name, mode (production|test), admins (list of user names),
     default_application, default_project (a project path, /a/b), default_queue
     (a queue of queues.yaml), listen {host, port (0..65535 or null)}, kill_interval (> 0),
-    limit_grace (> 0), sched_delay (0..0.010), store_busy_timeout (> 0),
+    limit_grace (> 0), sched_delay (0..0.010), store_busy_timeout (> 0), clean_period (0..1 year),
     max_dispatch_failures (1..1000), launch_timeout (> 0), max_array_size
     (1..1000000, default 1000),
     presets_dir
@@ -62,6 +62,7 @@ from xced.model.units import (
     HOST_FORM,
     HOST_PATTERN,
     MAX_ARRAY_SIZE_SETTING,
+    MAX_CLEAN_PERIOD_S,
     MAX_CONFIG_BYTES,
     MAX_DISPATCH_FAILURES,
     MAX_INTERVAL_S,
@@ -430,6 +431,19 @@ def _seconds(low_exclusive: float | None = 0.0, high: float | None = None) -> Ch
     return run
 
 
+def _clean_period(v: Any, what: str) -> float:
+    """clean_period: seconds or a duration ("1h", "90m"), from 0 to a year (LSF CLEAN_PERIOD)."""
+    expected = (f'a number of seconds from 0 to {MAX_CLEAN_PERIOD_S:.0f} (a year), or a duration such as "1h" '
+                f'or "90m"')
+    try:
+        s = parse_seconds(v)
+    except ValueError:
+        raise _Invalid(f"{what} must be {expected}, got {_got(v)}") from None
+    if s > MAX_CLEAN_PERIOD_S:
+        raise _Invalid(f"{what} must be {expected}, got {_got(v)}")
+    return s
+
+
 def _memory(v: Any, what: str) -> int:
     if _is_bool(v) or not isinstance(v, (str, int)):
         raise _Invalid(f"{what} must be an integer number of MB or a string like \"4GB\", got {_got(v)}")
@@ -585,6 +599,7 @@ _SETTINGS_FIELDS = {
     "launch_timeout": _Field(_seconds(high=MAX_INTERVAL_S)),
     "max_array_size": _Field(_int(1, MAX_ARRAY_SIZE_SETTING)),
     "presets_dir": _Field(_nullable(_str())),
+    "clean_period": _Field(_clean_period),
 }
 _SETTINGS_MODEL_NAMES = {
     "kill_interval": "kill_interval_s",
@@ -592,6 +607,7 @@ _SETTINGS_MODEL_NAMES = {
     "sched_delay": "sched_delay_s",
     "store_busy_timeout": "store_busy_timeout_s",
     "launch_timeout": "launch_timeout_s",
+    "clean_period": "clean_period_s",
 }
 
 _LISTEN_FIELDS = {

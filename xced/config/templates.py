@@ -69,6 +69,11 @@ sched_delay: 0.005
 # a submit takes time in proportion to its array's size.
 max_array_size: 1000
 
+# How long a finished job stays in the daemon's memory and in `xcecli jobs` (as
+# LSF's CLEAN_PERIOD): seconds or a duration such as 1h. After it the job's record
+# is read from the store: `xcecli show`, `hist` and `jobs -a` still find it.
+clean_period: 1h
+
 # Seconds a request that writes waits for a store another process has locked; then
 # it answers store_busy (exit 3) and changed nothing.
 store_busy_timeout: 5

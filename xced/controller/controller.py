@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import os
 import pwd
@@ -40,12 +39,13 @@ from xced.controller.reports import ReportsMixin
 from xced.controller.actions import ActionsMixin
 from xced.controller.explain import ExplainMixin
 from xced.controller.keys import KeysMixin
+from xced.controller.envs import EnvsMixin
+from xced.controller.retention import RetentionMixin, job_from_rows, last_end
 from xced.controller.peers import PeersMixin
 from xced.controller.retry import RetryMixin
 from xced.policy.rbac import Policy
 from xced.model.config import ClusterConfig
 from xced.model.jobs import ACTIVE, FINISHED, JobState
-from xced.model.spec import from_record
 from xced.model.state import Element, HostState, Job
 from xced.resreq import parse
 from xced.scheduler.shortcut import SubmitShortcut
@@ -78,7 +78,7 @@ TRACE_SESSIONS = 64
 
 
 class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, DispatchMixin, HooksMixin, ReportsMixin,
-                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin, PeersMixin):
+                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin, PeersMixin, EnvsMixin, RetentionMixin):
     """Owns jobs, hosts and the store. All methods run on the event loop thread.
 
     Errors raised to the API: InvalidRequest (bad submit), NotFound (unknown job),
@@ -130,27 +130,31 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         self._boot = format(int(time.time()) % 36**6, "x")
         self._stim_seq = 0
         self._init_peers()
+        self._init_envs()
+        self._init_retention()
         self._load()
         self.remerged_at_start = self._remerge_pending("system")
 
     def _load(self) -> None:
-        for jid, name, user, queue, submit_time, spec in self.store.load_jobs():
-            job = self.jobs[jid] = Job(jid, name, user, queue, submit_time, *from_record(json.loads(spec)))
+        """The jobs a restart keeps in memory (xced.controller.retention): unfinished ones,
+        those whose last element ended within the clean period, and the finished ones an
+        unfinished job's dependency names; the rest stay in the store."""
+        horizon = self.clean_horizon()
+        rows = iter(self.store.load_elements(horizon))
+        row = next(rows, None)
+        for jrow in self.store.load_jobs(horizon):
+            els = []
+            while row is not None and row[0] == jrow[0]:
+                els.append(row)
+                row = next(rows, None)
+            job = self.jobs[jrow[0]] = job_from_rows(jrow, els)
+            if job.unfinished == 0 and last_end(job) < horizon:  # an element ended lately, not the job
+                del self.jobs[jrow[0]]
+        self._use_loaded()
+        self._load_referenced()  # after _use_loaded: the active jobs name them
+        for job in self.jobs.values():
             eff_text = job.effective.resreq
             job.resreq = parse(eff_text) if eff_text else effective_resreq(job.spec.resreq)
-        for (jid, idx, state, holds, st, et, code, sig, reason, alloc, action, thash,
-             reserve, failures, containment) in self.store.load_elements():
-            job = self.jobs[jid]
-            e = Element(job, idx, S(state), set(h for h in holds.split(",") if h), st, et, code, sig, reason,
-                        [tuple(a) for a in json.loads(alloc)] if alloc else [], action, token_hash=thash,
-                        reserve=json.loads(reserve) if reserve else {}, failures=failures or 0,
-                        containment=containment)
-            job.elements[idx] = e
-            if e.state not in FINISHED:
-                job.unfinished += 1
-                self.active[jid] = job
-            if e.state in ACTIVE:
-                self._use(e, +1)
 
     def _sid(self, kind: str) -> str:
         """A new stimulus ID: `KIND-BOOT.N` (BOOT names this daemon run), on every event it causes."""
@@ -182,6 +186,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
                     self.clock_offset)
         self.kick()
         self.sweep_soon()  # keys that expire in the step close their channels now (KEY-4)
+        self.purge_finished()  # jobs whose clean period ends in the step leave memory now
         return {"now": self.clock(), "offset": self.clock_offset}
 
     def _stim(self, cls, kind: str, actor: str, **args) -> Stimulus:
@@ -264,8 +269,9 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         return out
 
     def job(self, job_id: int) -> Job:
-        """The job with ID `job_id`. Raises NotFound."""
-        j = self.jobs.get(job_id)
+        """The job with ID `job_id`, in memory or recalled from the store (`recall`, which a
+        route awaits first for a job that may have been purged). Raises NotFound."""
+        j = self.jobs.get(job_id) or self._recall_get(job_id)
         if j is None:
             raise NotFound(f"job {job_id} not found; `xcecli jobs -a -u all` lists the jobs the cluster knows")
         return j

@@ -246,7 +246,7 @@ class DispatchMixin:
         profile = self.config.applications.get(sp.app) if sp.app else None
         if profile is not None and profile.job_starter:
             argv = wrap_with_job_starter(profile.job_starter, argv)
-        return StartInfo(job.id, e.index, job.name, job.queue, job.user, argv, sp.cwd, sp.env,
+        return StartInfo(job.id, e.index, job.name, job.queue, job.user, argv, sp.cwd, self.job_env(job),
                          sp.stdout, sp.stderr, eff.run_limit_s, eff.memory_limit_mb,
                          list(e.alloc), sp.run_as, sp.run_uid, sp.run_gid,
                          st.kill_interval_s, st.limit_grace_s, e.token or "", sp.umask,

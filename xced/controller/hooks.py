@@ -85,7 +85,7 @@ class HooksMixin:
         the pieces its worker builds the environment from (PROF-10: remote tasks get the
         job's and the profile's environments), run as the job's user with its umask."""
         sp, eff = e.job.spec, e.job.effective
-        return TaskSpec(e.job.id, e.index, task_id, list(argv), sp.cwd, sp.env, sp.run_uid,
+        return TaskSpec(e.job.id, e.index, task_id, list(argv), sp.cwd, self.job_env(e.job), sp.run_uid,
                         sp.run_gid, sp.run_as, self.config.settings.kill_interval_s, run_limit_s,
                         sp.umask, e.job.name, e.job.queue, list(e.alloc),
                         dict(eff.profile_env), dict(eff.export_env), sp.app or None,

@@ -11,9 +11,6 @@ from typing import Iterator
 from xced.model.jobs import FINISHED, PENDING, JobState
 from xced.model.state import HostState, Job
 
-#: LSF CLEAN_PERIOD: finished jobs stay in the default listing this long (seconds)
-CLEAN_PERIOD_S = 3600.0
-
 
 class QueriesMixin:
     """Reads for the API server: a part of the Controller."""
@@ -22,8 +19,10 @@ class QueriesMixin:
                   finished_too: bool, project: str | None = None) -> Iterator[Job]:
         """The jobs `xcecli jobs` lists (LSF bjobs), by ID: of `user` (None: every user), in
         `queue`, of `project` (that very project, as LSF's bjobs -P), with an element in one of `states`; without `states`, unfinished jobs and
-        those finished within CLEAN_PERIOD_S, or every job with `finished_too` (bjobs -a)."""
-        horizon = self.clock() - CLEAN_PERIOD_S
+        those finished within the clean period (xce.yaml clean_period, LSF CLEAN_PERIOD), or
+        every job in memory with `finished_too` (bjobs -a; the route adds those only the store
+        keeps, xced.controller.retention)."""
+        horizon = self.clean_horizon()
         for job in self.jobs.values():
             if user is not None and job.user != user:
                 continue

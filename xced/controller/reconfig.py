@@ -44,8 +44,8 @@ class ReconfigMixin:
         profile = self.config.applications.get(sp.app) if sp.app else None
         queue = self.config.queue(job.queue)
         try:
-            # env: the job's own dict, which the merge shares (never changes) rather than copies
-            eff = self._merge(effective_resreq(sp.resreq), values, sp.env, profile, queue)
+            # env: the job's own (cached) dict, which the merge shares (never changes) rather than copies
+            eff = self._merge(effective_resreq(sp.resreq), values, self.job_env(job), profile, queue)
         except (MergeError, ResReqError) as e:
             return str(e), None, None
         if check_hosts and self.hosts:  # as at submit (MERGE-2): never left pending silently

@@ -8,19 +8,20 @@ runs on the event loop thread and changes state only through the shell (`_commit
 from __future__ import annotations
 
 import os
+import sys
 
 from xced.constants import DEFAULT_UMASK
 from xced.api.errors import InvalidRequest
 from xced.controller import machine as m
 from xced.model import deps
 from xced.model.jobs import ArraySpecError, JobState, parse_job_name
-from xced.model.spec import EffectiveJob, JobSpec, OwnValues, to_record
+from xced.model.spec import EffectiveJob, JobSpec, OwnValues, env_record, to_record
 from xced.model.state import Element, Job
 from xced.policy.projects import least_need, never_fits, supply_totals
 from xced.policy.rbac import Caller
-from xced.merge import Effective, JobValues, MergeError, merge_job
+from xced.merge import Effective, JobValues, MergeError, memory_over_hosts, merge_job
 from xced.model.units import MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
-from xced.resreq import ResReqError, parse_job, render, to_json
+from xced.resreq import ResReqError, parse_job, render, reserve_terms, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 
 S = JobState
@@ -212,7 +213,9 @@ def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int, pr
     return {**eff.to_json(), "queue": qname, "app": app or None, "ntasks_min": eff.ntasks_min,
             "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s, "memory_limit_mb": eff.memory_limit_mb,
             "name": name, "array_size": array_size, "run_as": spec.run_as, "resreq": to_json(resreq),
-            "resreq_text": render(resreq), "dependency": spec.dependency, "project": spec.project,
+            "resreq_text": render(resreq),
+            "reserve": [r.to_json() for r in reserve_terms(resreq, eff.ntasks_min, eff.ntasks_max)],
+            "dependency": spec.dependency, "project": spec.project,
             "auth_basis": spec.auth_basis, "profile": _profile_values(profile), "_warnings": warnings}
 
 
@@ -257,18 +260,23 @@ class SubmitMixin:
             eff = self._merge(resreq, job_values, job_env, profile, queue)
         except MergeError as e:
             raise InvalidRequest(str(e), field="app") from None
+        too_big = memory_over_hosts(eff.memory_limit_mb, eff.origins.get("memory_limit"),
+                                    ((h.name, h.memory_mb) for h in self.hosts.values()))
+        if too_big is not None:  # MERGE-2; at submit only: a re-merge never refuses a pending job for it
+            raise InvalidRequest(too_big, field="memory_limit_mb")
         self._check_can_start(eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit)
         self._check_caps(project, caller.user, eff.ntasks_min, eff.resreq)
         _check_cwd(req.get("cwd") or "")
         name, array = _job_name(req.get("name"), self.config.settings.max_array_size)
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
         dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None
-        spec = self._spec(req, caller, job_env, texts, app, own_hooks, job_values, array, dependency, project, basis)
+        digest, env_text = env_record(job_env)
+        spec = self._spec(req, caller, sys.intern(digest), texts, app, own_hooks, job_values, array, dependency, project, basis)
         indices = array.indices if array else (0,)
         if dry_run:
             return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0, profile)
         job = self._record_submit(name, caller, qname, spec, self._effective(eff, profile), indices, eff.resreq,
-                                  dependency)
+                                  dependency, env=(env_text, job_env))
         self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
         return job
 
@@ -325,7 +333,7 @@ class SubmitMixin:
         if why is not None:
             raise InvalidRequest(why, field="ntasks_min")
 
-    def _spec(self, req, caller, job_env, texts, app, own_hooks, job_values, array, dependency, project,
+    def _spec(self, req, caller, env_digest, texts, app, own_hooks, job_values, array, dependency, project,
               basis) -> JobSpec:
         """What the user submitted: its own values as given (job_values, for a later
         re-merge), and who it runs as (D-6: the submitting user when the daemon is root and
@@ -335,7 +343,7 @@ class SubmitMixin:
         else:
             run_as, run_uid, run_gid = self.daemon_user, None, None
         return JobSpec(
-            tuple(req["argv"]), req.get("cwd") or "", job_env,  # the dict of exdata's job env
+            tuple(req["argv"]), req.get("cwd") or "", env_digest,  # the environment is the store's
             req.get("stdout"), req.get("stderr"), array.text if array else None, array.limit if array else None,
             tuple(texts), app, own_hooks, job_values, run_as, run_uid, run_gid, caller.asserted,
             deps.render(dependency) if dependency is not None else None,
@@ -345,21 +353,31 @@ class SubmitMixin:
         """The one place a job's effective values (the merge's result, MERGE-1) are made, at
         submit and at every re-merge alike, with the hashes of the profile and of the config
         they came from (DISPATCH-1, CFG-3)."""
-        # the dicts are the merge's own, not copies: exdata shares the job's env (10,000 pending jobs)
+        # the dicts are the merge's own, not copies (10,000 pending jobs); the job's environment
+        # is left out of exdata: the store keeps it once (xced.controller.envs)
+        # either: the rest of exdata (env, limits, app_params) is the effective values' own
+        # (MERGE-4), so a job keeps only the `meta` its client sent, untouched
+        exdata = eff.exdata
+        if isinstance(exdata, dict):
+            exdata = {"meta": exdata["meta"]} if "meta" in exdata else None
         return EffectiveJob(eff.ntasks_min, eff.ntasks_max, eff.run_limit_s, eff.memory_limit_mb,
-                            eff.app_params, eff.exdata, render(eff.resreq), eff.profile_env,
+                            eff.app_params, exdata, render(eff.resreq), eff.profile_env,
                             eff.export_env, tuple(eff.warnings),
                             profile.content_hash() if profile is not None else None, self._config_hash)
 
     def _record_submit(self, name, caller: Caller, qname: str, spec: JobSpec, effective: EffectiveJob, indices,
-                       resreq, dependency) -> Job:
-        """Commit the job durably (D-3: acknowledged only after this), then keep it in memory."""
+                       resreq, dependency, env: tuple[str, dict] = ("{}", {})) -> Job:
+        """Commit the job durably (D-3: acknowledged only after this), then keep it in memory.
+        `env`: the environment's canonical text (stored once per distinct environment under
+        spec.env_digest) and its dict (cached for the dispatch soon after)."""
         now = self.clock()
         jid = self.store.allocate_job_id()
         with self.store.tx(durable=True):
             self.store.insert_job(jid, name, caller.user, qname, now, to_record(spec, effective), indices, "PEND")
+            self.store.put_env(spec.env_digest, env[0])
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if spec.is_array else None, self._sid("submit"))
+        self._remember_env(spec.env_digest, env[1])
         job = Job(jid, name, caller.user, qname, now, spec, effective)
         job.resreq = resreq
         job.dependency = dependency

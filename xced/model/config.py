@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from xced.model.profile import Profile, builtin_profiles
 from xced.model.keys import KeysConfig
 from xced.model.project import PROJECT_PATH_PATTERN, ProjectsConfig, RbacConfig
-from xced.model.units import (DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
+from xced.model.units import (DEFAULT_CLEAN_PERIOD_S, MAX_CLEAN_PERIOD_S, DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
                               MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN, HOST_PATTERN)
 
 Mode = Literal["production", "test"]
@@ -74,6 +74,10 @@ class ClusterSettings(_Strict):
     #: LSF's MAX_JOB_ARRAY_SIZE (lsb.params), default 1000
     max_array_size: int = Field(DEFAULT_MAX_ARRAY_SIZE, ge=1, le=MAX_ARRAY_SIZE_SETTING)
     presets_dir: str | None = None
+    #: seconds a finished job stays in the daemon's memory (and in `xcecli jobs` without -a)
+    #: after its last element ended; then it is read from the store (LSF CLEAN_PERIOD,
+    #: Slurm MinJobAge). 0 purges at the next sweep.
+    clean_period_s: float = Field(DEFAULT_CLEAN_PERIOD_S, ge=0, le=MAX_CLEAN_PERIOD_S)
 
 
 class QueueConfig(_Strict):

@@ -11,6 +11,9 @@ Times are seconds, memory MB, task counts integers.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +59,9 @@ class JobSpec:
 
     argv: tuple[str, ...]
     cwd: str
-    env: dict[str, str]
+    #: the digest of the job's environment, which the store keeps (xced.controller.envs:
+    #: the environment itself stays out of the daemon's memory); "" for none
+    env_digest: str
     stdout: str | None
     stderr: str | None
     array_spec: str | None
@@ -113,9 +118,11 @@ class EffectiveJob:
 
 
 def to_record(spec: JobSpec, eff: EffectiveJob) -> dict:
-    """The flat JSON object the store keeps for a job (every key earlier versions wrote)."""
+    """The flat JSON object the store keeps for a job (every key earlier versions wrote, but
+    the environment: the record names its digest, and the store keeps it once per distinct
+    environment, xced.controller.envs)."""
     rec = {
-        "argv": list(spec.argv), "cwd": spec.cwd, "env": spec.env, "stdout": spec.stdout, "stderr": spec.stderr,
+        "argv": list(spec.argv), "cwd": spec.cwd, "env_digest": spec.env_digest, "stdout": spec.stdout, "stderr": spec.stderr,
         "array_spec": spec.array_spec, "array_limit": spec.array_limit, "resreq": list(spec.resreq),
         "app": spec.app, "own_hooks": dict(spec.own_hooks),
         "job_values": spec.job_values.to_record() if spec.job_values is not None else None,
@@ -135,7 +142,7 @@ def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
     """(JobSpec, EffectiveJob) of a stored record; keys an older version did not write get
     their defaults (no job values: the job keeps its effective values at a re-merge)."""
     spec = JobSpec(
-        tuple(d["argv"]), d.get("cwd") or "", d.get("env") or {}, d.get("stdout"), d.get("stderr"),
+        tuple(d["argv"]), d.get("cwd") or "", sys.intern(d.get("env_digest") or ""), d.get("stdout"), d.get("stderr"),
         d.get("array_spec"), d.get("array_limit"), tuple(d.get("resreq") or ()), d.get("app") or "",
         dict(d.get("own_hooks") or {}), OwnValues.from_record(d.get("job_values")), d["run_as"], d.get("run_uid"),
         d.get("run_gid"), bool(d.get("asserted", False)), d.get("dependency"),
@@ -146,3 +153,11 @@ def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
         dict(d.get("profile_env") or {}), dict(d.get("export_env") or {}), tuple(d.get("warnings") or ()),
         d.get("profile_hash"), d.get("config_hash"), bool(d.get("config_refused", False)))
     return spec, eff
+
+
+def env_record(env: dict[str, str]) -> tuple[str, str]:
+    """(digest, text) of an environment {name: value}: `text` its canonical JSON (sorted
+    names, no spaces), `digest` the first 128 bits of that text's SHA-256, in hex (32 characters):
+    the key two identical environments share in the store."""
+    text = json.dumps(env, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32], text

@@ -20,13 +20,16 @@ class Element:
     job: "Job"
     index: int
     state: JobState
-    holds: set[str] = field(default_factory=set)
+    #: never changed in place (a transition gives a new set), so that an element without holds
+    #: shares the one empty frozenset rather than keeping a set of its own (1,000,000 elements)
+    holds: set[str] | frozenset[str] = frozenset()
     start_time: float | None = None
     end_time: float | None = None
     exit_code: int | None = None
     exit_signal: str | None = None
     exit_reason: str | None = None
-    alloc: list[tuple[str, int]] = field(default_factory=list)
+    #: [(host, slots), ...]; never changed in place either (empty: the shared ())
+    alloc: list[tuple[str, int]] | tuple = ()
     action: str | None = None  # "kill:ACTOR" or "requeue:ACTOR" while a running element is being ended
     pend_reason: PendReason | None = None
     #: the running element's launch token (XCE_JOB_TOKEN, how its own tasks prove they run inside
@@ -41,7 +44,7 @@ class Element:
     #: what the running element holds per host: {"h1": {"slots": 4, "mem": 4096, "gpu": 1}}
     reserve: dict[str, dict[str, float]] = field(default_factory=dict)
     #: how its processes were kept together, as its supervisor reported at the start
-    #: ("cgroup-v2", "cgroup-v1", "subreaper"; JOB-1), in memory only
+    #: ("cgroup-v2", "cgroup-v1", "subreaper"; JOB-1); stored with its end (migration 0009)
     containment: str | None = None
 
     @property

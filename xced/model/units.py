@@ -78,6 +78,10 @@ MAX_MEMORY_MB = 2**30
 MAX_SLOTS = 1_000_000
 MAX_RESOURCE = 1e12
 MAX_INTERVAL_S = 86400.0
+#: the longest clean_period (LSF CLEAN_PERIOD): a year, seconds
+MAX_CLEAN_PERIOD_S = 365 * 86400.0
+#: the default clean_period: finished jobs leave memory an hour after they end (LSF's default)
+DEFAULT_CLEAN_PERIOD_S = 3600.0
 #: D-4: the scheduler's coalescing delay may not pass 10 ms.
 MAX_SCHED_DELAY_S = 0.010
 #: the longest a request waits for a store another process has locked (D-8), seconds

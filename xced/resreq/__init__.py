@@ -10,6 +10,9 @@ Public API::
     render(req) -> str                     canonical text; parse(render(r)) == r
     render_expr(expr) -> str               canonical select expression text
     to_json(req) -> dict                   the documented JSON form
+    reserve_ways(req, nmin, nmax=None, nhosts=None) -> [[Reserved]]  each rusage way, with
+                                           method (per task unless /host or /job) and totals
+    reserve_terms(...) -> [Reserved]       the preferred way's; reserve_line(dict) -> str
     select_matches(req|expr|str, host, local=None) -> bool
     explain_select(req|expr|str, host, local=None) -> str | None
     ResReqError(ValueError)                .column (1-based) .text .expected .found .pretty()
@@ -95,6 +98,7 @@ from ._errors import ResReqError
 from ._merge import merge
 from ._parser import MAX_PARSE_DEPTH, parse, parse_job, parse_select
 from ._render import render, render_expr, to_json
+from ._reserve import DEFAULT_PER, Reserved, reserve_line, reserve_terms, reserve_ways
 from ._select import explain_select, select_matches
 
 __all__ = [
@@ -103,6 +107,7 @@ __all__ = [
     "STRING_ATTRIBUTES",
     "Binary",
     "BoolOp",
+    "DEFAULT_PER",
     "Defined",
     "MAX_PARSE_DEPTH",
     "Expr",
@@ -112,6 +117,7 @@ __all__ = [
     "Part",
     "ResReq",
     "ResReqError",
+    "Reserved",
     "RusageGroup",
     "RusageTerm",
     "Span",
@@ -124,6 +130,9 @@ __all__ = [
     "parse_select",
     "render",
     "render_expr",
+    "reserve_line",
+    "reserve_terms",
+    "reserve_ways",
     "select_matches",
     "to_json",
 ]

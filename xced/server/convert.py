@@ -53,9 +53,30 @@ def element_dict(e, hosts=None) -> dict:
     }
 
 
-def job_dict(job, *, elements: bool = True, env: bool = False, hosts=None) -> dict:
-    """The JobOut of `job`; `env`: include its environment (D-7: only for who may see it);
-    `hosts` (name -> HostState): say of each running element whose host is not ok why."""
+def reserve_list(job) -> list[dict]:
+    """JobOut.reserve: the job's effective rusage terms with method and total
+    (xced.resreq.reserve_terms), counted with the tasks and hosts its element runs on once
+    a plain job has started, else with its task range."""
+    rr = job.resreq
+    if rr is None or not (rr.rusage or rr.parts):
+        return []
+    from xced.resreq import reserve_terms
+
+    eff = job.effective
+    nmin, nmax, nhosts = eff.ntasks_min, eff.ntasks_max, None
+    if not job.is_array and len(job.elements) == 1:
+        alloc = next(iter(job.elements.values())).alloc
+        if alloc:
+            nmin = nmax = sum(n for _, n in alloc)
+            nhosts = len(alloc)
+    return [r.to_json() for r in reserve_terms(rr, nmin, nmax, nhosts)]
+
+
+def job_dict(job, *, elements: bool = True, env: dict | None = None, hosts=None, reserve: bool = False) -> dict:
+    """The JobOut of `job`; `env`: its environment, given only for who may see it (D-7);
+    `hosts` (name -> HostState): say of each running element whose host is not ok why;
+    `reserve`: give its rusage terms with method and total (`show`, `wait`; null in listings,
+    which stay lean for 10,000 jobs)."""
     sp, eff = job.spec, job.effective
     counts: dict[str, int] = {}
     for e in job.elements.values():
@@ -70,9 +91,10 @@ def job_dict(job, *, elements: bool = True, env: bool = False, hosts=None) -> di
         "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
         "memory_limit_mb": eff.memory_limit_mb, "array_spec": sp.array_spec,
         "array_limit": sp.array_limit, "resreq_requested": list(sp.resreq),
-        "resreq": eff.resreq, "dependency": sp.dependency, "counts": counts,
+        "resreq": eff.resreq, "reserve": reserve_list(job) if reserve else None, "dependency": sp.dependency,
+        "counts": counts,
         "elements": [element_dict(e, hosts) for e in job.elements.values()] if elements else [],
-        "env": dict(sp.env) if env else None, "umask": sp.umask,
+        "env": dict(env) if env is not None else None, "umask": sp.umask,
         "meta": eff.exdata.get("meta") if isinstance(eff.exdata, dict) else None,
     }
 

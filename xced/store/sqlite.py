@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from importlib import resources
@@ -25,6 +26,14 @@ from typing import Iterable, Iterator
 
 from xced.api.errors import StoreBusy, StoreUnavailable
 from xced.store.base import store_failure, token_hash
+
+_JOB_COLUMNS = "id, name, user, queue, submit_time, spec"
+_ELEMENT_COLUMNS = ("job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, exit_reason, alloc, "
+                    "action, token_hash, reserve, failures, containment")
+#: the jobs a restart keeps (one parameter, the clean horizon): an element not finished, or
+#: one that ended at or after the horizon (the indexes elements_state and elements_end)
+_KEPT = ("SELECT job_id FROM elements WHERE state IN ('PEND','PSUSP','RUN','USUSP') "
+         "UNION SELECT job_id FROM elements WHERE end_time >= ?")
 
 #: job IDs made durable at a time (the contract in xced.store.base): a crash skips the rest of a block
 ID_BLOCK = 64
@@ -68,11 +77,14 @@ class SqliteStore:
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self._hash_plain_tokens()
+            self._move_envs()
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the store {path}: {e}") from e
         except (StoreBusy, StoreUnavailable) as e:
             raise StoreError(f"cannot open the store {path}: {e.message}") from e
         self._ids = [0, 0]  # the block of job IDs being given: [next, end)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
 
     def _migrate(self) -> None:
         self.db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied REAL)")
@@ -98,6 +110,27 @@ class SqliteStore:
                                 ((token_hash(t) if t else None, j, i) for j, i, t in rows))
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the new pages overwrite the old ones now
         self.db.execute("PRAGMA secure_delete=OFF")
+
+    def _move_envs(self) -> None:
+        """Jobs an older version stored with their environment inline get it moved to the envs
+        table (one row per distinct environment) and their spec names its digest instead."""
+        from xced.model.spec import env_record
+
+        rows = self.db.execute("""SELECT id, spec FROM jobs WHERE instr(spec, '"env":') > 0""").fetchall()
+        if not rows:
+            return
+        with self.tx():
+            for jid, text in rows:
+                spec = json.loads(text)
+                if "env" not in spec:
+                    continue
+                digest, env_text = env_record(spec.pop("env") or {})
+                spec["env_digest"] = digest
+                exdata = spec.get("exdata")
+                if isinstance(exdata, dict) and isinstance(exdata.get("env"), dict):
+                    exdata["env"].pop("job", None)
+                self.db.execute("INSERT OR IGNORE INTO envs VALUES (?,?)", (digest, env_text))
+                self.db.execute("UPDATE jobs SET spec=? WHERE id=?", (json.dumps(spec, separators=(",", ":")), jid))
 
     def schema_version(self) -> int:
         return self.db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
@@ -150,6 +183,11 @@ class SqliteStore:
                 pass
 
     def close(self) -> None:
+        for conn in self._readers:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
         self.db.close()
 
     def check_writable(self) -> None:
@@ -181,6 +219,11 @@ class SqliteStore:
                         (job_id, name, user, queue, submit_time, json.dumps(spec, separators=(",", ":"))))
         self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)",
                             ((job_id, i, state) for i in indices))
+
+    def put_env(self, digest: str, env_json: str) -> None:
+        """Keep an environment (canonical JSON) under its digest, once: a second job with the
+        same environment shares the row."""
+        self.db.execute("INSERT OR IGNORE INTO envs VALUES (?,?)", (digest, env_json))
 
     def update_spec(self, job_id: int, spec: dict) -> None:
         """Replace a job's stored spec (CFG-3: a pending job re-merged under a new config)."""
@@ -231,16 +274,66 @@ class SqliteStore:
 
     # -------------------------------------------------------------- reads
 
-    def load_jobs(self) -> Iterator[tuple]:
-        """Rows (id, name, user, queue, submit_time, spec_json) of every job, by ID."""
-        return self.db.execute("SELECT id, name, user, queue, submit_time, spec FROM jobs ORDER BY id")
+    def load_jobs(self, horizon: float | None = None) -> Iterator[tuple]:
+        """Rows (id, name, user, queue, submit_time, spec_json) by ID: of every job, or with
+        `horizon` (epoch seconds) of those with an unfinished element or one that ended at or
+        after it (what a restart keeps in memory, LSF CLEAN_PERIOD)."""
+        if horizon is None:
+            return self.db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY id")
+        return self.db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id IN ({_KEPT}) ORDER BY id",
+                               (horizon,))
 
-    def load_elements(self) -> Iterator[tuple]:
+    def load_elements(self, horizon: float | None = None) -> Iterator[tuple]:
         """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action,
-        token_hash, reserve, failures, containment)."""
-        return self.db.execute("SELECT job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, "
-                               "exit_reason, alloc, action, token_hash, reserve, failures, containment FROM elements "
-                               "ORDER BY job_id, idx")
+        token_hash, reserve, failures, containment) by job and index, of the jobs load_jobs(horizon) gives."""
+        if horizon is None:
+            return self.db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements ORDER BY job_id, idx")
+        return self.db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements WHERE job_id IN ({_KEPT}) "
+                               f"ORDER BY job_id, idx", (horizon,))
+
+    # -------------------------------------------------------------- reads in a thread
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's own read-only connection (reads run off the event loop, D-8; a
+        connection is never shared with the loop's transactions)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, timeout=0)
+            self._local.conn = conn
+            self._readers.append(conn)
+        return conn
+
+    def read_job(self, job_id: int) -> tuple[tuple, list[tuple]] | None:
+        """(job row, element rows) of one job as load_jobs/load_elements give them, or None;
+        safe from any thread. Raises StoreBusy or StoreUnavailable."""
+        try:
+            db = self._reader()
+            row = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            return row, db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements WHERE job_id=? ORDER BY idx",
+                                   (job_id,)).fetchall()
+        except sqlite3.Error as e:
+            raise store_failure(e, self.path) from e
+
+    def read_jobs(self, user: str | None, queue: str | None) -> Iterator[tuple[tuple, list[tuple]]]:
+        """(job row, element rows) of every job of `user` in `queue` (None: any), by ID; safe
+        from any thread (consume it there). Raises StoreBusy or StoreUnavailable."""
+        where, args = [], []
+        if user is not None:
+            where.append("user=?")
+            args.append(user)
+        if queue is not None:
+            where.append("queue=?")
+            args.append(queue)
+        cond = f" WHERE {' AND '.join(where)}" if where else ""
+        try:
+            db = self._reader()
+            for row in db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs{cond} ORDER BY id", args).fetchall():
+                yield row, db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements WHERE job_id=? ORDER BY idx",
+                                      (row[0],)).fetchall()
+        except sqlite3.Error as e:
+            raise store_failure(e, self.path) from e
 
     def events(self, job_id: int) -> list[tuple]:
         """Rows (time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus) of a job, in order."""
@@ -249,6 +342,15 @@ class SqliteStore:
                                    "FROM events WHERE job_id=? ORDER BY seq", (job_id,)).fetchall()
         except sqlite3.Error as e:  # a read fails only when the file does (I/O error): typed, never a 500
             raise store_failure(e, self.path) from e
+
+    def env(self, digest: str) -> str | None:
+        """The environment (canonical JSON) kept under `digest`, or None. One read by primary
+        key; in WAL mode a read never waits for a writer's lock."""
+        try:
+            row = self.db.execute("SELECT env FROM envs WHERE digest=?", (digest,)).fetchone()
+        except sqlite3.Error as e:
+            raise store_failure(e, self.path) from e
+        return row[0] if row else None
 
     def revocations(self) -> dict[str, tuple[float, str, str | None]]:
         """Every revoked fingerprint -> (time, actor, reason)."""

@@ -77,6 +77,7 @@ async def dry_run(body: SubmitRequest, request: Request,
 @router.get("/jobs/{job_id:jobid}/why", response_model=WhyOut, responses=errors(JOB))
 async def why(job_id: int, request: Request, _: Caller = Depends(requires("cluster:view")),
               index: int | None = None) -> Response:
+    await _ctl(request).recall(job_id)  # a purged job is read back from the store (issue 15)
     return json_response(_ctl(request).why(job_id, index))
 
 
@@ -89,8 +90,12 @@ async def list_jobs(request: Request, caller: Caller = Depends(requires("cluster
               all: bool = Query(False, description="include finished jobs of any age")) -> Response:
     check_path(project)  # a malformed path is refused, as at submit, never an empty listing
     want_user = caller.user if user is None else (None if user == "all" else user)
-    jobs = _ctl(request).find_jobs(want_user, queue, set(state) if state else None, all, project)
-    hosts = request.app.state.controller.hosts
+    ctl = _ctl(request)
+    jobs = list(ctl.find_jobs(want_user, queue, set(state) if state else None, all, project))
+    if all:  # bjobs -a: finished jobs out of memory too (past clean_period), from the store
+        jobs = sorted(jobs + await ctl.stored_jobs(want_user, queue, project, set(state) if state else None),
+                      key=lambda j: j.id)
+    hosts = ctl.hosts
     return json_response({"jobs": [job_dict(job, elements=not job.is_array, hosts=hosts) for job in jobs]})
 
 
@@ -99,13 +104,15 @@ async def show_job(job_id: int, request: Request, caller: Caller = Depends(requi
     """The job's summary for anyone (cluster:view); its environment only for its owner and
     the holders of job:view over its project (D-7, RBAC-3), else `env` is null."""
     ctl = _ctl(request)
+    await ctl.recall(job_id)
     job = ctl.job(job_id)
-    return json_response(job_dict(job, env=ctl.policy.may_job(caller, "job:view", job.user, job.spec.project),
-                                  hosts=ctl.hosts))
+    env = ctl.job_env(job) if ctl.policy.may_job(caller, "job:view", job.user, job.spec.project) else None
+    return json_response(job_dict(job, env=env, hosts=ctl.hosts, reserve=True))
 
 
 @router.get("/jobs/{job_id:jobid}/events", response_model=EventList, responses=errors(JOB))
 async def job_events(job_id: int, request: Request, _: Caller = Depends(requires("cluster:view"))) -> Response:
+    await _ctl(request).recall(job_id)
     return json_response({"events": [event_dict(r) for r in _ctl(request).job_events(job_id)]})
 
 
@@ -117,6 +124,7 @@ async def job_output(job_id: int, request: Request,
     """`xcecli peek` (LSF bpeek, which only the job's owner and the LSF admins may run): the
     job's owner and the holders of job:view over its project (D-7, RBAC-3)."""
     ctl = _ctl(request)
+    await ctl.recall(job_id)
     e, text = await ctl.read_output(job_id, index, stream, max_bytes)
     if text is None:
         raise InvalidRequest(f"job {e.ref} has no {stream} yet (state {e.state})")
@@ -126,8 +134,9 @@ async def job_output(job_id: int, request: Request,
 @router.get("/jobs/{job_id:jobid}/wait", response_model=JobOut, responses=errors(JOB))
 async def wait_job(job_id: int, request: Request, _: Caller = Depends(requires("cluster:view")),
                    timeout: float = Query(30.0, ge=0, le=300), index: int | None = None) -> Response:
+    await _ctl(request).recall(job_id)
     job = await _ctl(request).wait(job_id, timeout, index)
-    return json_response(job_dict(job))
+    return json_response(job_dict(job, reserve=True))
 
 
 #: what each job action needs (RBAC-1, RBAC-3; D-5: a system hold is the admins' to release)
@@ -141,6 +150,7 @@ def _action(name: str):
     async def route(job_id: int, request: Request, body: JobAction | None = None,
                     caller: Caller = Depends(requires(ACTION_PERMISSIONS[name], _DOING[name]))) -> ActionResult:
         index = body.index if body else None
+        await _ctl(request).recall(job_id)  # a purged job is finished: the action says so, not "not found"
         affected = getattr(_ctl(request), name)(job_id, index, caller)
         verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued",
                 "release": "system hold released"}[name]
