@@ -75,8 +75,8 @@ Signals: SIGUSR1 starts LSF's kill sequence (SIGINT, then SIGTERM after
 ``kill_interval_s``, then SIGKILL after another ``kill_interval_s``, each sent
 to every process of the job followed by SIGCONT). SIGINT, SIGHUP, SIGTERM and
 SIGPIPE do not affect the supervisor. Stop and resume are done by the worker
-sending SIGSTOP/SIGCONT to the job's process group; the supervisor keeps
-working while the job is stopped.
+sending SIGSTOP/SIGCONT to the job's process group and to the processes outside
+it that contain.json lists; the supervisor keeps working while the job is stopped.
 
 Exit status of the supervisor: 0 once status.json is written, 75 when another
 supervisor holds the lock, 2 on a usage error.
