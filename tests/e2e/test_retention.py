@@ -55,10 +55,13 @@ def test_a_killed_100000_element_array_is_purged_after_the_clean_period_and_read
         after = _rss_mb(d.proc.pid)
         # the array's elements are freed and the heap trimmed: most of what it took comes back
         assert after - idle < 0.25 * (full - idle), (idle, full, after)
-        assert _ids(d, "-a") == [blocker, arr]  # bjobs -a: read from the store
-        shown = json.loads(d.cli("show", str(arr), "--json", check=True).stdout)
-        assert shown["counts"] == {"EXIT": 100000} and shown["state"] == "EXIT"
-        assert "SUBMIT" in d.cli("hist", str(arr), check=True).stdout
+        listed = json.loads(d.cli("jobs", "-u", "all", "-a", "--json", check=True).stdout)["jobs"]  # bjobs -a
+        assert [(j["job_id"], j["state"], j["counts"]) for j in listed] == [
+            (blocker, "EXIT", {"EXIT": 1}), (arr, "EXIT", {"EXIT": 100000})]  # read from the store
+        shown = json.loads(d.cli("show", str(blocker), "--json", check=True).stdout)
+        assert shown["elements"][0]["exit_reason"].startswith("killed")
+        hist = d.cli("hist", str(blocker), check=True).stdout
+        assert "SUBMIT" in hist and "DISPATCH" in hist
         d.stop()
         # the test clock does not outlive the daemon: a clean period of 0 makes the restart
         # leave both out of memory by the machine's clock
