@@ -43,7 +43,8 @@ def test_a_killed_100000_element_array_is_purged_after_the_clean_period_and_read
         blocker = int(d.cli("submit", "--parsable", "--", "sleep", "300", cwd=tmp_path, check=True).stdout)
         arr = int(d.cli("submit", "--parsable", "-J", "big[1-100000]", "-w", f"done({blocker})", "--", "true",
                         cwd=tmp_path, check=True).stdout)
-        d.cli("kill", str(arr), check=True, timeout=120)
+        r = d.cli("kill", str(arr), check=True, timeout=120)
+        assert r.stdout.strip() == f"Job <{arr}>: kill requested: {arr}[1-100000]"  # folded, not 1 MB of refs
         d.cli("kill", str(blocker), check=True)
         d.cli("wait", str(blocker), check=False, timeout=60)
         full = _rss_mb(d.proc.pid)

@@ -29,7 +29,7 @@ from xced.api.models import (
     SubmitResponse,
     WhyOut,
 )
-from xced.model.jobs import JobState
+from xced.model.jobs import JobState, format_refs
 from xced.policy.rbac import Caller, check_path
 from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import TOKEN_OR_OWNER, caller_of, launch_peer, requires
@@ -154,7 +154,7 @@ def _action(name: str):
         affected = getattr(_ctl(request), name)(job_id, index, caller)
         verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued",
                 "release": "system hold released"}[name]
-        message = f"{verb}: {', '.join(affected)}"
+        message = f"{verb}: {format_refs(affected)}"
         if name in ("resume", "release"):  # D-5: one kind of hold never releases the other
             job = _ctl(request).job(job_id)
             kept = "system" if name == "resume" else "user"
@@ -162,7 +162,7 @@ def _action(name: str):
             if still:
                 how = (f"an admin releases it with `xcecli release {job_id}`" if kept == "system"
                        else f"its user resumes it with `xcecli resume {job_id}`")
-                message = (f"{'user hold' if name == 'resume' else 'system hold'} released: {', '.join(affected)}; "
+                message = (f"{'user hold' if name == 'resume' else 'system hold'} released: {format_refs(affected)}; "
                            f"still held by {'the system' if kept == 'system' else 'its user'} ({how})")
         return ActionResult(job_id=job_id, affected=affected, message=message)
     route.__name__ = f"{name}_job"
