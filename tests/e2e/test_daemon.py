@@ -179,12 +179,15 @@ def test_bad_job_refs(shared_daemon):
 
 
 def test_daemon_not_running_exit_3(topdir):
+    """Exit 3 when no daemon answers; `jobs` and `submit` try for XCE_CONNECT_TIMEOUT first
+    (JOB-10: they ride out a restart) and say how long they tried."""
     write_config(topdir)
-    env = {**os.environ, "XCE_TOPDIR": str(topdir)}
+    env = {**os.environ, "XCE_TOPDIR": str(topdir), "XCE_CONNECT_TIMEOUT": "0.5"}
     for args in (["jobs"], ["submit", "--", "true"], ["hosts"]):
         r = subprocess.run([XCECLI, *args], capture_output=True, text=True, env=env, cwd=str(topdir))
         assert r.returncode == 3, r
         assert "cannot reach xced" in r.stderr and "start it with `xced`" in r.stderr
+        assert ("tried for 0.5 s, XCE_CONNECT_TIMEOUT" in r.stderr) == (args[0] != "hosts"), r.stderr
         assert "Traceback" not in r.stderr
 
 
