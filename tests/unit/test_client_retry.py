@@ -174,6 +174,7 @@ def test_no_daemon_for_the_whole_deadline_is_exit_3_saying_how_long(tmp_path, mo
     assert 0.6 <= took < 2.5, took
     assert ei.value.exit_code == 3 and "no socket there" in ei.value.message
     assert "(tried for 0.6 s, XCE_CONNECT_TIMEOUT)" in ei.value.message
+    assert "may have been carried out" not in ei.value.message  # it never reached a daemon
 
 
 def test_the_deadline_bounds_each_request_too(daemon_at):
@@ -182,9 +183,11 @@ def test_the_deadline_bounds_each_request_too(daemon_at):
     script = Script("hang")
     sock = daemon_at(script)
     t0 = time.monotonic()
-    with Client(sock, timeout=0.8) as c, pytest.raises(errors.DaemonUnreachable, match="tried for 0.8 s"):
+    with Client(sock, timeout=0.8) as c, pytest.raises(errors.DaemonUnreachable, match="tried for 0.8 s") as ei:
         c.submit({"argv": ["true"], "cwd": "/tmp"})
     assert 0.8 <= time.monotonic() - t0 < 2.5
+    # it reached the daemon: exit 3, yet the job may exist, and the user is told to look first
+    assert "it may have been carried out: once xced is back, look (`xcecli jobs`)" in ei.value.message
 
 
 def test_a_daemon_back_within_the_deadline_answers_jobs_and_submit(daemon_at):

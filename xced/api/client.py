@@ -238,13 +238,17 @@ class Client:
                 raise lost from None
             except TimeoutError:
                 self.close()
-                raise errors.DaemonUnreachable(f"xced at {self.target} did not answer in {tmo:g} s") from None
+                lost = errors.DaemonUnreachable(f"xced at {self.target} did not answer in {tmo:g} s")
+                lost.maybe_taken = True  # the request may have reached the daemon
+                raise lost from None
             except (http.client.HTTPException, ConnectionError, OSError) as e:
                 self.close()
                 # a kept-alive connection the server closed meanwhile: retry once on a new one
                 if attempt == 1 and not fresh and method == "GET":
                     continue
-                raise errors.DaemonUnreachable(f"lost the connection to xced at {self.target}: {e}") from None
+                lost = errors.DaemonUnreachable(f"lost the connection to xced at {self.target}: {e}")
+                lost.maybe_taken = True
+                raise lost from None
         if status >= 400:
             try:
                 parsed: Any = _json.loads(data)
@@ -263,7 +267,7 @@ class Client:
         `on_lost(message)` is called once, at the first failure. Raises the last error, its
         message saying how long it tried."""
         deadline = time.monotonic() + self.timeout
-        pause, told = RETRY_FIRST_S, False
+        pause, told, taken = RETRY_FIRST_S, False, False
         while True:
             left = deadline - time.monotonic()
             try:
@@ -272,9 +276,14 @@ class Client:
             except errors.XceError as e:
                 if not _retriable(e):
                     raise
+                taken = taken or getattr(e, "maybe_taken", False)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise type(e)(f"{e.message} (tried for {self.timeout:g} s, XCE_CONNECT_TIMEOUT)",
+                    note = ""
+                    if taken and method == "POST":  # exit 3, yet it may have been carried out: say so
+                        note = ("; a try reached xced and lost its answer, so it may have been carried out: once "
+                                "xced is back, look (`xcecli jobs`) before you send it again")
+                    raise type(e)(f"{e.message} (tried for {self.timeout:g} s, XCE_CONNECT_TIMEOUT){note}",
                                   field=e.field) from None
                 if not told and on_lost is not None:
                     on_lost(f"{e.message}; trying again for up to {self.timeout:g} s (XCE_CONNECT_TIMEOUT)")
