@@ -77,6 +77,8 @@ async def submit(body: SubmitRequest, request: Request,
     if len(keys) > 1:
         raise InvalidRequest(f"{len(keys)} {HEADER} headers: a submit carries one key", field=HEADER)
     if keys:
+        # replay_submit and submit run with no await between them: on the event loop the look-up
+        # and the insert of the key are one step, so two tries at once still make one job
         idem = (check_key(keys[0]), body_digest(req))
         answer = ctl.replay_submit(caller.user, *idem)
         if answer is not None:
