@@ -14,8 +14,6 @@ Pure: the CLI imports it (DESIGN rule 4).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 
@@ -50,5 +48,8 @@ def body_digest(body: dict) -> str:
     """The hex SHA-256 of `body` (a submit request as JSON-able values) as canonical JSON:
     keys sorted, no spaces, UTF-8 (lone surrogates kept as they are, `surrogatepass`), so two
     bodies that say the same thing compare equal whatever their key order or spacing."""
+    import hashlib  # the daemon's alone: kept out of the CLI's start-up (CLI-6)
+    import json
+
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
