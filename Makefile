@@ -9,6 +9,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat
+	# byte-compiled once here: a shell with PYTHONDONTWRITEBYTECODE set would otherwise
+	# compile every module of the daemon and the CLIs at each start (issue 15: restart time)
+	$(VENV)/bin/python -m compileall -q xced xcecli xceadmin
 	touch $(STAMP)
 
 demo: $(STAMP)

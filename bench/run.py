@@ -511,6 +511,8 @@ class Bench:
             submit_parallel(d, [request(["true"]) for _ in range(n)], conns)
             t_sub = time.perf_counter() - t0
             time.sleep(1.0)  # let the last scheduler session finish
+            rss_1s = d.status_kb() / 1024
+            time.sleep(10.5)  # the daemon trims its heap every 10 s after scheduler work
             rss = d.status_kb() / 1024
             hwm = d.status_kb("VmHWM") / 1024
             gc_setup = gc_detail(d, gc0, f"during the {n:,} submits")
@@ -551,14 +553,27 @@ class Bench:
             info_ms = max(probe_info(c, 0.3))
             gc_single = gc_detail(d, gc2, f"during those {m} submits and the probe")
             assert c.job(hold).state == "RUN"
+            rss_before_restart = d.status_kb() / 1024
+            restarts = []
+            for _ in range(3):
+                restarts.append(d.restart() * 1000)
+            time.sleep(1.0)
+            rss_restart = d.status_kb() / 1024
+            assert d.client.job(hold).state == "RUN"
         assert nlines == n + 2, f"xcecli jobs printed {nlines} lines, expected {n + 2}"
         res.metrics.append(Metric("jobs_cli", f"`xcecli jobs -u all`, {n:,} pending", median(listing), "ms", True,
                                   p95=max(listing), slurm=113, aim=300, extra="median of 5; p95 column = max"))
         res.metrics.append(Metric("jobs_json", f"`xcecli jobs -u all --json`, {n:,} pending", median(listing_json),
                                   "ms", True, p95=max(listing_json), extra="median of 5; p95 column = max"))
-        res.metrics.append(Metric("rss", f"daemon RSS, {n:,} pending", rss, "MB", True, slurm=59, aim=150,
-                                  extra=f"VmRSS after the submits; {rss_after:.0f} MB after the listings "
+        res.metrics.append(Metric("rss", f"daemon RSS, {n:,} pending", rss, "MB", True, slurm=59, aim=80,
+                                  extra=f"VmRSS 11 s after the submits ({rss_1s:.0f} MB after 1 s); {rss_after:.0f} MB "
+                                        f"after the listings "
                                         f"(peak {hwm_after:.0f} MB)"))
+        res.metrics.append(Metric("rss_restart", f"daemon RSS after a restart, {n + m:,} pending", rss_restart, "MB",
+                                  True, slurm=34, aim=80, extra="1 s after the third restart"))
+        res.metrics.append(Metric("restart", f"restart with {n + m:,} pending: first answer", median(restarts), "ms",
+                                  True, p95=max(restarts), slurm=170, aim=500,
+                                  extra="SIGTERM, start, first GET /info answered; median of 3; p95 column = max"))
         res.metrics.append(Metric("submit_deep", f"API submits/s, one connection, {n:,} pending", single, "jobs/s",
                                   False, extra=f"{m} submits; compare the 1,000-job row"))
         res.details += [
@@ -575,6 +590,56 @@ class Bench:
             f"{(rss - rss_idle) * 1024 / n:.1f} kB per pending job; after the listings {rss_after:.0f} MB "
             f"(peak {hwm_after:.0f}); store on disk {db / 1e6:.1f} MB"),
             gc_setup, gc_list, gc_single,
+            (f"restart with {n + m:,} pending (RSS {rss_before_restart:.0f} MB before): first answer after "
+             f"{', '.join(f'{t:.0f}' for t in restarts)} ms; RSS {rss_restart:.0f} MB after"),
+        ]
+
+    # ---------------------------------------------------------------- retention
+
+    def retention(self, res: BenchResult) -> None:
+        """Issue 15: a killed array of a million elements leaves memory once its clean period
+        has passed (clean_period: 0 here), and a restart with 10,000 pending and that million
+        finished in the store loads only what is pending."""
+        size = 100_000 if self.quick else 1_000_000
+        n = 2000 if self.quick else 10_000
+        with self.daemon("retention", slots=1, extra="max_array_size: 1000000\nclean_period: 0\n") as d:
+            c = d.client
+            time.sleep(0.5)
+            rss_idle = d.status_kb() / 1024
+            hold = d.hold_host(request)
+            t = time.perf_counter()
+            arr = c.submit(request(["true"], name=f"big[1-{size}]")).job_id
+            t_submit = time.perf_counter() - t
+            rss_full = d.status_kb() / 1024
+            t = time.perf_counter()
+            c.action("kill", arr)
+            t_kill = time.perf_counter() - t
+            deadline = time.monotonic() + 120
+            while any(j.job_id == arr for j in c.jobs(user="all").jobs):  # the purge takes it out
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the killed array was not purged in 120 s")
+                time.sleep(0.5)
+            time.sleep(1.0)
+            rss_purged = d.status_kb() / 1024
+            submit_parallel(d, [request(["true"]) for _ in range(n)], 8)
+            time.sleep(1.0)
+            restarts = [d.restart() * 1000 for _ in range(3)]
+            time.sleep(1.0)
+            rss_restart = d.status_kb() / 1024
+            assert d.client.job(arr).state == "EXIT" and d.client.job(hold).state == "RUN"
+        res.metrics.append(Metric("purged_rss", f"daemon RSS after a killed {size:,}-element array is purged",
+                                  rss_purged, "MB", True, aim=round(rss_idle * 1.2, 1),
+                                  extra=f"idle {rss_idle:.0f} MB (aim: within 20%); {rss_full:.0f} MB with the "
+                                        f"array pending"))
+        res.metrics.append(Metric("restart_big", f"restart with {n:,} pending and {size:,} finished: first answer",
+                                  median(restarts), "ms", True, p95=max(restarts), aim=2000,
+                                  extra="median of 3; p95 column = max"))
+        res.details += [
+            (f"{size:,}-element array: submit {t_submit:.1f} s, kill (every element EXIT while pending) "
+             f"{t_kill:.1f} s; RSS idle {rss_idle:.0f} MB, with the array {rss_full:.0f} MB, after its purge "
+             f"{rss_purged:.0f} MB"),
+            (f"then {n:,} pending submitted; restarts answered after {', '.join(f'{t:.0f}' for t in restarts)} ms; "
+             f"RSS {rss_restart:.0f} MB after"),
         ]
 
 
@@ -670,7 +735,8 @@ def probe_info(c, seconds: float) -> list[float]:
     return out
 
 
-BENCHES = ["cli_submit", "preset", "api_submit", "array", "latency", "drain", "drain_array", "pending", "store_busy"]
+BENCHES = ["cli_submit", "preset", "api_submit", "array", "latency", "drain", "drain_array", "pending", "retention",
+           "store_busy"]
 
 
 # --------------------------------------------------------------------------- output

@@ -1,5 +1,6 @@
 """Names shared by the daemon and the CLIs: the environment variables that point them at a
-cluster (XCE_TOPDIR, XCE_SOCKET, XCE_CONTROLLER, XCE_CONTROLLER_KEY, XCE_TEST_USER, XCE_DEBUG), the files of a
+cluster (XCE_TOPDIR, XCE_SOCKET, XCE_CONTROLLER, XCE_CONTROLLER_KEY, XCE_TEST_USER, XCE_DEBUG,
+XCE_CONNECT_TIMEOUT, XCE_TEST_FAULT), the files of a
 TopDir's run/ and state/, and defaults. Code uses these names, never the literals (DESIGN
 "Conventions"); the names of a job's own environment (JOB-3: XCE_JOBID, LSB_HOSTS, ...)
 are xced/worker/env.py's.
@@ -21,6 +22,15 @@ ENV_CONTROLLER = "XCE_CONTROLLER"
 ENV_CONTROLLER_KEY = "XCE_CONTROLLER_KEY"
 ENV_DEBUG = "XCE_DEBUG"
 ENV_TEST_USER = "XCE_TEST_USER"
+#: seconds a client keeps trying to reach the daemon (CLI-1, JOB-10): the whole of a retried
+#: submit or listing, each single request, and how long `submit -K` and `wait` ride out a
+#: daemon that does not answer; default DEFAULT_CONNECT_TIMEOUT_S
+ENV_CONNECT_TIMEOUT = "XCE_CONNECT_TIMEOUT"
+DEFAULT_CONNECT_TIMEOUT_S = 60.0
+#: a fault the daemon injects into itself, for tests (mode: test only; xced.daemon refuses it
+#: in production): "exit-after-commit:submit" ends xced right after a submit's commit, before
+#: its answer
+ENV_TEST_FAULT = "XCE_TEST_FAULT"
 
 API_PREFIX = "/xce/v1"
 SOCKET_NAME = "xced.sock"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import typer
 
-from xced.constants import (DB_NAME, ENV_SOCKET, ENV_TOPDIR, LOCK_FILE, PID_FILE, PORT_FILE, READY_FILE,
-                             SOCKET_PATH_FILE, default_topdir)
+from xced.constants import (DB_NAME, ENV_SOCKET, ENV_TEST_FAULT, ENV_TOPDIR, LOCK_FILE, PID_FILE, PORT_FILE,
+                             READY_FILE, SOCKET_PATH_FILE, default_topdir)
 
 log = logging.getLogger("xced")
 
@@ -36,6 +36,25 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="Th
 
 class StartupError(Exception):
     """xced cannot start; the message says why and what to do."""
+
+
+#: the faults XCE_TEST_FAULT may name (mode: test only), and what each does
+TEST_FAULTS = {"exit-after-commit:submit": "xced ends (exit 86) right after a submit's commit, before its answer"}
+
+
+def requested_test_fault(mode: str) -> str | None:
+    """The fault XCE_TEST_FAULT asks for (TEST_FAULTS), or None when it is unset or empty.
+    A test hook (JOB-10's retried submit, issue 15): raises StartupError in `mode`
+    production, and for a name not in TEST_FAULTS, listing those that are."""
+    value = os.environ.get(ENV_TEST_FAULT, "").strip()
+    if not value:
+        return None
+    if mode != "test":
+        raise StartupError(f"{ENV_TEST_FAULT}={value!r} is set, and it is a test hook: a {mode}-mode xced refuses "
+                           f"to start with it; unset {ENV_TEST_FAULT} (it is taken in mode: test only)")
+    if value not in TEST_FAULTS:
+        raise StartupError(f"{ENV_TEST_FAULT}={value!r}: unknown fault; valid: {', '.join(TEST_FAULTS)}")
+    return value
 
 
 def _die(msg: str, code: int = 1) -> None:
@@ -303,6 +322,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     from xced.api.errors import StoreBusy, StoreUnavailable
     from xced.store.sqlite import StoreError
 
+    fault = requested_test_fault(config.settings.mode)  # first: a production xced with it set never opens its store
     try:
         store = SqliteStore(top / "state" / DB_NAME)
     except StoreError as e:
@@ -310,10 +330,14 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     try:  # D-8: a store it can read but not write would fail the first submit; refuse to start instead
         store.check_writable()
         ctl = Controller(config, store, top)
+        ctl.purge_idempotency_keys()  # JOB-10: keys older than a day go at start (and hourly at a submit)
     except (StoreBusy, StoreUnavailable) as e:
         store.close()
         raise StartupError(f"cannot write the store {top / 'state' / DB_NAME}: {e.message}")
     ctl.start_retention()  # finished jobs leave memory after clean_period (issue 15)
+    if fault is not None:
+        ctl.test_fault = fault
+        print(f"xced: test fault {ENV_TEST_FAULT}={fault}: {TEST_FAULTS[fault]}", file=sys.stderr, flush=True)
     for line in ctl.remerged_at_start[1]:  # as `xceadmin build --apply` lists them (CFG-3)
         print(f"xced: held: {line}", file=sys.stderr, flush=True)
     # Fewer, cheaper collections: with 10,000 pending jobs the default thresholds ran a

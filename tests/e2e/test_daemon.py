@@ -179,12 +179,15 @@ def test_bad_job_refs(shared_daemon):
 
 
 def test_daemon_not_running_exit_3(topdir):
+    """Exit 3 when no daemon answers; `jobs` and `submit` try for XCE_CONNECT_TIMEOUT first
+    (JOB-10: they ride out a restart) and say how long they tried."""
     write_config(topdir)
-    env = {**os.environ, "XCE_TOPDIR": str(topdir)}
+    env = {**os.environ, "XCE_TOPDIR": str(topdir), "XCE_CONNECT_TIMEOUT": "0.5"}
     for args in (["jobs"], ["submit", "--", "true"], ["hosts"]):
         r = subprocess.run([XCECLI, *args], capture_output=True, text=True, env=env, cwd=str(topdir))
         assert r.returncode == 3, r
         assert "cannot reach xced" in r.stderr and "start it with `xced`" in r.stderr
+        assert ("tried for 0.5 s, XCE_CONNECT_TIMEOUT" in r.stderr) == (args[0] != "hosts"), r.stderr
         assert "Traceback" not in r.stderr
 
 
@@ -484,7 +487,7 @@ def test_openapi_documents_every_status_with_the_error_shape(shared_daemon):
     doc = json.loads(shared_daemon.cli("api", "GET", "/openapi.json", check=True).stdout)
     ops = {(m.upper(), p.removeprefix("/xce/v1")): op for p, item in doc["paths"].items() for m, op in item.items()}
     # a route that takes a body answers 413 too over the body limit (issue 11 item 7, D-8)
-    want = {("POST", "/jobs"): {400, 413}, ("GET", "/jobs/{job_id}"): {404},
+    want = {("POST", "/jobs"): {400, 413, 409}, ("GET", "/jobs/{job_id}"): {404},  # 409: a reused key (JOB-10)
             ("POST", "/jobs/{job_id}/kill"): {400, 413, 404, 409},
             ("POST", "/jobs/{job_id}/launch"): {400, 413, 404, 409}, ("POST", "/sim/record"): {400, 413, 409},
             ("GET", "/apps/{name}"): {404}, ("GET", "/hosts"): set()}

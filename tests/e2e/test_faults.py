@@ -129,7 +129,8 @@ def test_the_nth_commit_failing_is_retried_and_logged_once(faulty):
     assert "the store takes writes again: 1 kept write(s) applied" in log, log
 
 
-def test_a_store_locked_by_another_process_never_freezes_the_daemon(topdir):
+def test_a_store_locked_by_another_process_never_freezes_the_daemon(topdir, monkeypatch):
+    monkeypatch.setenv("XCE_CONNECT_TIMEOUT", "1")  # the CLI retries store_busy for 1 s (JOB-10), then exit 3
     write_config(topdir)
     (topdir / "config" / "xce.yaml").write_text((topdir / "config" / "xce.yaml").read_text()
                                                 + "store_busy_timeout: 0.5\n")

@@ -258,7 +258,7 @@ def test_an_unreachable_controller_is_exit_3_and_a_restarted_one_is_used_again(o
             assert waiting.poll() is None and time.monotonic() < deadline, waiting.communicate()
             time.sleep(0.1)
         c.ctl.stop()
-        r = _cli(c, alice, "jobs")
+        r = _cli(c, alice, "jobs", env={"XCE_CONNECT_TIMEOUT": "1"})  # retried for 1 s (JOB-10), then exit 3
         assert r.returncode == 3, r.stdout + r.stderr
         assert "cannot reach the controller" in r.stderr and "Traceback" not in r.stderr, r.stderr
         c.ctl.start()

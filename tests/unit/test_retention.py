@@ -115,3 +115,12 @@ def test_clean_period_zero_purges_at_the_next_sweep_and_arrays_go_whole(parts, t
     asyncio.run(c.recall(arr.id))
     assert {e.state for e in c.job(arr.id).elements.values()} == {"EXIT"}
     assert len(c.job(arr.id).elements) == 50
+
+
+def test_element_references_fold_into_ranges_for_a_message():
+    """A killed array's message names its indices as LSF writes them, not one by one."""
+    from xced.model.jobs import format_refs
+
+    assert format_refs(["5[1]", "5[2]", "5[3]", "5[7]", "6", "7[2]", "7[4]", "7[5]"]) == "5[1-3,7], 6, 7[2,4-5]"
+    assert format_refs([f"9[{i}]" for i in range(1, 100_001)]) == "9[1-100000]"
+    assert format_refs([]) == "" and format_refs(["12"]) == "12"

@@ -98,3 +98,22 @@ def test_an_inline_environment_of_an_older_version_moves_to_the_envs_table(tmp_p
     assert s.db.execute("SELECT COUNT(*) FROM envs").fetchone()[0] == 1
     assert json.loads(s.env(digest)) == env and s.env("0" * 32) is None
     s.close()
+
+
+def test_a_read_of_a_broken_store_off_the_loop_is_a_typed_error(tmp_path):
+    """D-8: the reads a purged job's show/hist make in a thread (read_job, read_jobs) raise
+    StoreBusy/StoreUnavailable like every store operation, never a bare sqlite3 error (the
+    API answers 503 naming the cause, never 500)."""
+    from xced.api.errors import StoreBusy, StoreUnavailable
+
+    s = SqliteStore(tmp_path / "x.db")
+    with s.tx():
+        s.insert_job(1, None, "a", "normal", 1.0, {"argv": ["true"], "run_as": "a", "ntasks_min": 1}, [0], "DONE")
+    assert s.read_job(1)[0][0] == 1 and s.read_job(2) is None
+    s.close()
+    s = SqliteStore(tmp_path / "x.db")
+    with open(tmp_path / "x.db", "r+b") as f:  # the disk garbles the file under the daemon
+        f.write(b"garbage!" * 512)
+    for read in (lambda: s.read_job(1), lambda: list(s.read_jobs(None, None))):
+        with pytest.raises((StoreBusy, StoreUnavailable)):
+            read()

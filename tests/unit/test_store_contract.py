@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from xced.api.errors import StoreUnavailable
 from xced.store.base import Store
 from xced.store.sqlite import ID_BLOCK, SqliteStore, _migrations
 
@@ -184,3 +185,36 @@ def test_an_enrolment_token_is_kept_as_its_digest_and_used_once(backend):
     with s.tx():
         assert not s.use_token("sha256:ab", 30.0, "h8")
     assert s.token("sha256:ab")[5:] == (20.0, "h7")
+
+
+def test_an_idempotency_key_commits_with_its_job_per_user_and_goes_by_age(backend):
+    """JOB-10: a key is written in its job's transaction (a failed one leaves neither), is found
+    after a reopen, is another key for another user, cannot be recorded twice for one user
+    (nor can the job that came with the second), and goes when purged past its time."""
+    s = backend()
+    answer = {"job_id": 1, "name": None, "queue": "normal", "project": None, "array_size": 0, "app": None,
+              "warnings": []}
+    with pytest.raises(RuntimeError):
+        with s.tx(durable=True):
+            s.insert_job(5, "j", "alice", "normal", 1.0, {"argv": ["true"]}, range(1), "PEND")
+            s.add_idempotency_key("alice", "k" * 32, 5, "h5", 1.0, {**answer, "job_id": 5})
+            raise RuntimeError("a failed commit")
+    assert s.idempotency_key("alice", "k" * 32) is None and not [r for r in s.load_jobs() if r[0] == 5]
+    with s.tx(durable=True):
+        s.insert_job(1, "j", "alice", "normal", 100.0, {"argv": ["true"]}, range(1), "PEND")
+        s.add_idempotency_key("alice", "k" * 32, 1, "h1", 100.0, answer)
+    s.close()
+    s = backend()
+    assert s.idempotency_key("alice", "k" * 32) == (1, "h1", 100.0, answer)
+    assert s.idempotency_key("bob", "k" * 32) is None  # another user's same key is another key
+    with s.tx():
+        s.insert_job(2, "j", "bob", "normal", 200.0, {"argv": ["true"]}, range(1), "PEND")
+        s.add_idempotency_key("bob", "k" * 32, 2, "h2", 200.0, {**answer, "job_id": 2})
+    with pytest.raises(StoreUnavailable):  # the same user's key twice: the transaction fails whole
+        with s.tx():
+            s.insert_job(3, "j", "alice", "normal", 300.0, {"argv": ["true"]}, range(1), "PEND")
+            s.add_idempotency_key("alice", "k" * 32, 3, "h3", 300.0, {**answer, "job_id": 3})
+    assert [r[0] for r in s.load_jobs()] == [1, 2] and s.idempotency_key("alice", "k" * 32)[0] == 1
+    with s.tx():
+        assert s.purge_idempotency_keys(150.0) == 1  # alice's, recorded at 100
+    assert s.idempotency_key("alice", "k" * 32) is None and s.idempotency_key("bob", "k" * 32)[0] == 2

@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List jobs (LSF bjobs): your unfinished jobs and those that finished in the last hour."""
         from xced.model.jobs import JobState
-        from xcecli.output import table
+        from xcecli.output import err, table
 
         for opt, val in (("-u", user), ("-q", queue), ("-P", project), ("-o", fields)):
             if val is not None and not val.strip():
@@ -107,7 +107,9 @@ def register(app: typer.Typer) -> None:
             if bad:
                 raise typer.BadParameter(f"-o: unknown field(s) {', '.join(bad)}; valid fields: {' '.join(FIELDS)}")
         # plain JSON, no model parsing: 10,000 jobs must list within the 300 ms aim (bench)
-        res = ctx.obj.client().jobs_raw(user=user, queue=queue, states=states or None, all=all_, project=project)
+        # rides out a daemon restart (JOB-10): retried up to XCE_CONNECT_TIMEOUT, saying so once
+        res = ctx.obj.client().jobs_raw(user=user, queue=queue, states=states or None, all=all_, project=project,
+                                        on_lost=err)
         if as_json:
             import sys
 

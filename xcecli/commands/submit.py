@@ -89,14 +89,22 @@ def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]
     return argv
 
 
-def _post(client, path: str, body: dict):
-    """POST a submit body. When the daemon refuses the -w expression as unparsable, print its
-    one-line error and then the expression with a caret under the column (the parser is the
-    same pure module the daemon runs, xced.model.deps) and exit 1 (CLI-1: refused)."""
+def _post(client, path: str, body: dict, key: str | None = None):
+    """POST a submit body; with Idempotency-Key `key` (the submit itself, JOB-10), sent again
+    with the same key while its answer is lost, up to XCE_CONNECT_TIMEOUT (the client's
+    `request_retried`), so a lost answer never makes a second job. When the daemon refuses
+    the -w expression as unparsable, print its one-line error and then the expression with a
+    caret under the column (the parser is the same pure module the daemon runs,
+    xced.model.deps) and exit 1 (CLI-1: refused)."""
     from xced.api.errors import InvalidRequest
 
     try:
-        return client.request("POST", path, json=body)
+        if key is None:
+            return client.request("POST", path, json=body)
+        from xced.api.idempotency import HEADER
+        from xcecli.output import err
+
+        return client.request_retried("POST", path, json=body, headers={HEADER: key}, on_lost=err)
     except InvalidRequest as e:
         if e.field != "dependency" or "dependency" not in body or "column" not in e.message:
             raise
@@ -182,18 +190,36 @@ _FIELD_OPTION = {"ntasks_min": "ntasks", "ntasks_max": "ntasks", "run_limit_s": 
                  "memory_limit_mb": "memory"}
 
 
-def _post_preset(client, path: str, body: dict, sources: dict, preset: str):
+def _post_preset(client, path: str, body: dict, sources: dict, preset: str, key: str | None = None):
     """`_post`, for a submit made from a preset: a refusal of a value the preset gave says
     so, since the user never typed it (PRE-1)."""
     from xced.api.errors import InvalidRequest
 
     try:
-        return _post(client, path, body)
+        return _post(client, path, body, key)
     except InvalidRequest as e:
         opt = _FIELD_OPTION.get(e.field or "", e.field)
         if sources.get(opt) in ("preset", "preset+command line"):
             raise type(e)(f"{e.message} (the {opt} value came from preset {preset})", field=e.field) from None
         raise
+
+
+def wait_exit_code(elements) -> int:
+    """`submit -K`'s exit code (CLI-1, as LSF's `bsub -K`) from the finished job's elements
+    (JobOut elements: `state`, `exit_code`, `start_time`): 0 when every element is DONE;
+    otherwise the largest non-zero exit code of an element that ended EXIT, else 126 when an
+    element was killed while pending (never started, no code: `bsub -K`'s 126), else 1. So a
+    job that ended EXIT never exits 0, even when its own command exited 0 and its `-Ep`
+    post-exec failed (issue 15)."""
+    failed = [e for e in elements if e.state == "EXIT"]
+    if not failed:
+        return 0
+    codes = [e.exit_code for e in failed if e.exit_code]
+    if codes:
+        return max(codes)
+    if any(e.start_time is None and e.exit_code is None for e in failed):
+        return 126
+    return 1
 
 
 def register(app: typer.Typer) -> None:
@@ -249,7 +275,7 @@ def register(app: typer.Typer) -> None:
         os.umask(umask)
         body["umask"] = umask
         client = ctx.obj.client()
-        post = _post if preset is None else (lambda c, p, b: _post_preset(c, p, b, sources, preset.name))
+        post = _post if preset is None else (lambda c, p, b, k=None: _post_preset(c, p, b, sources, preset.name, k))
         if opts["dry_run"]:
             res = post(client, "/jobs/dry-run", body).json()
             extra = redundant_preset_values(preset.name, values, sources, res["effective"].get("profile")) \
@@ -290,7 +316,9 @@ def register(app: typer.Typer) -> None:
                 for w in [w for w in res.get("warnings", []) if not (dup and w.startswith(dup))] + extra:
                     err(f"warning: {w}")
             return
-        res = post(client, "/jobs", body)
+        from xced.api.idempotency import new_key
+
+        res = post(client, "/jobs", body, new_key())  # one key per invocation, every retry sends it (JOB-10)
         out = res.json()
         for w in out.get("warnings") or []:
             err(f"warning: {w}")
@@ -311,10 +339,6 @@ def register(app: typer.Typer) -> None:
             job = client.wait(out["job_id"], on_lost=err)
             if as_json:  # the finished job, exit codes included (CLI-1: tell code 3 from a lost daemon)
                 print(job.model_dump_json(indent=2))
-            codes = [e.exit_code for e in job.elements if e.exit_code is not None]
-            killed_pending = any(e.start_time is None and e.state == "EXIT" for e in job.elements)
             if not as_json:
                 err(f"<<Job is finished>> {job.state}")
-            if killed_pending and not codes:
-                raise typer.Exit(126)
-            raise typer.Exit(max(codes) if codes else (0 if job.state == "DONE" else 1))
+            raise typer.Exit(wait_exit_code(job.elements))

@@ -13,6 +13,12 @@ imported only by the methods that return them; `request()` returns plain JSON.
 
 Errors: DaemonUnreachable (exit 3) when the socket is missing, refuses, or the connection
 drops; the typed XceError subclasses for error answers.
+
+Retries (JOB-10, CLI-1): `submit` sends an Idempotency-Key (xced.api.idempotency) and, like
+`jobs`, is sent again when its answer was lost (the daemon unreachable, the connection
+dropped, a timeout, 503 store_busy), with the same key, until XCE_CONNECT_TIMEOUT seconds
+(default 60) have passed in all; that timeout bounds each single request too. `wait` rides
+out a daemon restart and gives up only when the daemon stays unreachable that long.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from urllib.parse import quote, urlencode
 from xced.api import errors
 from xced.constants import (
     API_PREFIX,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    ENV_CONNECT_TIMEOUT,
     ENV_CONTROLLER,
     ENV_CONTROLLER_KEY,
     ENV_SOCKET,
@@ -44,6 +52,34 @@ AS_USER_HEADER = "X-XCE-As-User"
 #: Reconnect before a request when the connection has been idle this long (seconds); the
 #: daemon keeps idle connections for KEEP_ALIVE_S (xced.daemon), well above this.
 IDLE_RECONNECT_S = 20.0
+#: the first and the longest pause (seconds) between two tries of a retried request
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 1.0
+
+
+def connect_timeout() -> float:
+    """XCE_CONNECT_TIMEOUT in seconds (a number > 0; default DEFAULT_CONNECT_TIMEOUT_S, 60):
+    how long a client keeps trying to reach the daemon, in all and per request (CLI-1).
+    Raises InvalidRequest (exit 1) for a value that is not a positive number."""
+    text = os.environ.get(ENV_CONNECT_TIMEOUT, "").strip()
+    if not text:
+        return DEFAULT_CONNECT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise errors.InvalidRequest(f"{ENV_CONNECT_TIMEOUT}={text!r}: expected a number of seconds greater than 0 "
+                                    f"(default {DEFAULT_CONNECT_TIMEOUT_S:g})")
+    return value
+
+
+def _retriable(e: errors.XceError) -> bool:
+    """Whether a request that failed with `e` may simply be sent again (the request was not
+    carried out, or its answer was lost, and it is safe to repeat): the daemon unreachable
+    (but not a socket the user may not open), or its store busy."""
+    return isinstance(e, errors.StoreBusy) or (isinstance(e, errors.DaemonUnreachable)
+                                               and not getattr(e, "permanent", False))
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -88,13 +124,15 @@ class Response:
 
 class Client:
     """A connection to one xced. `target` is a Unix socket path or `tcp://HOST:PORT`;
-    `as_user` asserts a user (test mode only, D-6)."""
+    `as_user` asserts a user (test mode only, D-6); `timeout` (seconds, default
+    XCE_CONNECT_TIMEOUT's `connect_timeout()`) bounds each request and the retries of one."""
 
-    def __init__(self, target: str | os.PathLike[str], *, as_user: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, target: str | os.PathLike[str], *, as_user: str | None = None,
+                 timeout: float | None = None) -> None:
         t = str(target)
         self.socket = Path(t) if not t.startswith("tcp://") else None
         self.target = t
-        self.timeout = timeout
+        self.timeout = connect_timeout() if timeout is None else timeout
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if as_user is not None:
             if not as_user or not all(c.isascii() and (c.isalnum() or c in "._-@") for c in as_user):
@@ -105,7 +143,7 @@ class Client:
 
     @classmethod
     def connect(cls, *, topdir: str | None = None, socket: str | None = None, as_user: str | None = None,
-                timeout: float = 60.0) -> "Client":
+                timeout: float | None = None) -> "Client":
         """Find the daemon: `socket`, else `topdir`'s socket, else XCE_SOCKET, else the socket
         of XCE_TOPDIR, else XCE_CONTROLLER (tcp://HOST:PORT, plain HTTP: set inside jobs on a
         test-mode worker host) unless XCE_CONTROLLER_KEY is set too (that pair is xceadmin's
@@ -161,16 +199,17 @@ class Client:
         return self._conn
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None,
-                timeout: float | None = None) -> Response:
+                timeout: float | None = None, headers: dict[str, str] | None = None) -> Response:
         """One request to `API_PREFIX + path`; raises DaemonUnreachable or the typed error of an
-        error answer. `params` values may be lists (repeated keys)."""
+        error answer. `params` values may be lists (repeated keys); `headers` are added to
+        the client's own."""
         # a path is ASCII on the wire: anything else (a name with ü, a space) is percent-encoded,
         # as a browser would; what is encoded already, and the query, stay as they are
         url = API_PREFIX + quote(path, safe="/?&=%:@!$'()*+,;~[]")
         if params:
             url += ("&" if "?" in url else "?") + urlencode(params, doseq=True)
         body = _json.dumps(json, separators=(",", ":")).encode() if json is not None else None
-        headers = dict(self.headers)
+        headers = {**self.headers, **(headers or {})}
         if body is None:
             headers.pop("Content-Type", None)
         tmo = self.timeout if timeout is None else timeout
@@ -192,18 +231,24 @@ class Client:
                 break
             except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
                 self.close()
-                raise errors.DaemonUnreachable(
+                lost = errors.DaemonUnreachable(
                     f"cannot reach xced at {self.target} ({_why(e)}); start it with `xced` "
-                    f"(or `xced --topdir DIR`), or point XCE_TOPDIR / XCE_SOCKET at a running one") from None
+                    f"(or `xced --topdir DIR`), or point XCE_TOPDIR / XCE_SOCKET at a running one")
+                lost.permanent = isinstance(e, PermissionError)  # trying again would not help
+                raise lost from None
             except TimeoutError:
                 self.close()
-                raise errors.DaemonUnreachable(f"xced at {self.target} did not answer in {tmo:g} s") from None
+                lost = errors.DaemonUnreachable(f"xced at {self.target} did not answer in {tmo:g} s")
+                lost.maybe_taken = True  # the request may have reached the daemon
+                raise lost from None
             except (http.client.HTTPException, ConnectionError, OSError) as e:
                 self.close()
                 # a kept-alive connection the server closed meanwhile: retry once on a new one
                 if attempt == 1 and not fresh and method == "GET":
                     continue
-                raise errors.DaemonUnreachable(f"lost the connection to xced at {self.target}: {e}") from None
+                lost = errors.DaemonUnreachable(f"lost the connection to xced at {self.target}: {e}")
+                lost.maybe_taken = True
+                raise lost from None
         if status >= 400:
             try:
                 parsed: Any = _json.loads(data)
@@ -212,6 +257,40 @@ class Client:
             raise errors.from_body(status, parsed)
         return Response(status, data)
 
+    def request_retried(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None,
+                        headers: dict[str, str] | None = None, on_lost=None) -> Response:
+        """`request`, sent again while it fails in a way that may pass (`_retriable`: the daemon
+        unreachable, the connection lost before the answer, a timeout, 503 store_busy), with a
+        pause of 0.2 s doubling to 1 s, until `timeout` seconds (XCE_CONNECT_TIMEOUT) have
+        passed since the first try; each try is bounded by what is left. Only for requests
+        that are safe to repeat: reads, and a submit with its Idempotency-Key (JOB-10).
+        `on_lost(message)` is called once, at the first failure. Raises the last error, its
+        message saying how long it tried."""
+        deadline = time.monotonic() + self.timeout
+        pause, told, taken = RETRY_FIRST_S, False, False
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self.request(method, path, params=params, json=json, headers=headers,
+                                    timeout=max(0.05, min(self.timeout, left)))
+            except errors.XceError as e:
+                if not _retriable(e):
+                    raise
+                taken = taken or getattr(e, "maybe_taken", False)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    note = ""
+                    if taken and method == "POST":  # exit 3, yet it may have been carried out: say so
+                        note = ("; a try reached xced and lost its answer, so it may have been carried out: once "
+                                "xced is back, look (`xcecli jobs`) before you send it again")
+                    raise type(e)(f"{e.message} (tried for {self.timeout:g} s, XCE_CONNECT_TIMEOUT){note}",
+                                  field=e.field) from None
+                if not told and on_lost is not None:
+                    on_lost(f"{e.message}; trying again for up to {self.timeout:g} s (XCE_CONNECT_TIMEOUT)")
+                told = True
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, RETRY_MAX_S)
+
     # ------------------------------------------------------------------ API
 
     def info(self):
@@ -219,16 +298,24 @@ class Client:
 
         return _model(Info, self.request("GET", "/info").body)
 
-    def submit(self, req) -> "Any":
-        """Submit a SubmitRequest (or a dict of its fields); returns a SubmitResponse."""
+    def submit(self, req, *, key: str | None = None, on_lost=None) -> "Any":
+        """Submit a SubmitRequest (or a dict of its fields); returns a SubmitResponse. The
+        submit carries Idempotency-Key `key` (default: a new one, xced.api.idempotency) and is
+        sent again with it while its answer is lost (`request_retried`), so it makes one job
+        however often it is sent (JOB-10)."""
+        from xced.api.idempotency import HEADER, check_key, new_key
         from xced.api.models import SubmitRequest, SubmitResponse
 
         body = req.model_dump(exclude_none=True) if isinstance(req, SubmitRequest) else req
-        return _model(SubmitResponse, self.request("POST", "/jobs", json=body).body)
+        key = new_key() if key is None else check_key(key)
+        return _model(SubmitResponse, self.request_retried("POST", "/jobs", json=body, headers={HEADER: key},
+                                                           on_lost=on_lost).body)
 
     def jobs_raw(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
-                 all: bool = False, project: str | None = None) -> Response:
-        """GET /jobs as the raw answer (plain JSON, no model parsing: fast for big listings)."""
+                 all: bool = False, project: str | None = None, on_lost=None) -> Response:
+        """GET /jobs as the raw answer (plain JSON, no model parsing: fast for big listings);
+        sent again while the daemon cannot be reached, up to XCE_CONNECT_TIMEOUT (a read is
+        safe to repeat: `xcecli jobs` rides out a restart); `on_lost` as `request_retried`."""
         params: dict[str, Any] = {}
         if user:
             params["user"] = user
@@ -240,7 +327,7 @@ class Client:
             params["state"] = states
         if all:
             params["all"] = "true"
-        return self.request("GET", "/jobs", params=params)
+        return self.request_retried("GET", "/jobs", params=params, on_lost=on_lost)
 
     def jobs(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
              all: bool = False, project: str | None = None):
@@ -271,38 +358,60 @@ class Client:
         `timeout` seconds pass; returns the JobOut.
 
         A daemon that stops or restarts meanwhile does not end the wait (as `bsub -K` rides
-        out an mbatchd restart): the job's supervisor keeps it running, so the client asks
-        again, every 0.2 s to 2 s, until the daemon answers; `on_lost(message)` is called
-        once when it stops answering. Raises DaemonUnreachable only when `timeout` passes
-        with no daemon to ask."""
+        out an mbatchd restart; JOB-10): the job's supervisor keeps it running, so the client
+        asks again, every 0.2 s to 1 s, until the daemon answers; `on_lost(message)` is
+        called once when it stops answering. Raises DaemonUnreachable (exit 3) only when the
+        daemon stays unreachable for the client's `timeout` (XCE_CONNECT_TIMEOUT, default
+        60 s) in a row, or when `timeout` passes with no daemon to ask."""
         from xced.api.models import JobOut
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        pause, told = 0.2, False
+        pause, told = RETRY_FIRST_S, False
+        lost_since: float | None = None  # when the daemon stopped answering (monotonic s)
         while True:
-            step = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
+            now = time.monotonic()
+            step = poll if deadline is None else max(0.0, min(poll, deadline - now))
+            if lost_since is not None:
+                step = 0.0  # while it is away, ask for the job as it is: a short request
+            tmo = step + min(30.0, self.timeout)
+            if lost_since is not None:
+                tmo = max(0.05, min(tmo, lost_since + self.timeout - now))
             params: dict[str, Any] = {"timeout": step}
             if index is not None:
                 params["index"] = index
-            asked = time.monotonic()
+            asked = now
             try:
-                res = self.request("GET", f"/jobs/{job_id}/wait", params=params, timeout=step + 30)
-            except errors.DaemonUnreachable as e:
-                if deadline is not None and time.monotonic() >= deadline:
+                res = self.request("GET", f"/jobs/{job_id}/wait", params=params, timeout=tmo)
+            except errors.XceError as e:
+                if not _retriable(e):
                     raise
+                now = time.monotonic()
+                if lost_since is None:
+                    lost_since = now
+                if deadline is not None and now >= deadline:
+                    raise
+                if now - lost_since >= self.timeout:
+                    raise errors.DaemonUnreachable(
+                        f"{e.message}; xced has not answered for {self.timeout:g} s (XCE_CONNECT_TIMEOUT), so the "
+                        f"wait for job {job_id} ends; the job itself goes on: wait again once xced is back "
+                        f"(`xcecli wait {job_id}`)") from None
                 if not told and on_lost is not None:
-                    on_lost(f"{e.message}; still waiting for job {job_id}, until xced answers again")
+                    on_lost(f"{e.message}; still waiting for job {job_id}, until xced answers again (for up to "
+                            f"{self.timeout:g} s, XCE_CONNECT_TIMEOUT)")
                 told = True
-                time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
-                pause = min(pause * 2, 2.0)
+                left = lost_since + self.timeout - now
+                if deadline is not None:
+                    left = min(left, deadline - now)
+                time.sleep(max(0.0, min(pause, left)))
+                pause = min(pause * 2, RETRY_MAX_S)
                 continue
-            pause = 0.2
+            lost_since, pause = None, RETRY_FIRST_S
             job = _model(JobOut, res.body)
             els = job.elements if index is None else [e for e in job.elements if e.index == index]
             done = all(e.state in ("DONE", "EXIT") for e in els)
             if done or (deadline is not None and time.monotonic() >= deadline):
                 return job
-            if time.monotonic() - asked < step / 2:
+            if step > 0 and time.monotonic() - asked < step / 2:
                 time.sleep(0.2)  # answered early without an end (the daemon is stopping): do not spin
 
     def action(self, name: str, job_id: int, index: int | None = None):

@@ -34,6 +34,8 @@ RECALL_ELEMENTS = 20_000
 RECALL_HOLD_S = 30.0
 #: the longest gap between two purges, seconds (a shorter clean_period purges more often)
 PURGE_EVERY_S = 60.0
+#: seconds between two looks at whether the heap should be trimmed (after scheduler work)
+TRIM_EVERY_S = 10.0
 
 
 def _element(job: Job, row: tuple) -> Element:
@@ -129,6 +131,17 @@ class RetentionMixin:
 
         every = max(1.0, min(self.config.settings.clean_period_s / 10, PURGE_EVERY_S))
         self._purge_handle = loop.call_later(0, tick)
+        seen = [self.sessions]
+
+        def trim() -> None:
+            # glibc keeps what a burst of submits or job ends freed; once the scheduler has
+            # run since the last look, give it back so that RSS follows what is held
+            if self.sessions != seen[0]:
+                seen[0] = self.sessions
+                _trim_heap(collect=False)
+            loop.call_later(TRIM_EVERY_S, trim)
+
+        loop.call_later(TRIM_EVERY_S, trim)
 
     # ---------------------------------------------------------------- reading back
 
@@ -216,10 +229,12 @@ class RetentionMixin:
                     self._use(e, +1)
 
 
-def _trim_heap() -> None:
-    """After a large purge: collect, then give freed memory back to the system (glibc's
-    malloc_trim), so that the daemon's RSS comes down rather than only its heap's use."""
-    gc.collect()
+def _trim_heap(collect: bool = True) -> None:
+    """Give freed memory back to the system (glibc's malloc_trim; after a full collection
+    with `collect`, as after a large purge), so that the daemon's RSS comes down rather than
+    only its heap's use. A few milliseconds on a heap of 100 MB."""
+    if collect:
+        gc.collect()
     try:
         import ctypes
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from xced.api.idempotency import KEEP_S
 from xced.constants import DEFAULT_UMASK
 from xced.api.errors import InvalidRequest
 from xced.controller import machine as m
@@ -25,6 +26,20 @@ from xced.resreq import ResReqError, parse_job, render, reserve_terms, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 
 S = JobState
+#: XCE_TEST_FAULT's value that ends xced right after a submit's commit (xced.daemon.TEST_FAULTS)
+FAULT_EXIT_AFTER_SUBMIT = "exit-after-commit:submit"
+#: the exit status of a daemon the fault ended (so its test can tell it from a crash)
+FAULT_EXIT_CODE = 86
+#: idempotency keys older than KEEP_S are deleted at most this often (s), at a submit
+KEY_PURGE_EVERY_S = 3600.0
+
+
+def submit_answer(job: Job) -> dict:
+    """What a submit answers (SubmitResponse's fields, CLI-2): the one place they are made,
+    for the route and for the answer kept with an idempotency key (JOB-10)."""
+    return {"job_id": job.id, "name": job.name, "queue": job.queue, "project": job.spec.project,
+            "array_size": len(job.elements) if job.is_array else 0, "app": job.spec.app or None,
+            "warnings": list(job.effective.warnings)}
 
 
 def effective_resreq(texts: list[str]):
@@ -222,8 +237,14 @@ def _dry_run(eff, spec: JobSpec, qname: str, app: str, name, array_size: int, pr
 class SubmitMixin:
     """Submits (JOB-1, JOB-4, JOB-5, MERGE-1, MERGE-2, D-3): a part of the Controller."""
 
+    #: the test fault in force (xced.daemon reads XCE_TEST_FAULT, in mode: test only): with
+    #: FAULT_EXIT_AFTER_SUBMIT the process ends right after a submit's commit, before its answer
+    test_fault: str | None = None
+    #: when keys older than KEEP_S were last deleted (the controller's clock; -inf: not yet)
+    _keys_purged_at = float("-inf")
+
     def submit(self, req: dict, caller: Caller, *, dry_run: bool = False, project: str | None = None,
-               basis: str | None = None):
+               basis: str | None = None, idempotency: tuple[str, str] | None = None):
         """Validate and record a job (JOB-1, JOB-4, MERGE-2 ceilings); acknowledged after commit (D-3).
 
         `req` holds SubmitRequest's fields. `project` and `basis` are what the API server
@@ -235,6 +256,10 @@ class SubmitMixin:
         "ntasks_max", "run_limit_s", "memory_limit_mb", "name", "array_size", "run_as",
         "resreq" (the documented JSON form), "resreq_text"}. Raises InvalidRequest naming the
         field and what would be valid.
+
+        `idempotency` is (key, body digest) of the submit's Idempotency-Key (JOB-10), recorded
+        for `caller.user` in the transaction that inserts the job; the caller has asked
+        `replay_submit` first, so the key is new.
         """
         _check_utf8(req)  # first: every message below may quote the request's text
         if basis is None:
@@ -276,7 +301,7 @@ class SubmitMixin:
         if dry_run:
             return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0, profile)
         job = self._record_submit(name, caller, qname, spec, self._effective(eff, profile), indices, eff.resreq,
-                                  dependency, env=(env_text, job_env))
+                                  dependency, env=(env_text, job_env), idempotency=idempotency)
         self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
         return job
 
@@ -366,26 +391,64 @@ class SubmitMixin:
                             profile.content_hash() if profile is not None else None, self._config_hash)
 
     def _record_submit(self, name, caller: Caller, qname: str, spec: JobSpec, effective: EffectiveJob, indices,
-                       resreq, dependency, env: tuple[str, dict] = ("{}", {})) -> Job:
-        """Commit the job durably (D-3: acknowledged only after this), then keep it in memory.
-        `env`: the environment's canonical text (stored once per distinct environment under
-        spec.env_digest) and its dict (cached for the dispatch soon after)."""
+                       resreq, dependency, env: tuple[str, dict] = ("{}", {}),
+                       idempotency: tuple[str, str] | None = None) -> Job:
+        """Commit the job durably (D-3: acknowledged only after this), with its idempotency key
+        when it has one (JOB-10: in the same transaction, so a key exists exactly when its job
+        does), then keep it in memory. `env`: the environment's canonical text (stored once per
+        distinct environment under spec.env_digest) and its dict (cached for the dispatch soon
+        after)."""
         now = self.clock()
         jid = self.store.allocate_job_id()
+        job = Job(jid, name, caller.user, qname, now, spec, effective)
+        job.elements = {i: Element(job, i, S.PEND) for i in indices}
         with self.store.tx(durable=True):
             self.store.insert_job(jid, name, caller.user, qname, now, to_record(spec, effective), indices, "PEND")
             self.store.put_env(spec.env_digest, env[0])
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if spec.is_array else None, self._sid("submit"))
+            if idempotency is not None:
+                self.store.add_idempotency_key(caller.user, idempotency[0], jid, idempotency[1], now,
+                                               submit_answer(job))
+                if now - self._keys_purged_at >= KEY_PURGE_EVERY_S:  # cheap: by the time index, hourly
+                    self.store.purge_idempotency_keys(now - KEEP_S)
+                    self._keys_purged_at = now
+        if self.test_fault == FAULT_EXIT_AFTER_SUBMIT:
+            os._exit(FAULT_EXIT_CODE)  # the test's moment: committed, never answered
         self._remember_env(spec.env_digest, env[1])
-        job = Job(jid, name, caller.user, qname, now, spec, effective)
         job.resreq = resreq
         job.dependency = dependency
-        job.elements = {i: Element(job, i, S.PEND) for i in indices}
         job.unfinished = len(indices)
         self.jobs[jid] = job
         self.active[jid] = job
         return job
+
+    def replay_submit(self, user: str, key: str, digest: str) -> dict | None:
+        """JOB-10: the answer (SubmitResponse's fields) of the job `user` submitted with
+        idempotency key `key` before, when `digest` (xced.api.idempotency.body_digest) is that
+        submit's too; None when `user` has no such key (another user's same key is another
+        key). Raises Conflict naming the job when the key made a job from another body."""
+        found = self.store.idempotency_key(user, key)
+        if found is None:
+            return None
+        job_id, first_digest, _t, answer = found
+        if first_digest != digest:
+            from xced.api.errors import Conflict
+
+            raise Conflict(f"Idempotency-Key {key!r} was used already, for job {job_id}, with a different request; "
+                           f"resend job {job_id}'s request unchanged to get its answer again, or make a new key "
+                           f"for a new job", field="Idempotency-Key")
+        return answer
+
+    def purge_idempotency_keys(self) -> int:
+        """Delete the idempotency keys older than KEEP_S (24 h) by the controller's clock, as
+        xced does at start (and hourly at a submit); how many went. Raises StoreBusy or
+        StoreUnavailable."""
+        now = self.clock()
+        with self.store.tx():
+            n = self.store.purge_idempotency_keys(now - KEEP_S)
+        self._keys_purged_at = now
+        return n
 
     def _pend_or_kick(self, job: Job, qname: str, request: tuple) -> None:
         """A new job's first pend reason, or a session. A job waiting for its -w dependency

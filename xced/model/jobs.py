@@ -165,6 +165,43 @@ def format_job_ref(job_id: int, index: int) -> str:
     return str(job_id) if index == 0 else f"{job_id}[{index}]"
 
 
+def format_refs(refs: list[str]) -> str:
+    """Element references for a message, runs of consecutive indices of one job folded as
+    LSF folds an array's indices: ["5[1]", "5[2]", "5[3]", "5[7]", "6"] -> "5[1-3,7], 6".
+    A million elements of a killed array are then "5[1-1000000]", not 10 MB of text."""
+    out: list[str] = []
+    run_job: str | None = None
+    spans: list[list[int]] = []
+
+    def flush() -> None:
+        if run_job is not None:
+            out.append(run_job + "[" + ",".join(f"{a}-{b}" if a != b else str(a) for a, b in spans) + "]")
+
+    for ref in refs:
+        if not ref.endswith("]") or "[" not in ref:
+            flush()
+            run_job, spans = None, []
+            out.append(ref)
+            continue
+        job, _, rest = ref.partition("[")
+        try:
+            idx = int(rest[:-1])
+        except ValueError:
+            flush()
+            run_job, spans = None, []
+            out.append(ref)
+            continue
+        if job == run_job and spans and idx == spans[-1][1] + 1:
+            spans[-1][1] = idx
+        elif job == run_job:
+            spans.append([idx, idx])
+        else:
+            flush()
+            run_job, spans = job, [[idx, idx]]
+    flush()
+    return ", ".join(out)
+
+
 @dataclass(slots=True)
 class HostShortfall:
     """One host's reason for not taking a job (RES-6), e.g. host h1: slots 2 free, 4 needed."""

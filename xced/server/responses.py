@@ -15,7 +15,8 @@ Statuses (their causes; the error classes are in xced.api.errors):
     403  the caller may not do this (PermissionDenied): every route, since the caller's
          identity itself can be refused (xced.server.auth.caller_of)
     404  no such job / profile / element (NotFound)
-    409  the job's state does not allow it (Conflict)
+    409  the job's state does not allow it, or a submit's Idempotency-Key was used for another
+         request (Conflict, JOB-10)
     422  the request is not valid (InvalidRequest): every route (path, query, body)
     500  a bug in xced (ServerError): every route, answered by the last-resort middleware
     503  the store is busy or cannot be written (StoreBusy, StoreUnavailable): every route
@@ -36,7 +37,8 @@ _WHY = {
          "unauthenticated)",
     403: "the caller may not do this (code forbidden)",
     404: "no such job, element or profile (code not_found)",
-    409: "the job's state does not allow this (code conflict)",
+    409: "the job's state does not allow this, or a submit's Idempotency-Key was used for another request "
+         "(code conflict)",
     413: "the request body is over the API server's limit, MAX_REQUEST_BYTES (code too_large)",
     422: "the request is not valid: a path, query or body value, named in `field` (code invalid)",
     500: "a bug in xced; the daemon's log has the traceback (code server_error)",

@@ -20,6 +20,10 @@ The contract:
   than reusing it (LSF's job IDs likewise only grow).
 - What a committed transaction wrote is there after the store is opened again.
 - Migrations (`migrations/NNNN_name.sql`) apply once each, in order of their numbers.
+- An idempotency key is unique per (user, key): recording one a user has used already fails
+  the transaction (so the job with it is not inserted either); another user's same key is
+  another key. A recorded key is found after a reopen until `purge_idempotency_keys` passes
+  its time.
 
 Rows: jobs (id, name, user, queue, submit_time, spec JSON naming its environment's digest);
 envs (digest, env JSON), one per distinct environment; elements (job_id, idx, state,
@@ -27,7 +31,9 @@ holds, start, end, exit_code, exit_signal, exit_reason, alloc JSON, action, toke
 reserve JSON, failures, containment); events (time, job_id, idx, kind, from_state, to_state, actor, reason,
 stimulus); host keys (KEY-2, KEY-5): revocations (fingerprint, time, actor, reason), which win
 over keys.yaml, enrolment tokens kept as their digest (one-time: `use_token` is true once),
-and key_events (time, fingerprint, kind, actor, reason). Times are epoch seconds.
+and key_events (time, fingerprint, kind, actor, reason); idempotency keys of submits (JOB-10):
+(user, key) -> (job_id, body_hash, time, answer JSON), written in the transaction that inserts
+the job, read one at a time (never all loaded), deleted by age. Times are epoch seconds.
 """
 
 from __future__ import annotations
@@ -91,6 +97,10 @@ class Store(Protocol):
     def read_job(self, job_id: int) -> tuple[tuple, list[tuple]] | None: ...
     def read_jobs(self, user: str | None, queue: str | None) -> Iterator[tuple[tuple, list[tuple]]]: ...
     def events(self, job_id: int) -> list[tuple]: ...
+    def add_idempotency_key(self, user: str, key: str, job_id: int, body_hash: str, t: float,
+                            answer: dict) -> None: ...
+    def idempotency_key(self, user: str, key: str) -> tuple[int, str, float, dict] | None: ...
+    def purge_idempotency_keys(self, before: float) -> int: ...
     def add_revocation(self, fingerprint: str, t: float, actor: str, reason: str | None) -> None: ...
     def remove_revocation(self, fingerprint: str) -> bool: ...
     def add_key_event(self, t: float, fingerprint: str, kind: str, actor: str, reason: str | None) -> None: ...

@@ -246,6 +246,30 @@ class SqliteStore:
         self.db.execute("INSERT INTO events (time, job_id, idx, kind, from_state, to_state, actor, reason, stimulus) "
                         "VALUES (?,?,?,?,?,?,?,?,?)", (t, job_id, idx, kind, from_state, to_state, actor, reason, stimulus))
 
+    # -------------------------------------------------------------- idempotency keys (JOB-10)
+
+    def add_idempotency_key(self, user: str, key: str, job_id: int, body_hash: str, t: float, answer: dict) -> None:
+        """Inside the submit's transaction: `user`'s `key` made job `job_id` at `t` (epoch s)
+        from a body whose canonical hash is `body_hash`; `answer` is the SubmitResponse given.
+        A key `user` has used already raises sqlite3.IntegrityError (the transaction rolls back)."""
+        self.db.execute("INSERT INTO idempotency_keys (user, key, job_id, body_hash, time, answer) VALUES (?,?,?,?,?,?)",
+                        (user, key, job_id, body_hash, t, json.dumps(answer, separators=(",", ":"))))
+
+    def idempotency_key(self, user: str, key: str) -> tuple[int, str, float, dict] | None:
+        """(job_id, body_hash, time, answer) of `user`'s `key`, or None: one indexed read, no
+        keys held in memory. Raises StoreUnavailable when the file fails."""
+        try:
+            row = self.db.execute("SELECT job_id, body_hash, time, answer FROM idempotency_keys WHERE user=? AND key=?",
+                                  (user, key)).fetchone()
+        except sqlite3.Error as e:
+            raise store_failure(e, self.path) from e
+        return None if row is None else (row[0], row[1], row[2], json.loads(row[3]))
+
+    def purge_idempotency_keys(self, before: float) -> int:
+        """Inside a transaction: delete the keys recorded before `before` (epoch s), by the
+        time index; how many went."""
+        return self.db.execute("DELETE FROM idempotency_keys WHERE time < ?", (before,)).rowcount
+
     # -------------------------------------------------------------- host keys (inside tx)
 
     def add_revocation(self, fingerprint: str, t: float, actor: str, reason: str | None) -> None:

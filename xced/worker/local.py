@@ -273,9 +273,18 @@ class LocalWorker:
     def reattach(self, job_id: int, index: int) -> None:
         """JOB-8: find the element's supervisor after a daemon restart. A live one is watched
         again; one that ended while the daemon was down is reported with its recorded status
-        and end time; one never launched goes back to PEND."""
+        and end time; one never launched goes back to PEND. Done in a task: finding the
+        supervisor may wait up to 2 s for one in its first milliseconds, which runs in a
+        thread so that the event loop answers meanwhile (issue 15: restart time, D-8)."""
+        self._spawn(self._reattach(job_id, index))
+
+    async def _reattach(self, job_id: int, index: int) -> None:
         jd = self.jobdir(job_id, index)
-        res = procs.attach(jd)
+        try:
+            res = await asyncio.to_thread(procs.attach, jd)
+        except (OSError, ValueError) as e:  # TimeoutError is an OSError
+            log.error("re-attaching %s[%s]: %s; its supervisor is taken as lost", job_id, index, e)
+            res = procs.JobStatus(exit_code=1, end_time=time.time(), reason=procs.REASON_SUPERVISOR_LOST)
         if res is None:
             self.controller.on_start_failed(job_id, index, "not started before the daemon stopped")
         elif isinstance(res, procs.JobStatus):
@@ -288,7 +297,7 @@ class LocalWorker:
                 self.controller.on_started(job_id, index, started["start_time"], started.get("containment"))
             self._report(job_id, index, res)
         else:
-            self._spawn(self._watch(job_id, index, res))
+            await self._watch(job_id, index, res)
 
     # ---------------------------------------------------------------- control
 

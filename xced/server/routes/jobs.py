@@ -29,7 +29,7 @@ from xced.api.models import (
     SubmitResponse,
     WhyOut,
 )
-from xced.model.jobs import JobState
+from xced.model.jobs import JobState, format_refs
 from xced.policy.rbac import Caller, check_path
 from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import TOKEN_OR_OWNER, caller_of, launch_peer, requires
@@ -52,15 +52,40 @@ def _ctl(request: Request):
     return request.app.state.controller
 
 
-@router.post("/jobs", response_model=SubmitResponse, responses=errors(BODY))
+#: the OpenAPI description of the submit's Idempotency-Key header (JOB-10)
+_IDEMPOTENCY_DOC = {"parameters": [{
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "a key the client makes for this submit and sends with every retry of it: a retry with the "
+                   "same key and body gets the first job's answer and creates nothing (keys are kept 24 h, per "
+                   "user); the same key with another body is 409 naming the job, a malformed key 422",
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{8,128}$"}}]}
+
+
+@router.post("/jobs", response_model=SubmitResponse, responses=errors(BODY, 409), openapi_extra=_IDEMPOTENCY_DOC)
 async def submit(body: SubmitRequest, request: Request,
                  caller: Caller = Depends(requires("queue:submit"))) -> SubmitResponse:
+    """A submit (CLI-2). With an `Idempotency-Key` header (JOB-10, xced.api.idempotency) a
+    retry of a submit the caller made already gets that job's answer and records nothing;
+    the same key with another body is 409 naming the job, a malformed key 422."""
+    from xced.api.idempotency import HEADER, body_digest, check_key
+    from xced.controller.submit import submit_answer
+
     ctl = _ctl(request)
+    req = body.model_dump()
+    idem = None
+    keys = request.headers.getlist(HEADER)
+    if len(keys) > 1:
+        raise InvalidRequest(f"{len(keys)} {HEADER} headers: a submit carries one key", field=HEADER)
+    if keys:
+        # replay_submit and submit run with no await between them: on the event loop the look-up
+        # and the insert of the key are one step, so two tries at once still make one job
+        idem = (check_key(keys[0]), body_digest(req))
+        answer = ctl.replay_submit(caller.user, *idem)
+        if answer is not None:
+            return SubmitResponse(**answer)
     project, basis = ctl.policy.submit_project(caller, body.project)  # SUBMIT-1: the API server decides
-    job = ctl.submit(body.model_dump(), caller, project=project, basis=basis)
-    return SubmitResponse(job_id=job.id, name=job.name, queue=job.queue, project=job.spec.project,
-                          array_size=len(job.elements) if job.is_array else 0, app=job.spec.app or None,
-                          warnings=list(job.effective.warnings))
+    job = ctl.submit(req, caller, project=project, basis=basis, idempotency=idem)
+    return SubmitResponse(**submit_answer(job))
 
 
 @router.post("/jobs/dry-run", response_model=DryRun, responses=errors(BODY))
@@ -154,7 +179,7 @@ def _action(name: str):
         affected = getattr(_ctl(request), name)(job_id, index, caller)
         verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued",
                 "release": "system hold released"}[name]
-        message = f"{verb}: {', '.join(affected)}"
+        message = f"{verb}: {format_refs(affected)}"
         if name in ("resume", "release"):  # D-5: one kind of hold never releases the other
             job = _ctl(request).job(job_id)
             kept = "system" if name == "resume" else "user"
@@ -162,7 +187,7 @@ def _action(name: str):
             if still:
                 how = (f"an admin releases it with `xcecli release {job_id}`" if kept == "system"
                        else f"its user resumes it with `xcecli resume {job_id}`")
-                message = (f"{'user hold' if name == 'resume' else 'system hold'} released: {', '.join(affected)}; "
+                message = (f"{'user hold' if name == 'resume' else 'system hold'} released: {format_refs(affected)}; "
                            f"still held by {'the system' if kept == 'system' else 'its user'} ({how})")
         return ActionResult(job_id=job_id, affected=affected, message=message)
     route.__name__ = f"{name}_job"
