@@ -144,7 +144,8 @@ class PrivateXced:
                    "--topdir", str(self.top)]
         else:
             cmd = [XCED, "--topdir", str(self.top)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_")}
+        # XCE_CONTAINMENT=subreaper passes through, to compare with the cgroups a root daemon uses
+        env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_") or k == "XCE_CONTAINMENT"}
         env["XCE_LOG_LEVEL"] = "WARNING"
         probe = self.top / "gcprobe"
         probe.mkdir(exist_ok=True)
@@ -253,7 +254,8 @@ class PrivateXced:
         return out
 
     def cli_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_")}
+        # XCE_CONTAINMENT=subreaper passes through, to compare with the cgroups a root daemon uses
+        env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_") or k == "XCE_CONTAINMENT"}
         env["XCE_TOPDIR"] = str(self.top)
         return env
 
