@@ -282,6 +282,8 @@ def prod_root_admin(base):  # noqa: F811 (the fixture of test_users)
     top = base / "top"
     top.mkdir(mode=0o755)
     write_config(top, mode="production", admins=("root",))
+    with open(top / "config" / "xce.yaml", "a") as f:
+        f.write("clean_period: 0\n")  # a finished job leaves memory at once: read back from the store
     d = Daemon(top).start()
     try:
         yield d
@@ -316,4 +318,14 @@ def test_another_unix_user_may_not_see_or_kill_a_job_and_a_cluster_admin_may(pro
         assert c.request("POST", f"/jobs/{job}/kill", json={}).json()["affected"] == [str(job)]
     j = _wait(d, job, ("EXIT",))
     assert j["elements"][0]["exit_reason"] == "killed by root"
+    # issue 15: once purged from memory (clean_period 0), the job and its environment are read
+    # back from the store, and its environment is still its owner's and the admins' alone
+    deadline = time.monotonic() + 30
+    while str(job) in [str(x["job_id"]) for x in json.loads(d.cli("jobs", "-u", "all", "--json").stdout)["jobs"]]:
+        assert time.monotonic() < deadline, "the finished job was not purged"
+        time.sleep(0.2)
+    code, shown = bob.api(sock, "GET", f"/jobs/{job}")
+    assert code == 200 and shown["state"] == "EXIT" and shown["env"] is None and SECRET not in json.dumps(shown)
+    with Client(sock) as c:
+        assert c.request("GET", f"/jobs/{job}").json()["env"]["MY_SECRET"] == SECRET
 
