@@ -63,6 +63,9 @@ def test_a_killed_100000_element_array_is_purged_after_the_clean_period_and_read
         assert shown["elements"][0]["exit_reason"].startswith("killed")
         hist = d.cli("hist", str(blocker), check=True).stdout
         assert "SUBMIT" in hist and "DISPATCH" in hist
+        # -w naming a purged job is worked out from its record (JOB-5), at once
+        after = d.submit("-w", f"ended({blocker})", "--", "true", cwd=tmp_path)
+        assert d.wait_state(after, ("DONE", "EXIT"))["state"] == "DONE"
         d.stop()
         # the test clock does not outlive the daemon: a clean period of 0 makes the restart
         # leave both out of memory by the machine's clock
@@ -70,7 +73,7 @@ def test_a_killed_100000_element_array_is_purged_after_the_clean_period_and_read
         with open(topdir / "config" / "xce.yaml", "a") as f:
             f.write("max_array_size: 100000\nclean_period: 0\n")
         d.start()  # a restart loads neither, and still finds both
-        assert _ids(d) == [] and _ids(d, "-a") == [blocker, arr]
+        assert _ids(d) == [] and _ids(d, "-a") == [blocker, arr, after]
         assert json.loads(d.cli("show", str(blocker), "--json", check=True).stdout)["state"] == "EXIT"
     finally:
         d.stop()

@@ -218,12 +218,15 @@ def test_wait_rides_out_a_daemon_away_and_gives_up_only_past_the_timeout(daemon_
     assert "`xcecli wait 7`" in ei.value.message
 
 
-@pytest.mark.parametrize("text", ["abc", "0", "-1", "inf", "nan", "1e999"])
+@pytest.mark.parametrize("text", ["abc", "0", "-1", "inf", "nan", "1e999", "1e308", "99999999999999999999", "86401"])
 def test_a_bad_connect_timeout_is_refused_naming_it(monkeypatch, text):
+    """A huge value failed with OverflowError from the socket's timeout; every bad value is a
+    usage error (exit 2), caught before anything is sent."""
     monkeypatch.setenv("XCE_CONNECT_TIMEOUT", text)
     with pytest.raises(errors.InvalidRequest, match=f"XCE_CONNECT_TIMEOUT={text!r}: expected a number of seconds "
-                                                    f"greater than 0 \\(default 60\\)"):
+                                                    f"greater than 0 and at most 86400 \\(a day\\)") as ei:
         connect_timeout()
+    assert ei.value.exit_code == 2
 
 
 def test_connect_timeout_default_and_value(monkeypatch):
@@ -231,6 +234,8 @@ def test_connect_timeout_default_and_value(monkeypatch):
     assert connect_timeout() == 60.0
     monkeypatch.setenv("XCE_CONNECT_TIMEOUT", " 2.5 ")
     assert connect_timeout() == 2.5
+    monkeypatch.setenv("XCE_CONNECT_TIMEOUT", "2m")  # a duration, as everywhere else
+    assert connect_timeout() == 120.0
 
 
 def test_body_digest_is_canonical_json():

@@ -124,3 +124,40 @@ def test_element_references_fold_into_ranges_for_a_message():
     assert format_refs(["5[1]", "5[2]", "5[3]", "5[7]", "6", "7[2]", "7[4]", "7[5]"]) == "5[1-3,7], 6, 7[2,4-5]"
     assert format_refs([f"9[{i}]" for i in range(1, 100_001)]) == "9[1-100000]"
     assert format_refs([]) == "" and format_refs(["12"]) == "12"
+
+
+def test_a_purged_job_requeued_is_live_again_and_scheduled(parts, tmp_path):
+    """brequeue of a job that left memory: it pends again, is listed and runs (it stayed PEND,
+    unlisted and unscheduled until a restart)."""
+    store, clock = parts
+    c = _open(store, tmp_path, clock)
+    j = c.submit(req(resreq=["rusage[mem=100]"]), ALICE)
+    c.run_session()
+    _end(c, j.id, at=1001.0)
+    clock.t = 2000.0
+    assert c.purge_finished() == 1
+    asyncio.run(c.recall(j.id))
+    assert c.job(j.id).resreq is not None  # show's reserve lines need it (they were lost)
+    c.requeue(j.id, None, ALICE)
+    assert j.id in c.jobs and j.id in c.active and j.id not in c._recalled
+    assert [x.id for x in c.find_jobs("alice", None, None, False)] == [j.id]
+    c.run_session()
+    assert c.job(j.id).elements[0].state == "RUN"
+
+
+def test_a_dependency_on_a_purged_job_is_worked_out_from_its_record(parts, tmp_path):
+    """JOB-5: -w naming a job that left memory is taken (it was refused "does not exist"), and
+    the job it names is kept from then on, so the condition is met at once."""
+    store, clock = parts
+    c = _open(store, tmp_path, clock)
+    a = c.submit(req(), ALICE)
+    c.run_session()
+    _end(c, a.id, at=1001.0)
+    clock.t = 2000.0
+    c.purge_finished()
+    text = f"done({a.id})"
+    asyncio.run(c.recall_refs(text))
+    b = c.submit(req(dependency=text), ALICE)
+    assert a.id in c.jobs and c.purge_finished() == 0  # named by an unfinished job: kept
+    c.run_session()
+    assert b.elements[0].state == "RUN"

@@ -58,20 +58,30 @@ RETRY_MAX_S = 1.0
 
 
 def connect_timeout() -> float:
-    """XCE_CONNECT_TIMEOUT in seconds (a number > 0; default DEFAULT_CONNECT_TIMEOUT_S, 60):
-    how long a client keeps trying to reach the daemon, in all and per request (CLI-1).
-    Raises InvalidRequest (exit 1) for a value that is not a positive number."""
+    """XCE_CONNECT_TIMEOUT in seconds (a number > 0 and at most a day, or a duration such as
+    "90s" or "5m"; default DEFAULT_CONNECT_TIMEOUT_S, 60): how long a client keeps trying to
+    reach the daemon, in all and per request (CLI-1). Raises InvalidRequest with exit code 2
+    (a usage error, caught before anything is sent) for any other value."""
+    from xced.model.units import parse_seconds
+
     text = os.environ.get(ENV_CONNECT_TIMEOUT, "").strip()
     if not text:
         return DEFAULT_CONNECT_TIMEOUT_S
     try:
-        value = float(text)
+        value = parse_seconds(text)
     except ValueError:
         value = float("nan")
-    if not 0 < value < float("inf"):
-        raise errors.InvalidRequest(f"{ENV_CONNECT_TIMEOUT}={text!r}: expected a number of seconds greater than 0 "
-                                    f"(default {DEFAULT_CONNECT_TIMEOUT_S:g})")
+    if not 0 < value <= MAX_CONNECT_TIMEOUT_S:
+        e = errors.InvalidRequest(f"{ENV_CONNECT_TIMEOUT}={text!r}: expected a number of seconds greater than 0 "
+                                  f"and at most {MAX_CONNECT_TIMEOUT_S:g} (a day), or a duration such as 90s or 5m "
+                                  f"(default {DEFAULT_CONNECT_TIMEOUT_S:g})")
+        e.exit_code = 2
+        raise e
     return value
+
+
+#: the longest XCE_CONNECT_TIMEOUT, seconds (a socket's timeout must fit the platform's time_t)
+MAX_CONNECT_TIMEOUT_S = 86400.0
 
 
 def _retriable(e: errors.XceError) -> bool:

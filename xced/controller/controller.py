@@ -235,6 +235,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
             self._unsent_signals.pop((e.job.id, e.index), None)
         elif old in FINISHED and new not in FINISHED:
             e.job.unfinished += 1
+            self._revive(e.job)  # a job read back from the store and requeued is live again
             self.active[e.job.id] = e.job
 
     def _effect(self, e: Element, eff) -> None:

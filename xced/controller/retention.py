@@ -61,6 +61,17 @@ def job_from_rows(row: tuple, element_rows) -> Job:
     return job
 
 
+def _with_resreq(job: Job) -> Job:
+    """`job` with its effective resreq parsed (as a restart parses it), for show's reserve
+    lines and for a job that comes back to life."""
+    from xced.controller.submit import effective_resreq
+    from xced.resreq import parse
+
+    text = job.effective.resreq
+    job.resreq = parse(text) if text else effective_resreq(job.spec.resreq)
+    return job
+
+
 def last_end(job: Job) -> float:
     """When the job's last element ended (epoch seconds; 0 when none has an end time)."""
     return max((e.end_time or 0.0 for e in job.elements.values()), default=0.0)
@@ -183,8 +194,32 @@ class RetentionMixin:
         job = job_from_rows(*got)
         if job.unfinished:  # cannot be: an unfinished job is never purged; never shadow memory
             return
-        self._keep_recalled(job)
+        self._keep_recalled(_with_resreq(job))
 
+    async def recall_refs(self, dependency: str | None) -> None:
+        """Recall every purged job a submit's -w text names (JOB-5: a dependency on a job that
+        left memory is worked out from its record); a text that does not parse is left to
+        the submit, which says where it is wrong."""
+        if not dependency:
+            return
+        try:
+            refs = deps.refs(deps.parse_dependency(dependency))
+        except deps.DependencyError:
+            return
+        for jid in sorted({jid for jid, _ in refs})[:64]:
+            await self.recall(jid)
+
+    def _revive(self, job: Job) -> None:
+        """A recalled job becomes live again: requeued (it pends once more), or named by the
+        -w of a new job (it is kept while that job is unfinished, as any job a dependency
+        names). From then on it is in memory like any other job, and purged like one."""
+        if job.id in self.jobs:
+            return
+        if self._recalled.pop(job.id, None) is not None:
+            self._recalled_elements -= len(job.elements)
+        if job.resreq is None:
+            _with_resreq(job)
+        self.jobs[job.id] = job
     async def stored_jobs(self, user: str | None, queue: str | None, project: str | None,
                           states: set[JobState] | None) -> list[Job]:
         """The finished jobs of the store that are not in memory (`xcecli jobs -a`), by ID,

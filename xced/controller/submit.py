@@ -477,6 +477,8 @@ class SubmitMixin:
             raise InvalidRequest(f"dependency: {e}", field="dependency") from None
         for jid, idx in sorted(deps.refs(expr), key=lambda r: (r[0], r[1] or 0)):
             job = self.jobs.get(jid)
+            if job is None and (job := self._recall_get(jid)) is not None:
+                self._revive(job)  # a purged job the route recalled: named by -w, it is kept
             if job is None:
                 raise InvalidRequest(f"dependency: job {jid} does not exist; `xcecli jobs -a -u all` lists the "
                                      f"jobs the cluster knows", field="dependency")

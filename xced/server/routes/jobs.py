@@ -71,6 +71,9 @@ async def submit(body: SubmitRequest, request: Request,
     from xced.controller.submit import submit_answer
 
     ctl = _ctl(request)
+    # -w naming jobs that left memory: read back first (the one await, before the key's
+    # look-up, which must not be separated from the insert by an await)
+    await ctl.recall_refs(body.dependency)
     req = body.model_dump()
     idem = None
     keys = request.headers.getlist(HEADER)
@@ -93,6 +96,7 @@ async def dry_run(body: SubmitRequest, request: Request,
                   caller: Caller = Depends(requires("queue:submit"))) -> DryRun:
     """Validate and merge like a submit, record nothing (CLI-2 --dry-run)."""
     ctl = _ctl(request)
+    await ctl.recall_refs(body.dependency)
     project, basis = ctl.policy.submit_project(caller, body.project)
     eff = ctl.submit(body.model_dump(), caller, dry_run=True, project=project, basis=basis)
     warnings = eff.pop("_warnings", [])
