@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import typer
@@ -368,13 +369,26 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         port_file = top / "run" / PORT_FILE
         tcp = None
         if listen.port == 0 and port_file.exists():
-            # keep the port of the last run, so that workers rejoin a restarted controller
+            # keep the port of the last run, so that workers rejoin a restarted controller; it
+            # may be a moment before the old socket lets go, so try for up to 2 s
+            last, why = None, None
             try:
-                tcp = _tcp_listener(listen.host, int(port_file.read_text().strip()))
-            except (StartupError, ValueError):
-                tcp = None
+                last = int(port_file.read_text().strip())
+            except ValueError:
+                why = "run/xced.port is not a port number"
+            for _ in range(20 if last else 0):
+                try:
+                    tcp = _tcp_listener(listen.host, last)
+                    break
+                except StartupError as e:
+                    why = str(e)
+                    time.sleep(0.1)
         if tcp is None:
             tcp = _tcp_listener(listen.host, listen.port)
+            if listen.port == 0 and port_file.exists():
+                print(f"xced: warning: could not listen on the port of the last run again ({why}); now on port "
+                      f"{tcp.getsockname()[1]}: workers and login hosts given the old port must be given this one",
+                      file=sys.stderr, flush=True)
         port = tcp.getsockname()[1]
         _write_public(top / "run" / PORT_FILE, f"{port}\n")
         tcp_note = f", peers on tcp://{listen.host}:{port}" + (f" (TLS, key {ctl.own_fingerprint})" if tls_ctx
