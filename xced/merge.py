@@ -392,14 +392,17 @@ def _check_rusage_memory(resreq: ResReq, nmin: int, nmax: int, memory: int, orig
     enforced by LSF, not the OS's per-process one). The reservation is compared as the job's
     total: each term's value times its tasks (per task, XCE's default, as LSF's
     RESOURCE_RESERVE_PER_TASK=y), its hosts (per host, at least one) or once (per job), at
-    the fewest tasks the job runs with. Every rusage `||` alternative is checked: each is a
-    way the job may run. At the most tasks of a range a total over the limit is a warning.
+    the fewest tasks the job runs with. Of rusage `||` alternatives (ways the job may run,
+    LSF tries them in order), the submit is refused only when none keeps within the limit;
+    one that does not is a warning naming it. At the most tasks of a range a total over the
+    limit is a warning.
     Raises MergeError: "rusage[mem=8000] reserves 8000 MB per task, more than the job's memory
     limit -M 4096 MB: ...; lower one or raise the other", "rusage[mem=1000] reserves 1000 MB per
     task x 4 tasks = 4000 MB, more than ..."."""
     ways = reserve_ways(resreq, nmin, nmin)
     limit = _limit_text(memory, origins.get("memory_limit", "job"), pname, qname)
     whose = "profile " + pname + "'s " if origins.get("rusage.mem") == "profile" else ""
+    over: list[str] = []
     for i, way in enumerate(ways):
         mem, total = _mem_reserved(way)
         if total <= memory:
@@ -412,9 +415,12 @@ def _check_rusage_memory(resreq: ResReq, nmin: int, nmax: int, memory: int, orig
         if len(mem) > 1 or mem[0].count != 1:
             terms += f" = {_fmt(total, 'MB')}"
         verb = "reserve" if resreq.kind == "compound" else "reserves"
-        raise MergeError(
-            f"{whose}{written}{alt} {verb} {terms}, more than the job's memory limit {limit}: the limit is what all the job's processes together may use, the reservation what "
-            f"the scheduler holds for it on its hosts; lower one or raise the other")
+        over.append(f"{whose}{written}{alt} {verb} {terms}, more than the job's memory limit {limit}")
+    if over and len(over) == len(ways):
+        raise MergeError(f"{over[0]}: the limit is what all the job's processes together may use, the reservation "
+                         f"what the scheduler holds for it on its hosts; lower one or raise the other")
+    for text in over:  # another alternative fits: the job may run, never in this one's way
+        warnings.append(f"{text}: that alternative can never be used; another keeps within the limit")
     if nmax > nmin:
         for least, way in zip(ways, reserve_ways(resreq, nmax, nmax)):
             _, total = _mem_reserved(way)

@@ -286,8 +286,8 @@ RUSAGE_OVER_LIMIT_ROWS = [
      ["3000 MB per task x 4 tasks = 12000 MB", "memory limit 8192 MB (profile mpi's memory limit)"]),
     ("the profile's default rusage", job(M=2048), "gpu", QUEUE,
      ["profile gpu's rusage[mem=4096] reserves 4096 MB per task, more than the job's memory limit -M 2048 MB"]),
-    ("any || alternative", job("rusage[mem=100 || mem=9000]", M=4096), None, QUEUE,
-     ["rusage[mem=9000] (rusage alternative 2 of 2) reserves 9000 MB per task"]),
+    ("every || alternative over it", job("rusage[mem=5000 || mem=9000]", M=4096), None, QUEUE,
+     ["rusage[mem=5000] (rusage alternative 1 of 2) reserves 5000 MB per task"]),
     ("a compound request's parts together", job("2*{rusage[mem=1000]} + 3*{rusage[mem=1000]}", M=4096), None,
      QUEUE, ["the compound request's rusage[mem] terms reserve 1000 MB per task x 2 tasks + 1000 MB per task x 3 tasks = 5000 MB"]),
 ]
@@ -347,3 +347,11 @@ def test_a_job_own_memory_limit_over_the_largest_host_is_refused():
     assert memory_over_hosts(40960, "queue", hosts) is None
     assert memory_over_hosts(40960, "profile", hosts) is None
     assert memory_over_hosts(40960, "job", []) is None  # no host known: the slots check speaks
+
+
+def test_an_rusage_alternative_over_the_limit_is_a_warning_when_another_fits():
+    """Of `||` alternatives one that keeps within -M lets the job run (LSF tries them in order);
+    the other is named in a warning, never refused (the tester's `mem=3000 || mem=1000`)."""
+    eff = merge_job(job("rusage[mem=100 || mem=9000]", M=4096), None, QUEUE)
+    assert any("rusage[mem=9000] (rusage alternative 2 of 2) reserves 9000 MB per task, more than the job's memory "
+               "limit -M 4096 MB: that alternative can never be used" in w for w in eff.warnings), eff.warnings
