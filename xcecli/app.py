@@ -45,8 +45,13 @@ def main() -> None:
     """Entry point: run the app through the one error funnel (xced.api.funnel)."""
     import os
 
+    import sys
+
     from xced.api.funnel import run_app
 
+    if sys.stdout is None:  # started with stdout closed (`xcecli show 1 >&-`): say so, as cat does
+        print("xcecli: error: standard output is closed (write error: Bad file descriptor)", file=sys.stderr)
+        raise SystemExit(1)
     # Typer builds pydantic adapters for its parameters; pydantic's plugin discovery scans
     # every installed distribution's entry points (~17 ms of each call here, CLI-6).
     if "PYDANTIC_DISABLE_PLUGINS" not in os.environ:

@@ -355,3 +355,17 @@ def test_memory_refusals_and_what_rusage_reserves(shared_daemon, tmp_path):
     j = JobOut.model_validate(d.show(jid))
     assert [r.model_dump() for r in j.reserve] == [{"name": "mem", "value": 1000, "unit": "MB", "per": "task",
                                                     "count": 2, "total": 2000, "exact": True}]
+
+
+def test_show_quotes_the_command_and_jobs_refuses_an_unknown_queue(shared_daemon, tmp_path):
+    """`show` gives the command as the shell would take it back (each argument quoted where it
+    must be), and `jobs -q` of a queue the cluster does not have says so (LSF bjobs: "No such
+    queue") rather than printing an empty table with exit 0 (the fresh tester's findings)."""
+    d = shared_daemon
+    jid = d.submit("--", "sh", "-c", 'echo "a b" >/dev/null', cwd=tmp_path)
+    out = d.cli("show", str(jid), check=True).stdout
+    assert """sh -c 'echo "a b" >/dev/null'""" in out, out
+    r = d.cli("jobs", "-q", "nope")
+    assert r.returncode == 1 and r.stdout == "" and "queue 'nope': no such queue" in r.stderr, r.stderr
+    assert "the queues are: normal" in r.stderr
+    assert d.cli("jobs", "-q", "normal").returncode == 0

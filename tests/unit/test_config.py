@@ -436,6 +436,7 @@ def test_parse_seconds_and_formatters() -> None:
         "0s", "45s", "1m30s", "1h30m", "1d1h1m1s", "250ms", "2.5s"]
     for s in (45, 90, 5400, 90061):
         assert parse_run_limit_s(format_duration(s)) == s
+        assert parse_seconds(format_duration(s)) == s  # "1h30m" reads back as clean_period too
     assert [format_memory(m) for m in (512, 4096, 1536)] == ["512MB", "4GB", "1.5GB"]
 
 

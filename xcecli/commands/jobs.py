@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import List, Optional
 
 import typer
@@ -144,7 +145,7 @@ def register(app: typer.Typer) -> None:
             *([("Preset", f"{pr.get('name')} ({pr.get('hash')})")] if isinstance(j.meta, dict) and
               isinstance(pr := j.meta.get("preset"), dict) else []),
             ("State", j.state.value),
-            ("Command", " ".join(j.argv)),
+            ("Command", shlex.join(j.argv)),  # quoted: where each argument ends shows
             ("CWD", j.cwd),
             ("Tasks", (str(j.ntasks_min) if j.ntasks_min == j.ntasks_max else f"{j.ntasks_min},{j.ntasks_max}")
              + (f" (running with {sum(a.slots for a in j.elements[0].alloc)})"

@@ -433,7 +433,7 @@ def _seconds(low_exclusive: float | None = 0.0, high: float | None = None) -> Ch
 
 def _clean_period(v: Any, what: str) -> float:
     """clean_period: seconds or a duration ("1h", "90m"), from 0 to a year (LSF CLEAN_PERIOD)."""
-    expected = (f'a number of seconds from 0 to {MAX_CLEAN_PERIOD_S:.0f} (a year), or a duration such as "1h" '
+    expected = (f'a number of seconds from 0 to {MAX_CLEAN_PERIOD_S:.0f} (a year), or a duration such as "1h", "1h30m" '
                 f'or "90m"')
     try:
         s = parse_seconds(v)

@@ -47,7 +47,7 @@ MEMORY_FORMS = "an integer number of MB or a number with a unit KB, MB, GB or TB
 #: What `parse_run_limit_s` accepts, for messages.
 RUN_LIMIT_FORMS = '[hours:]minutes (e.g. 10, 1:30) or a number with a unit s, m, h or d (e.g. 90s, 2h)'
 #: What `parse_seconds` accepts, for messages.
-SECONDS_FORMS = "a number of seconds or a number with a unit ms, s, m or h (e.g. 10, 0.5, 500ms, 2m)"
+SECONDS_FORMS = "a number of seconds or a number with a unit ms, s, m, h or d (e.g. 10, 0.5, 500ms, 2m, 1h30m)"
 
 _MEM_FACTOR_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 _MEM_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
@@ -238,7 +238,8 @@ def parse_run_limit_s(text: str | int) -> int:
 
 def parse_seconds(text: str | int | float) -> float:
     """A duration in seconds as a float: a bare number is seconds ("10", 0.5),
-    or a number with a unit ms, s, m, h ("500ms", "2m"). Negative values and
+    or a number with a unit ms, s, m, h, d ("500ms", "2m"), or whole units together as
+    format_duration writes them ("1h30m", "1d12h"). Negative values and
     garbage raise ValueError; zero is returned (callers check their own range)."""
     if _is_bool(text) or not isinstance(text, (str, int, float)):
         raise ValueError(f"expected {SECONDS_FORMS}, got {_shown(text)}")
@@ -248,6 +249,9 @@ def parse_seconds(text: str | int | float) -> float:
         value = float(text)
     elif m := _UNIT_ONE_RE.match(text):
         value = float(m.group(1)) * _TIME_FACTOR_S[m.group(2).lower()]
+    elif (m := _UNIT_COMPOUND_RE.match(text)) and any(m.groups()):  # "1h30m", as format_duration writes
+        d, h, mi, s = (int(g or 0) for g in m.groups())
+        value = float(d * 86400 + h * 3600 + mi * 60 + s)
     else:
         raise ValueError(f"expected {SECONDS_FORMS}, got {_shown(text)}")
     if math.isnan(value) or math.isinf(value):

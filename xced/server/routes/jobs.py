@@ -124,6 +124,10 @@ async def list_jobs(request: Request, caller: Caller = Depends(requires("cluster
     if all:  # bjobs -a: finished jobs out of memory too (past clean_period), from the store
         jobs = sorted(jobs + await ctl.stored_jobs(want_user, queue, project, set(state) if state else None),
                       key=lambda j: j.id)
+    if not jobs and queue is not None and not any(q.name == queue for q in ctl.config.queues):  # `all` is the -a flag here
+        names = ", ".join(q.name for q in ctl.config.queues)
+        raise InvalidRequest(f"queue {queue!r}: no such queue (LSF bjobs -q says the same); the queues are: {names}",
+                             field="queue")
     hosts = ctl.hosts
     return json_response({"jobs": [job_dict(job, elements=not job.is_array, hosts=hosts) for job in jobs]})
 
