@@ -246,3 +246,10 @@ def test_body_digest_is_canonical_json():
     assert a != body_digest({"argv": ["true"], "cwd": "/tmp", "env": {"A": "1", "B": "3"}})
     assert len(body_digest({"env": {"X": "caf\udce9"}})) == 64
     assert len(new_key()) == 32 and new_key() != new_key()
+
+
+def test_a_malformed_key_is_quoted_as_the_user_typed_it():
+    """HTTP hands a header's bytes over as Latin-1: a UTF-8 key is shown decoded, not garbled."""
+    with pytest.raises(errors.InvalidRequest) as ei:
+        check_key("ключ-key-123".encode().decode("latin-1"))
+    assert "Idempotency-Key 'ключ-key-123' (12 characters) is malformed" in ei.value.message

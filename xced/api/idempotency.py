@@ -39,6 +39,10 @@ def check_key(value: str) -> str:
     given (its first 40 characters) and what would be valid."""
     if _KEY.fullmatch(value):
         return value
+    try:  # HTTP gives a header's bytes as Latin-1; a UTF-8 key is shown as the user typed it
+        value = value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        pass
     shown = value if len(value) <= 40 else value[:40] + "..."
     raise InvalidRequest(f"{HEADER} {shown!r} ({len(value)} characters) is malformed: a key is {KEY_FORM}; make "
                          f"one per submit and send each retry of that submit with the same one", field=HEADER)
