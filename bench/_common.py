@@ -287,7 +287,8 @@ def _descendants(pid: int) -> list[int]:
 
 
 def kill_job_processes(top: Path) -> None:
-    """Kill every job still running under `top/jobs` and its supervisor, by recorded PID.
+    """Kill every job still running under `top/jobs` and its supervisor, by recorded PID, then
+    what JOBDIR/contain.json still records (escaped processes, and the cgroups, removed).
 
     Only where the supervisor still holds JOBDIR/lock: then (and while there is no
     status.json) the pgid in job.json and the pid in supervisor.pid are still the job's
@@ -318,6 +319,10 @@ def kill_job_processes(top: Path) -> None:
                 pass
         finally:
             os.close(fd)
+    from xced.worker import contain
+
+    for jd in (top / "jobs").glob("*/*"):  # what a killed supervisor leaves: its processes and cgroups
+        contain.kill_recorded(str(jd), timeout=2.0)
 
 
 # --------------------------------------------------------------------------- stats
