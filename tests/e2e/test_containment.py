@@ -29,9 +29,10 @@ pytestmark = pytest.mark.timeout(90)
 #: a job that leaves two processes behind, outside its process group and session: a
 #: `setsid` child and a double-forked daemon (its parent exits at once, so it is orphaned);
 #: it writes their pids, one a line, to the file named by $1, then does what $2 says
-ESCAPES = ("setsid sleep 300 & echo $! >> \"$1\"; "
-           "sh -c 'setsid sleep 301 & echo $! >> \"$1\"' _ \"$1\"; "
+ESCAPES = ("setsid sh -c 'echo $$ >> \"$1\"; exec sleep 300' _ \"$1\" & "
+           "sh -c 'setsid sh -c '\\''echo $$ >> \"$1\"; exec sleep 301'\\'' _ \"$1\" &' _ \"$1\"; "
            "eval \"$2\"")
+#: (each pid is the one that becomes the sleep: `$!` may name a `setsid` that forks and exits)
 
 
 def _cgroup_or_skip() -> None:

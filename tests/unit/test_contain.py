@@ -36,7 +36,10 @@ def _wait_gone(pids, timeout: float = 5.0) -> list[int]:
 def tree(tmp_path):
     """A shell with a setsid child (its own session and group): (shell Popen, [child pid])."""
     pidfile = tmp_path / "pid"
-    p = subprocess.Popen(["sh", "-c", f"setsid sleep 300 & echo $! > {pidfile}; sleep 300"], start_new_session=True)
+    # the pid is the one that becomes the sleep: `$!` may name a setsid that forks and exits,
+    # which left the real sleep running after the test (found on the machine by its PID)
+    p = subprocess.Popen(["sh", "-c", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & sleep 300"],
+                         start_new_session=True)
     deadline = time.monotonic() + 5
     while not pidfile.exists() or not pidfile.read_text().strip():
         assert time.monotonic() < deadline
@@ -45,11 +48,14 @@ def tree(tmp_path):
     try:
         yield p, [child]
     finally:
-        for pid in (child, p.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        try:  # the shell's own `sleep 300` too: its group (start_new_session), found by the shell's PID
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         p.wait()
 
 
@@ -90,7 +96,8 @@ def test_the_subreaper_takes_in_an_orphaned_double_forked_process(tmp_path):
         import os, subprocess, sys, time
         from xced.worker import contain
         assert contain.set_child_subreaper()
-        out = subprocess.run(["sh", "-c", "setsid sleep 30 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True).stdout
+        out = subprocess.run(["sh", "-c", "setsid sh -c 'echo $$; exec sleep 30 >/dev/null 2>&1' &"],
+                             capture_output=True, text=True).stdout
         pid = int(out)
         time.sleep(0.05)
         ppid = contain._stat(pid).ppid
