@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import List, Optional
 
 import typer
@@ -121,6 +120,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def show(ctx: typer.Context, job: str = typer.Argument(..., help="job ID"), as_json: bool = typer.Option(False, "--json")) -> None:
         """Show a job in full (LSF bjobs -l): its request, who it runs as, every element."""
+        import shlex
+
         from xcecli.output import fmt_duration, fmt_time, print_json, table
 
         jid, idx = _job_ref(job)

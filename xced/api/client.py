@@ -62,11 +62,10 @@ def connect_timeout() -> float:
     "90s" or "5m"; default DEFAULT_CONNECT_TIMEOUT_S, 60): how long a client keeps trying to
     reach the daemon, in all and per request (CLI-1). Raises InvalidRequest with exit code 2
     (a usage error, caught before anything is sent) for any other value."""
-    from xced.model.units import parse_seconds
-
     text = os.environ.get(ENV_CONNECT_TIMEOUT, "").strip()
     if not text:
         return DEFAULT_CONNECT_TIMEOUT_S
+    from xced.model.units import parse_seconds  # only when set: kept off the CLI's start-up (CLI-6)
     try:
         value = parse_seconds(text)
     except ValueError:
