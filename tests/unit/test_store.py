@@ -89,6 +89,8 @@ def test_an_inline_environment_of_an_older_version_moves_to_the_envs_table(tmp_p
                 "exdata": {"env": {"job": env, "profile": {}}, "meta": {"k": 1}}}
         with s.tx():
             s.insert_job(jid, None, "a", "normal", 1.0, spec, [0], "PEND")
+    with s.tx():  # a store of the older version had never moved them
+        s.db.execute("DELETE FROM counters WHERE name='envs_moved'")
     s.close()
     s = SqliteStore(tmp_path / "x.db")
     digest, text = env_record(env)

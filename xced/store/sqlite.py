@@ -116,10 +116,11 @@ class SqliteStore:
         table (one row per distinct environment) and their spec names its digest instead."""
         from xced.model.spec import env_record
 
+        if self.db.execute("SELECT 1 FROM counters WHERE name='envs_moved'").fetchone():
+            return  # done once: a restart does not scan every job's spec again
         rows = self.db.execute("""SELECT id, spec FROM jobs WHERE instr(spec, '"env":') > 0""").fetchall()
-        if not rows:
-            return
         with self.tx():
+            self.db.execute("INSERT OR IGNORE INTO counters (name, value) VALUES ('envs_moved', 1)")
             for jid, text in rows:
                 spec = json.loads(text)
                 if "env" not in spec:
