@@ -22,6 +22,27 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
 
+class RecordingHandler(BaseHTTPRequestHandler):
+    """A canned daemon's request handler (the client's unit tests; never the real API):
+    `record(seen)` reads the request and notes (method, path, headers, body) in `seen`,
+    `reply(status, data)` answers with `data` bytes."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def record(self, seen: list) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        seen.append((self.command, self.path, dict(self.headers), self.rfile.read(n) if n else b""))
+
+    def reply(self, status: int, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
 class Canned:
     """Routes (method, path) -> (status, body); records what it received."""
 
@@ -34,23 +55,12 @@ class Canned:
 def server(tmp_path):
     canned = Canned()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
+    class Handler(RecordingHandler):
         def _answer(self):
-            n = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(n) if n else b""
-            canned.seen.append((self.command, self.path, dict(self.headers), body))
+            self.record(canned.seen)
             status, out = canned.routes.get((self.command, self.path.split("?")[0]), (404, {"error": {
                 "code": "not_found", "message": "no route", "field": None}}))
-            data = out.encode() if isinstance(out, str) else json.dumps(out).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(status, out.encode() if isinstance(out, str) else json.dumps(out).encode())
 
         do_GET = do_POST = _answer
 

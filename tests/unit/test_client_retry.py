@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import json
 import re
-import socketserver
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from xced.api import errors
 from xced.api.client import Client, connect_timeout
 from xced.api.idempotency import HEADER, body_digest, check_key, new_key
+
+from tests.unit.test_client import RecordingHandler, _Server
 
 ANSWER = {"job_id": 7, "name": None, "queue": "normal", "project": None, "array_size": 0, "app": None,
           "warnings": []}
@@ -37,10 +37,6 @@ def _job(state: str, code: int | None = None) -> dict:
             "run_limit_s": None, "memory_limit_mb": None,
             "elements": [{"id": "7", "job_id": 7, "index": 0, "state": state, "start_time": 2.0,
                           "exit_code": code}]}
-
-
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
 
 
 class Script:
@@ -58,16 +54,9 @@ class Script:
 
 
 def _serve(sock, script: Script) -> _Server:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
+    class Handler(RecordingHandler):
         def _answer(self):
-            n = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(n) if n else b""
-            script.seen.append((self.command, self.path, dict(self.headers), body))
+            self.record(script.seen)
             step = script.next()
             if step == "drop":
                 self.close_connection = True
@@ -77,11 +66,7 @@ def _serve(sock, script: Script) -> _Server:
                 self.close_connection = True
                 return
             status, out = step
-            data = json.dumps(out).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(status, json.dumps(out).encode())
 
         do_GET = do_POST = _answer
 
