@@ -24,6 +24,7 @@ import typer
 
 from xceadmin.commands import build as _build
 from xceadmin.commands import debug as _debug
+from xceadmin.commands import hosts as _hosts
 from xceadmin.commands import init as _init
 from xceadmin.commands import keys as _keys
 from xceadmin.commands import sim as _sim
@@ -62,7 +63,7 @@ app.command("build", help=_build.HELP)(_build.build)
 app.add_typer(_sim.app, name="sim")
 app.add_typer(_keys.app, name="keys")
 app.add_typer(_debug.app, name="debug")
-# More subcommands (hosts) register here the same way.
+app.add_typer(_hosts.app, name="hosts")
 
 
 def main() -> None:

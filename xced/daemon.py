@@ -336,6 +336,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         store.close()
         raise StartupError(f"cannot write the store {top / 'state' / DB_NAME}: {e.message}")
     ctl.start_retention()  # finished jobs leave memory after clean_period (issue 15)
+    ctl.start_host_watch()  # hosts without a worker for host_lost_grace are lost (SCHED-4)
     if fault is not None:
         ctl.test_fault = fault
         print(f"xced: test fault {ENV_TEST_FAULT}={fault}: {TEST_FAULTS[fault]}", file=sys.stderr, flush=True)

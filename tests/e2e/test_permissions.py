@@ -153,6 +153,8 @@ def _route_cases(jobs: dict[str, int], cwd: str):
     yield (("PUT", "/xce/v1/config"), "PUT", "/config", {"config": {}, "hash": "0" * 64}, None, None, "cluster:admin",
            {422})
     yield (("POST", "/xce/v1/sim/record"), "POST", "/sim/record", {"stop": True}, None, None, "cluster:admin", {409})
+    yield (("POST", "/xce/v1/hosts/{name}/{op}"), "POST", "/hosts/nope/close", {"reason": None}, None, None,
+           "cluster:admin", {404})
 
 
 def _allowed(who: str, perm: str, job: str | None) -> bool:

@@ -67,6 +67,7 @@ REQUESTS: dict[tuple[str, str], tuple[str, dict | None]] = {
     ("POST", "/xce/v1/debug/clock"): ("/debug/clock", NO_BODY),
     ("PUT", "/xce/v1/config"): ("/config", NO_BODY),
     ("POST", "/xce/v1/sim/record"): ("/sim/record", NO_BODY),
+    ("POST", "/xce/v1/hosts/{name}/{op}"): ("/hosts/r-none/close", {"reason": None}),
     ("POST", "/xce/v1/peers/challenge"): ("/peers/challenge", {"purpose": "session"}),
     ("POST", "/xce/v1/peers/session"): ("/peers/session", NO_BODY),
     ("POST", "/xce/v1/peers/enroll"): ("/peers/enroll", NO_BODY),
@@ -273,7 +274,7 @@ def test_every_message_type_on_the_worker_channel(cluster):
     every other type, the controller's own and a user request included, is dropped with a
     log line naming it, and the channel stays open; no job is made."""
     answer, open_after = _channel(cluster, "worker", MESSAGES)
-    assert answer == {"op": "joined", "host": "r-worker"} and open_after
+    assert answer == {"op": "joined", "host": "r-worker", "heartbeat_s": 10.0} and open_after
     log = cluster.ctl.log
     allowed = ROLE_MESSAGES["worker"]
     want_dropped = [repr(m.get("op")) for m in MESSAGES if m.get("op") not in allowed]

@@ -37,8 +37,8 @@ class FakeWorker:
         self.signals.append((job_id, index, sig))
         return True
 
-    def reattach(self, job_id, index):
-        pass
+    def reattach(self, job_id, index, attempt=None):
+        self.reattached = getattr(self, "reattached", []) + [(job_id, index, attempt)]
 
     def read_output(self, *a):
         return None

@@ -51,6 +51,7 @@ SAMPLES = {
     m.Requeue: _stim(m.Requeue, user="alice"),
     m.SystemHold: _stim(m.SystemHold, reason="config refuses it"),
     m.Release: _stim(m.Release, reason="released"),
+    m.HostLost: _stim(m.HostLost, host="h1", policy="requeue"),
     m.Pending: _stim(m.Pending, reason=PendReason("Not enough slots")),
 }
 
@@ -276,15 +277,15 @@ def test_a_host_join_reattaches_what_runs_there_and_a_leave_touches_no_job():
     taking work, and what runs there keeps running (no job effect)."""
     a, b = _el(S.RUN), _el(S.USUSP)
     out = m.host_transition(_stim(m.HostJoined, host="h1"), [a, b])
-    assert out == m.HostOutcome("ok", (m.ReattachElement(7, 0), m.ReattachElement(7, 0),
+    assert out == m.HostOutcome("ok", (m.ReattachElement(7, 0, 0), m.ReattachElement(7, 0, 0),
                                        m.SignalAgain(7, 0, signal.SIGSTOP)))  # a stopped job stays stopped
     assert m.host_transition(_stim(m.HostLeft, host="h1"), [a, b]) == m.HostOutcome("unavail", ())
     # what the worker missed while away reaches it (D-8): a kill asked, a resume sent
     killed = _el(S.RUN, action="kill:alice")
     assert m.host_transition(_stim(m.HostJoined, host="h1"), [killed]).effects == (
-        m.ReattachElement(7, 0), m.KillAgain(7, 0))
+        m.ReattachElement(7, 0, 0), m.KillAgain(7, 0))
     assert m.host_transition(_stim(m.HostJoined, host="h1"), [a], {(7, 0): signal.SIGCONT}).effects == (
-        m.ReattachElement(7, 0), m.SignalAgain(7, 0, signal.SIGCONT))
+        m.ReattachElement(7, 0, 0), m.SignalAgain(7, 0, signal.SIGCONT))
     with pytest.raises(TypeError, match="not a host stimulus"):
         m.host_transition(_stim(m.Kill), [a])
 
@@ -294,7 +295,7 @@ def test_host_stimuli_reach_the_registry_and_the_worker(ctl):
     session(ctl)
     link = ctl.fake
     link.reattached = []
-    link.reattach = lambda jid, idx: link.reattached.append((jid, idx))
+    link.reattach = lambda jid, idx, attempt=None: link.reattached.append((jid, idx))
     ctl.worker_left(link)
     assert ctl.hosts["h1"].status == "unavail" and not ctl.is_joined("h1")
     assert job.elements[0].state is S.RUN and link.killed == []  # JOB-8: it keeps running
@@ -329,3 +330,71 @@ def test_a_config_applied_names_itself_on_every_job_event_it_causes(tmp_path):
     ids = {r[8] for j in jobs for r in store.events(j.id) if r[3] == "HOLD"}
     assert len(ids) == 1 and next(iter(ids)).startswith("config-")
     store.close()
+
+
+# ---------------------------------------------------------------------- lost hosts (SCHED-4)
+
+
+def test_each_dispatch_is_a_new_attempt():
+    """SCHED-4 fencing: the dispatch count is stored, and it is what the start carries."""
+    e = _el(S.PEND, alloc=())
+    e.attempt = 2
+    out = transition(e, _stim(m.Dispatch, alloc=(("h1", 1),), token="t", token_hash="h"))
+    assert out.fields["attempt"] == 3
+
+
+def test_a_lost_first_host_requeues_at_once_with_the_reason_and_ends_tasks_elsewhere():
+    e = _el(S.RUN)  # h1:2 (first), h2:1
+    out = transition(e, m.HostLost("host-1", "system", T, host="h1", policy="requeue"))
+    assert out.state is S.PEND and _kinds(out) == [("REQUEUE", "RUN", "PEND")]
+    assert out.events[0].reason == "requeued: host h1 lost"
+    assert out.fields["alloc"] == [] and out.fields["reserve"] == {} and out.fields["action"] is None
+    assert out.effects == [m.EndTasks(("h2",))]
+
+
+def test_a_lost_host_ends_the_job_exit_when_its_profile_says_exit():
+    out = transition(_el(S.USUSP), m.HostLost("host-1", "system", T, host="h1", policy="exit"))
+    assert out.state is S.EXIT and out.fields["exit_reason"] == "host h1 lost" and out.fields["end_time"] == T
+    assert _kinds(out) == [("EXIT", "USUSP", "EXIT")]
+
+
+def test_a_lost_second_host_kills_the_copy_on_the_first_and_the_end_requeues_it():
+    """A multi-host job is handled as a whole: the first host's copy is killed, and its end
+    (whatever its exit status) requeues the job, or ends it for policy exit."""
+    e = _el(S.RUN)
+    out = transition(e, m.HostLost("host-1", "system", T, host="h2", policy="requeue", first_alive=True))
+    assert out.state is S.RUN and _kinds(out) == [("HOST_LOST", None, None)]
+    assert out.fields == {"action": "lost:requeue:h2"} and out.effects == [m.KillElement()]
+    e.action = "lost:requeue:h2"
+    end = transition(e, _stim(m.Finished, status=EndStatus(143, "SIGTERM", T, T + 1, "killed")))
+    assert end.state is S.PEND and end.events[0].reason == "requeued: host h2 lost"
+    assert m.EndTasks(("h1", "h2")) in end.effects
+    e.action = "lost:exit:h2"
+    end = transition(e, _stim(m.Finished, status=EndStatus(0, None, T, T + 1, None)))
+    assert end.state is S.EXIT and end.fields["exit_reason"] == "host h2 lost"
+    # a second loss while that kill runs changes nothing
+    assert transition(e, m.HostLost("host-2", "system", T, host="h2", policy="requeue", first_alive=True)) is None
+
+
+def test_a_kill_asked_while_the_host_was_away_ends_the_job_at_the_loss():
+    e = _el(S.RUN, action="kill:alice")
+    out = transition(e, m.HostLost("host-1", "system", T, host="h1", policy="requeue"))
+    assert out.state is S.EXIT and out.fields["exit_reason"] == "killed by alice; host h1 lost"
+    e = _el(S.RUN, action="requeue:bob")
+    out = transition(e, m.HostLost("host-1", "system", T, host="h1", policy="exit"))
+    assert out.state is S.PEND and out.events[0].reason == "requeued by bob; host h1 lost"
+
+
+def test_a_requeue_by_hand_of_a_job_whose_host_has_no_worker_pends_it_at_once():
+    e = _el(S.RUN)
+    out = transition(e, _stim(m.Requeue, user="alice", away=frozenset({"h1"})))
+    assert out.state is S.PEND and "its host h1 has no worker now" in out.events[0].reason
+    assert out.effects == [m.EndTasks(("h2",))]
+    out = transition(e, _stim(m.Requeue, user="alice", away=frozenset({"h2"})))  # first host served: killed first
+    assert out.state is S.RUN and out.effects == [m.KillElement()]
+
+
+def test_a_rejoin_asks_again_for_the_kill_of_a_lost_hosts_copy():
+    e = _el(S.RUN, action="lost:requeue:h2")
+    out = m.host_transition(m.HostJoined("host-1", "worker:h1", T, host="h1"), [e])
+    assert m.KillAgain(7, 0) in out.effects and m.ReattachElement(7, 0, 0) in out.effects

@@ -282,6 +282,7 @@ ROUTES = {
     ("POST", "/xce/v1/debug/clock"): "cluster:admin",  # and test mode only
     ("PUT", "/xce/v1/config"): "cluster:admin",
     ("POST", "/xce/v1/sim/record"): "cluster:admin",
+    ("POST", "/xce/v1/hosts/{name}/{op}"): "cluster:admin",
     ("WEBSOCKET", "/xce/v1/workers/channel"): auth.PEER,
     ("POST", "/xce/v1/peers/challenge"): auth.OPEN,
     ("POST", "/xce/v1/peers/session"): auth.OPEN,

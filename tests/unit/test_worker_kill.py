@@ -22,13 +22,13 @@ class Recorder:
     def __init__(self):
         self.started, self.finished, self.failed = [], [], []
 
-    def on_started(self, job_id, index, start_time, containment=None):
+    def on_started(self, job_id, index, start_time, containment=None, attempt=None):
         self.started.append((job_id, index))
 
-    def on_finished(self, job_id, index, status):
+    def on_finished(self, job_id, index, status, attempt=None):
         self.finished.append((job_id, index, status))
 
-    def on_start_failed(self, job_id, index, why):
+    def on_start_failed(self, job_id, index, why, attempt=None):
         self.failed.append((job_id, index, why))
 
 

@@ -10,19 +10,40 @@ def _num(v):
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
+def _jobs(jobs: list[str]) -> str | None:
+    """The jobs of a host as one cell: "12,13[4]", the first 10 then "+N"."""
+    if not jobs:
+        return None
+    return ",".join(jobs[:10]) + (f",+{len(jobs) - 10}" if len(jobs) > 10 else "")
+
+
+def _comment(h) -> str | None:
+    """Why a host is closed or unavailable: "closed by root: disk swap (draining)", "its
+    worker's channel closed" (CLI-4, SCHED-4)."""
+    parts = []
+    if h.closed_by is not None:
+        parts.append(f"closed by {h.closed_by}"
+                     + (f": {h.closed_reason}" if h.closed_reason else "") + (" (draining)" if h.draining else ""))
+    if h.status == "unavail" and h.status_reason:
+        parts.append(h.status_reason)
+    return "; ".join(parts) or None
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def hosts(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
-        """List hosts (LSF bhosts): status, slots (MAX), jobs, memory."""
+        """List hosts (LSF bhosts): status (ok, closed_Adm, unavail), slots (MAX total, RUN used),
+        jobs, memory, and why a host is closed or unavailable (COMMENT, last)."""
         from xcecli.output import print_json, table
 
         res = ctx.obj.client().hosts()
         if as_json:
             print_json(res)
             return
-        table(["HOST_NAME", "STATUS", "MAX", "NJOBS", "RUN", "MEM_MB", "MEM_USED_MB", "ATTRIBUTES"],
+        table(["HOST_NAME", "STATUS", "MAX", "NJOBS", "RUN", "MEM_MB", "MEM_USED_MB", "ATTRIBUTES", "JOBS", "COMMENT"],
               [[h.name, h.status, h.slots, h.njobs, h.slots_used, h.memory_mb, h.memory_used_mb,
-                " ".join(f"{k}={_num(v)}" for k, v in {**h.attributes, **h.resources}.items()) or None] for h in res.hosts])
+                " ".join(f"{k}={_num(v)}" for k, v in {**h.attributes, **h.resources}.items()) or None,
+                _jobs(h.jobs), _comment(h)] for h in res.hosts])
 
     @app.command()
     def queues(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:

@@ -309,8 +309,13 @@ class EventList(Body):
 
 
 class HostOut(Body):
+    """One host (LSF bhosts): status, slots and memory, who closed it and why, and the jobs
+    running there (CLI-3, CLI-4, SCHED-4). Times are epoch seconds on the daemon's clock."""
+
     name: str
-    status: Literal["ok", "closed", "unavail"]
+    status: Literal["ok", "closed_Adm", "unavail"] = Field(
+        description="LSF bhosts' words: ok (a worker serves it, open), closed_Adm (closed by an admin: no new "
+                    "dispatches), unavail (no worker serves it)")
     slots: int
     slots_used: int
     memory_mb: int
@@ -319,12 +324,36 @@ class HostOut(Body):
     resources: dict[str, float] = Field(default_factory=dict)
     attributes: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
-    status_reason: str | None = Field(None, description="why the host is not ok, when known (its worker's channel "
-                                                        "closed; its key was revoked or expired, KEY-4)")
+    status_reason: str | None = Field(None, description="why the host is not served, when known (its worker's channel "
+                                                        "closed, no heartbeat, its key revoked or expired, lost)")
+    closed_by: str | None = Field(None, description="the admin who closed or drained it (CLI-4)")
+    closed_reason: str | None = Field(None, description="the reason the admin gave")
+    closed_at: float | None = None
+    draining: bool = Field(False, description="closed by a drain whose last job has not ended yet")
+    away_since: float | None = Field(None, description="when its worker went away; its jobs are requeued or ended "
+                                                       "host_lost_grace after it (SCHED-4)")
+    lost_at: float | None = Field(None, description="when it was declared lost, until a worker serves it again")
+    jobs: list[str] = Field(default_factory=list, description="the jobs running there (IDs as 12 or 12[3]; the "
+                                                              "first 1,000)")
 
 
 class HostList(Body):
     hosts: list[HostOut]
+
+
+class HostControlRequest(Body):
+    """`xceadmin hosts open|close|drain HOST --reason TEXT` (CLI-4)."""
+
+    reason: str | None = Field(None, max_length=1000)
+
+
+class HostControlResult(Body):
+    """The host after an open, close or drain; `changed` is false when it was so already
+    (`message` says so: "host h2 is already closed")."""
+
+    host: HostOut
+    changed: bool
+    message: str
 
 
 class QueueOut(Body):

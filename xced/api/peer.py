@@ -6,9 +6,15 @@ mode the controller sends `challenge` (nonce, cluster, purpose), and the worker'
 carries its key's fingerprint and signature of it (KEY-3). After `joined` both sides send
 messages at any time:
 
-    worker -> controller   join, started, finished, start_failed, launch, reply
+    worker -> controller   join, started, finished, start_failed, launch, reply, heartbeat
     controller -> worker   challenge, joined, refused, start, kill, signal, reattach, end_tasks, request,
                            launched
+
+The worker sends `heartbeat` every `heartbeat_s` seconds (the `joined` answer says how
+often; HEARTBEAT_S by default); a controller that hears nothing from a worker for
+HEARTBEAT_MISSES beats closes its channel: the host is away, and lost after
+host_lost_grace (SCHED-4). Every report about an element carries its `attempt` (the
+dispatch count the start carried): a report of another attempt is a stale copy's, ignored.
 
 `request`/`reply` carry an `rid` and are how the controller asks a worker something
 (e.g. `read_output` for `xcecli peek`). Units: seconds, MB, slots.
@@ -25,6 +31,10 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 CHANNEL_PATH = "/workers/channel"
+#: seconds between two heartbeats of a worker (SCHED-4)
+HEARTBEAT_S = 10.0
+#: heartbeats missed in a row after which the controller takes the worker as gone
+HEARTBEAT_MISSES = 3
 
 
 class _Msg(BaseModel):
@@ -33,7 +43,9 @@ class _Msg(BaseModel):
 
 class Join(_Msg):
     """A worker announces itself and what it offers (RES-2). `running` lists the elements
-    whose supervisors it still has (after a restart of either side, JOB-8)."""
+    whose supervisors it still has, as (job ID, index, attempt) (after a restart of either
+    side, JOB-8); the controller kills those that are not the current attempt of an element
+    dispatched to this host (SCHED-4 fencing). A pair without an attempt is attempt 0."""
 
     op: Literal["join"] = "join"
     host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")  # xced.model.units.HOST_PATTERN
@@ -42,7 +54,7 @@ class Join(_Msg):
     resources: dict[str, float] = Field(default_factory=dict)
     attributes: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
-    running: list[tuple[int, int]] = Field(default_factory=list)
+    running: list[tuple[int, int, int] | tuple[int, int]] = Field(default_factory=list, max_length=1_000_000)
     version: str = ""
     #: production mode (KEY-3): the role, the key's fingerprint, and its signature of the
     #: controller's challenge (xced.auth.keys.join_payload, purpose "worker-channel")
@@ -73,6 +85,8 @@ class StartedMsg(_Msg):
     index: Index
     start_time: float
     containment: Literal["cgroup-v2", "cgroup-v1", "subreaper"] | None = None
+    #: the dispatch this copy came from (null from a worker that names none: taken as current)
+    attempt: int | None = Field(None, ge=0)
 
 
 class FinishedMsg(_Msg):
@@ -82,6 +96,7 @@ class FinishedMsg(_Msg):
     job_id: JobId
     index: Index
     status: EndStatusMsg
+    attempt: int | None = Field(None, ge=0)
 
 
 class StartFailedMsg(_Msg):
@@ -91,6 +106,13 @@ class StartFailedMsg(_Msg):
     job_id: JobId
     index: Index
     reason: str = Field(max_length=4096)
+    attempt: int | None = Field(None, ge=0)
+
+
+class HeartbeatMsg(_Msg):
+    """The worker is alive (every `heartbeat_s` seconds, SCHED-4)."""
+
+    op: Literal["heartbeat"]
 
 
 class LaunchMsg(_Msg):
@@ -116,7 +138,7 @@ class ReplyMsg(_Msg):
     result: Any = None
 
 
-WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, LaunchMsg, ReplyMsg],
+WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, LaunchMsg, ReplyMsg, HeartbeatMsg],
                           Field(discriminator="op")]
 #: parses one worker -> controller message; raises pydantic.ValidationError
 WORKER_MESSAGE: TypeAdapter = TypeAdapter(WorkerMessage)
@@ -130,11 +152,13 @@ class StartMsg(_Msg):
 
 
 class ElementMsg(_Msg):
-    """kill (LSF's kill sequence), reattach (find its supervisor again), end_tasks."""
+    """kill (LSF's kill sequence), reattach (find its supervisor again: that of dispatch
+    `attempt`, SCHED-4), end_tasks."""
 
     op: Literal["kill", "reattach", "end_tasks"]
     job_id: JobId
     index: Index
+    attempt: int | None = Field(None, ge=0)
 
 
 class SignalMsg(_Msg):

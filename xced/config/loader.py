@@ -24,6 +24,7 @@ xce.yaml
     default_application, default_project (a project path, /a/b), default_queue
     (a queue of queues.yaml), listen {host, port (0..65535 or null)}, kill_interval (> 0),
     limit_grace (> 0), sched_delay (0..0.010), store_busy_timeout (> 0), clean_period (0..1 year),
+    host_lost_grace (1 s..1 day, default 120 s),
     max_dispatch_failures (1..1000), launch_timeout (> 0), max_array_size
     (1..1000000, default 1000),
     presets_dir
@@ -431,17 +432,27 @@ def _seconds(low_exclusive: float | None = 0.0, high: float | None = None) -> Ch
     return run
 
 
-def _clean_period(v: Any, what: str) -> float:
-    """clean_period: seconds or a duration ("1h", "90m"), from 0 to a year (LSF CLEAN_PERIOD)."""
-    expected = (f'a number of seconds from 0 to {MAX_CLEAN_PERIOD_S:.0f} (a year), or a duration such as "1h", "1h30m" '
-                f'or "90m"')
-    try:
-        s = parse_seconds(v)
-    except ValueError:
-        raise _Invalid(f"{what} must be {expected}, got {_got(v)}") from None
-    if s > MAX_CLEAN_PERIOD_S:
-        raise _Invalid(f"{what} must be {expected}, got {_got(v)}")
-    return s
+def _duration(low: float, high: float, shown: str):
+    """A checker of a duration: seconds or a duration ("1h", "90m"), from `low` to `high`
+    seconds inclusive; `shown` names the range in the error ("from 0 to 31536000 (a year)")."""
+    expected = f'a number of seconds {shown}, or a duration such as "1h", "1h30m" or "90m"'
+
+    def check(v: Any, what: str) -> float:
+        try:
+            s = parse_seconds(v)
+        except ValueError:
+            raise _Invalid(f"{what} must be {expected}, got {_got(v)}") from None
+        if not low <= s <= high:
+            raise _Invalid(f"{what} must be {expected}, got {_got(v)}")
+        return s
+
+    return check
+
+
+#: clean_period: from 0 to a year (LSF CLEAN_PERIOD)
+_clean_period = _duration(0.0, MAX_CLEAN_PERIOD_S, f"from 0 to {MAX_CLEAN_PERIOD_S:.0f} (a year)")
+#: host_lost_grace: from 1 s to a day (SCHED-4)
+_host_lost_grace = _duration(1.0, MAX_INTERVAL_S, f"from 1 to {MAX_INTERVAL_S:.0f} (a day)")
 
 
 def _memory(v: Any, what: str) -> int:
@@ -600,6 +611,7 @@ _SETTINGS_FIELDS = {
     "max_array_size": _Field(_int(1, MAX_ARRAY_SIZE_SETTING)),
     "presets_dir": _Field(_nullable(_str())),
     "clean_period": _Field(_clean_period),
+    "host_lost_grace": _Field(_host_lost_grace),
 }
 _SETTINGS_MODEL_NAMES = {
     "kill_interval": "kill_interval_s",
@@ -608,6 +620,7 @@ _SETTINGS_MODEL_NAMES = {
     "store_busy_timeout": "store_busy_timeout_s",
     "launch_timeout": "launch_timeout_s",
     "clean_period": "clean_period_s",
+    "host_lost_grace": "host_lost_grace_s",
 }
 
 _LISTEN_FIELDS = {

@@ -74,6 +74,11 @@ max_array_size: 1000
 # is read from the store: `xcecli show`, `hist` and `jobs -a` still find it.
 clean_period: 1h
 
+# How long a host may be without its worker (crashed, unreachable, stopped) before
+# its jobs are requeued or ended EXIT, as their profile's on_host_failure says:
+# seconds or a duration. Longer than a worker restart plus its rejoin.
+host_lost_grace: 2m
+
 # Seconds a request that writes waits for a store another process has locked; then
 # it answers store_busy (exit 3) and changed nothing.
 store_busy_timeout: 5

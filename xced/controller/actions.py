@@ -144,7 +144,8 @@ class ActionsMixin:
                 raise Conflict(f"job {job_id}: the config in force refuses it, so it was not requeued: {why}")
             if new is not None:
                 specs.append((job, new, rr))
-        changes = self._changes(els, self._stim(m.Requeue, "requeue", actor, user=caller.user))
+        away = frozenset(h for h in self.hosts if h not in self.workers)  # SCHED-4: requeued at once there
+        changes = self._changes(els, self._stim(m.Requeue, "requeue", actor, user=caller.user, away=away))
         if not changes:
             ref, state = _subject(job, index)
             raise Conflict(f"job {ref} is {'pending' if state in ('PEND', 'PSUSP') else state}; only running or "

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from xced.api.peer import WORKER_MESSAGE, FinishedMsg, LaunchMsg, ReplyMsg, StartedMsg
+from xced.api.peer import WORKER_MESSAGE, FinishedMsg, HeartbeatMsg, LaunchMsg, ReplyMsg, StartedMsg
 from xced.model.jobs import ACTIVE
 from xced.model.state import EndStatus, StartInfo
 
@@ -49,8 +49,8 @@ class RemoteWorkerLink:
         self._send({"op": "signal", "job_id": job_id, "index": index, "sig": int(sig)})
         return True
 
-    def reattach(self, job_id: int, index: int) -> None:
-        self._send({"op": "reattach", "job_id": job_id, "index": index})
+    def reattach(self, job_id: int, index: int, attempt: int | None = None) -> None:
+        self._send({"op": "reattach", "job_id": job_id, "index": index, "attempt": attempt})
 
     async def launch_task(self, task) -> dict:
         """Run a task on this host and wait for its end (no timeout: tasks run as long as they run)."""
@@ -103,25 +103,31 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
         log.warning("worker %s sent a message that is not part of the channel (%s: %s); refused", link.host,
                     ".".join(str(x) for x in err.get("loc", ())) or "op", err.get("msg"))
         return False
+    if isinstance(msg, HeartbeatMsg):  # any message counts as one (the channel's route notes the time)
+        return True
     if isinstance(msg, ReplyMsg):
         link.resolve(msg.rid, msg.result)
         return True
     if isinstance(msg, LaunchMsg):
         return relay_launch(ctl, link, msg)
     host = ctl.element_host(msg.job_id, msg.index)
+    if host != link.host and msg.attempt is not None and ctl.is_stale_copy(msg.job_id, msg.index, msg.attempt):
+        log.info("worker %s reported %s of a stale copy of job %s (attempt %d); ignored (SCHED-4)", link.host,
+                 msg.op, f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id, msg.attempt)
+        return False
     if host != link.host:
         log.warning("worker %s reported %s of job %s, which %s; refused", link.host, msg.op,
                     f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id,
                     "is not running" if host is None else f"runs on {host}, not on {link.host}")
         return False
     if isinstance(msg, StartedMsg):
-        ctl.on_started(msg.job_id, msg.index, msg.start_time, msg.containment)
+        ctl.on_started(msg.job_id, msg.index, msg.start_time, msg.containment, attempt=msg.attempt)
     elif isinstance(msg, FinishedMsg):
         st = msg.status
         ctl.on_finished(msg.job_id, msg.index, EndStatus(st.exit_code, st.signal_name, st.start_time, st.end_time,
-                                                         st.reason))
+                                                         st.reason), attempt=msg.attempt)
     else:
-        ctl.on_start_failed(msg.job_id, msg.index, msg.reason)
+        ctl.on_start_failed(msg.job_id, msg.index, msg.reason, attempt=msg.attempt)
     return True
 
 

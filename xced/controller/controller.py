@@ -130,6 +130,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         self._boot = format(int(time.time()) % 36**6, "x")
         self._stim_seq = 0
         self._init_peers()
+        self._init_hosts()
         self._init_envs()
         self._init_retention()
         self._load()
@@ -186,6 +187,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
                     self.clock_offset)
         self.kick()
         self.sweep_soon()  # keys that expire in the step close their channels now (KEY-4)
+        self._safe_lost_check()  # hosts whose grace ends in the step are lost now (SCHED-4)
         self.purge_finished()  # jobs whose clean period ends in the step leave memory now
         return {"now": self.clock(), "offset": self.clock_offset}
 

@@ -134,9 +134,12 @@ class Resume(Stimulus):
 
 @dataclass(frozen=True, slots=True)
 class Requeue(Stimulus):
-    """`xcecli requeue` by `user` (LSF brequeue)."""
+    """`xcecli requeue` by `user` (LSF brequeue). `away`: hosts no worker serves now; a
+    running element whose first host is one of them pends again at once (nobody could
+    carry out its kill: its copy there is fenced when the host rejoins, SCHED-4)."""
 
     user: str = ""
+    away: frozenset = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,19 @@ class Release(Stimulus):
 
 
 @dataclass(frozen=True, slots=True)
+class HostLost(Stimulus):
+    """`host`, where the element runs, has had no worker for longer than host_lost_grace
+    (SCHED-4): the element is requeued or ended EXIT as `policy` (its profile's
+    on_host_failure, "requeue" or "exit") says. `first_alive`: its first host is another,
+    still served, host (the lost one held some of its tasks): the copy there is killed
+    first and the element is requeued or ended when its processes have ended."""
+
+    host: str = ""
+    policy: str = "requeue"
+    first_alive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Pending(Stimulus):
     """Why the element waits now (RES-6), or None when no reason holds any more (its -w
     dependency is met): from a scheduler session (SCHED-3: only a changed reason), the
@@ -166,9 +182,9 @@ class Pending(Stimulus):
 
 
 AnyStimulus = Union[Dispatch, Declined, StartFailed, Started, Finished, Kill, Stop, Resume, Requeue, SystemHold,
-                    Release, Pending]
+                    Release, HostLost, Pending]
 STIMULI: tuple[type, ...] = (Dispatch, Declined, StartFailed, Started, Finished, Kill, Stop, Resume, Requeue,
-                             SystemHold, Release, Pending)
+                             SystemHold, Release, HostLost, Pending)
 
 
 # ---------------------------------------------------------------------- outcomes
@@ -215,7 +231,7 @@ Effect = Union[StartElement, KillElement, SignalElement, EndTasks]
 
 #: stored element fields an outcome may set (the store's columns)
 STORED = frozenset({"state", "holds", "start_time", "end_time", "exit_code", "exit_signal", "exit_reason", "alloc",
-                    "action", "token_hash", "reserve", "containment"})
+                    "action", "token_hash", "reserve", "containment", "attempt", "failures"})
 #: memory-only element fields an outcome may set (a start time the worker saw is kept in memory
 #: only: the end's record carries it durably)
 MEMORY = frozenset({"pend_reason", "token", "start_time", "failures", "retry_at", "containment"})
@@ -266,7 +282,7 @@ def _dispatch(e: Element, s: Dispatch) -> Outcome:
     alloc = [(h, n) for h, n in s.alloc]
     out = _move(e, S.RUN, "DISPATCH", "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc) + s.note,
                 alloc=alloc, start_time=s.time, end_time=None, exit_code=None, exit_signal=None, exit_reason=None,
-                action=None, token_hash=s.token_hash, reserve=dict(s.reserve))
+                action=None, token_hash=s.token_hash, reserve=dict(s.reserve), attempt=e.attempt + 1)
     out.memory.update(pend_reason=None, retry_at=None, token=s.token, containment=None)
     out.effects.append(StartElement())
     return out
@@ -326,6 +342,11 @@ def _finished(e: Element, s: Finished) -> Outcome:
                     start_time=None, end_time=None, exit_code=None, exit_signal=None, exit_reason=None, action=None)
         out.events[0] = Event("REQUEUE", str(e.state), str(S.PEND), "requeued; the running job was killed",
                               "user:" + action.split(":", 1)[1])  # the requeue's user, not the worker
+        out.effects.append(EndTasks(hosts))
+        return out
+    if action.startswith("lost:"):  # another host of the job was lost; this copy was killed for it
+        _, policy, lost = action.split(":", 2)
+        out = _lost_end(e, policy, lost, st.end_time)
         out.effects.append(EndTasks(hosts))
         return out
     if st.reason == EndReason.SUPERVISOR_LOST:
@@ -428,9 +449,57 @@ def _system_hold(e: Element, s: SystemHold) -> Outcome:
 
 
 def _requeue_running(e: Element, s: Requeue) -> Outcome:
-    """unchanged, the requeue asked for (REQUEUE_REQUEST); it is killed, and pends again when it has ended."""
+    """unchanged, the requeue asked for (REQUEUE_REQUEST); it is killed, and pends again when it has ended; PEND at once when its first host has no worker (the copy there is fenced at its return)."""
+    if e.alloc and e.alloc[0][0] in s.away:
+        host = e.alloc[0][0]
+        out = _move(e, S.PEND, "REQUEUE", f"requeued by {s.user}; its host {host} has no worker now: a copy "
+                                          f"still running there is killed when it rejoins",
+                    alloc=[], reserve={}, start_time=None, end_time=None, exit_code=None, exit_signal=None,
+                    exit_reason=None, action=None)
+        out.memory.update(pend_reason=None, token=None)
+        out.effects.append(EndTasks(tuple(h for h, _ in e.alloc[1:])))
+        return out
     out = _note(e, "REQUEUE_REQUEST", None, action=f"requeue:{s.user}")
     out.effects.append(KillElement())
+    return out
+
+
+def _lost_end(e: Element, policy: str, host: str, end_time: float) -> Outcome:
+    """The element's end for lost host `host` (SCHED-4): PEND again with the same ID and
+    submit time ("requeued: host H lost") for policy "requeue", else EXIT ("host H lost")."""
+    if policy == "requeue":
+        out = _move(e, S.PEND, "REQUEUE", f"requeued: host {host} lost", alloc=[], reserve={}, start_time=None,
+                    end_time=None, exit_code=None, exit_signal=None, exit_reason=None, action=None)
+        out.memory.update(pend_reason=None, token=None)
+        return out
+    why = f"host {host} lost"
+    return _move(e, S.EXIT, "EXIT", why, end_time=end_time, exit_reason=why, action=None,
+                 containment=e.containment)
+
+
+def _host_lost(e: Element, s: HostLost) -> Outcome | None:
+    """SCHED-4: as its profile's on_host_failure says, PEND again or EXIT at once when the lost host is its first (its copy there is fenced at its return); when another, still served, host is its first, that copy is killed and the end follows its processes' (LOST_HOST_KILL). A kill or requeue asked before wins over the policy; an element whose own kill is already under way is left to it."""
+    action = e.action or ""
+    others = tuple(h for h, _ in e.alloc if h != s.host)
+    if s.first_alive:
+        if action:  # a kill, requeue or an earlier loss is under way on the first host already
+            return None
+        out = _note(e, "HOST_LOST", f"host {s.host} lost: the job's copy on {e.alloc[0][0]} is killed, then "
+                                    f"{'requeued' if s.policy == 'requeue' else 'ended'}",
+                    action=f"lost:{s.policy}:{s.host}")
+        out.effects.append(KillElement())
+        return out
+    if action.startswith("kill:"):
+        why = f"killed by {action.split(':', 1)[1]}; host {s.host} lost"
+        out = _move(e, S.EXIT, "EXIT", why, end_time=s.time, exit_reason=why, action=None,
+                    containment=e.containment)
+    elif action.startswith("requeue:"):
+        out = _lost_end(e, "requeue", s.host, s.time)
+        out.events[0] = Event("REQUEUE", str(e.state), str(S.PEND),
+                              f"requeued by {action.split(':', 1)[1]}; host {s.host} lost")
+    else:
+        out = _lost_end(e, action.split(":", 2)[1] if action.startswith("lost:") else s.policy, s.host, s.time)
+    out.effects.append(EndTasks(others))
     return out
 
 
@@ -467,6 +536,8 @@ TABLE: dict[tuple[type, S], Transition] = {
     (SystemHold, S.PEND): _system_hold,
     (SystemHold, S.PSUSP): _system_hold,
     (Release, S.PSUSP): _release_system,
+    (HostLost, S.RUN): _host_lost,
+    (HostLost, S.USUSP): _host_lost,
     (Pending, S.PEND): _pending,
     (Pending, S.PSUSP): _pending,
 }
@@ -525,10 +596,13 @@ class ConfigApplied(Stimulus):
 
 @dataclass(frozen=True, slots=True)
 class ReattachElement:
-    """Find the element's supervisor on its first host again, or its recorded end (JOB-8)."""
+    """Find the element's supervisor on its first host again, or its recorded end (JOB-8):
+    that of dispatch `attempt` (a job directory that holds another attempt's copy or end
+    is not this start's, SCHED-4)."""
 
     job_id: int
     index: int
+    attempt: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,8 +645,8 @@ def host_transition(s: HostJoined | HostLeft, running_there: list[Element],
         effects: list = []
         for e in running_there:
             key = (e.job.id, e.index)
-            effects.append(ReattachElement(*key))
-            if (e.action or "").startswith(("kill:", "requeue:")):
+            effects.append(ReattachElement(*key, e.attempt))
+            if (e.action or "").startswith(("kill:", "requeue:", "lost:")):
                 effects.append(KillAgain(*key))
             elif e.state is S.USUSP:
                 effects.append(SignalAgain(*key, int(signal.SIGSTOP)))

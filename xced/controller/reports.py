@@ -26,25 +26,38 @@ S = JobState
 class ReportsMixin:
     """What workers report (JOB-1, JOB-8): a part of the Controller."""
 
-    def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None) -> None:
+    def _stale(self, e: Element | None, attempt: int | None, what: str) -> bool:
+        """Whether a report (`what`) of dispatch `attempt` about `e` is a stale copy's: `e`
+        has been dispatched again since (SCHED-4 fencing). Such a report is ignored and
+        logged; None (a worker that names no attempt) is taken as current."""
+        if e is None or attempt is None or attempt == e.attempt:
+            return False
+        log.warning("%s of %s attempt %d ignored: a stale copy (the job's current attempt is %d, on %s)", what,
+                    e.ref, attempt, e.attempt, e.alloc[0][0] if e.alloc and e.state in ACTIVE else "no host")
+        return True
+
+    def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None,
+                   attempt: int | None = None) -> None:
         """The worker saw the job's process start: show the real start time and how its
         processes are kept together (`containment`: "cgroup-v2", "cgroup-v1", "subreaper",
         JOB-1). Kept in memory only (no transaction per start); the end's record carries the
         start time durably, and after a restart the worker reports both again from the
-        supervisor's job.json."""
+        supervisor's job.json. A report of another `attempt` than the element's is a stale
+        copy's and is ignored (SCHED-4)."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
-        if e is not None and e.state in ACTIVE:
+        if e is not None and e.state in ACTIVE and not self._stale(e, attempt, "start"):
             stim = m.Started("report", "worker", 0.0, start_time=start_time,  # writes nothing: no ID needed
                              containment=containment)
             self._commit([(e, stim, transition(e, stim))])
 
-    def on_start_failed(self, job_id: int, index: int, reason: str) -> None:
+    def on_start_failed(self, job_id: int, index: int, reason: str, attempt: int | None = None) -> None:
         """The worker could not start the element at all: back to PEND (retryable). When the
-        store refuses the write, it is kept and applied once it takes writes (D-8)."""
+        store refuses the write, it is kept and applied once it takes writes (D-8). A report
+        of another `attempt` is a stale copy's and is ignored (SCHED-4)."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
-        if e is None or e.state is not S.RUN:
+        if e is None or e.state is not S.RUN or self._stale(e, attempt, "failed start"):
             return
         stim = self._stim(m.StartFailed, "report", f"worker:{e.alloc[0][0] if e.alloc else '?'}", reason=reason,
                           limit=self.config.settings.max_dispatch_failures)
@@ -58,13 +71,16 @@ class ReportsMixin:
         except STORE_ERRORS as exc:
             self._retry_later(("start", job_id, index), f"the failed start of {e.ref}", apply, exc)
 
-    def on_finished(self, job_id: int, index: int, st: EndStatus) -> None:
+    def on_finished(self, job_id: int, index: int, st: EndStatus, attempt: int | None = None) -> None:
         """An element's processes ended (status from its supervisor's file, JOB-8). When its
         profile has a post_host_exec and it ran on several hosts, its tasks end and that
         hook runs on each other host before the end is recorded (JOB-6); a failing one makes
-        a DONE job EXIT with a reason naming the hook and host."""
+        a DONE job EXIT with a reason naming the hook and host. The end of another `attempt`
+        than the element's is a stale copy's: never recorded as the job's result (SCHED-4)."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
+        if self._stale(e, attempt, "end"):
+            return
         if e is None or e.state not in ACTIVE:
             log.warning("end of %s ignored: not running here", format_job_ref(job_id, index))
             return

@@ -40,12 +40,13 @@ TRIM_EVERY_S = 10.0
 
 def _element(job: Job, row: tuple) -> Element:
     """An Element of `job` from a store row (job_id, idx, state, holds, start, end, exit_code,
-    exit_signal, exit_reason, alloc, action, token_hash, reserve, failures, containment)."""
-    (_, idx, state, holds, st, et, code, sig, reason, alloc, action, thash, reserve, failures, containment) = row
+    exit_signal, exit_reason, alloc, action, token_hash, reserve, failures, containment, attempt)."""
+    (_, idx, state, holds, st, et, code, sig, reason, alloc, action, thash, reserve, failures, containment,
+     attempt) = row
     return Element(job, idx, S(state), frozenset(h for h in holds.split(",") if h) if holds else frozenset(),
                    st, et, code, sig, reason, [tuple(a) for a in json.loads(alloc)] if alloc else (), action,
                    token_hash=thash, reserve=json.loads(reserve) if reserve else {}, failures=failures or 0,
-                   containment=containment)
+                   containment=containment, attempt=attempt or 0)
 
 
 def job_from_rows(row: tuple, element_rows) -> Job:

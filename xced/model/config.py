@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from xced.model.profile import Profile, builtin_profiles
 from xced.model.keys import KeysConfig
 from xced.model.project import PROJECT_PATH_PATTERN, ProjectsConfig, RbacConfig
-from xced.model.units import (DEFAULT_CLEAN_PERIOD_S, MAX_CLEAN_PERIOD_S, DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
+from xced.model.units import (DEFAULT_CLEAN_PERIOD_S, DEFAULT_HOST_LOST_GRACE_S, MAX_CLEAN_PERIOD_S, DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
                               MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN, HOST_PATTERN)
 
 Mode = Literal["production", "test"]
@@ -78,6 +78,10 @@ class ClusterSettings(_Strict):
     #: after its last element ended; then it is read from the store (LSF CLEAN_PERIOD,
     #: Slurm MinJobAge). 0 purges at the next sweep.
     clean_period_s: float = Field(DEFAULT_CLEAN_PERIOD_S, ge=0, le=MAX_CLEAN_PERIOD_S)
+    #: seconds a host may be without its worker before its jobs are requeued or ended EXIT
+    #: as their profiles' on_host_failure says (SCHED-4); longer than a worker restart plus
+    #: its rejoin. On the daemon's clock (the test clock moves it).
+    host_lost_grace_s: float = Field(DEFAULT_HOST_LOST_GRACE_S, ge=1, le=MAX_INTERVAL_S)
 
 
 class QueueConfig(_Strict):

@@ -46,6 +46,9 @@ class Element:
     #: how its processes were kept together, as its supervisor reported at the start
     #: ("cgroup-v2", "cgroup-v1", "subreaper"; JOB-1); stored with its end (migration 0009)
     containment: str | None = None
+    #: how many times it has been dispatched (stored, migration 0011): every dispatch carries
+    #: it to the worker, and a copy or report of another attempt is stale and fenced (SCHED-4)
+    attempt: int = 0
 
     @property
     def ref(self) -> str:
@@ -102,10 +105,22 @@ class HostState:
     slots_used: int = 0
     mem_used_mb: int = 0
     njobs: int = 0
+    #: "ok" (a worker serves it, open), "closed_Adm" (served, closed by an admin) or
+    #: "unavail" (no worker): LSF bhosts' words; only "ok" takes new dispatches
     status: str = "unavail"
     resources_used: dict[str, float] = field(default_factory=dict)
     #: why the host is not ok, when known: "its worker's channel closed", "key SHA256:... revoked"
     status_reason: str | None = None
+    #: an admin's close or drain (CLI-4, LSF badmin hclose): (who, why, when), kept across
+    #: restarts as host events; None while open
+    closed: tuple[str, str | None, float] | None = None
+    #: a drain runs: closed, and its last job has not ended yet
+    draining: bool = False
+    #: daemon-clock time its worker went away (or the controller started without it); None
+    #: while served. Its jobs are lost host_lost_grace seconds after it (SCHED-4)
+    away_since: float | None = None
+    #: daemon-clock time it was declared lost (its jobs requeued or ended), until it rejoins
+    lost_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -143,6 +158,9 @@ class StartInfo:
     hooks: dict[str, dict] = field(default_factory=dict)
     #: the job's project path (PRJ-1): XCE_PROJECT and LSB_PROJECT_NAME; None: no project
     project: str | None = None
+    #: the element's dispatch count (SCHED-4 fencing): the worker keeps it in spec.json and
+    #: sends it with every report; a report of another attempt is ignored
+    attempt: int = 0
 
 
 @dataclass(slots=True)

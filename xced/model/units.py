@@ -82,6 +82,8 @@ MAX_INTERVAL_S = 86400.0
 MAX_CLEAN_PERIOD_S = 365 * 86400.0
 #: the default clean_period: finished jobs leave memory an hour after they end (LSF's default)
 DEFAULT_CLEAN_PERIOD_S = 3600.0
+#: the default host_lost_grace (SCHED-4): two minutes, longer than a worker restart plus rejoin
+DEFAULT_HOST_LOST_GRACE_S = 120.0
 #: D-4: the scheduler's coalescing delay may not pass 10 ms.
 MAX_SCHED_DELAY_S = 0.010
 #: the longest a request waits for a store another process has locked (D-8), seconds

@@ -29,7 +29,7 @@ from xced.store.base import store_failure, token_hash
 
 _JOB_COLUMNS = "id, name, user, queue, submit_time, spec"
 _ELEMENT_COLUMNS = ("job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, exit_reason, alloc, "
-                    "action, token_hash, reserve, failures, containment")
+                    "action, token_hash, reserve, failures, containment, attempt")
 #: the jobs a restart keeps (one parameter, the clean horizon): an element not finished, or
 #: one that ended at or after the horizon (the indexes elements_state and elements_end)
 _KEPT = ("SELECT job_id FROM elements WHERE state IN ('PEND','PSUSP','RUN','USUSP') "
@@ -310,7 +310,7 @@ class SqliteStore:
 
     def load_elements(self, horizon: float | None = None) -> Iterator[tuple]:
         """Rows (job_id, idx, state, holds, start, end, exit_code, exit_signal, exit_reason, alloc, action,
-        token_hash, reserve, failures, containment) by job and index, of the jobs load_jobs(horizon) gives."""
+        token_hash, reserve, failures, containment, attempt) by job and index, of the jobs load_jobs(horizon) gives."""
         if horizon is None:
             return self.db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements ORDER BY job_id, idx")
         return self.db.execute(f"SELECT {_ELEMENT_COLUMNS} FROM elements WHERE job_id IN ({_KEPT}) "
@@ -391,6 +391,29 @@ class SqliteStore:
         """Fingerprint -> the time of its key's last `joined` event (last seen, KEY-4)."""
         return {r[0]: r[1] for r in self.db.execute("SELECT fingerprint, MAX(time) FROM key_events WHERE kind='joined' "
                                                     "GROUP BY fingerprint")}
+
+    def add_host_event(self, t: float, host: str, kind: str, actor: str, reason: str | None) -> None:
+        """One row of a host's history (CLI-4, SCHED-4): "open", "close", "drain" (an admin's),
+        "drained", "lost", "rejoined" (the system's)."""
+        self.db.execute("INSERT INTO host_events (time, host, kind, actor, reason) VALUES (?,?,?,?,?)",
+                        (t, host, kind, actor, reason))
+
+    def host_events(self, host: str | None = None) -> list[tuple]:
+        """Rows (time, host, kind, actor, reason) of the hosts' history, in order."""
+        if host is None:
+            return self.db.execute("SELECT time, host, kind, actor, reason FROM host_events ORDER BY seq").fetchall()
+        return self.db.execute("SELECT time, host, kind, actor, reason FROM host_events WHERE host=? ORDER BY seq",
+                               (host,)).fetchall()
+
+    def host_admin(self) -> dict[str, tuple]:
+        """Host -> (time, kind, actor, reason, drained) of its latest admin event: kind
+        "open", "close" or "drain"; `drained`: a `drained` event came after that drain (its
+        last job ended; the host stays closed)."""
+        rows = self.db.execute(
+            "SELECT a.host, a.time, a.kind, a.actor, a.reason, EXISTS (SELECT 1 FROM host_events d WHERE "
+            "d.host = a.host AND d.kind = 'drained' AND d.seq > a.seq) FROM host_events a WHERE a.seq IN "
+            "(SELECT MAX(seq) FROM host_events WHERE kind IN ('open','close','drain') GROUP BY host)")
+        return {r[0]: (r[1], r[2], r[3], r[4], bool(r[5])) for r in rows}
 
     def key_events(self, fingerprint: str | None = None) -> list[tuple]:
         """Rows (time, fingerprint, kind, actor, reason) of the keys' history, in order."""

@@ -46,6 +46,21 @@ def groups_of(user: str, uid: int | None, gid: int | None) -> list[int] | None:
     return os.getgrouplist(user, gid) if uid is not None and gid is not None else None
 
 
+def spec_attempt(jd: Path) -> int:
+    """The attempt (dispatch count, SCHED-4) the element's spec.json in job directory `jd`
+    names; 0 when it names none or cannot be read."""
+    try:
+        return int(json.loads((jd / "spec.json").read_bytes()).get("attempt") or 0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+
+
+#: seconds a start waits for a stale copy of the same element (fenced, SCHED-4) to end in
+#: the job directory it needs, polled every STALE_POLL_S
+STALE_WAIT_S = 120.0
+STALE_POLL_S = 0.2
+
+
 class LocalWorker:
     """Serves host `host` for `controller`; job directories under `<TopDir>/jobs/ID/INDEX`."""
 
@@ -147,6 +162,15 @@ class LocalWorker:
         spec, launch its supervisor, and watch it. Failure to launch -> on_start_failed."""
         jd = self.jobdir(info.job_id, info.index)
         try:
+            stale = procs.is_alive(jd)
+        except OSError:  # a job directory that cannot be looked at: make_jobdir below says why
+            stale = False
+        if stale:
+            # a stale copy of this element (another attempt, fenced at this worker's rejoin,
+            # SCHED-4) is still ending in the job directory: start once it has ended
+            self._spawn(self._start_after_stale(info, jd))
+            return
+        try:
             self.make_jobdir(info.job_id, info.index, info.run_uid, info.run_gid)
             hostfile = write_hostfile(jd, info.alloc, info.run_uid, info.run_gid)
             env = element_environment(info, hostfile, self.client_env, self.task_starter)
@@ -165,7 +189,7 @@ class LocalWorker:
                 "grace_s": info.grace_s, "kill_interval_s": info.kill_interval_s,
                 "uid": info.run_uid, "gid": info.run_gid,
                 "groups": groups_of(info.run_as, info.run_uid, info.run_gid),
-                "umask": info.umask,
+                "umask": info.umask, "attempt": info.attempt,
             }
         except (OSError, ValueError) as e:
             self._start_failed(info, e)
@@ -173,10 +197,24 @@ class LocalWorker:
         self._launching[(info.job_id, info.index)] = False
         self._spawn(self._launch(info, jd, spec))
 
+    async def _start_after_stale(self, info, jd: Path) -> None:
+        """Start `info` once the stale copy in `jd` has ended (the controller killed it when
+        this worker rejoined, SCHED-4); after STALE_WAIT_S the start fails (retryable)."""
+        deadline = time.monotonic() + STALE_WAIT_S
+        log.info("start of %s[%s] (attempt %d) waits for the stale copy of attempt %d to end", info.job_id,
+                 info.index, info.attempt, spec_attempt(jd))
+        while procs.is_alive(jd):  # it was looked at before: an OSError here is a fault to see
+            if time.monotonic() > deadline:
+                self._start_failed(info, OSError(f"a stale copy of the job (attempt {spec_attempt(jd)}) still runs "
+                                                 f"in {jd} after {STALE_WAIT_S:.0f} s"))
+                return
+            await asyncio.sleep(STALE_POLL_S)
+        self.start(info)
+
     def _start_failed(self, info, e: Exception) -> None:
         why = f"cannot launch on {self.host}: {e}"
         self._log_once(why, f"{info.job_id}[{info.index}]")
-        self.controller.on_start_failed(info.job_id, info.index, why)
+        self.controller.on_start_failed(info.job_id, info.index, why, attempt=info.attempt)
 
     async def _launch(self, info, jd: Path, spec: dict) -> None:
         """Fork the element's supervisor through the launcher, without blocking the loop. A
@@ -194,9 +232,9 @@ class LocalWorker:
             if found is None:
                 self._start_failed(info, e)
             elif isinstance(found, procs.JobStatus):
-                self._report(info.job_id, info.index, found)
+                self._report(info.job_id, info.index, found, info.attempt)
             else:
-                await self._watch(info.job_id, info.index, found)
+                await self._watch(info.job_id, info.index, found, info.attempt)
             return
         except (OSError, ValueError) as e:
             self._launching.pop(key, None)
@@ -204,25 +242,28 @@ class LocalWorker:
             return
         if self._launching.pop(key, False):  # killed while it was being launched
             procs.request_kill(jd)
-        await self._watch(info.job_id, info.index, handle)
+        await self._watch(info.job_id, info.index, handle, info.attempt)
 
-    async def _watch(self, job_id: int, index: int, handle) -> None:
+    async def _watch(self, job_id: int, index: int, handle, attempt: int) -> None:
+        """Report the start and then the end of the element of dispatch `attempt` (SCHED-4)."""
         started = await handle.started(timeout=60.0)
         if started is not None:
-            self.controller.on_started(job_id, index, started["start_time"], started.get("containment"))
+            self.controller.on_started(job_id, index, started["start_time"], started.get("containment"),
+                                       attempt=attempt)
         st = await handle.wait()
-        self._report(job_id, index, st)
+        self._report(job_id, index, st, attempt)
 
-    def _report(self, job_id: int, index: int, st) -> None:
+    def _report(self, job_id: int, index: int, st, attempt: int) -> None:
         from xced.model.state import EndStatus
 
         if st.reason == procs.REASON_SUPERVISOR_LOST and not (self.jobdir(job_id, index) / "job.json").exists():
             # the supervisor died before it started the job: it never ran, so it pends again
             self.controller.on_start_failed(job_id, index, f"the supervisor on {self.host} died before it started "
-                                                           f"the job")
+                                                           f"the job", attempt=attempt)
             return
         self.controller.on_finished(job_id, index, EndStatus(
-            st.exit_code, st.signal_name, st.start_time, st.end_time if st.end_time else time.time(), st.reason))
+            st.exit_code, st.signal_name, st.start_time, st.end_time if st.end_time else time.time(), st.reason),
+            attempt=attempt)
 
     # ---------------------------------------------------------------- tasks (xcecli launch)
 
@@ -270,23 +311,31 @@ class LocalWorker:
 
     # ---------------------------------------------------------------- after a restart
 
-    def reattach(self, job_id: int, index: int) -> None:
+    def reattach(self, job_id: int, index: int, attempt: int | None = None) -> None:
         """JOB-8: find the element's supervisor after a daemon restart. A live one is watched
         again; one that ended while the daemon was down is reported with its recorded status
-        and end time; one never launched goes back to PEND. Done in a task: finding the
-        supervisor may wait up to 2 s for one in its first milliseconds, which runs in a
-        thread so that the event loop answers meanwhile (issue 15: restart time, D-8)."""
-        self._spawn(self._reattach(job_id, index))
+        and end time; one never launched goes back to PEND, and so does one whose job
+        directory holds another `attempt`'s copy (the start of this one never reached this
+        host, SCHED-4). Done in a task: finding the supervisor may wait up to 2 s for one in
+        its first milliseconds, which runs in a thread so that the event loop answers
+        meanwhile (issue 15: restart time, D-8)."""
+        self._spawn(self._reattach(job_id, index, attempt))
 
-    async def _reattach(self, job_id: int, index: int) -> None:
+    async def _reattach(self, job_id: int, index: int, expected: int | None = None) -> None:
         jd = self.jobdir(job_id, index)
+        attempt = spec_attempt(jd)
+        if expected is not None and attempt != expected and (jd / "spec.json").exists():
+            self.controller.on_start_failed(job_id, index, f"the start of attempt {expected} never reached "
+                                                           f"{self.host} (its job directory holds attempt {attempt})",
+                                            attempt=expected)
+            return
         try:
             res = await asyncio.to_thread(procs.attach, jd)
         except (OSError, ValueError) as e:  # TimeoutError is an OSError
             log.error("re-attaching %s[%s]: %s; its supervisor is taken as lost", job_id, index, e)
             res = procs.JobStatus(exit_code=1, end_time=time.time(), reason=procs.REASON_SUPERVISOR_LOST)
         if res is None:
-            self.controller.on_start_failed(job_id, index, "not started before the daemon stopped")
+            self.controller.on_start_failed(job_id, index, "not started before the daemon stopped", attempt=attempt)
         elif isinstance(res, procs.JobStatus):
             try:
                 started = json.loads((jd / "job.json").read_bytes())
@@ -294,10 +343,11 @@ class LocalWorker:
                 started = None
             if isinstance(started, dict) and started.get("start_time") is not None:
                 # ended while the daemon was down: its start (and containment, JOB-1) is known too
-                self.controller.on_started(job_id, index, started["start_time"], started.get("containment"))
-            self._report(job_id, index, res)
+                self.controller.on_started(job_id, index, started["start_time"], started.get("containment"),
+                                           attempt=attempt)
+            self._report(job_id, index, res, attempt)
         else:
-            await self._watch(job_id, index, res)
+            await self._watch(job_id, index, res, attempt)
 
     # ---------------------------------------------------------------- control
 

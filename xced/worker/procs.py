@@ -86,6 +86,8 @@ _SPEC_DEFAULTS: dict[str, Any] = {
     "host": None,
     "host_ntasks": None,
     "umask": 0o022,
+    #: the dispatch count (SCHED-4): what the worker reports the element's copy as
+    "attempt": 0,
 }
 #: Files a previous run in the same JOBDIR may have left; launch() removes them.
 _STALE = (STATUS_FILE, JOB_FILE, PID_FILE, KILL_FILE, contain.CONTAIN_FILE)

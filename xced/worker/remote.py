@@ -13,8 +13,10 @@ to the controller's key (KEY-6, xced.auth.tls) and the worker answers the contro
 challenge with its own host key (KEY-3). Without one it joins a test-mode controller over
 plain TCP, as harnesses do. `--enroll TOKEN` first trades the token for trust of the
 worker's key (KEY-5). A refusal (an untrusted, revoked or expired key) ends the worker
-with the controller's reason; it does not retry (a controller that cannot be reached, or whose
-store is busy or failing, is tried again with a back-off, enrolment included).
+with the controller's reason; it does not retry. A controller that cannot be reached, or
+whose store is busy or failing, is tried again with a back-off, enrolment included; so is a
+refusal of a host name that is joined already, logged once: it may be this worker's own old
+channel, which the controller drops at the latest when its heartbeats stop (SCHED-4).
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from pathlib import Path
 
-from xced.api.peer import CHANNEL_PATH, Join
+from xced.api.peer import CHANNEL_PATH, HEARTBEAT_S, Join
 from xced.auth.tls import save_pin as _save_pin
 from xced.constants import API_PREFIX
 from xced.model.state import EndStatus, StartInfo
@@ -35,8 +36,6 @@ log = logging.getLogger("xced.worker.remote")
 #: seconds before the first attempt to rejoin the controller; doubles up to REJOIN_MAX_S
 REJOIN_DELAY_S = 0.5
 REJOIN_MAX_S = 10.0
-#: seconds a worker keeps retrying when its host name is still joined (its own old channel)
-DUPLICATE_RETRY_S = 30.0
 
 
 # ---------------------------------------------------------------------- worker side
@@ -49,17 +48,19 @@ class ChannelReporter:
     def __init__(self) -> None:
         self.queue: asyncio.Queue[dict] = asyncio.Queue()
 
-    def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None) -> None:
+    def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None,
+                   attempt: int | None = None) -> None:
         self.queue.put_nowait({"op": "started", "job_id": job_id, "index": index, "start_time": start_time,
-                               "containment": containment})
+                               "containment": containment, "attempt": attempt})
 
-    def on_finished(self, job_id: int, index: int, st: EndStatus) -> None:
+    def on_finished(self, job_id: int, index: int, st: EndStatus, attempt: int | None = None) -> None:
         self.queue.put_nowait({"op": "finished", "job_id": job_id, "index": index, "status": {
             "exit_code": st.exit_code, "signal_name": st.signal_name, "start_time": st.start_time,
-            "end_time": st.end_time, "reason": st.reason}})
+            "end_time": st.end_time, "reason": st.reason}, "attempt": attempt})
 
-    def on_start_failed(self, job_id: int, index: int, reason: str) -> None:
-        self.queue.put_nowait({"op": "start_failed", "job_id": job_id, "index": index, "reason": reason})
+    def on_start_failed(self, job_id: int, index: int, reason: str, attempt: int | None = None) -> None:
+        self.queue.put_nowait({"op": "start_failed", "job_id": job_id, "index": index, "reason": reason,
+                               "attempt": attempt})
 
 
 class LaunchRelay:
@@ -126,9 +127,12 @@ class LaunchRelay:
         return 503, {"error": {"code": "unreachable", "message": why, "field": None}}
 
 
-def running_elements(jobs_dir: Path) -> list[tuple[int, int]]:
-    """(job_id, index) of every element whose supervisor is alive on this host."""
+def running_elements(jobs_dir: Path) -> list[tuple[int, int, int]]:
+    """(job_id, index, attempt) of every element whose supervisor is alive on this host; the
+    attempt is the one its spec.json names (0 when it names none: dispatched before attempts
+    were kept). What the join reports, for the controller's fencing (SCHED-4)."""
     from xced.worker import procs
+    from xced.worker.local import spec_attempt
 
     out = []
     if not jobs_dir.is_dir():
@@ -138,7 +142,7 @@ def running_elements(jobs_dir: Path) -> list[tuple[int, int]]:
             continue
         for ed in jd.iterdir():
             if ed.name.isdigit() and procs.is_alive(ed):
-                out.append((int(jd.name), int(ed.name)))
+                out.append((int(jd.name), int(ed.name), spec_attempt(ed)))
     return sorted(out)
 
 
@@ -166,7 +170,7 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
         relay.reporter = reporter
     worker = LocalWorker(join.host, topdir, reporter, job_env if job_env is not None else {"XCE_CONTROLLER": url})
     delay = REJOIN_DELAY_S
-    started = time.monotonic()
+    refused_said: str | None = None  # the duplicate-name refusal last logged (logged once)
     ssl_ctx = None
     try:
         while not stop.is_set():
@@ -180,8 +184,9 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                     enroll = None
                 async with websockets.connect(ws_url, max_size=2**24, open_timeout=5, ssl=ssl_ctx) as ws:
                     def joined() -> None:  # the delay starts over only once joined, never at a refusal
-                        nonlocal delay
+                        nonlocal delay, refused_said
                         delay = REJOIN_DELAY_S
+                        refused_said = None
                         if pin:
                             _save_pin(topdir, pin)
 
@@ -206,9 +211,14 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                 log.warning("channel to %s: %s; rejoining in %.1f s (is the controller running, and is %s its "
                             "run/xced.port?)", url, e, delay, url)
             except _Refused as e:
-                # a restarted worker may race its old channel's close: retry that for a while
-                if "already joined" in str(e) and time.monotonic() - started < DUPLICATE_RETRY_S:
-                    log.warning("the controller refused this worker for now: %s; retrying", e)
+                # a restarted worker may race its old channel's close (which the controller
+                # drops at the latest when its heartbeats stop), and a second worker of the same
+                # name waits for the first to go: tried again with the back-off, said once
+                if "already joined" in str(e):
+                    if refused_said != str(e):
+                        log.warning("the controller refused this worker: %s; trying again with a back-off of up to "
+                                    "%.0f s (said once)", e, REJOIN_MAX_S)
+                        refused_said = str(e)
                 else:
                     log.error("the controller refused this worker: %s", e)
                     raise
@@ -328,8 +338,10 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
                 info["alloc"] = [tuple(a) for a in info["alloc"]]
                 worker.start(StartInfo(**info))
             elif isinstance(msg, ElementMsg):
-                {"kill": worker.kill, "reattach": worker.reattach, "end_tasks": worker.end_tasks}[msg.op](
-                    msg.job_id, msg.index)
+                if msg.op == "reattach":
+                    worker.reattach(msg.job_id, msg.index, msg.attempt)
+                else:
+                    {"kill": worker.kill, "end_tasks": worker.end_tasks}[msg.op](msg.job_id, msg.index)
             elif isinstance(msg, SignalMsg):
                 worker.signal(msg.job_id, msg.index, msg.sig)
             elif isinstance(msg, RequestMsg) and msg.what == "launch_task":
@@ -340,7 +352,16 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
                 result = worker.read_output(a["job_id"], a["index"], a["stream"], a["max_bytes"])
                 reporter.queue.put_nowait({"op": "reply", "rid": msg.rid, "result": result})
 
-    tasks = {asyncio.create_task(sender()), asyncio.create_task(receiver()), asyncio.create_task(stop.wait())}
+    beat = float(answer.get("heartbeat_s") or HEARTBEAT_S)
+
+    async def heartbeat() -> None:
+        # SCHED-4: a controller that hears nothing for HEARTBEAT_MISSES beats drops the channel
+        while True:
+            await asyncio.sleep(beat)
+            reporter.queue.put_nowait({"op": "heartbeat"})
+
+    tasks = {asyncio.create_task(sender()), asyncio.create_task(receiver()), asyncio.create_task(stop.wait()),
+             asyncio.create_task(heartbeat())}
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for t in done:

@@ -5,11 +5,15 @@ config; LSF's badmin likewise is the LSF administrators')."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Depends, Request
 
 import xced
 from xced.api.errors import Conflict, InvalidRequest, NotFound
-from xced.api.models import ApplyConfigRequest, ApplyConfigResult, AppList, RecordRequest, RecordResult, AppOut, HostList, HostOut, Info, QueueList, QueueOut
+from xced.api.models import (ApplyConfigRequest, ApplyConfigResult, AppList, AppOut, HostControlRequest,
+                             HostControlResult, HostList, HostOut, Info, QueueList, QueueOut, RecordRequest,
+                             RecordResult)
 from xced.policy.rbac import Caller
 from xced.server.busy import StoreBusyRetryRoute
 from xced.server.auth import requires
@@ -76,12 +80,22 @@ async def sim_record(body: RecordRequest, request: Request,
 
 @router.get("/hosts", response_model=HostList, responses=errors())
 async def hosts(request: Request, _: Caller = Depends(requires("cluster:view"))) -> HostList:
+    """Every host (LSF bhosts; CLI-3): its status, slots, memory, admin closure and jobs."""
     ctl = request.app.state.controller
-    return HostList(hosts=[
-        HostOut(name=h.name, status=h.status, slots=h.slots, slots_used=h.slots_used, memory_mb=h.memory_mb,
-                memory_used_mb=h.mem_used_mb, njobs=h.njobs, resources=h.resources, attributes=h.attributes,
-                tags=h.tags, status_reason=h.status_reason)
-        for h in ctl.host_states()])
+    jobs = ctl.jobs_by_host()
+    return HostList(hosts=[HostOut(**ctl.host_view(h, jobs)) for h in ctl.host_states()])
+
+
+@router.post("/hosts/{name}/{op}", response_model=HostControlResult, responses=errors(BODY, 404, 409))
+async def host_control(name: str, op: Literal["open", "close", "drain"], body: HostControlRequest,
+                       request: Request,
+                       caller: Caller = Depends(requires("cluster:admin", "open, close or drain a host"))
+                       ) -> HostControlResult:
+    """CLI-4 (LSF badmin hopen/hclose, Slurm's drain): `close` stops new dispatches to the
+    host, `drain` closes it until its last job has ended (`draining` in `GET /hosts` until
+    then), `open` reverses either; each a host event with the admin's name and reason."""
+    ctl = request.app.state.controller
+    return HostControlResult(**ctl.host_control(caller, name, op, body.reason))
 
 
 @router.get("/queues", response_model=QueueList, responses=errors())

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from fastapi import APIRouter, Depends, Request, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from xced.api.errors import PermissionDenied
 from xced.api.models import ChallengeOut, ChallengeRequest, EnrollRequest, KeyOut, SessionOut, SessionRequest
-from xced.api.peer import CHANNEL_PATH, Join
+from xced.api.peer import CHANNEL_PATH, HEARTBEAT_MISSES, Join
 from xced.auth.roles import message_allowed
 from xced.controller.channel import RemoteWorkerLink, handle_worker_message
 from xced.server.auth import OPEN, PEER, requires
@@ -85,11 +86,12 @@ async def worker_channel(ws: WebSocket) -> None:
         return
     queue: asyncio.Queue[dict] = asyncio.Queue()
     link = RemoteWorkerLink(join.host, queue.put_nowait)
-    await ws.send_json({"op": "joined", "host": join.host})
+    beat = ctl.heartbeat_s
+    await ws.send_json({"op": "joined", "host": join.host, "heartbeat_s": beat})
     gone = asyncio.Event()
 
     async def close(reason: str) -> None:
-        link.left_reason = f"{reason}: the host is lost; its jobs stay RUN until it rejoins"
+        link.left_reason = reason
         try:
             await ws.send_json({"op": "refused", "reason": reason})
             await ws.close(code=POLICY_VIOLATION)
@@ -103,16 +105,34 @@ async def worker_channel(ws: WebSocket) -> None:
         while True:
             await ws.send_json(await queue.get())
 
-    send_task = asyncio.create_task(sender())
-    ctl.worker_joined(link, join)
-    try:
+    heard = [time.monotonic()]
+
+    async def receiver() -> None:
         while True:
             msg = await ws.receive_json()
+            heard[0] = time.monotonic()  # any message is a sign of life, a heartbeat included (SCHED-4)
             op = msg.get("op") if isinstance(msg, dict) else None
             if ident is not None and not message_allowed(ident.role, str(op)):
                 log.warning("worker %s sent %r, which its role may not send; refused", join.host, op)
                 continue
             handle_worker_message(ctl, link, msg)
+
+    send_task = asyncio.create_task(sender())
+    ctl.worker_joined(link, join)
+    recv_task = asyncio.create_task(receiver())
+    try:
+        # a worker that is stopped, or whose host froze, keeps its TCP connection open: only
+        # its heartbeats stopping tell (HEARTBEAT_MISSES in a row: the channel is dropped)
+        while True:
+            done, _ = await asyncio.wait({recv_task}, timeout=beat)
+            if done:
+                recv_task.result()  # how it ended: a disconnect, or a failure
+                break
+            silent = time.monotonic() - heard[0]
+            if silent > beat * HEARTBEAT_MISSES:
+                link.left_reason = f"its worker sent nothing for {silent:.0f} s (a heartbeat is due every {beat:g} s)"
+                log.warning("worker %s: %s; its channel is dropped", join.host, link.left_reason)
+                break
     except WebSocketDisconnect:
         pass
     except RuntimeError:  # closed by `close` (a revoked key) while receiving
@@ -120,6 +140,7 @@ async def worker_channel(ws: WebSocket) -> None:
     except Exception:
         log.exception("worker channel of %s failed", join.host)
     finally:
+        recv_task.cancel()
         send_task.cancel()
         link.close()
         if handle is not None:

@@ -1,0 +1,281 @@
+"""Lost hosts and host control end to end (SCHED-4, CLI-4, PROF-3 on_host_failure; issue
+16): a controller and two real `xced --roles worker` processes h1 and h2 on this machine,
+each with its own TopDir. A worker is SIGKILLed (its channel closes) or SIGSTOPped (its
+heartbeats stop); the daemon's test clock is moved past host_lost_grace instead of waiting.
+What is checked is what a user and an admin see: `xcecli hosts --json`, `show`, `hist`, the
+job's processes by PID, and `xceadmin hosts`'s exit codes and messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import XCEADMIN, XCED, Daemon, kill_job_processes, short_tmpdir, stop_processes, write_config
+
+pytestmark = pytest.mark.timeout(150)
+
+APPS = """\
+applications:
+  again:
+    on_host_failure: requeue
+  once:
+    on_host_failure: exit
+"""
+
+
+class Cluster:
+    """A controller that runs no jobs itself, and workers h1 and h2 of 2 slots each."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self.ctl_top = top / "A"
+        write_config(self.ctl_top)
+        cfg = self.ctl_top / "config"
+        (cfg / "hosts.yaml").write_text("hosts: []\n")
+        (cfg / "applications.yaml").write_text(APPS)
+        with open(cfg / "xce.yaml", "a") as f:
+            f.write("listen:\n  host: 127.0.0.1\n  port: 0\nhost_lost_grace: 60\n")
+        # heartbeats every 0.3 s: a stopped worker is noticed within a second (SCHED-4)
+        self.ctl = Daemon(self.ctl_top, args=["--roles", "controller,scheduler,apiserver"],
+                          env={"XCE_TEST_HEARTBEAT_S": "0.3"})
+        self.workers: dict[str, subprocess.Popen] = {}
+
+    def start_worker(self, name: str) -> None:
+        port = (self.ctl_top / "run" / "xced.port").read_text().strip()
+        wtop = self.top / name
+        wtop.mkdir(parents=True, exist_ok=True)
+        log = open(wtop / "worker.log", "ab")
+        self.workers[name] = subprocess.Popen(
+            [XCED, "--roles", "worker", "--controller", f"tcp://127.0.0.1:{port}", "--host-name", name,
+             "--topdir", str(wtop), "--slots", "2", "--memory", "4GB"], stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def start(self) -> "Cluster":
+        self.ctl.start()
+        for n in ("h1", "h2"):
+            self.start_worker(n)
+        self.wait_hosts(h1="ok", h2="ok")
+        return self
+
+    def hosts(self) -> dict[str, dict]:
+        return {h["name"]: h for h in json.loads(self.ctl.cli("hosts", "--json", check=True).stdout)["hosts"]}
+
+    def wait_hosts(self, timeout: float = 30, **want: str) -> dict[str, dict]:
+        deadline = time.monotonic() + timeout
+        while True:
+            hosts = self.hosts()
+            if all(hosts.get(n, {}).get("status") == s for n, s in want.items()):
+                return hosts
+            assert time.monotonic() < deadline, f"hosts are not {want}: {hosts}"
+            time.sleep(0.1)
+
+    def admin(self, *args: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "XCE_TOPDIR": str(self.ctl_top), "XCE_TEST_USER": "admin"}
+        env.pop("XCE_SOCKET", None)
+        return subprocess.run([XCEADMIN, *args], capture_output=True, text=True, env=env, timeout=60)
+
+    def pgid(self, host: str, jid: int) -> int:
+        job_json = self.top / host / "jobs" / str(jid) / "0" / "job.json"
+        deadline = time.monotonic() + 20
+        while not job_json.exists():
+            assert time.monotonic() < deadline, f"job {jid} never started on {host}"
+            time.sleep(0.05)
+        return json.loads(job_json.read_text())["pgid"]
+
+    def stop(self) -> None:
+        for p in self.workers.values():
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        stop_processes(self.workers.values())
+        self.ctl.stop()
+        for d in [self.ctl_top, *(self.top / n for n in self.workers)]:
+            kill_job_processes(d)
+
+
+@pytest.fixture
+def cluster():
+    top = short_tmpdir("xce-hf-")
+    c = Cluster(top)
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _gone(pgid: int, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _host_of(job: dict) -> str:
+    return job["elements"][0]["alloc"][0]["host"]
+
+
+def test_lost_host_requeues_or_ends_its_jobs_and_fences_the_stale_copies(cluster, tmp_path):
+    c, d = cluster, cluster.ctl
+    # h2 closed while the two jobs are submitted, so both start on h1 (CLI-4: no dispatch to a closed host)
+    r = c.admin("hosts", "close", "h2", "--reason", "disk swap")
+    assert r.returncode == 0 and "host h2 closed" in r.stdout, r.stderr
+    h2 = c.hosts()["h2"]
+    assert (h2["status"], h2["closed_by"], h2["closed_reason"], h2["draining"]) == ("closed_Adm", "admin",
+                                                                                   "disk swap", False)
+    # a job that shrugs off SIGINT and SIGTERM and ends 0 when told (the file `go`)
+    again = d.submit("-a", "again", "--", "sh", "-c", "trap '' INT TERM; while [ ! -f go ]; do sleep 0.1; done",
+                     cwd=tmp_path)
+    once = d.submit("-a", "once", "--", "sleep", "300", cwd=tmp_path)
+    assert _host_of(d.wait_state(again, ("RUN",))) == "h1" and _host_of(d.wait_state(once, ("RUN",))) == "h1"
+    old_again, old_once = c.pgid("h1", again), c.pgid("h1", once)
+    assert c.hosts()["h1"]["jobs"] == [str(again), str(once)]
+    r = c.admin("hosts", "open", "h2")
+    assert r.returncode == 0 and c.hosts()["h2"]["status"] == "ok"
+
+    w = c.workers["h1"]
+    w.send_signal(signal.SIGKILL)
+    w.wait(10)
+    h1 = c.wait_hosts(h1="unavail")["h1"]
+    assert h1["away_since"] is not None and h1["lost_at"] is None
+    assert d.show(again)["state"] == "RUN"  # within the grace period nothing happens to its jobs
+    r = c.admin("debug", "clock", "--advance", "61s")
+    assert r.returncode == 0, r.stderr
+    j = d.wait_state(again, ("RUN",))
+    deadline = time.monotonic() + 20
+    while _host_of(j) != "h2":
+        assert time.monotonic() < deadline, j
+        time.sleep(0.1)
+        j = d.show(again)
+    hist = d.cli("hist", str(again), check=True).stdout
+    assert "requeued: host h1 lost" in hist, hist
+    assert j["submit_time"] is not None and j["app"] == "again"
+    e = d.show(once)
+    assert e["state"] == "EXIT" and e["elements"][0]["exit_reason"] == "host h1 lost", e
+    assert c.hosts()["h1"]["lost_at"] is not None
+
+    # h1 comes back while both old copies still run under their supervisors: both are killed there
+    os.killpg(old_again, 0)
+    os.killpg(old_once, 0)
+    c.start_worker("h1")
+    c.wait_hosts(h1="ok")
+    assert _gone(old_again) and _gone(old_once), "a stale copy outlived the rejoin of its host"
+    time.sleep(0.5)  # their ends reach the controller, which must ignore them
+    j = d.show(again)
+    assert j["state"] == "RUN" and _host_of(j) == "h2", j
+    assert d.show(once)["elements"][0]["exit_reason"] == "host h1 lost"
+    (tmp_path / "go").write_text("")
+    j = d.wait_state(again, ("DONE", "EXIT"))
+    assert j["state"] == "DONE" and _host_of(j) == "h2", j
+    events = d.cli("hist", str(again), "--json", check=True).stdout
+    assert events.count('"EXIT"') == 0, events  # the killed stale copy never became the job's result
+    assert "stale copy of job" in c.ctl.log.read_text()  # and the fencing is logged
+
+
+def test_a_stopped_worker_is_noticed_by_its_heartbeats_and_a_kill_asked_meanwhile_ends_the_job_at_the_loss(
+        cluster, tmp_path):
+    c, d = cluster, cluster.ctl
+    c.admin("hosts", "close", "h2")
+    victim = d.submit("-a", "again", "--", "sleep", "300", cwd=tmp_path)
+    moved = d.submit("--", "sleep", "300", cwd=tmp_path)
+    d.wait_state(victim, ("RUN",))
+    d.wait_state(moved, ("RUN",))
+    pg_victim, pg_moved = c.pgid("h1", victim), c.pgid("h1", moved)
+    c.admin("hosts", "open", "h2")
+    c.workers["h1"].send_signal(signal.SIGSTOP)  # its TCP connection stays open: only the heartbeats stop
+    h1 = c.wait_hosts(timeout=15, h1="unavail")["h1"]
+    assert "sent nothing for" in h1["status_reason"], h1
+    r = d.cli("kill", str(victim))
+    assert r.returncode == 0, r.stderr  # acknowledged, though nobody can carry it out yet
+    r = d.cli("requeue", str(moved))  # by hand, on a host without its worker: PEND at once, runs elsewhere
+    assert r.returncode == 0, r.stderr
+    j = d.wait_state(moved, ("RUN",))
+    deadline = time.monotonic() + 20
+    while _host_of(j) != "h2":
+        assert time.monotonic() < deadline, j
+        time.sleep(0.1)
+        j = d.show(moved)
+    assert d.show(victim)["state"] == "RUN"
+    c.admin("debug", "clock", "--advance", "61s")
+    j = d.wait_state(victim, ("EXIT",))
+    why = j["elements"][0]["exit_reason"]
+    assert why.startswith("killed by ") and why.endswith("; host h1 lost"), j
+    # the worker resumes: it rejoins, and both its copies are fenced (killed) there
+    c.workers["h1"].send_signal(signal.SIGCONT)
+    c.wait_hosts(timeout=30, h1="ok")
+    assert _gone(pg_victim) and _gone(pg_moved)
+    assert d.show(moved)["state"] == "RUN" and _host_of(d.show(moved)) == "h2"
+
+
+def test_host_control_drain_and_its_errors(cluster, tmp_path):
+    c, d = cluster, cluster.ctl
+    r = c.admin("hosts", "close", "nope")
+    assert r.returncode == 1 and "'nope' is not a host of this cluster" in r.stderr, r.stderr
+    assert c.admin("hosts", "close", "h1", "--reason", "fan").returncode == 0
+    r = c.admin("hosts", "close", "h1", "--reason", "fan")
+    assert r.returncode == 0 and "already closed" in r.stderr and r.stdout == "", (r.stdout, r.stderr)
+    r = d.cli("hosts", check=True)
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("h1"))
+    assert "closed_Adm" in line and "closed by admin: fan" in line, r.stdout
+    assert c.admin("hosts", "open", "h1").returncode == 0
+    r = c.admin("hosts", "open", "h1")
+    assert r.returncode == 0 and "already open" in r.stderr
+    # drain with --wait: returns once the host's last job has ended
+    c.admin("hosts", "close", "h1")
+    jid = d.submit("--", "sh", "-c", "while [ ! -f done ]; do sleep 0.1; done", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    assert _host_of(d.show(jid)) == "h2"
+    c.admin("hosts", "open", "h1")
+    waiter = subprocess.Popen([XCEADMIN, "hosts", "drain", "h2", "--reason", "kernel", "--wait"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "XCE_TOPDIR": str(c.ctl_top), "XCE_TEST_USER": "admin"})
+    try:
+        deadline = time.monotonic() + 20
+        while not c.hosts()["h2"]["draining"]:
+            assert time.monotonic() < deadline and waiter.poll() is None
+            time.sleep(0.1)
+        h2 = c.hosts()["h2"]
+        assert (h2["status"], h2["closed_reason"], h2["jobs"]) == ("closed_Adm", "kernel", [str(jid)])
+        assert waiter.poll() is None  # still waiting: a job runs there
+        (tmp_path / "done").write_text("")
+        out, errs = waiter.communicate(timeout=30)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    assert waiter.returncode == 0 and "host h2 drained" in out, (out, errs)
+    h2 = c.hosts()["h2"]
+    assert h2["draining"] is False and h2["status"] == "closed_Adm"
+    # a host that is down cannot be drained
+    c.workers["h1"].send_signal(signal.SIGKILL)
+    c.workers["h1"].wait(10)
+    c.wait_hosts(h1="unavail")
+    r = c.admin("hosts", "drain", "h1")
+    assert r.returncode == 1 and "no worker serves it" in r.stderr, r.stderr
+    # kept across a restart of the controller
+    d.stop()
+    d.start()
+    assert c.wait_hosts(h2="closed_Adm")["h2"]["closed_reason"] == "kernel"  # once its worker has rejoined
+
+
+def test_a_negative_grace_period_is_a_config_error_with_its_place(tmp_path):
+    top = tmp_path / "t"
+    write_config(top)
+    with open(top / "config" / "xce.yaml", "a") as f:
+        f.write("host_lost_grace: -5\n")
+    r = subprocess.run([XCEADMIN, "build", "--topdir", str(top)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "xce.yaml:7:18: error: host_lost_grace must be a number of seconds from 1 to 86400" in r.stdout + r.stderr, \
+        r.stdout + r.stderr
