@@ -224,6 +224,8 @@ def test_host_control_drain_and_its_errors(cluster, tmp_path):
     c, d = cluster, cluster.ctl
     r = c.admin("hosts", "close", "nope")
     assert r.returncode == 1 and "'nope' is not a host of this cluster" in r.stderr, r.stderr
+    r = c.admin("hosts", "close", "a/b")
+    assert r.returncode == 2 and "a host name is a letter or digit" in r.stderr, r.stderr
     assert c.admin("hosts", "close", "h1", "--reason", "fan").returncode == 0
     r = c.admin("hosts", "close", "h1", "--reason", "fan")
     assert r.returncode == 0 and "already closed" in r.stderr and r.stdout == "", (r.stdout, r.stderr)

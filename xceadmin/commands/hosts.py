@@ -34,12 +34,15 @@ def _control(topdir: str | None, host: str, op: str, reason: str | None, as_json
     """POST /hosts/HOST/OP; print the message (stdout when something changed, stderr when it
     was so already) or the JSON. Returns the result body."""
     import json
-    from urllib.parse import quote
+    import re
 
+    from xced.model.units import HOST_FORM, HOST_PATTERN
     from xceadmin.connect import connect
 
+    if not re.fullmatch(HOST_PATTERN, host):
+        raise typer.BadParameter(f"host {host[:80]!r}: {HOST_FORM}", param_hint="HOST")
     with connect(topdir) as c:
-        body = c.request("POST", f"/hosts/{quote(host, safe='')}/{op}", json={"reason": reason}).json()
+        body = c.request("POST", f"/hosts/{host}/{op}", json={"reason": reason}).json()
     if as_json:
         print(json.dumps(body, indent=2))
     elif body["changed"]:
