@@ -128,6 +128,17 @@ def _host_of(job: dict) -> str:
     return job["elements"][0]["alloc"][0]["host"]
 
 
+def _runs_on(d: Daemon, jid: int, host: str, timeout: float = 20) -> dict:
+    """The job once it runs on `host` (it may run, or pend, elsewhere first)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        j = d.show(jid)
+        if j["state"] == "RUN" and _host_of(j) == host:
+            return j
+        assert time.monotonic() < deadline, j
+        time.sleep(0.1)
+
+
 def test_lost_host_requeues_or_ends_its_jobs_and_fences_the_stale_copies(cluster, tmp_path):
     c, d = cluster, cluster.ctl
     # h2 closed while the two jobs are submitted, so both start on h1 (CLI-4: no dispatch to a closed host)
@@ -154,12 +165,7 @@ def test_lost_host_requeues_or_ends_its_jobs_and_fences_the_stale_copies(cluster
     assert d.show(again)["state"] == "RUN"  # within the grace period nothing happens to its jobs
     r = c.admin("debug", "clock", "--advance", "61s")
     assert r.returncode == 0, r.stderr
-    j = d.wait_state(again, ("RUN",))
-    deadline = time.monotonic() + 20
-    while _host_of(j) != "h2":
-        assert time.monotonic() < deadline, j
-        time.sleep(0.1)
-        j = d.show(again)
+    j = _runs_on(d, again, "h2")
     hist = d.cli("hist", str(again), check=True).stdout
     assert "requeued: host h1 lost" in hist, hist
     assert j["submit_time"] is not None and j["app"] == "again"
@@ -202,12 +208,7 @@ def test_a_stopped_worker_is_noticed_by_its_heartbeats_and_a_kill_asked_meanwhil
     assert r.returncode == 0, r.stderr  # acknowledged, though nobody can carry it out yet
     r = d.cli("requeue", str(moved))  # by hand, on a host without its worker: PEND at once, runs elsewhere
     assert r.returncode == 0, r.stderr
-    j = d.wait_state(moved, ("RUN",))
-    deadline = time.monotonic() + 20
-    while _host_of(j) != "h2":
-        assert time.monotonic() < deadline, j
-        time.sleep(0.1)
-        j = d.show(moved)
+    _runs_on(d, moved, "h2")
     assert d.show(victim)["state"] == "RUN"
     c.admin("debug", "clock", "--advance", "61s")
     j = d.wait_state(victim, ("EXIT",))
