@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, XCECLI, PrivateXced, median, p95
+from _common import BIN, ROOT, XCECLI, PrivateXced, median, p95
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 ANALYSIS_MARKER = "<!-- ANALYSIS: hand-written below; bench/run.py keeps this part as it is -->"
@@ -276,6 +276,30 @@ class Bench:
             f"imports of one `xcecli submit` (`python -X importtime`): {total_imp:.0f} ms in all; largest top-level: "
             + ", ".join(f"{m} {ms:.0f} ms" for m, ms in sorted(imports, key=lambda x: -x[1])[:8]),
         ]
+
+    # ---------------------------------------------------------------- version
+
+    def version(self, res: BenchResult) -> None:
+        """Issue 16 part 5: `PROG --version` for the three tools against `python -c pass` in
+        the same venv, alternated call by call so that load drifts hit both alike. Aim: no
+        more than the interpreter's start plus 20 ms."""
+        n = 10 if self.quick else 30
+        env, cwd = os.environ.copy(), str(ROOT)
+        tools = {p: str(BIN / p) for p in ("xcecli", "xceadmin", "xced")}
+        times: dict[str, list[float]] = {p: [] for p in ["python -c pass", *tools]}
+        for _ in range(n):
+            times["python -c pass"].append(run_timed([sys.executable, "-c", "pass"], env, cwd)[0] * 1000)
+            for p, exe in tools.items():
+                dt, r = run_timed([exe, "--version"], env, cwd)
+                assert r.returncode == 0 and r.stdout.startswith(f"{p} "), (p, r.stdout, r.stderr)
+                times[p].append(dt * 1000)
+        py = median(times["python -c pass"])
+        for p in tools:
+            res.metrics.append(Metric(f"version_{p}", f"`{p} --version` wall time", median(times[p]), "ms", True,
+                                      p95=p95(times[p]), aim=py + 20, extra=f"{n} calls; aim = python -c pass + 20"))
+        res.details.append("median wall time (ms) of " + ", ".join(f"`{p}{'' if p.startswith('python') else ' --version'}`"
+                                                                   f" {median(v):.1f}" for p, v in times.items())
+                           + f"; {n} calls each, alternated")
 
     # ---------------------------------------------------------------- preset
 
@@ -735,7 +759,7 @@ def probe_info(c, seconds: float) -> list[float]:
     return out
 
 
-BENCHES = ["cli_submit", "preset", "api_submit", "array", "latency", "drain", "drain_array", "pending", "retention",
+BENCHES = ["cli_submit", "version", "preset", "api_submit", "array", "latency", "drain", "drain_array", "pending", "retention",
            "store_busy"]
 
 

@@ -22,6 +22,7 @@ from typing import Optional
 
 import typer
 
+from xced.version import print_version_and_exit
 from xceadmin.commands import build as _build
 from xceadmin.commands import debug as _debug
 from xceadmin.commands import hosts as _hosts
@@ -51,6 +52,8 @@ def _root(
     key_host: Optional[str] = typer.Option(
         None, "--key-host", metavar="NAME",
         help="the host the admin key was trusted for, which it signs as (default: this machine's short name)"),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version_and_exit("xceadmin"),
+                                 help="print the version (the package's) and exit"),
 ) -> None:
     """XCE administration: make, check and compile the cluster config of a TopDir."""
     from xceadmin.connect import set_options

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import typer
 
+from xced.version import print_version_and_exit
 from xcecli.context import Ctx
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -24,6 +25,8 @@ def _root(
     ctx: typer.Context,
     topdir: str = typer.Option(None, "--topdir", help="TopDir of the cluster (default: XCE_TOPDIR, else the personal cluster)"),
     as_user: str = typer.Option(None, "--as-user", help="act as this user (test mode only; env XCE_TEST_USER)"),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version_and_exit("xcecli"),
+                                 help="print the version (the package's) and exit"),
 ) -> None:
     ctx.obj = Ctx(topdir=topdir, as_user=as_user)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import typer
 
+from xced.version import print_version_and_exit
 from xced.constants import (DB_NAME, ENV_SOCKET, ENV_TEST_FAULT, ENV_TOPDIR, LOCK_FILE, PID_FILE, PORT_FILE,
                              READY_FILE, SOCKET_PATH_FILE, default_topdir)
 
@@ -127,6 +128,20 @@ def _lock_topdir(top: Path) -> int:
         raise StartupError(f"xced already runs for TopDir {top} (pid {pid}); stop it first (kill -TERM {pid})")
     (run / PID_FILE).write_text(f"{os.getpid()}\n")
     return fd
+
+
+def _unlock_topdir(top: Path, fd: int) -> None:
+    """Undo `_lock_topdir` at exit: remove run/xced.pid while it still names this process,
+    then release the TopDir's lock (`fd`), in that order, so that the pid file of a daemon
+    started right after is never the one removed (issue 16: the pid file outlived a clean
+    SIGTERM). A daemon killed outright leaves it behind; the next start overwrites it."""
+    pid_path = top / "run" / PID_FILE
+    try:
+        if pid_path.read_text().strip() == str(os.getpid()):
+            pid_path.unlink()
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def _local_host(config, host_name: str | None) -> str | None:
@@ -531,6 +546,8 @@ def run(
     enroll: str = typer.Option(None, "--enroll", metavar="TOKEN",
                                help="worker: trade a one-time enrolment token (`xceadmin keys token`) for trust of "
                                     "this host's key"),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version_and_exit("xced"),
+                                 help="print the version (the package's) and exit"),
 ) -> None:
     """Start the daemon in the foreground."""
     os.umask(0o077)  # D-7: what the daemon makes is its user's alone unless it says otherwise
@@ -577,8 +594,10 @@ def run(
             print(str(w), file=sys.stderr)
         secure_topdir(top)
         lock_fd = _lock_topdir(top)
-        asyncio.run(serve(top, result.config, host_name, run_jobs_here))
-        os.close(lock_fd)
+        try:
+            asyncio.run(serve(top, result.config, host_name, run_jobs_here))
+        finally:
+            _unlock_topdir(top, lock_fd)
     except StartupError as e:
         _die(str(e))
     except PermissionError as e:
@@ -688,7 +707,7 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
         try:
             key, made = host_key(top, f"xced worker {join.host}")
         except (KeyProblem, OSError) as e:
-            os.close(lock_fd)
+            _unlock_topdir(top, lock_fd)
             _die(f"the worker's host key: {e}")
         if made:
             from xced.auth.keys import fingerprint
@@ -705,7 +724,7 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
         _die(f"the controller refused this worker: {e}" if type(e).__name__ == "_Refused" else
              str(e) if type(e).__name__ == "PinMismatch" else f"{type(e).__name__}: {e}")
     finally:
-        os.close(lock_fd)
+        _unlock_topdir(top, lock_fd)
 
 
 def _run_login(topdir: str | None, controller: str, controller_key: str | None, host_name: str | None) -> None:
@@ -759,7 +778,7 @@ def _run_login(topdir: str | None, controller: str, controller_key: str | None, 
     except OSError as e:
         _die(f"{e.strerror or e}: {e.filename}" if getattr(e, "filename", None) else str(e))
     finally:
-        os.close(lock_fd)
+        _unlock_topdir(top, lock_fd)
 
 
 def main() -> None:

@@ -54,8 +54,10 @@ def test_sigterm_stops_cleanly_and_jobs_survive(daemon, tmp_path):
     d = daemon
     jid = d.submit("--", "sleep", "1.5", cwd=tmp_path)
     d.wait_state(jid, ("RUN",))
+    assert (d.top / "run" / "xced.pid").read_text() == f"{d.proc.pid}\n"
     assert d.stop(signal.SIGTERM) == 0
     assert not (d.top / "run" / "xced.sock").exists()
+    assert not (d.top / "run" / "xced.pid").exists()  # issue 16: the pid file goes with a clean stop
     d.start()
     assert d.wait_state(jid, ("DONE",))["state"] == "DONE"
 

@@ -93,6 +93,12 @@ def test_workers_join_with_their_resources(cluster):
     assert hosts["h3"]["attributes"] == {"type": "aarch64"} and hosts["h1"]["slots"] == 2
     h2 = [ln for ln in cluster.ctl.cli("hosts", check=True).stdout.splitlines() if ln.split()[:1] == ["h2"]]
     assert h2 and "type=x86_64 gpu=2" in h2[0] and "gpu=2.0" not in h2[0], h2
+    # issue 16: a worker stopped cleanly takes its run/xced.pid with it
+    w = cluster.workers["h3"]
+    assert (cluster.top / "h3" / "run" / "xced.pid").read_text() == f"{w.pid}\n"
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(15) == 0
+    assert not (cluster.top / "h3" / "run" / "xced.pid").exists()
 
 
 def test_job_across_hosts_host_file_and_launch(cluster, tmp_path):

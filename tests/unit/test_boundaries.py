@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED = {"api", "config", "model", "resreq", "policy", "auth", "sim", "constants"}
+ALLOWED = {"api", "config", "model", "resreq", "policy", "auth", "sim", "constants", "version"}
 FORBIDDEN = {"server", "store", "controller", "scheduler", "worker", "daemon"}
 
 

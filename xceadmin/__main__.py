@@ -1,0 +1,27 @@
+"""Console entry point of `xceadmin` (and `python -m xceadmin`).
+
+`xceadmin --version` is answered here, before the command definitions (Typer, click) are
+imported, so that it costs about what the interpreter's own start does (issue 16); every
+other call goes on to `xceadmin.app.main`. The same option is declared on the app itself, so it
+shows in the help and the man page and works after global options too.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    """Print the version for a lone `--version`, else run the app (`xceadmin.app.main`)."""
+    if sys.argv[1:] == ["--version"]:
+        from xced.version import version_line
+
+        print(version_line("xceadmin"))
+        return
+    from xceadmin.app import main as app_main
+
+    app_main()
+
+
+if __name__ == "__main__":
+    main()
