@@ -189,6 +189,14 @@ def test_lost_host_requeues_or_ends_its_jobs_and_fences_the_stale_copies(cluster
     events = d.cli("hist", str(again), "--json", check=True).stdout
     assert events.count('"EXIT"') == 0, events  # the killed stale copy never became the job's result
     assert "stale copy of job" in c.ctl.log.read_text()  # and the fencing is logged
+    # the host's history (LSF badmin hhist): the admin's close and open, the loss, the rejoin
+    hist = json.loads(c.admin("hosts", "hist", "h1", "--json").stdout)["events"]
+    assert [e["kind"] for e in hist] == ["lost", "rejoined"], hist
+    assert hist[0]["actor"] == "system" and "host_lost_grace 60 s" in hist[0]["reason"]
+    r = c.admin("hosts", "hist")
+    rows = [ln.split()[3:5] for ln in r.stdout.splitlines()[1:]]  # TIME is three words: Dec 03 15:47:52
+    assert r.returncode == 0 and rows == [["h2", "close"], ["h2", "open"], ["h1", "lost"], ["h1", "rejoined"]], r.stdout
+    assert "disk swap" in r.stdout and r.stdout.split()[:5] == ["TIME", "HOST", "EVENT", "ACTOR", "REASON"]
 
 
 def test_a_stopped_worker_is_noticed_by_its_heartbeats_and_a_kill_asked_meanwhile_ends_the_job_at_the_loss(
@@ -271,6 +279,11 @@ def test_host_control_drain_and_its_errors(cluster, tmp_path):
     d.stop()
     d.start()
     assert c.wait_hosts(h2="closed_Adm")["h2"]["closed_reason"] == "kernel"  # once its worker has rejoined
+    hist = json.loads(c.admin("hosts", "hist", "h2", "--json").stdout)["events"]
+    assert [(e["kind"], e["actor"], e["reason"]) for e in hist] == [("drain", "admin:admin", "kernel"),
+                                                                    ("drained", "system", "its last job has ended")]
+    r = c.admin("hosts", "hist", "h9")
+    assert r.returncode == 1 and "'h9' is not a host of this cluster" in r.stderr, r.stderr
 
 
 def test_a_negative_grace_period_is_a_config_error_with_its_place(tmp_path):

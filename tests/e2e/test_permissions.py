@@ -129,7 +129,7 @@ def _route_cases(jobs: dict[str, int], cwd: str):
         yield (("POST", jp + "/launch"), "POST", f"/jobs/{jid}/launch", {"host": "h1", "argv": ["true"]}, None, job,
                "token-or-owner", {409})
         yield (("POST", jp + "/requeue"), "POST", f"/jobs/{jid}/requeue", {}, None, job, "job:requeue", {200, 409})
-    for path in ("/info", "/hosts", "/queues", "/apps", "/apps/default", "/jobs", "/projects"):
+    for path in ("/info", "/hosts", "/hosts/events", "/queues", "/apps", "/apps/default", "/jobs", "/projects"):
         key = ("GET", "/xce/v1/apps/{name}" if path == "/apps/default" else "/xce/v1" + path)
         yield (key, "GET", path, None, {"user": "all"} if path == "/jobs" else None, None, view, {200})
     # RBAC-4: preset routes need no permission (the cluster has no server preset: 404 for a name)
@@ -331,3 +331,28 @@ def test_another_unix_user_may_not_see_or_kill_a_job_and_a_cluster_admin_may(pro
     with Client(sock) as c:
         assert c.request("GET", f"/jobs/{job}").json()["env"]["MY_SECRET"] == SECRET
 
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: it makes Unix users and runs a root xced")
+def test_only_an_admin_controls_a_host_and_every_user_sees_who_closed_it(prod_root_admin, users):  # noqa: F811
+    """CLI-4 as a real second user: xce-bob (by SO_PEERCRED) may neither close nor open a
+    host, nor drain it (403, naming the admins); root, named an admin, may. Every user then
+    sees the host closed_Adm, by whom and why, in `GET /hosts` and in its history."""
+    d = prod_root_admin
+    _, bob = users
+    sock = _sock(d)
+    for op in ("close", "open", "drain"):
+        code, out = bob.api(sock, "POST", f"/hosts/h1/{op}", {"reason": "mine now"})
+        assert code == 403 and "only the cluster admins may" in out["error"]["message"], (op, out)
+    code, out = bob.api(sock, "GET", "/hosts/events")
+    assert (code, out) == (200, {"events": []})
+    with Client(sock) as c:  # root
+        assert c.request("POST", "/hosts/h1/close", json={"reason": "disk swap"}).json()["changed"]
+    code, out = bob.api(sock, "GET", "/hosts")
+    h1 = next(h for h in out["hosts"] if h["name"] == "h1")
+    assert (h1["status"], h1["closed_by"], h1["closed_reason"]) == ("closed_Adm", "root", "disk swap"), h1
+    code, out = bob.api(sock, "GET", "/hosts/events?host=h1")
+    assert code == 200 and [(e["kind"], e["reason"]) for e in out["events"]] == [("close", "disk swap")], out
+    code, out = bob.api(sock, "POST", "/hosts/h1/open", {})
+    assert code == 403
+    assert bob.api(sock, "GET", "/hosts")[1]["hosts"][0]["status"] == "closed_Adm"  # still closed

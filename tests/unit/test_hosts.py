@@ -234,3 +234,63 @@ def test_jobs_of_a_host_declared_at_its_join_are_lost_after_a_restart_without_it
     clock.t += 121
     assert c2.check_lost_hosts() == 1 and c2.jobs[j.id].elements[0].state is S.PEND
     store.close()
+
+
+def _lock(store_path):
+    """Another process's write lock on the store (a real locked SQLite file)."""
+    import sqlite3
+
+    other = sqlite3.connect(str(store_path), isolation_level=None, timeout=0)
+    other.execute("BEGIN EXCLUSIVE")
+    return other
+
+
+def test_a_locked_store_delays_a_loss_and_a_drain_and_loses_neither(two, tmp_path):
+    """Injected fault: the store is locked by another process when the grace period ends and
+    when a draining host's last job ends. Nothing changes in memory that the store did not
+    take; the next look (the 5-second watch) finishes both once the lock is gone."""
+    from xced.api.errors import StoreBusy
+
+    c = two
+    a = c.submit(req(app="again"), ALICE)
+    b = c.submit(req(app="again"), ALICE)
+    session(c)
+    lost = _on(c, a.id)
+    c.worker_left(c.links[lost])
+    _advance(c, 121)
+    lock = _lock(tmp_path / "db")
+    try:
+        with pytest.raises(StoreBusy):
+            c.check_lost_hosts()
+        assert a.elements[0].state is S.RUN and c.hosts[lost].lost_at is None  # memory as the store has it
+    finally:
+        lock.rollback()
+        lock.close()
+    assert c.check_lost_hosts() >= 1
+    assert a.elements[0].state is S.PEND and [k[2] for k in c.store.host_events(lost)] == ["lost"]
+    # the rejoin is a host event of its own
+    c.attach_worker(c.links[lost])
+    assert [k[2] for k in c.store.host_events(lost)] == ["lost", "rejoined"]
+    assert c.host_history(lost)[-1][4].startswith("its worker joined again")
+    # a drain whose `drained` event the store refuses (a failing write, injected as a
+    # trigger in the real store) when the last job ends is finished by the next look
+    session(c)
+    host = _on(c, a.id)
+    assert c.host_control(ADMIN, host, "drain", "swap")["host"]["draining"]
+    c.store.db.execute("CREATE TRIGGER fault BEFORE INSERT ON host_events BEGIN SELECT RAISE(ABORT, 'disk I/O "
+                       "error'); END")
+    for j in (a, b):
+        if j.elements[0].alloc and _on(c, j.id) == host:
+            c.on_finished(j.id, 0, EndStatus(0, None, 1000.0, 1001.0, None), attempt=j.elements[0].attempt)
+    assert c.hosts[host].njobs == 0 and c.hosts[host].draining  # the drained event was refused
+    c.check_lost_hosts()
+    assert c.hosts[host].draining  # still refused: still draining, nothing claimed
+    c.store.db.execute("DROP TRIGGER fault")
+    c.check_lost_hosts()
+    assert not c.hosts[host].draining and [k[2] for k in c.store.host_events(host)][-1] == "drained"
+
+
+def test_host_history_of_an_unknown_host_is_not_found(two):
+    with pytest.raises(NotFound, match="not a host of this cluster"):
+        two.host_history("h9")
+    assert two.host_history(None) == []

@@ -1,4 +1,4 @@
-"""`xceadmin hosts open|close|drain HOST --reason TEXT` (CLI-4): an admin's host control, as
+"""`xceadmin hosts open|close|drain HOST --reason TEXT` and `xceadmin hosts hist [HOST]` (CLI-4): an admin's host control, as
 LSF's `badmin hopen` / `badmin hclose` and Slurm's `scontrol update nodename=H state=drain`.
 
 - `close` stops new dispatches to the host (`xcecli hosts` shows it `closed_Adm`, with who
@@ -7,7 +7,8 @@ LSF's `badmin hopen` / `badmin hclose` and Slurm's `scontrol update nodename=H s
   `--wait` blocks until then, with a progress display on a terminal (silent in a pipe).
 - `open` reverses either.
 
-Each is a host event with the admin's name and reason, kept across restarts. Doing what is
+Each is a host event with the admin's name and reason, kept across restarts; `hist` lists
+them with the system's own (drained, lost, rejoined), as LSF's `badmin hhist` does. Doing what is
 done already (closing a closed host) exits 0 and says so on stderr ("already closed"). An
 unknown host exits 1; draining a host that no worker serves exits 1 (close it instead).
 Through the controller's Unix socket, or its TCP port signed with the admin key
@@ -81,6 +82,31 @@ def drain(host: str = typer.Argument(..., metavar="HOST"), reason: Optional[str]
         print(json.dumps({"host": h, "changed": body["changed"], "message": f"host {host} drained"}, indent=2))
     elif body["host"]["draining"]:
         print(f"host {host} drained: its last job has ended")
+
+
+@app.command("hist")
+def hist(host: Optional[str] = typer.Argument(None, metavar="[HOST]", help="one host (default: every host)"),
+         topdir: Optional[str] = _TOPDIR,
+         as_json: bool = typer.Option(False, "--json", help="print the API's JSON: {events: [{time, host, kind, actor, "
+                                                             "reason}]}")) -> None:
+    """A host's history, oldest first (LSF badmin hhist): opens, closes and drains with the
+    admin and reason; drained, lost and rejoined."""
+    import json
+    import re
+
+    from xced.model.units import HOST_FORM, HOST_PATTERN
+    from xceadmin.connect import connect
+    from xcecli.output import fmt_time, table
+
+    if host is not None and not re.fullmatch(HOST_PATTERN, host):
+        raise typer.BadParameter(f"host {host[:80]!r}: {HOST_FORM}", param_hint="HOST")
+    with connect(topdir) as c:
+        body = c.request("GET", "/hosts/events", params={"host": host} if host else None).json()
+    if as_json:
+        print(json.dumps(body, indent=2))
+        return
+    table(["TIME", "HOST", "EVENT", "ACTOR", "REASON"],
+          [[fmt_time(e["time"]), e["host"], e["kind"], e["actor"], e["reason"]] for e in body["events"]])
 
 
 def _wait_drained(topdir: str | None, host: str, h: dict) -> dict:

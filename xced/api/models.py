@@ -356,6 +356,25 @@ class HostControlResult(Body):
     message: str
 
 
+class HostEventOut(Body):
+    """One entry of a host's history (LSF badmin hhist; CLI-4, SCHED-4): `kind` is open,
+    close or drain (by the admin `actor`), drained (its last job ended), lost (no worker for
+    host_lost_grace) or rejoined (a worker serves it again after it was lost). `time` is
+    epoch seconds on the daemon's clock."""
+
+    time: float
+    host: str
+    kind: Literal["open", "close", "drain", "drained", "lost", "rejoined"]
+    actor: str
+    reason: str | None
+
+
+class HostEventList(Body):
+    """`GET /hosts/events`: the history of every host, or of one (`?host=NAME`), oldest first."""
+
+    events: list[HostEventOut]
+
+
 class QueueOut(Body):
     name: str
     priority: int

@@ -217,6 +217,7 @@ class HostsMixin:
             if isinstance(s, m.HostJoined):
                 if h.lost_at is not None:
                     log.warning("host %s is back after it was lost", s.host)
+                    self._note_rejoined(h)
                 h.status_reason, h.away_since, h.lost_at = None, None, None
             else:
                 h.status_reason = getattr(link, "left_reason", None) or "its worker's channel closed"
@@ -271,10 +272,14 @@ class HostsMixin:
         """Declare lost each host away for host_lost_grace seconds or more on the daemon's
         clock, and requeue or end what ran there (SCHED-4, see the module docstring).
         Returns how many elements changed. A store that refuses the change raises; the
-        elements stay RUN and the next look tries again."""
+        elements stay RUN and the next look tries again. Also finishes a drain whose
+        `drained` event the store refused when the host's last job ended."""
         grace = self.config.settings.host_lost_grace_s
         now = self.clock()
         changed = 0
+        for h in self.hosts.values():
+            if h.draining and h.njobs == 0:
+                self._drain_check(h)
         # a host a worker declared at its join (none in hosts.yaml) is unknown after a restart
         # until it joins again; its jobs are lost all the same, a grace period after the start
         named = {x for job in self.active.values() for e in job.elements.values() if e.state in ACTIVE
@@ -391,19 +396,44 @@ class HostsMixin:
         at the next end there."""
         if not h.draining or h.njobs > 0:
             return
-        now = self.clock()
         reason = "its last job has ended"
-        try:
-            with self.store.tx():
-                self.store.add_host_event(now, h.name, "drained", "system", reason)
-        except Exception as e:  # noqa: BLE001 - looked at again at the next end
-            log.warning("host %s drained, but the store refused the event: %s", h.name, e)
+        if not self._system_host_event(h.name, "drained", reason):  # looked at again at the next end
             return
         got = self._host_admin.get(h.name)
         if got is not None:
             self._host_admin[h.name] = (*got[:4], True)
         h.draining = False
         log.info("host %s drained: %s", h.name, reason)
+
+    def _system_host_event(self, host: str, kind: str, reason: str) -> bool:
+        """Write a host event of the system's (`drained`, `rejoined`) in its own transaction;
+        False, logged, when the store refuses it (busy, full): the caller decides what that
+        costs. Never raises."""
+        try:
+            with self.store.tx():
+                self.store.add_host_event(self.clock(), host, kind, "system", reason)
+        except Exception as e:  # noqa: BLE001 - a history line, not state
+            log.warning("host %s %s, but the store refused its host event: %s", host, kind, e)
+            return False
+        return True
+
+    def _note_rejoined(self, h: HostState) -> None:
+        """A `rejoined` host event for lost host `h`, whose worker joined again; a store that
+        refuses it costs the history line, not the join."""
+        away = self.clock() - (h.away_since or h.lost_at or self.clock())
+        self._system_host_event(h.name, "rejoined", f"its worker joined again {away:.0f} s after it left")
+
+    def host_history(self, host: str | None) -> list[tuple]:
+        """Host events (time, host, kind, actor, reason), oldest first, of every host or of
+        `host` (`xceadmin hosts hist`, LSF badmin hhist). Raises NotFound for a host that is
+        neither known now nor in the history."""
+        from xced.api.errors import NotFound
+
+        rows = self.store.host_events(host)
+        if host is not None and not rows and host not in self.hosts:
+            raise NotFound(f"host {host!r} is not a host of this cluster (known: "
+                           f"{', '.join(sorted(self.hosts)[:20]) or 'none'})")
+        return rows
 
     def jobs_by_host(self) -> dict[str, list[str]]:
         """Host -> the refs of the elements running there (one pass over the active jobs)."""

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request
 import xced
 from xced.api.errors import Conflict, InvalidRequest, NotFound
 from xced.api.models import (ApplyConfigRequest, ApplyConfigResult, AppList, AppOut, HostControlRequest,
+                             HostEventList, HostEventOut,
                              HostControlResult, HostList, HostOut, Info, QueueList, QueueOut, RecordRequest,
                              RecordResult)
 from xced.policy.rbac import Caller
@@ -84,6 +85,16 @@ async def hosts(request: Request, _: Caller = Depends(requires("cluster:view")))
     ctl = request.app.state.controller
     jobs = ctl.jobs_by_host()
     return HostList(hosts=[HostOut(**ctl.host_view(h, jobs)) for h in ctl.host_states()])
+
+
+@router.get("/hosts/events", response_model=HostEventList, responses=errors(404))
+async def host_events(request: Request, host: str | None = None,
+                      _: Caller = Depends(requires("cluster:view"))) -> HostEventList:
+    """Every host's history, or `host`'s, oldest first (LSF badmin hhist; CLI-4): opens,
+    closes and drains with the admin's name and reason, drained, lost and rejoined; kept
+    across restarts. 404 for a host the cluster does not know and never knew."""
+    rows = request.app.state.controller.host_history(host)
+    return HostEventList(events=[HostEventOut(time=t, host=h, kind=k, actor=a, reason=r) for t, h, k, a, r in rows])
 
 
 @router.post("/hosts/{name}/{op}", response_model=HostControlResult, responses=errors(BODY, 404, 409))
