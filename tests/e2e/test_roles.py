@@ -54,6 +54,7 @@ REQUESTS: dict[tuple[str, str], tuple[str, dict | None]] = {
     ("POST", "/xce/v1/jobs/{job_id:jobid}/launch"): (f"/jobs/{JOB}/launch", NO_BODY),
     ("GET", "/xce/v1/info"): ("/info", None),
     ("GET", "/xce/v1/hosts"): ("/hosts", None),
+    ("GET", "/xce/v1/hosts/events"): ("/hosts/events", None),
     ("GET", "/xce/v1/queues"): ("/queues", None),
     ("GET", "/xce/v1/apps"): ("/apps", None),
     ("GET", "/xce/v1/apps/{name}"): ("/apps/no-such-app", None),
