@@ -32,6 +32,7 @@ from xceadmin.commands import sim as _sim
 
 app = typer.Typer(
     name="xceadmin",
+    add_completion=False,  # the static scripts of completions/ (CLI-5), not Typer's own installer
     help="XCE administration: make, check and compile the cluster config of a TopDir; replay workloads.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -1,7 +1,8 @@
 """Console entry point of `xcecli` (and `python -m xcecli`).
 
 `xcecli --version` is answered here, before the command definitions (Typer, click) are
-imported, so that it costs about what the interpreter's own start does (issue 16); every
+imported, so that it costs about what the interpreter's own start does (issue 16), and so is
+`xcecli __complete KIND PREFIX`, which the completion scripts run at each TAB; every
 other call goes on to `xcecli.app.main`. The same option is declared on the app itself, so it
 shows in the help and the man page and works after global options too.
 """
@@ -12,7 +13,12 @@ import sys
 
 
 def main() -> None:
-    """Print the version for a lone `--version`, else run the app (`xcecli.app.main`)."""
+    """Print the version for a lone `--version`, answer `__complete KIND [PREFIX]` (the shell
+    completion scripts' question, xcecli.complete), else run the app (`xcecli.app.main`)."""
+    if sys.argv[1:2] == ["__complete"]:  # a TAB of the completion scripts (CLI-5): no Typer either
+        from xcecli.complete import main as complete_main
+
+        raise SystemExit(complete_main(sys.argv[2:]))
     if sys.argv[1:] == ["--version"]:
         from xced.version import version_line
 

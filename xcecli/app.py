@@ -17,14 +17,18 @@ from xcecli.context import Ctx
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Submit and manage XCE jobs.")
+                  help="Submit and manage XCE jobs.\n\n"
+                       "xcecli talks to the xced of a TopDir (--topdir, else XCE_TOPDIR, else the personal cluster in "
+                       "your data directory, which `xced` makes on its first start) over its Unix socket. The "
+                       "commands follow LSF's: submit is bsub, jobs is bjobs, show is bjobs -l, kill is bkill. Data "
+                       "goes to stdout and messages to stderr; --json prints the API's own models.")
 
 
 @app.callback()
 def _root(
     ctx: typer.Context,
-    topdir: str = typer.Option(None, "--topdir", help="TopDir of the cluster (default: XCE_TOPDIR, else the personal cluster)"),
-    as_user: str = typer.Option(None, "--as-user", help="act as this user (test mode only; env XCE_TEST_USER)"),
+    topdir: str = typer.Option(None, "--topdir", metavar="DIR", help="TopDir of the cluster (default: XCE_TOPDIR, else the personal cluster)"),
+    as_user: str = typer.Option(None, "--as-user", metavar="USER", help="act as this user (test mode only; env XCE_TEST_USER)"),
     version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version_and_exit("xcecli"),
                                  help="print the version (the package's) and exit"),
 ) -> None:

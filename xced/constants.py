@@ -1,6 +1,7 @@
 """Names shared by the daemon and the CLIs: the environment variables that point them at a
 cluster (XCE_TOPDIR, XCE_SOCKET, XCE_CONTROLLER, XCE_CONTROLLER_KEY, XCE_TEST_USER, XCE_DEBUG,
-XCE_CONNECT_TIMEOUT, XCE_TEST_FAULT), the files of a
+XCE_CONNECT_TIMEOUT, XCE_TEST_FAULT, XCE_LOG_LEVEL; ENVIRONMENT describes each for the man
+pages), the files of a
 TopDir's run/ and state/, and defaults. Code uses these names, never the literals (DESIGN
 "Conventions"); the names of a job's own environment (JOB-3: XCE_JOBID, LSB_HOSTS, ...)
 are xced/worker/env.py's.
@@ -31,6 +32,48 @@ DEFAULT_CONNECT_TIMEOUT_S = 60.0
 #: in production): "exit-after-commit:submit" ends xced right after a submit's commit, before
 #: its answer
 ENV_TEST_FAULT = "XCE_TEST_FAULT"
+#: the daemon's log level (DEBUG, INFO, WARNING, ERROR); default INFO
+ENV_LOG_LEVEL = "XCE_LOG_LEVEL"
+
+#: The environment each tool reads, for its man page's ENVIRONMENT (tools/clidocs.py, CLI-5):
+#: (name, the tools that read it, what it does).
+ENVIRONMENT: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    (ENV_TOPDIR, ("xcecli", "xceadmin", "xced"),
+     "the cluster's TopDir, when --topdir is not given (default: the personal cluster in the user's data "
+     "directory, made on the daemon's first start)"),
+    (ENV_SOCKET, ("xcecli", "xceadmin", "xced"),
+     "the daemon's Unix socket, instead of the TopDir's run/xced.sock"),
+    (ENV_CONTROLLER, ("xcecli", "xceadmin"),
+     "tcp://HOST:PORT of the controller: set by a worker inside the jobs it runs; with XCE_CONTROLLER_KEY, "
+     "xceadmin's signed path to a controller on another host"),
+    (ENV_CONTROLLER_KEY, ("xceadmin",),
+     "the controller's key (its keys/host.pub, or a fingerprint SHA256:...) that TLS is pinned to; the "
+     "environment's form of --controller-key"),
+    (ENV_CONNECT_TIMEOUT, ("xcecli", "xceadmin"),
+     f"seconds a client keeps trying to reach the daemon, retries included (default "
+     f"{DEFAULT_CONNECT_TIMEOUT_S:g}); past it the command exits 3"),
+    (ENV_TEST_USER, ("xcecli",), "act as this user (a daemon in mode: test only); the form of --as-user"),
+    (ENV_DEBUG, ("xcecli", "xceadmin", "xced"), "1: an error also prints its Python traceback"),
+    (ENV_LOG_LEVEL, ("xced",), "the log level: DEBUG, INFO (the default), WARNING or ERROR"),
+    ("VISUAL, EDITOR", ("xcecli",), "the editor of `xcecli presets edit` (default: vi)"),
+    ("XDG_CONFIG_HOME", ("xcecli",), "where the local presets live: $XDG_CONFIG_HOME/xce/presets (default "
+                                    "~/.config/xce/presets)"),
+)
+
+#: The files of a TopDir, for the man pages' FILES (tools/clidocs.py, CLI-5): (path, what it is).
+FILES: tuple[tuple[str, str], ...] = (
+    ("TOPDIR/config/xce.yaml", "the cluster: name, mode, admins, defaults, listen, limits"),
+    ("TOPDIR/config/queues.yaml, hosts.yaml", "queues and hosts"),
+    ("TOPDIR/config/applications.yaml, projects.yaml, rbac.yaml, keys.yaml",
+     "application profiles, projects, roles and the trusted host keys (each optional)"),
+    ("TOPDIR/config/presets/NAME.yaml", "server presets"),
+    ("TOPDIR/run/xced.sock", "the daemon's Unix socket (the API)"),
+    ("TOPDIR/run/xced.pid, xced.port, xced.ready", "the daemon's process ID, its TCP port, and that it serves"),
+    ("TOPDIR/state/xce.db", "the store (SQLite): jobs, events, host events, keys; the daemon's alone"),
+    ("TOPDIR/jobs/", "each job's directory: its script, environment and exit status"),
+    ("TOPDIR/keys/host.key, host.pub", "this xced's Ed25519 key pair (host.key is mode 0600)"),
+    ("~/.config/xce/presets/", "the user's own presets"),
+)
 
 API_PREFIX = "/xce/v1"
 SOCKET_NAME = "xced.sock"

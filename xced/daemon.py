@@ -23,7 +23,7 @@ from pathlib import Path
 import typer
 
 from xced.version import print_version_and_exit
-from xced.constants import (DB_NAME, ENV_SOCKET, ENV_TEST_FAULT, ENV_TOPDIR, LOCK_FILE, PID_FILE, PORT_FILE,
+from xced.constants import (DB_NAME, ENV_LOG_LEVEL, ENV_SOCKET, ENV_TEST_FAULT, ENV_TOPDIR, LOCK_FILE, PID_FILE, PORT_FILE,
                              READY_FILE, SOCKET_PATH_FILE, default_topdir)
 
 log = logging.getLogger("xced")
@@ -57,6 +57,15 @@ def requested_test_fault(mode: str) -> str | None:
     if value not in TEST_FAULTS:
         raise StartupError(f"{ENV_TEST_FAULT}={value!r}: unknown fault; valid: {', '.join(TEST_FAULTS)}")
     return value
+
+
+#: xced's exit codes, for its man page (tools/clidocs.py, CLI-5): (code, what it means)
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "stopped cleanly (SIGTERM or SIGINT); jobs that were running go on under their supervisors"),
+    (1, "could not start: a config with errors, a TopDir that is unsafe or cannot be written, another xced "
+        "serving the TopDir, a worker the controller refused"),
+    (2, "a usage error: an unknown option, a bad --roles, --slots or --memory, a missing --controller"),
+)
 
 
 def _die(msg: str, code: int = 1) -> None:
@@ -527,19 +536,31 @@ async def serve_login(top: Path, url: str, pin: str, key, host: str) -> None:
         print("xced: login host stopped", file=sys.stderr, flush=True)
 
 
-@app.command()
+#: `xced --help` and the man page's DESCRIPTION (one line per paragraph: Typer keeps line breaks)
+RUN_HELP = (
+    "Start the daemon in the foreground.\n\n"
+    "With the default roles, xced is a whole cluster in one process: the controller (the store, the only "
+    "writer), the scheduler, a worker running the jobs of this host, and the API server on the TopDir's Unix "
+    "socket. Without --topdir and XCE_TOPDIR it serves a personal cluster in the user's data directory, made on "
+    "its first start.\n\n"
+    "`--roles worker --controller URL` joins another host's controller as a worker; `--roles apiserver "
+    "--controller URL` is a login host that passes its users' requests on. SIGTERM stops xced cleanly: running "
+    "jobs go on under their supervisors and are found again at the next start.")
+
+
+@app.command(help=RUN_HELP)
 def run(
-    topdir: str = typer.Option(None, "--topdir", help="the cluster's TopDir (default: XCE_TOPDIR, else a personal cluster in the user data dir)"),
-    roles: str = typer.Option("controller,scheduler,worker,apiserver", "--roles", help="comma-separated roles"),
-    host_name: str = typer.Option(None, "--host-name", help="worker, login host: the host name its key is trusted for "
+    topdir: str = typer.Option(None, "--topdir", metavar="DIR", help="the cluster's TopDir (default: XCE_TOPDIR, else a personal cluster in the user data dir)"),
+    roles: str = typer.Option("controller,scheduler,worker,apiserver", "--roles", metavar="ROLES", help="comma-separated roles"),
+    host_name: str = typer.Option(None, "--host-name", metavar="NAME", help="worker, login host: the host name its key is trusted for "
                                                             "(default: this machine's)"),
-    controller: str = typer.Option(None, "--controller", help="tcp://HOST:PORT of the controller to join (--roles worker) "
+    controller: str = typer.Option(None, "--controller", metavar="tcp://HOST:PORT", help="tcp://HOST:PORT of the controller to join (--roles worker) "
                                                               "or to pass users' requests to (--roles apiserver)"),
-    slots: int = typer.Option(None, "--slots", help="worker: slots this host offers (default: its usable CPUs)"),
-    memory: str = typer.Option(None, "--memory", help="worker: memory this host offers, e.g. 8GB (default: physical memory)"),
-    resource: list[str] = typer.Option([], "--resource", help="worker: NAME=NUMBER, a consumable resource (repeatable), e.g. gpu=2"),
-    attribute: list[str] = typer.Option([], "--attribute", help="worker: NAME=VALUE, a string attribute (repeatable), e.g. type=x86_64"),
-    tag: list[str] = typer.Option([], "--tag", help="worker: a boolean resource (repeatable)"),
+    slots: int = typer.Option(None, "--slots", metavar="N", help="worker: slots this host offers (default: its usable CPUs)"),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help="worker: memory this host offers, e.g. 8GB (default: physical memory)"),
+    resource: list[str] = typer.Option([], "--resource", metavar="NAME=NUMBER", help="worker: NAME=NUMBER, a consumable resource (repeatable), e.g. gpu=2"),
+    attribute: list[str] = typer.Option([], "--attribute", metavar="NAME=VALUE", help="worker: NAME=VALUE, a string attribute (repeatable), e.g. type=x86_64"),
+    tag: list[str] = typer.Option([], "--tag", metavar="NAME", help="worker: a boolean resource (repeatable)"),
     controller_key: str = typer.Option(None, "--controller-key", metavar="FILE|SHA256:...",
                                        help="worker, login host: the controller's public key file (its keys/host.pub) "
                                             "or fingerprint, which TLS is pinned to (KEY-6); saved at the first join"),
@@ -549,9 +570,9 @@ def run(
     version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version_and_exit("xced"),
                                  help="print the version (the package's) and exit"),
 ) -> None:
-    """Start the daemon in the foreground."""
+    """Start the daemon in the foreground (RUN_HELP)."""
     os.umask(0o077)  # D-7: what the daemon makes is its user's alone unless it says otherwise
-    logging.basicConfig(level=os.environ.get("XCE_LOG_LEVEL", "INFO"), stream=sys.stderr,
+    logging.basicConfig(level=os.environ.get(ENV_LOG_LEVEL, "INFO"), stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     wanted = {r.strip() for r in roles.split(",") if r.strip()}
     valid = {"controller", "scheduler", "worker", "apiserver"}

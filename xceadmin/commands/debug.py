@@ -20,7 +20,7 @@ def clock(
     advance: str = typer.Option(..., "--advance", metavar="DURATION", help="how far to move the daemon's clock on: "
                                                                           "90s, 30m, 2h, 1d"),
     topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR", help="the daemon's TopDir"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
 ) -> None:
     """Advance the daemon's clock (test mode only): expiry and grace periods without sleeping."""
     import json

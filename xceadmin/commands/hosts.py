@@ -54,21 +54,21 @@ def _control(topdir: str | None, host: str, op: str, reason: str | None, as_json
 
 
 @app.command("close")
-def close(host: str = typer.Argument(..., metavar="HOST"), reason: Optional[str] = _REASON,
+def close(host: str = typer.Argument(..., metavar="HOST", help="the host's name (xcecli hosts lists them)"), reason: Optional[str] = _REASON,
           topdir: Optional[str] = _TOPDIR, as_json: bool = _JSON) -> None:
     """Close HOST: no new job starts there; its running jobs run on (LSF badmin hclose)."""
     _control(topdir, host, "close", reason, as_json)
 
 
 @app.command("open")
-def open_(host: str = typer.Argument(..., metavar="HOST"), reason: Optional[str] = _REASON,
+def open_(host: str = typer.Argument(..., metavar="HOST", help="the host's name (xcecli hosts lists them)"), reason: Optional[str] = _REASON,
           topdir: Optional[str] = _TOPDIR, as_json: bool = _JSON) -> None:
     """Open HOST again after a close or a drain (LSF badmin hopen)."""
     _control(topdir, host, "open", reason, as_json)
 
 
 @app.command("drain")
-def drain(host: str = typer.Argument(..., metavar="HOST"), reason: Optional[str] = _REASON,
+def drain(host: str = typer.Argument(..., metavar="HOST", help="the host's name (xcecli hosts lists them)"), reason: Optional[str] = _REASON,
           wait: bool = typer.Option(False, "--wait", help="block until the host's last job has ended"),
           topdir: Optional[str] = _TOPDIR, as_json: bool = _JSON) -> None:
     """Close HOST and report when its last job has ended; --wait blocks until then."""

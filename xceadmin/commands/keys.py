@@ -191,12 +191,12 @@ def trust(
                                                                        "or - for stdin"),
     host: str = typer.Option(..., "--host", help="the host the key belongs to"),
     role: List[str] = typer.Option(..., "--role", help="worker, scheduler, apiserver or admin (repeatable)"),
-    expires: Optional[str] = typer.Option(None, "--expires", help="90d, 12h, a UTC time (2027-03-01T12:00:00Z), or "
+    expires: Optional[str] = typer.Option(None, "--expires", metavar="WHEN", help="90d, 12h, a UTC time (2027-03-01T12:00:00Z), or "
                                                                   "never (the default)"),
-    comment: str = typer.Option("", "--comment", help="free text kept with the key"),
+    comment: str = typer.Option("", "--comment", metavar="TEXT", help="free text kept with the key"),
     unrevoke: bool = typer.Option(False, "--unrevoke", help="trust a revoked key again (logged)"),
     topdir: Optional[str] = _TOPDIR,
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
 ) -> None:
     """Trust a host's public key for roles (KEY-2): written to the controller's keys.yaml and
     in force at once. A revoked key needs --unrevoke."""
@@ -247,9 +247,9 @@ def trust(
 @app.command("revoke")
 def revoke(
     fingerprint: str = typer.Argument(..., metavar="FINGERPRINT", help="SHA256:..., or a prefix only one key has"),
-    reason: Optional[str] = typer.Option(None, "--reason", help="why, kept with the revocation"),
+    reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT", help="why, kept with the revocation"),
     topdir: Optional[str] = _TOPDIR,
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
 ) -> None:
     """Revoke a key (KEY-4): recorded in the controller's store, where it outlives any edit of
     keys.yaml; returns once every channel authenticated with it is closed."""
@@ -291,7 +291,7 @@ def revoke(
 
 
 @app.command("list")
-def list_(topdir: Optional[str] = _TOPDIR, as_json: bool = typer.Option(False, "--json")) -> None:
+def list_(topdir: Optional[str] = _TOPDIR, as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
     """Every trusted key, and every revoked one: host, roles, fingerprint, expiry, revoked, last seen."""
     import json
 
@@ -315,9 +315,9 @@ def token(
     role: List[str] = typer.Option(..., "--role", help="the role the enrolled host gets: worker, scheduler or "
                                                         "apiserver (one)"),
     host: Optional[str] = typer.Option(None, "--host", help="bind the token to this host name"),
-    expires: str = typer.Option("1h", "--expires", help="how long it is valid: 1h, 30m, 2d (at most 7 days)"),
+    expires: str = typer.Option("1h", "--expires", metavar="DURATION", help="how long it is valid: 1h, 30m, 2d (at most 7 days)"),
     topdir: Optional[str] = _TOPDIR,
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
 ) -> None:
     """Print a one-time enrolment token (KEY-5) for a new host; the controller keeps only its digest."""
     import json

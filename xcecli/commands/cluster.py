@@ -31,7 +31,7 @@ def _comment(h) -> str | None:
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def hosts(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+    def hosts(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """List hosts (LSF bhosts): status (ok, closed_Adm, unavail), slots (MAX total, RUN used),
         jobs, memory, and why a host is closed or unavailable (COMMENT, last)."""
         from xcecli.output import print_json, table
@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
                 _jobs(h.jobs), _comment(h)] for h in res.hosts])
 
     @app.command()
-    def queues(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+    def queues(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """List queues (LSF bqueues): priority, ceilings and job counts."""
         from xcecli.output import fmt_duration, print_json, table
 
@@ -65,7 +65,7 @@ def register_apps(app: typer.Typer) -> None:
                            no_args_is_help=False)
 
     @apps_app.callback()
-    def apps(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+    def apps(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """List the application profiles (`xcecli apps show NAME` for one)."""
         if ctx.invoked_subcommand is not None:
             return
@@ -82,7 +82,7 @@ def register_apps(app: typer.Typer) -> None:
                for a in res.json()["apps"]])
 
     @apps_app.command("show")
-    def show(ctx: typer.Context, name: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
+    def show(ctx: typer.Context, name: str = typer.Argument(..., metavar="PROFILE", help="the profile's name (xcecli apps lists them)"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """One profile in full (LSF bapp -l): every value it binds."""
         import json
         import sys
@@ -118,7 +118,7 @@ def register_api(app: typer.Typer) -> None:
             method: str = typer.Argument(..., help="GET, POST or PUT"),
             path: str = typer.Argument(..., help="path under /xce/v1, e.g. /jobs/12 (or the whole path, "
                                                  "/xce/v1/jobs/12)"),
-            data: str = typer.Option(None, "--data", "-d", help="JSON request body")) -> None:
+            data: str = typer.Option(None, "--data", "-d", metavar="JSON", help="JSON request body")) -> None:
         """Send one raw request to the daemon's API and print the JSON answer (for scripts and debugging)."""
         import json
         import sys

@@ -19,7 +19,7 @@ _HELP = {
 
 def _make(name: str):
     def command(ctx: typer.Context, jobs: List[str] = typer.Argument(..., metavar="JOB...", help="job IDs, 123 or 123[4]"),
-                as_json: bool = typer.Option(False, "--json")) -> None:
+                as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         from xced.api.errors import XceError
         from xcecli.commands.jobs import _job_ref
         from xcecli.output import err, print_json

@@ -80,12 +80,12 @@ def register(app: typer.Typer) -> None:
     def jobs(
         ctx: typer.Context,
         user: Optional[str] = typer.Option(None, "-u", "--user", help="whose jobs: a user name or 'all' (default: yours)"),
-        queue: Optional[str] = typer.Option(None, "-q", "--queue"),
+        queue: Optional[str] = typer.Option(None, "-q", "--queue", metavar="QUEUE", help="only the jobs of this queue"),
         project: Optional[str] = typer.Option(None, "-P", "--project", help="jobs of that very project, e.g. /physics/hep"),
         state: List[str] = typer.Option([], "-s", "--state", help="PEND, PSUSP, RUN, USUSP, DONE or EXIT (repeatable)"),
         all_: bool = typer.Option(False, "-a", "--all", help="include finished jobs of any age (default: the last hour)"),
-        fields: Optional[str] = typer.Option(None, "-o", help=f"fields, space or comma separated: {' '.join(FIELDS)}"),
-        as_json: bool = typer.Option(False, "--json"),
+        fields: Optional[str] = typer.Option(None, "-o", metavar="FIELDS", help=f"fields, space or comma separated: {' '.join(FIELDS)}"),
+        as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
     ) -> None:
         """List jobs (LSF bjobs): your unfinished jobs and those that finished in the last hour."""
         from xced.model.jobs import JobState
@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
         table([FIELDS[f] for f in cols], rows_of(res.json()["jobs"], cols))
 
     @app.command()
-    def show(ctx: typer.Context, job: str = typer.Argument(..., help="job ID"), as_json: bool = typer.Option(False, "--json")) -> None:
+    def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """Show a job in full (LSF bjobs -l): its request, who it runs as, every element."""
         import shlex
 
@@ -188,8 +188,8 @@ def register(app: typer.Typer) -> None:
                     print(f"  {h.message}")
 
     @app.command()
-    def why(ctx: typer.Context, job: str = typer.Argument(..., help="job ID, 123 or 123[4]"),
-            as_json: bool = typer.Option(False, "--json")) -> None:
+    def why(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID, 123 or 123[4]"),
+            as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """Why a job pends (RES-6): the main reason, each host's shortfall, what would start it."""
         import json
         import sys
@@ -212,7 +212,7 @@ def register(app: typer.Typer) -> None:
             print(f"scheduler: {w['reservation']['text']}")
 
     @app.command()
-    def hist(ctx: typer.Context, job: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
+    def hist(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID, 123 or 123[4]"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """A job's history (LSF bhist -l): every transition with time, actor and reason."""
         from xcecli.output import fmt_time, print_json, table
 
@@ -233,9 +233,9 @@ def register(app: typer.Typer) -> None:
                 e.to_state.value if e.to_state else None, e.actor, e.reason] for e in ev.events])
 
     @app.command()
-    def peek(ctx: typer.Context, job: str = typer.Argument(...),
+    def peek(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID, 123 or 123[4]"),
              stderr: bool = typer.Option(False, "-e", "--stderr", help="show stderr instead of stdout"),
-             max_bytes: int = typer.Option(65536, "--bytes", min=1, max=16 * 2**20,
+             max_bytes: int = typer.Option(65536, "--bytes", metavar="N", min=1, max=16 * 2**20,
                                            help="at most the last N bytes (1 to 16 MiB)")) -> None:
         """Output of a job so far (LSF bpeek)."""
         import sys
@@ -245,8 +245,8 @@ def register(app: typer.Typer) -> None:
         sys.stdout.write(text)
 
     @app.command()
-    def wait(ctx: typer.Context, jobs_: List[str] = typer.Argument(..., metavar="JOB..."),
-             timeout: Optional[float] = typer.Option(None, "--timeout", help="give up after this many seconds (exit 1)")) -> None:
+    def wait(ctx: typer.Context, jobs_: List[str] = typer.Argument(..., metavar="JOB...", help="job IDs, 123 or 123[4]"),
+             timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="give up after this many seconds (exit 1)")) -> None:
         """Wait until the jobs end. Exit 0 when all are DONE, 1 otherwise; a progress display on a terminal."""
         import sys
         import time

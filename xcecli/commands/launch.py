@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         args: List[str] = typer.Argument(..., metavar="HOST -- CMD...", help="a host of the job, then the command"),
         all_: bool = typer.Option(False, "--all", help="run CMD once per slot on every host of the job (no HOST)"),
-        job: Optional[str] = typer.Option(None, "--job", help="job ID (default: XCE_JOBID[XCE_JOBINDEX] of this job)"),
+        job: Optional[str] = typer.Option(None, "--job", metavar="ID", help="job ID (default: XCE_JOBID[XCE_JOBINDEX] of this job)"),
     ) -> None:
         """Start a task on a host of the running job (LSF blaunch); exit with its exit code."""
         import os

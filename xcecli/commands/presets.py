@@ -174,9 +174,9 @@ def register(app: typer.Typer) -> None:
         err(f"preset {name} {'replaced' if existed else 'created'}: {store.path_of(name)}")
 
     @presets_app.command("show")
-    def show(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME"),
+    def show(ctx: typer.Context, name: str = typer.Argument(..., metavar="PRESET", help="the preset's name"),
              server: bool = typer.Option(False, "--server", help="the server's preset of that name"),
-             as_json: bool = typer.Option(False, "--json")) -> None:
+             as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """Show a preset: its values as a preset file holds them, its hash, where it came from."""
         import json
 
@@ -202,7 +202,7 @@ def register(app: typer.Typer) -> None:
         sys.stdout.write(_yaml_values(doc["values"]))
 
     @presets_app.command("edit")
-    def edit(name: str = typer.Argument(..., metavar="NAME")) -> None:
+    def edit(name: str = typer.Argument(..., metavar="PRESET", help="the local preset's name")) -> None:
         """Edit a local preset in $VISUAL or $EDITOR; it is saved only if the result is valid (a
         refused edit is kept beside it, as .NAME.edit.DIGEST.yaml, for the next edit of the same preset)."""
         import hashlib
@@ -267,7 +267,7 @@ def register(app: typer.Typer) -> None:
         err(f"preset {name} saved: {path}" + (" (from the draft kept by the last edit)" if resumed else ""))
 
     @presets_app.command("rm")
-    def rm(names: List[str] = typer.Argument(..., metavar="NAME...", help="the presets to delete")) -> None:
+    def rm(names: List[str] = typer.Argument(..., metavar="PRESET...", help="the presets to delete")) -> None:
         """Delete local presets."""
         from xcecli import presets as store
         from xcecli.output import err
@@ -280,7 +280,7 @@ def register(app: typer.Typer) -> None:
             err(f"preset {n} removed: {store.remove(n)}")
 
     @presets_app.command("list")
-    def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"),
+    def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
               local_only: bool = typer.Option(False, "--local",
                                               help="local presets only; do not ask the server")) -> None:
         """Local presets, then the server's (marked server); an unreachable server is a note."""
@@ -321,7 +321,7 @@ def register(app: typer.Typer) -> None:
 
     @presets_app.command("pull")
     def pull(ctx: typer.Context, name: str = typer.Argument(..., help="the server preset"),
-             as_: Optional[str] = typer.Option(None, "--as", help="the local name (default: the same)"),
+             as_: Optional[str] = typer.Option(None, "--as", metavar="NAME", help="the local name (default: the same)"),
              force: bool = typer.Option(False, "--force", help="replace a local preset of that name that came "
                                                                "from elsewhere (kept as NAME.yaml.bak)")) -> None:
         """Copy a server preset to a local one; pulling it again updates it."""
@@ -347,7 +347,7 @@ def register(app: typer.Typer) -> None:
 
     @presets_app.command("export")
     def export(names: List[str] = typer.Argument(..., help="the local presets to export"),
-               output: Optional[str] = typer.Option(None, "-o", "--output", help="write to FILE (default: stdout)"),
+               output: Optional[str] = typer.Option(None, "-o", "--output", metavar="FILE", help="write to FILE (default: stdout)"),
                force: bool = typer.Option(False, "--force", help="overwrite FILE")) -> None:
         """Write local presets as one YAML file (name -> values) for `presets import`."""
         import os
@@ -381,7 +381,7 @@ def register(app: typer.Typer) -> None:
 
     @presets_app.command("import")
     def import_(source: str = typer.Argument(..., help="an export file, or - for stdin"),
-                as_: Optional[str] = typer.Option(None, "--as", help="the local name (for a file of one preset)"),
+                as_: Optional[str] = typer.Option(None, "--as", metavar="NAME", help="the local name (for a file of one preset)"),
                 force: bool = typer.Option(False, "--force", help="replace local presets of those names "
                                                                   "(kept as NAME.yaml.bak)")) -> None:
         """Add the presets of an export file; all or nothing."""
@@ -423,7 +423,7 @@ def register(app: typer.Typer) -> None:
             err(f"preset {p.name} {done[how].format(p.name)}")
 
     @presets_app.command("report")
-    def report(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"),
+    def report(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
                all_: bool = typer.Option(False, "-a", "--all", help="include finished jobs of any age")) -> None:
         """Your jobs by preset, with counts by state, marking the jobs whose preset has changed
         since they were submitted."""

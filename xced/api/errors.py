@@ -31,6 +31,18 @@ The wire form of an error is `{"error": {"code": str, "message": str, "field": s
 
 from __future__ import annotations
 
+#: The exit codes of xcecli and xceadmin (CLI-1), for their man pages' EXIT STATUS
+#: (tools/clidocs.py): (code, what it means). `xcecli submit -K` also passes the job's own
+#: exit code through, as `bsub -K` does.
+CLI_EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "the command did what was asked"),
+    (1, "the request was refused: bad input, no permission, an unknown job, host or queue, a config with "
+        "errors"),
+    (2, "a usage error: an unknown option or command, a missing or malformed argument"),
+    (3, "the daemon could not be reached, or its store could not be written: nothing was done, and the same "
+        "command may succeed later"),
+)
+
 
 class XceError(Exception):
     """Base of all XCE API errors. `message` is one line for the user."""

@@ -112,7 +112,7 @@ OPTIONS: tuple[SubmitOption, ...] = (
                  "ID[INDEX]), exit(ID, >2), &&, ||, !, ( ); a bare ID means done(ID)", limit=MAX_DEPENDENCY_LENGTH),
     SubmitOption("env", ("--env",), "NAME=VALUE", "map", "added to the job's environment (repeatable)",
                  limit=MAX_ENV_VARS),
-    SubmitOption("preset", ("--preset",), "NAME", "one",
+    SubmitOption("preset", ("--preset",), "PRESET", "one",
                  "start from this local preset's values (xcecli presets list); options given here win",
                  preset_field=False),
     SubmitOption("wait", ("-K", "--wait"), "", "flag", "wait for the job to end and exit with its exit code",
