@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import XCEADMIN, XCED, Daemon, kill_job_processes, short_tmpdir, stop_processes, write_config
+from tests.conftest import (XCEADMIN, XCECLI, XCED, Daemon, kill_job_processes, short_tmpdir, stop_processes,
+                            write_config)
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -57,11 +58,11 @@ class Cluster:
              "--topdir", str(wtop), "--slots", "2", "--memory", "4GB"], stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
 
-    def start(self) -> "Cluster":
+    def start(self, names: tuple[str, ...] = ("h1", "h2")) -> "Cluster":
         self.ctl.start()
-        for n in ("h1", "h2"):
+        for n in names:
             self.start_worker(n)
-        self.wait_hosts(h1="ok", h2="ok")
+        self.wait_hosts(**{n: "ok" for n in names})
         return self
 
     def hosts(self) -> dict[str, dict]:
@@ -295,3 +296,159 @@ def test_a_negative_grace_period_is_a_config_error_with_its_place(tmp_path):
     assert r.returncode == 1
     assert "xce.yaml:7:18: error: host_lost_grace must be a number of seconds from 1 to 86400" in r.stdout + r.stderr, \
         r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------------- jobs across hosts (SCHED-4 fencing)
+
+@pytest.fixture
+def cluster3():
+    """The cluster with a third worker, h3 (2 slots), for a two-host job to run on again."""
+    top = short_tmpdir("xce-hf3-")
+    c = Cluster(top)
+    try:
+        yield c.start(("h1", "h2", "h3"))
+    finally:
+        c.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _two_host_job(c: Cluster, tmp_path: Path) -> tuple[int, Path]:
+    """Submit a job of two tasks, one per host (`-n 2 -R span[ptile=1]`): its script, on the
+    first host, launches a task on the second (`xcecli launch`, JOB-7) that shrugs off SIGINT
+    and SIGTERM (it notes each in `pids/term-HOST`) and writes its PID to `pids/task-HOST`;
+    the script then waits for the file `go` and ends 0 (the task is then ended, JOB-7).
+    Returns the job's ID and the `pids` directory."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = tmp_path / "two.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        "other=$(echo $LSB_HOSTS | cut -d' ' -f2)\n"
+        f"{XCECLI} launch $other -- sh -c "
+        f"'trap \"echo x >> {pids}/term-$XCE_TASK_HOST\" INT TERM; echo $$ > {pids}/task-$XCE_TASK_HOST.tmp; "
+        f"mv {pids}/task-$XCE_TASK_HOST.tmp {pids}/task-$XCE_TASK_HOST; while :; do sleep 0.1; done' &\n"
+        f"while [ ! -f {tmp_path}/go ]; do sleep 0.1; done\n")
+    script.chmod(0o755)
+    return c.ctl.submit("-a", "again", "-n", "2", "-R", "span[ptile=1]", "--", str(script), cwd=tmp_path), pids
+
+
+def _pid_in(path: Path, timeout: float = 20) -> int:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def _pid_gone(pid: int, timeout: float = 20) -> bool:
+    """Whether process `pid` ends (or is a zombie) within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(") ", 1)[1][0] == "Z":
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _hosts_of(job: dict) -> list[str]:
+    return [a["host"] for a in job["elements"][0]["alloc"]]
+
+
+def test_a_lost_second_host_requeues_the_job_and_its_stale_task_is_killed_at_the_rejoin(cluster3, tmp_path):
+    """SCHED-4 fencing of a job's task on its second host: the job runs on h1 (first) and h2;
+    a restart of h2's worker keeps that task (the current attempt's); then h2's worker
+    dies, and the task runs on. After host_lost_grace the job is
+    requeued (its copy on h1 killed first) and runs again on h1 and h3. When h2's worker
+    comes back while the old task still runs, that stale task is killed there (the kill
+    sequence, SIGKILL for a task that shrugs off SIGTERM), and nothing of it is recorded:
+    the job runs on, on h1 and h3, and ends DONE."""
+    c, d = cluster3, cluster3.ctl
+    assert c.admin("hosts", "close", "h3").returncode == 0  # the first run takes h1 and h2
+    jid, pids = _two_host_job(c, tmp_path)
+    assert _hosts_of(_runs_on(d, jid, "h1")) == ["h1", "h2"]
+    stale = _pid_in(pids / "task-h2")
+    old_script = c.pgid("h1", jid)
+    # a restart of h2's worker (JOB-8) keeps the task of the current attempt: it is no stale copy
+    c.workers["h2"].send_signal(signal.SIGKILL)
+    c.workers["h2"].wait(10)
+    c.wait_hosts(h2="unavail")
+    c.start_worker("h2")
+    c.wait_hosts(h2="ok")
+    assert not _pid_gone(stale, 1.0), "a worker restart killed the task of the job's current attempt"
+    assert c.admin("hosts", "open", "h3").returncode == 0
+    w = c.workers["h2"]
+    w.send_signal(signal.SIGKILL)
+    w.wait(10)
+    c.wait_hosts(h2="unavail")
+    assert d.show(jid)["state"] == "RUN" and not _pid_gone(stale, 0.2)  # within the grace period: runs on
+    assert c.admin("debug", "clock", "--advance", "61s").returncode == 0
+    deadline = time.monotonic() + 30
+    while (j := d.show(jid))["state"] != "RUN" or _hosts_of(j) != ["h1", "h3"]:
+        assert time.monotonic() < deadline, j
+        time.sleep(0.1)
+    assert _gone(old_script), "the job's copy on its first host outlived the loss of its second"
+    hist = d.cli("hist", str(jid), check=True).stdout
+    assert "requeued: host h2 lost" in hist, hist
+    new_task = _pid_in(pids / "task-h3")
+    assert not _pid_gone(stale, 0.2), "the old task on h2 ended with no worker there"  # nobody could end it yet
+    c.start_worker("h2")
+    c.wait_hosts(h2="ok")
+    assert _pid_gone(stale), "the stale task on h2 outlived the rejoin of its host"
+    assert (pids / "term-h2").exists()  # it was asked to end (the kill sequence), then killed
+    time.sleep(0.5)  # whatever h2 reports of it reaches the controller, which must record none of it
+    j = d.show(jid)
+    assert j["state"] == "RUN" and _hosts_of(j) == ["h1", "h3"], j
+    assert not _pid_gone(new_task, 0.1), "the current attempt's task on h3 was killed"
+    assert "host h2 runs a stale copy of job" in c.ctl.log.read_text()  # the fencing is logged
+    (tmp_path / "go").write_text("")
+    j = d.wait_state(jid, ("DONE", "EXIT"))
+    assert j["state"] == "DONE" and _hosts_of(j) == ["h1", "h3"], j
+    assert _pid_gone(new_task)
+    events = json.loads(d.cli("hist", str(jid), "--json", check=True).stdout)["events"]
+    assert [e["kind"] for e in events].count("EXIT") == 0, events
+
+
+def test_a_lost_first_host_requeues_the_job_and_its_task_on_the_second_host_is_ended(cluster3, tmp_path):
+    """SCHED-4, the other way round: the job's first host h1 stops (its worker SIGSTOPped:
+    its heartbeats stop) and is lost; the job's task on h2, which shrugs off SIGTERM, is
+    ended there at the loss (the job is handled as a whole), and the job runs again on h2
+    and h3. When h1's worker resumes, the old copy there is fenced: killed, and its end,
+    which that worker still reports, is not recorded."""
+    c, d = cluster3, cluster3.ctl
+    assert c.admin("hosts", "close", "h3").returncode == 0
+    jid, pids = _two_host_job(c, tmp_path)
+    assert _hosts_of(_runs_on(d, jid, "h1")) == ["h1", "h2"]
+    task = _pid_in(pids / "task-h2")
+    old_script = c.pgid("h1", jid)
+    assert c.admin("hosts", "open", "h3").returncode == 0
+    c.workers["h1"].send_signal(signal.SIGSTOP)
+    c.wait_hosts(timeout=15, h1="unavail")
+    assert not _pid_gone(task, 0.2)  # within the grace period: it runs on
+    assert c.admin("debug", "clock", "--advance", "61s").returncode == 0
+    assert _pid_gone(task), "the job's task on h2 outlived the loss of its first host"
+    assert (pids / "term-h2").exists()  # the kill sequence reached it, then SIGKILL
+    j = _runs_on(d, jid, "h2")
+    assert _hosts_of(j) == ["h2", "h3"], j
+    assert "requeued: host h1 lost" in d.cli("hist", str(jid), check=True).stdout
+    new_task = _pid_in(pids / "task-h3")
+    os.killpg(old_script, 0)  # the old copy on h1 runs on, with nobody to end it
+    c.workers["h1"].send_signal(signal.SIGCONT)
+    c.wait_hosts(timeout=30, h1="ok")
+    assert _gone(old_script), "the stale copy on h1 outlived the rejoin of its host"
+    deadline = time.monotonic() + 10
+    while "reported finished of a stale copy of job" not in c.ctl.log.read_text():  # h1 still watched it
+        assert time.monotonic() < deadline, "h1's worker never reported the end of its stale copy"
+        time.sleep(0.1)
+    j = d.show(jid)
+    assert j["state"] == "RUN" and _hosts_of(j) == ["h2", "h3"], j  # that end was not the job's
+    assert not _pid_gone(new_task, 0.1)
+    (tmp_path / "go").write_text("")
+    j = d.wait_state(jid, ("DONE", "EXIT"))
+    assert j["state"] == "DONE" and _hosts_of(j) == ["h2", "h3"], j
+    assert _pid_gone(new_task)
+    events = json.loads(d.cli("hist", str(jid), "--json", check=True).stdout)["events"]
+    assert [e["kind"] for e in events].count("EXIT") == 0, events

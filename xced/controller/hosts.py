@@ -12,11 +12,12 @@ control (CLI-4).
   submit time; event `requeued: host H lost`) or ended EXIT ("host H lost"), as its
   profile's `on_host_failure` says (default requeue); a multi-host job that loses any of its
   hosts is handled as a whole. A kill or requeue asked while the host was away wins.
-- Fencing: every dispatch carries the element's attempt (its dispatch count, stored). A
-  worker that joins lists what it still runs with the attempts; each copy that is not the
-  current attempt of an element dispatched to that host (requeued and run elsewhere since,
-  or never dispatched there at all) is killed there and logged, never adopted, and its
-  reports are ignored (xced.controller.reports).
+- Fencing: every dispatch carries the element's attempt (its dispatch count, stored), and
+  so does each task started for it on its hosts. A worker that joins lists what it still
+  runs with the attempts (elements on their first host, tasks on any host of the job); each
+  copy that is not the current attempt of an element dispatched to that host (requeued and
+  run elsewhere since, or never dispatched there at all) is killed there, its tasks there
+  ended, and logged, never adopted, and its reports are ignored (xced.controller.reports).
 - Host control (LSF badmin hopen, hclose; Slurm scontrol update state=drain): `close`
   stops new dispatches, `drain` closes and records `drained` when the host's last job has
   ended, `open` reverses either. Each is a host event with the admin's name and reason,
@@ -154,26 +155,31 @@ class HostsMixin:
 
     def _fence(self, link: WorkerLink, running) -> None:
         """SCHED-4 fencing at a join: kill each copy the worker reports running (job ID,
-        index, attempt) that is not the current attempt of an element dispatched to this
-        host; it is logged, never adopted, and its reports are ignored."""
+        index, attempt: the element's own supervisor on its first host, or its tasks on any
+        host of the job, xced.worker.remote.running_elements) that is not the current
+        attempt of an element dispatched to this host, as its first host or another: the
+        element's copy there is killed and its tasks there ended. It is logged, never
+        adopted, and its reports are ignored."""
         for item in running:
             job_id, index = item[0], item[1]
             attempt = item[2] if len(item) > 2 else 0
             job = self.jobs.get(job_id)
             e = job.elements.get(index) if job else None
-            if e is not None and e.state in ACTIVE and e.alloc and e.alloc[0][0] == link.host and e.attempt == attempt:
+            hosts = [h for h, _ in e.alloc] if e is not None else []
+            if e is not None and e.state in ACTIVE and link.host in hosts and e.attempt == attempt:
                 continue
             if e is None:
                 why = "which this controller never dispatched" if job is None else "which is no element of the job"
             elif e.state not in ACTIVE:
                 why = f"which is {e.state} now (attempt {e.attempt})"
-            elif e.alloc and e.alloc[0][0] != link.host:
-                why = f"which runs on {e.alloc[0][0]} now (attempt {e.attempt})"
+            elif link.host not in hosts:
+                why = f"which runs on {' '.join(hosts)} now (attempt {e.attempt})"
             else:
                 why = f"whose current attempt is {e.attempt}"
             log.warning("host %s runs a stale copy of job %s (attempt %d), %s: killed there, its result ignored "
                         "(SCHED-4)", link.host, format_job_ref(job_id, index), attempt, why)
             link.kill(job_id, index)
+            link.end_tasks(job_id, index)
 
     def is_stale_copy(self, job_id: int, index: int, attempt: int) -> bool:
         """Whether `attempt` is not the current attempt of element (job_id, index) (SCHED-4)."""

@@ -194,6 +194,9 @@ class TaskSpec:
     extra: dict[str, str] = field(default_factory=dict)
     #: the job's project path (PRJ-1), as on StartInfo
     project: str | None = None
+    #: the element's attempt (its dispatch count) the task belongs to: a task of another
+    #: attempt found on a rejoining host is a stale copy's, fenced (SCHED-4)
+    attempt: int = 0
 
 
 @dataclass(slots=True)

@@ -269,7 +269,8 @@ class LocalWorker:
 
     async def launch_task(self, task) -> dict:
         """Run one task (a TaskSpec) of a running job on this host under its own supervisor
-        in JOBDIR/tasks/ID, and return how it ended with its output (at most 1 MB)."""
+        in JOBDIR/tasks/ID, and return how it ended with its output (at most 1 MB). Its
+        spec.json names the element's attempt, which a rejoin reports (SCHED-4 fencing)."""
         td = self.jobdir(task.job_id, task.index) / "tasks" / str(task.task_id)
         try:
             self.make_jobdir(task.job_id, task.index, task.run_uid, task.run_gid)
@@ -283,7 +284,8 @@ class LocalWorker:
             spec = {"job_id": task.job_id, "index": task.index, "argv": list(task.argv), "cwd": task.cwd,
                     "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": task.run_limit_s,
                     "kill_interval_s": task.kill_interval_s, "uid": task.run_uid, "gid": task.run_gid,
-                    "groups": groups_of(task.run_as, task.run_uid, task.run_gid), "umask": task.umask}
+                    "groups": groups_of(task.run_as, task.run_uid, task.run_gid), "umask": task.umask,
+                    "attempt": task.attempt}
             handle = await procs.launch_via(td, spec, self.launcher, self.launch_timeout_s)
         except (OSError, ValueError) as e:
             return {"host": self.host, "task_id": task.task_id, "exit_code": 1, "signal": None,

@@ -128,21 +128,30 @@ class LaunchRelay:
 
 
 def running_elements(jobs_dir: Path) -> list[tuple[int, int, int]]:
-    """(job_id, index, attempt) of every element whose supervisor is alive on this host; the
-    attempt is the one its spec.json names (0 when it names none: dispatched before attempts
-    were kept). What the join reports, for the controller's fencing (SCHED-4)."""
+    """(job_id, index, attempt) of every element with a live supervisor on this host: its
+    own (on its first host) or a task's (`xcecli launch` or a host hook, in JOBDIR/tasks/ID,
+    on any host of the job). The attempt is the one the spec.json names (0 when it names
+    none: dispatched before attempts were kept). What the join reports, for the
+    controller's fencing (SCHED-4): a stale task on a job's second host is found too."""
     from xced.worker import procs
     from xced.worker.local import spec_attempt
 
-    out = []
+    out: set[tuple[int, int, int]] = set()
     if not jobs_dir.is_dir():
-        return out
+        return []
     for jd in jobs_dir.iterdir():
         if not jd.name.isdigit():
             continue
         for ed in jd.iterdir():
-            if ed.name.isdigit() and procs.is_alive(ed):
-                out.append((int(jd.name), int(ed.name), spec_attempt(ed)))
+            if not ed.name.isdigit():
+                continue
+            if procs.is_alive(ed):
+                out.add((int(jd.name), int(ed.name), spec_attempt(ed)))
+            tasks = ed / "tasks"
+            if tasks.is_dir():
+                for td in tasks.iterdir():
+                    if td.name.isdigit() and procs.is_alive(td):
+                        out.add((int(jd.name), int(ed.name), spec_attempt(td)))
     return sorted(out)
 
 
