@@ -1,7 +1,9 @@
 """Lost hosts and host control end to end (SCHED-4, CLI-4, PROF-3 on_host_failure; issue
-16): a controller and two real `xced --roles worker` processes h1 and h2 on this machine,
-each with its own TopDir. A worker is SIGKILLed (its channel closes) or SIGSTOPped (its
-heartbeats stop); the daemon's test clock is moved past host_lost_grace instead of waiting.
+16): a controller and real `xced --roles worker` processes h1, h2 (and h3) on this machine,
+each with its own TopDir, or a keyed worker over a TLS channel pinned to the controller's
+key. A worker is SIGKILLed (its channel closes) or SIGSTOPped (its heartbeats stop); the
+daemon's test clock is moved past host_lost_grace instead of waiting. Jobs across two hosts
+check the fencing of a task on a host that is not the job's first.
 What is checked is what a user and an admin see: `xcecli hosts --json`, `show`, `hist`, the
 job's processes by PID, and `xceadmin hosts`'s exit codes and messages."""
 
@@ -19,6 +21,8 @@ import pytest
 
 from tests.conftest import (XCEADMIN, XCECLI, XCED, Daemon, kill_job_processes, short_tmpdir, stop_processes,
                             write_config)
+from tests.e2e.test_peers import KeyedCluster
+from xced.auth.tls import presented_certificate
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -452,3 +456,86 @@ def test_a_lost_first_host_requeues_the_job_and_its_task_on_the_second_host_is_e
     assert _pid_gone(new_task)
     events = json.loads(d.cli("hist", str(jid), "--json", check=True).stdout)["events"]
     assert [e["kind"] for e in events].count("EXIT") == 0, events
+
+
+# ---------------------------------------------------------------------- a keyed worker over TLS (KEY-6)
+
+@pytest.fixture
+def keyed():
+    """A test-mode controller whose TCP port serves TLS pinned to its key (`listen.tls`,
+    tests.e2e.test_peers.KeyedCluster), heartbeats every 0.3 s and host_lost_grace 60 s, with
+    a keyed worker w1 (trusted, pinned, 2 slots) joined. Every worker is sent SIGCONT before
+    the stop (one may be stopped), and every process is stopped by its PID."""
+    c = KeyedCluster(short_tmpdir("xce-hftls-"), mode="test")
+    with open(c.ctl_top / "config" / "xce.yaml", "a") as f:
+        f.write("host_lost_grace: 60\n")
+    (c.ctl_top / "config" / "applications.yaml").write_text(APPS)
+    c.ctl.env = {"XCE_TEST_HEARTBEAT_S": "0.3"}
+    try:
+        c.start()
+        c.trust("w1")
+        c.worker("w1")
+        c.wait_host("w1")
+        yield c
+    finally:
+        for p in c.procs.values():
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        c.stop()
+        shutil.rmtree(c.top, ignore_errors=True)
+
+
+def test_a_stopped_keyed_worker_on_tls_is_noticed_by_its_heartbeats_then_lost(keyed, tmp_path):
+    """SCHED-4 on a pinned TLS channel (KEY-6): the keyed worker w1 is SIGSTOPped, so its TLS
+    connection stays open and only its heartbeats stop. The host is `unavail` (no heartbeat)
+    while its job runs on; after host_lost_grace (the test clock) it is lost and the job is
+    requeued. When the worker resumes it rejoins over TLS with its key, its old copy is
+    fenced, and the job runs again there."""
+    c, d = keyed, keyed.ctl
+    jid = d.submit("-a", "again", "--", "sleep", "300", cwd=tmp_path)
+    j = d.wait_state(jid, ("RUN",))
+    assert _host_of(j) == "w1"
+    job_json = c.top / "w1" / "jobs" / str(jid) / "0" / "job.json"
+    deadline = time.monotonic() + 20
+    while not job_json.exists():
+        assert time.monotonic() < deadline, "the job never started on w1"
+        time.sleep(0.05)
+    old = json.loads(job_json.read_text())["pgid"]
+    # the channel is TLS pinned to the controller's key, and the worker joined with its own (KEY-3, KEY-6)
+    port = int(c.url.rsplit(":", 1)[1])
+    assert presented_certificate("127.0.0.1", port)  # the controller's port speaks TLS only
+    assert (c.top / "w1" / "keys" / "controller").read_text().startswith("SHA256:")  # saved at a pinned join
+    assert all(k["last_seen"] is not None for k in json.loads(c.admin("keys", "list", "--json").stdout)["keys"]
+               if k["host"] == "w1")
+    w = c.procs["w1"]
+    w.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + 15
+    while (h := _keyed_host(d, "w1"))["status"] != "unavail":
+        assert time.monotonic() < deadline, h
+        time.sleep(0.1)
+    assert "sent nothing for" in h["status_reason"] and h["lost_at"] is None, h
+    assert w.poll() is None  # stopped, not gone: its connection is still open
+    assert d.show(jid)["state"] == "RUN"  # within the grace period its job runs on
+    os.killpg(old, 0)
+    r = subprocess.run([XCEADMIN, "debug", "clock", "--advance", "61s"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "XCE_TOPDIR": str(c.ctl_top)})
+    assert r.returncode == 0, r.stderr
+    j = d.wait_state(jid, ("PEND",))
+    assert "requeued: host w1 lost" in d.cli("hist", str(jid), check=True).stdout
+    h = _keyed_host(d, "w1")
+    assert h["lost_at"] is not None and h["status"] == "unavail" and h["jobs"] == [], h
+    w.send_signal(signal.SIGCONT)
+    c.wait_host("w1")
+    assert _gone(old), "the stale copy on w1 outlived its rejoin"
+    j = d.wait_state(jid, ("RUN",))
+    assert _host_of(j) == "w1" and j["elements"][0]["state"] == "RUN"
+    assert "w1 runs a stale copy of job" in d.log.read_text()
+    hist = json.loads(c.admin("hosts", "hist", "w1", "--json").stdout)["events"]
+    assert [e["kind"] for e in hist] == ["lost", "rejoined"], hist
+
+
+def _keyed_host(d: Daemon, name: str) -> dict:
+    return {h["name"]: h for h in json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]}[name]
