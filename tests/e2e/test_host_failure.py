@@ -36,9 +36,10 @@ applications:
 
 
 class Cluster:
-    """A controller that runs no jobs itself, and workers h1 and h2 of 2 slots each."""
+    """A controller that runs no jobs itself, and workers h1 and h2 (or the names `start`
+    is given) of 2 slots each; heartbeats every `heartbeat_s` seconds (None: the real 10 s)."""
 
-    def __init__(self, top: Path) -> None:
+    def __init__(self, top: Path, heartbeat_s: str | None = "0.3") -> None:
         self.top = top
         self.ctl_top = top / "A"
         write_config(self.ctl_top)
@@ -47,9 +48,10 @@ class Cluster:
         (cfg / "applications.yaml").write_text(APPS)
         with open(cfg / "xce.yaml", "a") as f:
             f.write("listen:\n  host: 127.0.0.1\n  port: 0\nhost_lost_grace: 60\n")
-        # heartbeats every 0.3 s: a stopped worker is noticed within a second (SCHED-4)
+        # heartbeats every 0.3 s: a stopped worker is noticed within a second (SCHED-4);
+        # `heartbeat_s` None: the real interval
         self.ctl = Daemon(self.ctl_top, args=["--roles", "controller,scheduler,apiserver"],
-                          env={"XCE_TEST_HEARTBEAT_S": "0.3"})
+                          env={"XCE_TEST_HEARTBEAT_S": heartbeat_s} if heartbeat_s else {})
         self.workers: dict[str, subprocess.Popen] = {}
 
     def start_worker(self, name: str) -> None:
@@ -510,6 +512,11 @@ def test_a_stopped_keyed_worker_on_tls_is_noticed_by_its_heartbeats_then_lost(ke
     assert (c.top / "w1" / "keys" / "controller").read_text().startswith("SHA256:")  # saved at a pinned join
     assert all(k["last_seen"] is not None for k in json.loads(c.admin("keys", "list", "--json").stdout)["keys"]
                if k["host"] == "w1")
+    heard = _keyed_host(d, "w1")["last_heard"]
+    deadline = time.monotonic() + 10
+    while _keyed_host(d, "w1")["last_heard"] == heard:  # its heartbeats come over the TLS channel
+        assert time.monotonic() < deadline, "no heartbeat from w1"
+        time.sleep(0.1)
     w = c.procs["w1"]
     w.send_signal(signal.SIGSTOP)
     deadline = time.monotonic() + 15
@@ -517,6 +524,7 @@ def test_a_stopped_keyed_worker_on_tls_is_noticed_by_its_heartbeats_then_lost(ke
         assert time.monotonic() < deadline, h
         time.sleep(0.1)
     assert "sent nothing for" in h["status_reason"] and h["lost_at"] is None, h
+    assert h["away_since"] - h["last_heard"] >= 3 * 0.3, h  # gone after three heartbeats missed in a row
     assert w.poll() is None  # stopped, not gone: its connection is still open
     assert d.show(jid)["state"] == "RUN"  # within the grace period its job runs on
     os.killpg(old, 0)
@@ -539,3 +547,32 @@ def test_a_stopped_keyed_worker_on_tls_is_noticed_by_its_heartbeats_then_lost(ke
 
 def _keyed_host(d: Daemon, name: str) -> dict:
     return {h["name"]: h for h in json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]}[name]
+
+
+
+# ---------------------------------------------------------------------- the real heartbeat interval
+
+def test_an_idle_worker_is_heard_from_every_10_s(tmp_path):
+    """SCHED-4: with no test override of the interval, an idle worker's heartbeats reach the
+    controller every 10 s: `xcecli hosts --json` gives `last_heard`, set at its join and then
+    at each heartbeat (nothing else comes from an idle worker). Two intervals are watched
+    (about 20 s); the slack allows a loaded machine, but never 0.3 s nor 30 s."""
+    top = short_tmpdir("xce-hb-")
+    c = Cluster(top, heartbeat_s=None)
+    try:
+        c.start(("h1",))
+        seen: list[float] = []
+        deadline = time.monotonic() + 35
+        while len(seen) < 3:  # the join, then two heartbeats
+            h = c.hosts()["h1"]
+            assert h["status"] == "ok", h
+            if h["last_heard"] is not None and (not seen or h["last_heard"] != seen[-1]):
+                seen.append(h["last_heard"])
+            assert time.monotonic() < deadline, f"h1 was heard from at {seen} only"
+            time.sleep(1.0)  # the times are the controller's own: a slow look loses no precision
+        gaps = [round(b - a, 2) for a, b in zip(seen, seen[1:])]
+        assert all(9.0 <= g <= 16.0 for g in gaps), f"h1 was heard from every {gaps} s, not every 10 s"
+        assert "sent nothing for" not in c.ctl.log.read_text()  # never taken for gone meanwhile
+    finally:
+        c.stop()
+        shutil.rmtree(top, ignore_errors=True)

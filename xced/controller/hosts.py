@@ -132,7 +132,7 @@ class HostsMixin:
         """A worker host joined over the channel (D-1) with `offer` (a peer.Join). A host
         not in hosts.yaml is declared by what the worker offers (RES-2), at each join (a
         worker restarted with other --slots, --memory or resources offers those); a host of
-        hosts.yaml keeps its hosts.yaml values."""
+        hosts.yaml keeps its hosts.yaml values. The join is the host's `last_heard`."""
         declared = link.host in self.hosts
         if declared and all(h.name != link.host for h in self.config.hosts):
             h = self.hosts[link.host]
@@ -152,6 +152,7 @@ class HostsMixin:
         self._fence(link, getattr(offer, "running", None) or ())
         self._host_stimulus(self._stim(m.HostJoined, "host", f"worker:{link.host}", host=link.host,
                                        declared=declared), link)
+        self.worker_heard(link)  # its join is the first thing heard from it
 
     def _fence(self, link: WorkerLink, running) -> None:
         """SCHED-4 fencing at a join: kill each copy the worker reports running (job ID,
@@ -186,6 +187,14 @@ class HostsMixin:
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
         return e is None or e.attempt != attempt
+
+    def worker_heard(self, link: WorkerLink) -> None:
+        """A message (a heartbeat included) came from `link`'s worker: note the time as its
+        host's `last_heard` (SCHED-4; `xcecli hosts --json`). Memory only, like a host's
+        presence; a channel another worker of the host has replaced notes nothing."""
+        h = self.hosts.get(link.host)
+        if h is not None and self.workers.get(link.host) is link:
+            h.last_heard = self.clock()
 
     def is_joined(self, host: str) -> bool:
         """Whether a worker serves `host` now (host names are unique among joined workers)."""
@@ -453,9 +462,9 @@ class HostsMixin:
 
     def host_view(self, h: HostState, jobs: dict[str, list[str]] | None = None) -> dict:
         """One host as `GET /hosts` gives it (xced.api.models.HostOut): status, slots (used and
-        total), memory (MB), resources, who closed it and why, whether a drain runs, when it
-        went away or was lost (epoch seconds), and the jobs running there (refs, first 1,000;
-        `jobs`: `jobs_by_host()`, made once for a listing)."""
+        total), memory (MB), resources, who closed it and why, whether a drain runs, when its
+        worker was last heard from, went away or was lost (epoch seconds), and the jobs
+        running there (refs, first 1,000; `jobs`: `jobs_by_host()`, made once for a listing)."""
         jobs = (jobs if jobs is not None else self.jobs_by_host()).get(h.name, [])
         closed = h.closed
         return {"name": h.name, "status": h.status, "slots": h.slots, "slots_used": h.slots_used,
@@ -464,6 +473,7 @@ class HostsMixin:
                 "status_reason": h.status_reason, "closed_by": closed[0].split(":", 1)[-1] if closed else None,
                 "closed_reason": closed[1] if closed else None, "closed_at": closed[2] if closed else None,
                 "draining": h.draining, "away_since": h.away_since, "lost_at": h.lost_at,
+                "last_heard": h.last_heard,
                 "jobs": jobs[:1000]}
 
     def host_supplies(self, idle: bool = False) -> list[HostSupply]:

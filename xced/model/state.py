@@ -121,6 +121,9 @@ class HostState:
     away_since: float | None = None
     #: daemon-clock time it was declared lost (its jobs requeued or ended), until it rejoins
     lost_at: float | None = None
+    #: daemon-clock time the controller last heard from its worker over the channel (its join,
+    #: a report, or a heartbeat every heartbeat_s, SCHED-4); kept after the worker has gone
+    last_heard: float | None = None
 
 
 @dataclass(slots=True)
