@@ -53,12 +53,12 @@ class WorkerLink(Protocol):
     host: str
 
     def start(self, info: StartInfo) -> None: ...
-    def kill(self, job_id: int, index: int) -> bool: ...
+    def kill(self, job_id: int, index: int, attempt: int | None = None) -> bool: ...
     def signal(self, job_id: int, index: int, sig: int) -> bool: ...
     def reattach(self, job_id: int, index: int, attempt: int | None = None) -> None: ...
     def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None: ...
     async def launch_task(self, task: TaskSpec) -> dict: ...
-    def end_tasks(self, job_id: int, index: int) -> None: ...
+    def end_tasks(self, job_id: int, index: int, attempt: int | None = None) -> None: ...
 
 
 class HostsMixin:
@@ -159,8 +159,9 @@ class HostsMixin:
         index, attempt: the element's own supervisor on its first host, or its tasks on any
         host of the job, xced.worker.remote.running_elements) that is not the current
         attempt of an element dispatched to this host, as its first host or another: the
-        element's copy there is killed and its tasks there ended. It is logged, never
-        adopted, and its reports are ignored."""
+        element's copy of that attempt there is killed and its tasks of that attempt ended
+        (a copy of the current attempt beside it is left alone). It is logged, never adopted,
+        and its reports are ignored."""
         for item in running:
             job_id, index = item[0], item[1]
             attempt = item[2] if len(item) > 2 else 0
@@ -179,8 +180,8 @@ class HostsMixin:
                 why = f"whose current attempt is {e.attempt}"
             log.warning("host %s runs a stale copy of job %s (attempt %d), %s: killed there, its result ignored "
                         "(SCHED-4)", link.host, format_job_ref(job_id, index), attempt, why)
-            link.kill(job_id, index)
-            link.end_tasks(job_id, index)
+            link.kill(job_id, index, attempt=attempt)
+            link.end_tasks(job_id, index, attempt=attempt)
 
     def is_stale_copy(self, job_id: int, index: int, attempt: int) -> bool:
         """Whether `attempt` is not the current attempt of element (job_id, index) (SCHED-4)."""

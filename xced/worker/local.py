@@ -302,13 +302,14 @@ class LocalWorker:
         return {"host": self.host, "task_id": task.task_id, "exit_code": st.exit_code, "signal": st.signal_name,
                 "reason": st.reason, "output": output}
 
-    def end_tasks(self, job_id: int, index: int) -> None:
-        """The job's script ended (or it is being killed): end its tasks on this host."""
+    def end_tasks(self, job_id: int, index: int, attempt: int | None = None) -> None:
+        """The job's script ended (or it is being killed): end its tasks on this host; with
+        `attempt`, only the tasks of that dispatch (a stale copy's, SCHED-4 fencing)."""
         tasks = self.jobdir(job_id, index) / "tasks"
         if not tasks.is_dir():
             return
         for td in tasks.iterdir():
-            if procs.is_alive(td):
+            if procs.is_alive(td) and (attempt is None or spec_attempt(td) == attempt):
                 procs.request_kill(td)
 
     # ---------------------------------------------------------------- after a restart
@@ -353,11 +354,15 @@ class LocalWorker:
 
     # ---------------------------------------------------------------- control
 
-    def kill(self, job_id: int, index: int) -> bool:
+    def kill(self, job_id: int, index: int, attempt: int | None = None) -> bool:
         """Ask the element's supervisor to end it (bkill's sequence, procs.request_kill); True if
         it will. An element still being launched (its spec not yet written, so no supervisor to
-        ask) is killed as soon as its launch has written it: the kill is never lost."""
+        ask) is killed as soon as its launch has written it: the kill is never lost. With
+        `attempt` (SCHED-4 fencing): only a copy of that dispatch; another is left alone."""
         key = (job_id, index)
+        if attempt is not None:
+            jd = self.jobdir(job_id, index)
+            return (jd / "spec.json").exists() and spec_attempt(jd) == attempt and procs.request_kill(jd)
         if key in self._launching:
             self._launching[key] = True
             return True

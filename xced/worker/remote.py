@@ -350,7 +350,8 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
                 if msg.op == "reattach":
                     worker.reattach(msg.job_id, msg.index, msg.attempt)
                 else:
-                    {"kill": worker.kill, "end_tasks": worker.end_tasks}[msg.op](msg.job_id, msg.index)
+                    {"kill": worker.kill, "end_tasks": worker.end_tasks}[msg.op](msg.job_id, msg.index,
+                                                                                 attempt=msg.attempt)
             elif isinstance(msg, SignalMsg):
                 worker.signal(msg.job_id, msg.index, msg.sig)
             elif isinstance(msg, RequestMsg) and msg.what == "launch_task":
