@@ -41,12 +41,35 @@ REJOIN_MAX_S = 10.0
 # ---------------------------------------------------------------------- worker side
 
 
+#: messages that belong to the channel they were made for: a reply names a request of that
+#: channel (its `rid`), a relayed launch was answered `unreachable` when the channel was lost
+CHANNEL_BOUND_OPS = frozenset({"reply", "launch", "heartbeat"})
+
+
 class ChannelReporter:
     """What the worker's LocalWorker reports to: messages queued for the controller. The
-    queue outlives a lost connection, so reports made while disconnected go out on rejoin."""
+    queue outlives a lost connection, so reports made while disconnected go out on rejoin;
+    what belongs to the lost channel is dropped at its end (`channel_lost`)."""
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[dict] = asyncio.Queue()
+
+    def channel_lost(self) -> int:
+        """Drop the queued messages bound to the channel that ended (CHANNEL_BOUND_OPS): a
+        reply sent on the next channel could answer another request of the same `rid` there
+        (a stale task's end taken for a new task's, SCHED-4), and a launch the job's process
+        was told failed would run all the same. Reports (started, finished, start_failed)
+        stay, in order. Returns how many were dropped."""
+        keep, dropped = [], 0
+        while not self.queue.empty():
+            msg = self.queue.get_nowait()
+            if msg.get("op") in CHANNEL_BOUND_OPS:
+                dropped += 1
+            else:
+                keep.append(msg)
+        for msg in keep:
+            self.queue.put_nowait(msg)
+        return dropped
 
     def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None,
                    attempt: int | None = None) -> None:
@@ -204,6 +227,7 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                     finally:
                         if relay is not None:
                             relay.lost()
+                        reporter.channel_lost()
             except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as e:
                 import ssl
 
