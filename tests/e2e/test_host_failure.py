@@ -75,13 +75,9 @@ class Cluster:
         return {h["name"]: h for h in json.loads(self.ctl.cli("hosts", "--json", check=True).stdout)["hosts"]}
 
     def wait_hosts(self, timeout: float = 30, **want: str) -> dict[str, dict]:
-        deadline = time.monotonic() + timeout
-        while True:
-            hosts = self.hosts()
-            if all(hosts.get(n, {}).get("status") == s for n, s in want.items()):
-                return hosts
-            assert time.monotonic() < deadline, f"hosts are not {want}: {hosts}"
-            time.sleep(0.1)
+        """`xcecli hosts --json` once each host named has the status given (looked at through the API)."""
+        _wait_hosts(self.ctl_top, timeout, **want)
+        return self.hosts()
 
     def admin(self, *args: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "XCE_TOPDIR": str(self.ctl_top), "XCE_TEST_USER": "admin"}
@@ -120,6 +116,47 @@ def cluster():
         shutil.rmtree(top, ignore_errors=True)
 
 
+def _api(top: Path, path: str):
+    """GET `path` of the daemon of TopDir `top` with the API client xcecli itself uses, in
+    this process: the looks of a wait loop then cost no CLI start-up each (a third of a
+    second of CPU here, which a run on 2 cores feels). What a test asserts is read with
+    xcecli once the wait is over."""
+    from xced.api.client import Client
+
+    with Client.connect(topdir=str(top)) as c:
+        return c.request("GET", path).json()
+
+
+def _api_hosts(top: Path) -> dict[str, dict]:
+    """The hosts by name, as `xcecli hosts --json` lists them (through the API: for wait loops)."""
+    return {h["name"]: h for h in _api(top, "/hosts")["hosts"]}
+
+
+def _wait_hosts(top: Path, timeout: float = 30, **want: str) -> None:
+    """Wait until each host named has the status given (`xcecli hosts --json`'s `status`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        hosts = _api_hosts(top)
+        if all(hosts.get(n, {}).get("status") == s for n, s in want.items()):
+            return
+        assert time.monotonic() < deadline, f"hosts are not {want}: {hosts}"
+        time.sleep(0.1)
+
+
+def _wait_job(d: Daemon, jid: int, ok, timeout: float = 20) -> dict:
+    """`xcecli show --json` of job `jid` once `ok(job)` holds (looked at through the API)."""
+    deadline = time.monotonic() + timeout
+    while not ok(j := _api(d.top, f"/jobs/{jid}")):
+        assert time.monotonic() < deadline, j
+        time.sleep(0.1)
+    return d.show(jid)
+
+
+def _state(d: Daemon, jid: int, states: tuple[str, ...], timeout: float = 20) -> dict:
+    """`xcecli show --json` of job `jid` once it is in one of `states`."""
+    return _wait_job(d, jid, lambda j: j["state"] in states, timeout)
+
+
 def _gone(pgid: int, timeout: float = 20) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -137,14 +174,40 @@ def _host_of(job: dict) -> str:
 
 def _runs_on(d: Daemon, jid: int, host: str, timeout: float = 20) -> dict:
     """The job once it runs on `host` (it may run, or pend, elsewhere first)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        j = d.show(jid)
-        if j["state"] == "RUN" and _host_of(j) == host:
-            return j
-        assert time.monotonic() < deadline, j
-        time.sleep(0.1)
+    return _wait_job(d, jid, lambda j: j["state"] == "RUN" and _host_of(j) == host, timeout)
 
+
+# ---------------------------------------------------------------------- the real heartbeat interval
+
+def test_an_idle_worker_is_heard_from_every_10_s(tmp_path):
+    """SCHED-4: with no test override of the interval, an idle worker's heartbeats reach the
+    controller every 10 s: `xcecli hosts --json` gives `last_heard`, set at its join and then
+    at each heartbeat (nothing else comes from an idle worker). Two intervals are watched
+    (about 20 s: first in this file, so that it overlaps the others when run with -n 2); the
+    slack allows a loaded machine, but never 0.3 s nor 30 s."""
+    top = short_tmpdir("xce-hb-")
+    c = Cluster(top, heartbeat_s=None)
+    try:
+        c.start(("h1",))
+        seen: list[float] = []
+        deadline = time.monotonic() + 35
+        while len(seen) < 3:  # the join, then two heartbeats
+            h = _api_hosts(c.ctl_top)["h1"]
+            assert h["status"] == "ok", h
+            if h["last_heard"] is not None and (not seen or h["last_heard"] != seen[-1]):
+                seen.append(h["last_heard"])
+            assert time.monotonic() < deadline, f"h1 was heard from at {seen} only"
+            time.sleep(1.0)  # the times are the controller's own: a slow look loses no precision
+        assert c.hosts()["h1"]["last_heard"] >= seen[-1]  # as xcecli hosts --json gives it
+        gaps = [round(b - a, 2) for a, b in zip(seen, seen[1:])]
+        assert all(9.0 <= g <= 16.0 for g in gaps), f"h1 was heard from every {gaps} s, not every 10 s"
+        assert "sent nothing for" not in c.ctl.log.read_text()  # never taken for gone meanwhile
+    finally:
+        c.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- lost hosts (SCHED-4)
 
 def test_lost_host_requeues_or_ends_its_jobs_and_fences_the_stale_copies(cluster, tmp_path):
     c, d = cluster, cluster.ctl
@@ -158,7 +221,7 @@ def test_lost_host_requeues_or_ends_its_jobs_and_fences_the_stale_copies(cluster
     again = d.submit("-a", "again", "--", "sh", "-c", "trap '' INT TERM; while [ ! -f go ]; do sleep 0.1; done",
                      cwd=tmp_path)
     once = d.submit("-a", "once", "--", "sleep", "300", cwd=tmp_path)
-    assert _host_of(d.wait_state(again, ("RUN",))) == "h1" and _host_of(d.wait_state(once, ("RUN",))) == "h1"
+    assert _host_of(_state(d, again, ("RUN",))) == "h1" and _host_of(_state(d, once, ("RUN",))) == "h1"
     old_again, old_once = c.pgid("h1", again), c.pgid("h1", once)
     assert c.hosts()["h1"]["jobs"] == [str(again), str(once)]
     r = c.admin("hosts", "open", "h2")
@@ -191,7 +254,7 @@ def test_lost_host_requeues_or_ends_its_jobs_and_fences_the_stale_copies(cluster
     assert j["state"] == "RUN" and _host_of(j) == "h2", j
     assert d.show(once)["elements"][0]["exit_reason"] == "host h1 lost"
     (tmp_path / "go").write_text("")
-    j = d.wait_state(again, ("DONE", "EXIT"))
+    j = _state(d, again, ("DONE", "EXIT"))
     assert j["state"] == "DONE" and _host_of(j) == "h2", j
     events = d.cli("hist", str(again), "--json", check=True).stdout
     assert events.count('"EXIT"') == 0, events  # the killed stale copy never became the job's result
@@ -212,8 +275,8 @@ def test_a_stopped_worker_is_noticed_by_its_heartbeats_and_a_kill_asked_meanwhil
     c.admin("hosts", "close", "h2")
     victim = d.submit("-a", "again", "--", "sleep", "300", cwd=tmp_path)
     moved = d.submit("--", "sleep", "300", cwd=tmp_path)
-    d.wait_state(victim, ("RUN",))
-    d.wait_state(moved, ("RUN",))
+    _state(d, victim, ("RUN",))
+    _state(d, moved, ("RUN",))
     pg_victim, pg_moved = c.pgid("h1", victim), c.pgid("h1", moved)
     c.admin("hosts", "open", "h2")
     c.workers["h1"].send_signal(signal.SIGSTOP)  # its TCP connection stays open: only the heartbeats stop
@@ -226,7 +289,7 @@ def test_a_stopped_worker_is_noticed_by_its_heartbeats_and_a_kill_asked_meanwhil
     _runs_on(d, moved, "h2")
     assert d.show(victim)["state"] == "RUN"
     c.admin("debug", "clock", "--advance", "61s")
-    j = d.wait_state(victim, ("EXIT",))
+    j = _state(d, victim, ("EXIT",))
     why = j["elements"][0]["exit_reason"]
     assert why.startswith("killed by ") and why.endswith("; host h1 lost"), j
     # the worker resumes: it rejoins, and both its copies are fenced (killed) there
@@ -254,7 +317,7 @@ def test_host_control_drain_and_its_errors(cluster, tmp_path):
     # drain with --wait: returns once the host's last job has ended
     c.admin("hosts", "close", "h1")
     jid = d.submit("--", "sh", "-c", "while [ ! -f done ]; do sleep 0.1; done", cwd=tmp_path)
-    d.wait_state(jid, ("RUN",))
+    _state(d, jid, ("RUN",))
     assert _host_of(d.show(jid)) == "h2"
     c.admin("hosts", "open", "h1")
     waiter = subprocess.Popen([XCEADMIN, "hosts", "drain", "h2", "--reason", "kernel", "--wait"],
@@ -262,7 +325,7 @@ def test_host_control_drain_and_its_errors(cluster, tmp_path):
                               env={**os.environ, "XCE_TOPDIR": str(c.ctl_top), "XCE_TEST_USER": "admin"})
     try:
         deadline = time.monotonic() + 20
-        while not c.hosts()["h2"]["draining"]:
+        while not _api_hosts(c.ctl_top)["h2"]["draining"]:
             assert time.monotonic() < deadline and waiter.poll() is None
             time.sleep(0.1)
         h2 = c.hosts()["h2"]
@@ -392,10 +455,7 @@ def test_a_lost_second_host_requeues_the_job_and_its_stale_task_is_killed_at_the
     c.wait_hosts(h2="unavail")
     assert d.show(jid)["state"] == "RUN" and not _pid_gone(stale, 0.2)  # within the grace period: runs on
     assert c.admin("debug", "clock", "--advance", "61s").returncode == 0
-    deadline = time.monotonic() + 30
-    while (j := d.show(jid))["state"] != "RUN" or _hosts_of(j) != ["h1", "h3"]:
-        assert time.monotonic() < deadline, j
-        time.sleep(0.1)
+    _wait_job(d, jid, lambda j: j["state"] == "RUN" and _hosts_of(j) == ["h1", "h3"], 30)
     assert _gone(old_script), "the job's copy on its first host outlived the loss of its second"
     hist = d.cli("hist", str(jid), check=True).stdout
     assert "requeued: host h2 lost" in hist, hist
@@ -410,7 +470,7 @@ def test_a_lost_second_host_requeues_the_job_and_its_stale_task_is_killed_at_the
     assert not _pid_gone(new_task, 0.1), "the current attempt's task on h3 was killed"
     assert "host h2 runs a stale copy of job" in c.ctl.log.read_text()  # the fencing is logged
     (tmp_path / "go").write_text("")
-    j = d.wait_state(jid, ("DONE", "EXIT"))
+    j = _state(d, jid, ("DONE", "EXIT"))
     assert j["state"] == "DONE" and _hosts_of(j) == ["h1", "h3"], j
     assert _pid_gone(new_task)
     events = json.loads(d.cli("hist", str(jid), "--json", check=True).stdout)["events"]
@@ -452,7 +512,7 @@ def test_a_lost_first_host_requeues_the_job_and_its_task_on_the_second_host_is_e
     assert j["state"] == "RUN" and _hosts_of(j) == ["h2", "h3"], j  # that end was not the job's
     assert not _pid_gone(new_task, 0.1)
     (tmp_path / "go").write_text("")
-    j = d.wait_state(jid, ("DONE", "EXIT"))
+    j = _state(d, jid, ("DONE", "EXIT"))
     assert j["state"] == "DONE" and _hosts_of(j) == ["h2", "h3"], j
     assert _pid_gone(new_task)
     events = json.loads(d.cli("hist", str(jid), "--json", check=True).stdout)["events"]
@@ -476,7 +536,7 @@ def keyed():
         c.start()
         c.trust("w1")
         c.worker("w1")
-        c.wait_host("w1")
+        _wait_hosts(c.ctl_top, 30, w1="ok")
         yield c
     finally:
         for p in c.procs.values():
@@ -497,7 +557,7 @@ def test_a_stopped_keyed_worker_on_tls_is_noticed_by_its_heartbeats_then_lost(ke
     fenced, and the job runs again there."""
     c, d = keyed, keyed.ctl
     jid = d.submit("-a", "again", "--", "sleep", "300", cwd=tmp_path)
-    j = d.wait_state(jid, ("RUN",))
+    j = _state(d, jid, ("RUN",))
     assert _host_of(j) == "w1"
     job_json = c.top / "w1" / "jobs" / str(jid) / "0" / "job.json"
     deadline = time.monotonic() + 20
@@ -513,15 +573,14 @@ def test_a_stopped_keyed_worker_on_tls_is_noticed_by_its_heartbeats_then_lost(ke
                if k["host"] == "w1")
     heard = _keyed_host(d, "w1")["last_heard"]
     deadline = time.monotonic() + 10
-    while _keyed_host(d, "w1")["last_heard"] == heard:  # its heartbeats come over the TLS channel
+    while _api_hosts(c.ctl_top)["w1"]["last_heard"] == heard:  # its heartbeats come over TLS
         assert time.monotonic() < deadline, "no heartbeat from w1"
         time.sleep(0.1)
+    assert _keyed_host(d, "w1")["last_heard"] > heard
     w = c.procs["w1"]
     w.send_signal(signal.SIGSTOP)
-    deadline = time.monotonic() + 15
-    while (h := _keyed_host(d, "w1"))["status"] != "unavail":
-        assert time.monotonic() < deadline, h
-        time.sleep(0.1)
+    _wait_hosts(c.ctl_top, 15, w1="unavail")
+    h = _keyed_host(d, "w1")
     assert "sent nothing for" in h["status_reason"] and h["lost_at"] is None, h
     assert h["away_since"] - h["last_heard"] >= 3 * 0.3, h  # gone after three heartbeats missed in a row
     assert w.poll() is None  # stopped, not gone: its connection is still open
@@ -530,14 +589,14 @@ def test_a_stopped_keyed_worker_on_tls_is_noticed_by_its_heartbeats_then_lost(ke
     r = subprocess.run([XCEADMIN, "debug", "clock", "--advance", "61s"], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "XCE_TOPDIR": str(c.ctl_top)})
     assert r.returncode == 0, r.stderr
-    j = d.wait_state(jid, ("PEND",))
+    j = _state(d, jid, ("PEND",))
     assert "requeued: host w1 lost" in d.cli("hist", str(jid), check=True).stdout
     h = _keyed_host(d, "w1")
     assert h["lost_at"] is not None and h["status"] == "unavail" and h["jobs"] == [], h
     w.send_signal(signal.SIGCONT)
-    c.wait_host("w1")
+    _wait_hosts(c.ctl_top, 30, w1="ok")
     assert _gone(old), "the stale copy on w1 outlived its rejoin"
-    j = d.wait_state(jid, ("RUN",))
+    j = _state(d, jid, ("RUN",))
     assert _host_of(j) == "w1" and j["elements"][0]["state"] == "RUN"
     assert "w1 runs a stale copy of job" in d.log.read_text()
     hist = json.loads(c.admin("hosts", "hist", "w1", "--json").stdout)["events"]
@@ -546,32 +605,3 @@ def test_a_stopped_keyed_worker_on_tls_is_noticed_by_its_heartbeats_then_lost(ke
 
 def _keyed_host(d: Daemon, name: str) -> dict:
     return {h["name"]: h for h in json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]}[name]
-
-
-
-# ---------------------------------------------------------------------- the real heartbeat interval
-
-def test_an_idle_worker_is_heard_from_every_10_s(tmp_path):
-    """SCHED-4: with no test override of the interval, an idle worker's heartbeats reach the
-    controller every 10 s: `xcecli hosts --json` gives `last_heard`, set at its join and then
-    at each heartbeat (nothing else comes from an idle worker). Two intervals are watched
-    (about 20 s); the slack allows a loaded machine, but never 0.3 s nor 30 s."""
-    top = short_tmpdir("xce-hb-")
-    c = Cluster(top, heartbeat_s=None)
-    try:
-        c.start(("h1",))
-        seen: list[float] = []
-        deadline = time.monotonic() + 35
-        while len(seen) < 3:  # the join, then two heartbeats
-            h = c.hosts()["h1"]
-            assert h["status"] == "ok", h
-            if h["last_heard"] is not None and (not seen or h["last_heard"] != seen[-1]):
-                seen.append(h["last_heard"])
-            assert time.monotonic() < deadline, f"h1 was heard from at {seen} only"
-            time.sleep(1.0)  # the times are the controller's own: a slow look loses no precision
-        gaps = [round(b - a, 2) for a, b in zip(seen, seen[1:])]
-        assert all(9.0 <= g <= 16.0 for g in gaps), f"h1 was heard from every {gaps} s, not every 10 s"
-        assert "sent nothing for" not in c.ctl.log.read_text()  # never taken for gone meanwhile
-    finally:
-        c.stop()
-        shutil.rmtree(top, ignore_errors=True)
