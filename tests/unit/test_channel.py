@@ -83,3 +83,19 @@ def test_a_host_declared_by_its_worker_takes_what_it_offers_at_each_join(tmp_pat
     link = RemoteWorkerLink("h1", lambda m: None)
     c.worker_joined(link, Join(host="h1", slots=64, memory_mb=99999))
     assert (c.hosts["h1"].slots, c.hosts["h1"].memory_mb) == (1, 1000)
+
+
+def test_what_belongs_to_a_lost_channel_is_dropped_and_reports_stay_in_order():
+    """The worker's queue outlives a lost channel: its reports go out on the next one, but a
+    reply (its rid names a request of the old channel: on the new one it could answer another
+    request, SCHED-4), a relayed launch (answered `unreachable` already) and a heartbeat do not."""
+    from xced.worker.remote import ChannelReporter
+
+    r = ChannelReporter()
+    r.queue.put_nowait({"op": "started", "job_id": 1, "index": 0})
+    r.queue.put_nowait({"op": "reply", "rid": 1, "result": {"exit_code": 0}})
+    r.queue.put_nowait({"op": "launch", "lid": 1})
+    r.queue.put_nowait({"op": "heartbeat"})
+    r.queue.put_nowait({"op": "finished", "job_id": 1, "index": 0})
+    assert r.channel_lost() == 3
+    assert [r.queue.get_nowait()["op"] for _ in range(r.queue.qsize())] == ["started", "finished"]

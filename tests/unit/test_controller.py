@@ -29,7 +29,7 @@ class FakeWorker:
         self.started.append((info.job_id, info.index, info.alloc))
         self.infos.append(info)
 
-    def kill(self, job_id, index):
+    def kill(self, job_id, index, attempt=None):
         self.killed.append((job_id, index))
         return True
 
@@ -43,7 +43,7 @@ class FakeWorker:
     def read_output(self, *a):
         return None
 
-    def end_tasks(self, job_id, index):
+    def end_tasks(self, job_id, index, attempt=None):
         self.ended = getattr(self, "ended", []) + [(job_id, index)]
 
     async def launch_task(self, task):

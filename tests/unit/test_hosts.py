@@ -294,3 +294,31 @@ def test_host_history_of_an_unknown_host_is_not_found(two):
     with pytest.raises(NotFound, match="not a host of this cluster"):
         two.host_history("h9")
     assert two.host_history(None) == []
+
+
+def test_a_task_on_a_second_host_is_fenced_only_when_it_is_of_another_attempt(tmp_path):
+    """SCHED-4 fencing of tasks: a worker of a job's second host lists the element by its
+    tasks' attempt (which each task carries); the current attempt is kept, another one's is
+    killed and its tasks there ended."""
+    cfg = _cfg()
+    cfg.hosts.append(HostConfig(name="h3", slots=2, memory_mb=1000))
+    store = SqliteStore(tmp_path / "db")
+    c = Controller(cfg, store, tmp_path, clock=Clock())
+    links = {h: Link(h) for h in ("h1", "h2", "h3")}
+    for link in links.values():
+        c.attach_worker(link)
+    try:
+        j = c.submit(req(app="again", ntasks_min=2, resreq=["span[ptile=1]"]), ALICE)
+        session(c)
+        e = j.elements[0]
+        second = e.alloc[1][0]
+        assert c._task_spec(e, 1, ["true"], {}).attempt == e.attempt == 1
+        c.worker_left(links[second])
+        c.worker_joined(links[second], SimpleNamespace(running=[(j.id, 0, 1)]))
+        assert links[second].killed == [] and getattr(links[second], "ended", []) == []
+        c.worker_left(links[second])
+        c.worker_joined(links[second], SimpleNamespace(running=[(j.id, 0, 0)]))  # another attempt's task
+        assert links[second].killed == [(j.id, 0)] and links[second].ended == [(j.id, 0)]
+        assert e.state is S.RUN and e.attempt == 1
+    finally:
+        store.close()

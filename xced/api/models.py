@@ -333,6 +333,10 @@ class HostOut(Body):
     away_since: float | None = Field(None, description="when its worker went away; its jobs are requeued or ended "
                                                        "host_lost_grace after it (SCHED-4)")
     lost_at: float | None = Field(None, description="when it was declared lost, until a worker serves it again")
+    last_heard: float | None = Field(None, description="when the controller last heard from the worker that serves "
+                                                       "(or served) it over its channel: its join, a report, or a "
+                                                       "heartbeat, which an idle worker sends every 10 s (SCHED-4); "
+                                                       "null for the controller's own worker")
     jobs: list[str] = Field(default_factory=list, description="the jobs running there (IDs as 12 or 12[3]; the "
                                                               "first 1,000)")
 

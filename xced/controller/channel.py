@@ -41,8 +41,10 @@ class RemoteWorkerLink:
     def start(self, info: StartInfo) -> None:
         self._send({"op": "start", "info": asdict(info)})
 
-    def kill(self, job_id: int, index: int) -> bool:
-        self._send({"op": "kill", "job_id": job_id, "index": index})
+    def kill(self, job_id: int, index: int, attempt: int | None = None) -> bool:
+        """LSF's kill sequence for the element on this host; `attempt`: only a copy of that
+        dispatch (a stale copy, SCHED-4 fencing)."""
+        self._send({"op": "kill", "job_id": job_id, "index": index, "attempt": attempt})
         return True
 
     def signal(self, job_id: int, index: int, sig: int) -> bool:
@@ -56,8 +58,9 @@ class RemoteWorkerLink:
         """Run a task on this host and wait for its end (no timeout: tasks run as long as they run)."""
         return await self.request("launch_task", timeout=None, task=asdict(task))
 
-    def end_tasks(self, job_id: int, index: int) -> None:
-        self._send({"op": "end_tasks", "job_id": job_id, "index": index})
+    def end_tasks(self, job_id: int, index: int, attempt: int | None = None) -> None:
+        """End the element's tasks on this host; `attempt`: only those of that dispatch (SCHED-4)."""
+        self._send({"op": "end_tasks", "job_id": job_id, "index": index, "attempt": attempt})
 
     async def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None:
         res = await self.request("read_output", job_id=job_id, index=index, stream=stream, max_bytes=max_bytes)

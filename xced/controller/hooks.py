@@ -83,13 +83,14 @@ class HooksMixin:
                    run_limit_s: float | None = None) -> TaskSpec:
         """A task of element `e` for a host of the job (JOB-6 host hooks, JOB-7 `xcecli launch`):
         the pieces its worker builds the environment from (PROF-10: remote tasks get the
-        job's and the profile's environments), run as the job's user with its umask."""
+        job's and the profile's environments), run as the job's user with its umask, marked
+        with the element's attempt (SCHED-4 fencing)."""
         sp, eff = e.job.spec, e.job.effective
         return TaskSpec(e.job.id, e.index, task_id, list(argv), sp.cwd, self.job_env(e.job), sp.run_uid,
                         sp.run_gid, sp.run_as, self.config.settings.kill_interval_s, run_limit_s,
                         sp.umask, e.job.name, e.job.queue, list(e.alloc),
                         dict(eff.profile_env), dict(eff.export_env), sp.app or None,
-                        dict(extra), sp.project)
+                        dict(extra), sp.project, e.attempt)
 
     @staticmethod
     def _hooks(profile, sp: JobSpec) -> dict[str, dict]:

@@ -12,11 +12,12 @@ control (CLI-4).
   submit time; event `requeued: host H lost`) or ended EXIT ("host H lost"), as its
   profile's `on_host_failure` says (default requeue); a multi-host job that loses any of its
   hosts is handled as a whole. A kill or requeue asked while the host was away wins.
-- Fencing: every dispatch carries the element's attempt (its dispatch count, stored). A
-  worker that joins lists what it still runs with the attempts; each copy that is not the
-  current attempt of an element dispatched to that host (requeued and run elsewhere since,
-  or never dispatched there at all) is killed there and logged, never adopted, and its
-  reports are ignored (xced.controller.reports).
+- Fencing: every dispatch carries the element's attempt (its dispatch count, stored), and
+  so does each task started for it on its hosts. A worker that joins lists what it still
+  runs with the attempts (elements on their first host, tasks on any host of the job); each
+  copy that is not the current attempt of an element dispatched to that host (requeued and
+  run elsewhere since, or never dispatched there at all) is killed there, its tasks there
+  ended, and logged, never adopted, and its reports are ignored (xced.controller.reports).
 - Host control (LSF badmin hopen, hclose; Slurm scontrol update state=drain): `close`
   stops new dispatches, `drain` closes and records `drained` when the host's last job has
   ended, `open` reverses either. Each is a host event with the admin's name and reason,
@@ -52,12 +53,12 @@ class WorkerLink(Protocol):
     host: str
 
     def start(self, info: StartInfo) -> None: ...
-    def kill(self, job_id: int, index: int) -> bool: ...
+    def kill(self, job_id: int, index: int, attempt: int | None = None) -> bool: ...
     def signal(self, job_id: int, index: int, sig: int) -> bool: ...
     def reattach(self, job_id: int, index: int, attempt: int | None = None) -> None: ...
     def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None: ...
     async def launch_task(self, task: TaskSpec) -> dict: ...
-    def end_tasks(self, job_id: int, index: int) -> None: ...
+    def end_tasks(self, job_id: int, index: int, attempt: int | None = None) -> None: ...
 
 
 class HostsMixin:
@@ -131,7 +132,7 @@ class HostsMixin:
         """A worker host joined over the channel (D-1) with `offer` (a peer.Join). A host
         not in hosts.yaml is declared by what the worker offers (RES-2), at each join (a
         worker restarted with other --slots, --memory or resources offers those); a host of
-        hosts.yaml keeps its hosts.yaml values."""
+        hosts.yaml keeps its hosts.yaml values. The join is the host's `last_heard`."""
         declared = link.host in self.hosts
         if declared and all(h.name != link.host for h in self.config.hosts):
             h = self.hosts[link.host]
@@ -151,35 +152,50 @@ class HostsMixin:
         self._fence(link, getattr(offer, "running", None) or ())
         self._host_stimulus(self._stim(m.HostJoined, "host", f"worker:{link.host}", host=link.host,
                                        declared=declared), link)
+        self.worker_heard(link)  # its join is the first thing heard from it
 
     def _fence(self, link: WorkerLink, running) -> None:
         """SCHED-4 fencing at a join: kill each copy the worker reports running (job ID,
-        index, attempt) that is not the current attempt of an element dispatched to this
-        host; it is logged, never adopted, and its reports are ignored."""
+        index, attempt: the element's own supervisor on its first host, or its tasks on any
+        host of the job, xced.worker.remote.running_elements) that is not the current
+        attempt of an element dispatched to this host, as its first host or another: the
+        element's copy of that attempt there is killed and its tasks of that attempt ended
+        (a copy of the current attempt beside it is left alone). It is logged, never adopted,
+        and its reports are ignored."""
         for item in running:
             job_id, index = item[0], item[1]
             attempt = item[2] if len(item) > 2 else 0
             job = self.jobs.get(job_id)
             e = job.elements.get(index) if job else None
-            if e is not None and e.state in ACTIVE and e.alloc and e.alloc[0][0] == link.host and e.attempt == attempt:
+            hosts = [h for h, _ in e.alloc] if e is not None else []
+            if e is not None and e.state in ACTIVE and link.host in hosts and e.attempt == attempt:
                 continue
             if e is None:
                 why = "which this controller never dispatched" if job is None else "which is no element of the job"
             elif e.state not in ACTIVE:
                 why = f"which is {e.state} now (attempt {e.attempt})"
-            elif e.alloc and e.alloc[0][0] != link.host:
-                why = f"which runs on {e.alloc[0][0]} now (attempt {e.attempt})"
+            elif link.host not in hosts:
+                why = f"which runs on {' '.join(hosts)} now (attempt {e.attempt})"
             else:
                 why = f"whose current attempt is {e.attempt}"
             log.warning("host %s runs a stale copy of job %s (attempt %d), %s: killed there, its result ignored "
                         "(SCHED-4)", link.host, format_job_ref(job_id, index), attempt, why)
-            link.kill(job_id, index)
+            link.kill(job_id, index, attempt=attempt)
+            link.end_tasks(job_id, index, attempt=attempt)
 
     def is_stale_copy(self, job_id: int, index: int, attempt: int) -> bool:
         """Whether `attempt` is not the current attempt of element (job_id, index) (SCHED-4)."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
         return e is None or e.attempt != attempt
+
+    def worker_heard(self, link: WorkerLink) -> None:
+        """A message (a heartbeat included) came from `link`'s worker: note the time as its
+        host's `last_heard` (SCHED-4; `xcecli hosts --json`). Memory only, like a host's
+        presence; a channel another worker of the host has replaced notes nothing."""
+        h = self.hosts.get(link.host)
+        if h is not None and self.workers.get(link.host) is link:
+            h.last_heard = self.clock()
 
     def is_joined(self, host: str) -> bool:
         """Whether a worker serves `host` now (host names are unique among joined workers)."""
@@ -447,9 +463,9 @@ class HostsMixin:
 
     def host_view(self, h: HostState, jobs: dict[str, list[str]] | None = None) -> dict:
         """One host as `GET /hosts` gives it (xced.api.models.HostOut): status, slots (used and
-        total), memory (MB), resources, who closed it and why, whether a drain runs, when it
-        went away or was lost (epoch seconds), and the jobs running there (refs, first 1,000;
-        `jobs`: `jobs_by_host()`, made once for a listing)."""
+        total), memory (MB), resources, who closed it and why, whether a drain runs, when its
+        worker was last heard from, went away or was lost (epoch seconds), and the jobs
+        running there (refs, first 1,000; `jobs`: `jobs_by_host()`, made once for a listing)."""
         jobs = (jobs if jobs is not None else self.jobs_by_host()).get(h.name, [])
         closed = h.closed
         return {"name": h.name, "status": h.status, "slots": h.slots, "slots_used": h.slots_used,
@@ -458,6 +474,7 @@ class HostsMixin:
                 "status_reason": h.status_reason, "closed_by": closed[0].split(":", 1)[-1] if closed else None,
                 "closed_reason": closed[1] if closed else None, "closed_at": closed[2] if closed else None,
                 "draining": h.draining, "away_since": h.away_since, "lost_at": h.lost_at,
+                "last_heard": h.last_heard,
                 "jobs": jobs[:1000]}
 
     def host_supplies(self, idle: bool = False) -> list[HostSupply]:

@@ -121,6 +121,9 @@ class HostState:
     away_since: float | None = None
     #: daemon-clock time it was declared lost (its jobs requeued or ended), until it rejoins
     lost_at: float | None = None
+    #: daemon-clock time the controller last heard from its worker over the channel (its join,
+    #: a report, or a heartbeat every heartbeat_s, SCHED-4); kept after the worker has gone
+    last_heard: float | None = None
 
 
 @dataclass(slots=True)
@@ -194,6 +197,9 @@ class TaskSpec:
     extra: dict[str, str] = field(default_factory=dict)
     #: the job's project path (PRJ-1), as on StartInfo
     project: str | None = None
+    #: the element's attempt (its dispatch count) the task belongs to: a task of another
+    #: attempt found on a rejoining host is a stale copy's, fenced (SCHED-4)
+    attempt: int = 0
 
 
 @dataclass(slots=True)

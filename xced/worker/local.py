@@ -269,7 +269,8 @@ class LocalWorker:
 
     async def launch_task(self, task) -> dict:
         """Run one task (a TaskSpec) of a running job on this host under its own supervisor
-        in JOBDIR/tasks/ID, and return how it ended with its output (at most 1 MB)."""
+        in JOBDIR/tasks/ID, and return how it ended with its output (at most 1 MB). Its
+        spec.json names the element's attempt, which a rejoin reports (SCHED-4 fencing)."""
         td = self.jobdir(task.job_id, task.index) / "tasks" / str(task.task_id)
         try:
             self.make_jobdir(task.job_id, task.index, task.run_uid, task.run_gid)
@@ -283,7 +284,8 @@ class LocalWorker:
             spec = {"job_id": task.job_id, "index": task.index, "argv": list(task.argv), "cwd": task.cwd,
                     "env": env, "stdout": str(out), "stderr": str(out), "run_limit_s": task.run_limit_s,
                     "kill_interval_s": task.kill_interval_s, "uid": task.run_uid, "gid": task.run_gid,
-                    "groups": groups_of(task.run_as, task.run_uid, task.run_gid), "umask": task.umask}
+                    "groups": groups_of(task.run_as, task.run_uid, task.run_gid), "umask": task.umask,
+                    "attempt": task.attempt}
             handle = await procs.launch_via(td, spec, self.launcher, self.launch_timeout_s)
         except (OSError, ValueError) as e:
             return {"host": self.host, "task_id": task.task_id, "exit_code": 1, "signal": None,
@@ -300,13 +302,14 @@ class LocalWorker:
         return {"host": self.host, "task_id": task.task_id, "exit_code": st.exit_code, "signal": st.signal_name,
                 "reason": st.reason, "output": output}
 
-    def end_tasks(self, job_id: int, index: int) -> None:
-        """The job's script ended (or it is being killed): end its tasks on this host."""
+    def end_tasks(self, job_id: int, index: int, attempt: int | None = None) -> None:
+        """The job's script ended (or it is being killed): end its tasks on this host; with
+        `attempt`, only the tasks of that dispatch (a stale copy's, SCHED-4 fencing)."""
         tasks = self.jobdir(job_id, index) / "tasks"
         if not tasks.is_dir():
             return
         for td in tasks.iterdir():
-            if procs.is_alive(td):
+            if procs.is_alive(td) and (attempt is None or spec_attempt(td) == attempt):
                 procs.request_kill(td)
 
     # ---------------------------------------------------------------- after a restart
@@ -351,11 +354,15 @@ class LocalWorker:
 
     # ---------------------------------------------------------------- control
 
-    def kill(self, job_id: int, index: int) -> bool:
+    def kill(self, job_id: int, index: int, attempt: int | None = None) -> bool:
         """Ask the element's supervisor to end it (bkill's sequence, procs.request_kill); True if
         it will. An element still being launched (its spec not yet written, so no supervisor to
-        ask) is killed as soon as its launch has written it: the kill is never lost."""
+        ask) is killed as soon as its launch has written it: the kill is never lost. With
+        `attempt` (SCHED-4 fencing): only a copy of that dispatch; another is left alone."""
         key = (job_id, index)
+        if attempt is not None:
+            jd = self.jobdir(job_id, index)
+            return (jd / "spec.json").exists() and spec_attempt(jd) == attempt and procs.request_kill(jd)
         if key in self._launching:
             self._launching[key] = True
             return True

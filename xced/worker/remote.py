@@ -41,12 +41,35 @@ REJOIN_MAX_S = 10.0
 # ---------------------------------------------------------------------- worker side
 
 
+#: messages that belong to the channel they were made for: a reply names a request of that
+#: channel (its `rid`), a relayed launch was answered `unreachable` when the channel was lost
+CHANNEL_BOUND_OPS = frozenset({"reply", "launch", "heartbeat"})
+
+
 class ChannelReporter:
     """What the worker's LocalWorker reports to: messages queued for the controller. The
-    queue outlives a lost connection, so reports made while disconnected go out on rejoin."""
+    queue outlives a lost connection, so reports made while disconnected go out on rejoin;
+    what belongs to the lost channel is dropped at its end (`channel_lost`)."""
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[dict] = asyncio.Queue()
+
+    def channel_lost(self) -> int:
+        """Drop the queued messages bound to the channel that ended (CHANNEL_BOUND_OPS): a
+        reply sent on the next channel could answer another request of the same `rid` there
+        (a stale task's end taken for a new task's, SCHED-4), and a launch the job's process
+        was told failed would run all the same. Reports (started, finished, start_failed)
+        stay, in order. Returns how many were dropped."""
+        keep, dropped = [], 0
+        while not self.queue.empty():
+            msg = self.queue.get_nowait()
+            if msg.get("op") in CHANNEL_BOUND_OPS:
+                dropped += 1
+            else:
+                keep.append(msg)
+        for msg in keep:
+            self.queue.put_nowait(msg)
+        return dropped
 
     def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None,
                    attempt: int | None = None) -> None:
@@ -128,21 +151,30 @@ class LaunchRelay:
 
 
 def running_elements(jobs_dir: Path) -> list[tuple[int, int, int]]:
-    """(job_id, index, attempt) of every element whose supervisor is alive on this host; the
-    attempt is the one its spec.json names (0 when it names none: dispatched before attempts
-    were kept). What the join reports, for the controller's fencing (SCHED-4)."""
+    """(job_id, index, attempt) of every element with a live supervisor on this host: its
+    own (on its first host) or a task's (`xcecli launch` or a host hook, in JOBDIR/tasks/ID,
+    on any host of the job). The attempt is the one the spec.json names (0 when it names
+    none: dispatched before attempts were kept). What the join reports, for the
+    controller's fencing (SCHED-4): a stale task on a job's second host is found too."""
     from xced.worker import procs
     from xced.worker.local import spec_attempt
 
-    out = []
+    out: set[tuple[int, int, int]] = set()
     if not jobs_dir.is_dir():
-        return out
+        return []
     for jd in jobs_dir.iterdir():
         if not jd.name.isdigit():
             continue
         for ed in jd.iterdir():
-            if ed.name.isdigit() and procs.is_alive(ed):
-                out.append((int(jd.name), int(ed.name), spec_attempt(ed)))
+            if not ed.name.isdigit():
+                continue
+            if procs.is_alive(ed):
+                out.add((int(jd.name), int(ed.name), spec_attempt(ed)))
+            tasks = ed / "tasks"
+            if tasks.is_dir():
+                for td in tasks.iterdir():
+                    if td.name.isdigit() and procs.is_alive(td):
+                        out.add((int(jd.name), int(ed.name), spec_attempt(td)))
     return sorted(out)
 
 
@@ -195,6 +227,7 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                     finally:
                         if relay is not None:
                             relay.lost()
+                        reporter.channel_lost()
             except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as e:
                 import ssl
 
@@ -341,7 +374,8 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
                 if msg.op == "reattach":
                     worker.reattach(msg.job_id, msg.index, msg.attempt)
                 else:
-                    {"kill": worker.kill, "end_tasks": worker.end_tasks}[msg.op](msg.job_id, msg.index)
+                    {"kill": worker.kill, "end_tasks": worker.end_tasks}[msg.op](msg.job_id, msg.index,
+                                                                                 attempt=msg.attempt)
             elif isinstance(msg, SignalMsg):
                 worker.signal(msg.job_id, msg.index, msg.sig)
             elif isinstance(msg, RequestMsg) and msg.what == "launch_task":

@@ -111,6 +111,7 @@ async def worker_channel(ws: WebSocket) -> None:
         while True:
             msg = await ws.receive_json()
             heard[0] = time.monotonic()  # any message is a sign of life, a heartbeat included (SCHED-4)
+            ctl.worker_heard(link)
             op = msg.get("op") if isinstance(msg, dict) else None
             if ident is not None and not message_allowed(ident.role, str(op)):
                 log.warning("worker %s sent %r, which its role may not send; refused", join.host, op)
