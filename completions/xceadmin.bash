@@ -55,19 +55,19 @@ declare -gA _xceadmin_vals=(
     ['xceadmin keys gen --topdir']='dir'
     ['xceadmin keys gen --cluster']='any'
     ['xceadmin keys trust --host']='hosts'
-    ['xceadmin keys trust --role']='any'
+    ['xceadmin keys trust --role']='choice:worker scheduler apiserver admin'
     ['xceadmin keys trust --expires']='any'
     ['xceadmin keys trust --comment']='any'
     ['xceadmin keys trust --topdir']='dir'
     ['xceadmin keys revoke --reason']='any'
     ['xceadmin keys revoke --topdir']='dir'
     ['xceadmin keys list --topdir']='dir'
-    ['xceadmin keys token --role']='any'
+    ['xceadmin keys token --role']='choice:worker scheduler apiserver'
     ['xceadmin keys token --host']='hosts'
     ['xceadmin keys token --expires']='any'
     ['xceadmin keys token --topdir']='dir'
     ['xceadmin keys enroll --controller']='any'
-    ['xceadmin keys enroll --role']='any'
+    ['xceadmin keys enroll --role']='choice:worker scheduler apiserver'
     ['xceadmin keys enroll --host']='hosts'
     ['xceadmin keys enroll --controller-key']='file'
     ['xceadmin keys enroll --topdir']='dir'
@@ -108,7 +108,7 @@ _xceadmin_values() {  # KIND PREFIX [TOPDIR]: the daemon's values, or nothing
     local line
     while IFS= read -r line; do
         [[ -n $line ]] && COMPREPLY+=("${line%%$'\t'*}")
-    done < <(command xcecli __complete "$1" "$2" ${3:+--topdir "$3"} 2>/dev/null)
+    done < <(command xcecli __complete "$1" "$2" ${3:+--topdir} ${3:+"$3"} 2>/dev/null)
 }
 
 _xceadmin_kind() {  # KIND CUR TOPDIR: fill COMPREPLY for one value
@@ -118,9 +118,11 @@ _xceadmin_kind() {  # KIND CUR TOPDIR: fill COMPREPLY for one value
             _xceadmin_values "$1" "$2" "$3" ;;
         choice:*)
             compopt +o default 2>/dev/null
-            COMPREPLY=($(compgen -W "${1#choice:}" -- "$2")) ;;
-        dir) COMPREPLY=($(compgen -d -- "$2")) ;;
-        command) COMPREPLY=($(compgen -c -- "$2")) ;;
+            mapfile -t COMPREPLY < <(compgen -W "${1#choice:}" -- "$2") ;;
+        dir)
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
+        command) mapfile -t COMPREPLY < <(compgen -c -- "$2") ;;
     esac  # file, any: the shell's own file names (complete -o default)
 }
 
@@ -130,6 +132,7 @@ _xceadmin() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         word=${COMP_WORDS[i]}
         if [[ -n $skip ]]; then
+            [[ $word == = ]] && continue  # bash splits --opt=VALUE into three words
             [[ $skip == --topdir ]] && topdir=$word
             skip=
         elif ((rest)); then
@@ -137,6 +140,7 @@ _xceadmin() {
         elif [[ $word == -- ]]; then
             rest=1
         elif [[ $word == -?* ]]; then
+            [[ $word == --topdir=* ]] && topdir=${word#--topdir=}
             [[ $word != *=* && -n ${_xceadmin_vals[$cmdpath $word]+x} ]] && skip=$word
         elif ((npos == 0)) && [[ " ${_xceadmin_cmds[$cmdpath]} " == *" $word "* ]]; then
             cmdpath="$cmdpath $word"
@@ -145,20 +149,24 @@ _xceadmin() {
             [[ -n ${_xceadmin_nointer[$cmdpath]} ]] && rest=1
         fi
     done
+    [[ -n $skip && $cur == = ]] && cur=
     if [[ -n $skip ]]; then
         _xceadmin_kind "${_xceadmin_vals[$cmdpath $skip]}" "$cur" "$topdir"
     elif ((rest)); then
-        ((npos == 0)) && COMPREPLY=($(compgen -c -- "$cur"))
+        ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -c -- "$cur")
     elif [[ $cur == -* ]]; then
         compopt +o default 2>/dev/null
-        COMPREPLY=($(compgen -W "${_xceadmin_opts[$cmdpath]}" -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W "${_xceadmin_opts[$cmdpath]}" -- "$cur")
     elif [[ -n ${_xceadmin_cmds[$cmdpath]} ]] && ((npos == 0)); then
         compopt +o default 2>/dev/null
-        COMPREPLY=($(compgen -W "${_xceadmin_cmds[$cmdpath]}" -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W "${_xceadmin_cmds[$cmdpath]}" -- "$cur")
     else
         local -a kinds=(${_xceadmin_args[$cmdpath]})
-        local kind=${kinds[npos]}
-        if [[ -z $kind && ${kinds[-1]} == *... ]]; then kind=${kinds[-1]}; fi
+        local kind= last=$(( ${#kinds[@]} - 1 ))
+        if ((last >= 0)); then
+            kind=${kinds[npos]}
+            [[ -z $kind && ${kinds[last]} == *... ]] && kind=${kinds[last]}
+        fi
         if [[ -z $kind ]]; then compopt +o default 2>/dev/null; return 0; fi
         _xceadmin_kind "${kind%...}" "$cur" "$topdir"
     fi

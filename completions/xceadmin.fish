@@ -27,6 +27,7 @@ function __xceadmin_state
         else if test "$t" = --
             set rest 1
         else if string match -q -- '-?*' $t
+            string match -q -- '--topdir=*' $t; and set topdir (string replace -- '--topdir=' '' $t)
             if not string match -q -- '*=*' $t; and contains -- "$path $t" $__xceadmin_valopts
                 set skip $t
             end
@@ -65,7 +66,7 @@ complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -f -a 'init' -d 'Make a Top
 complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -f -a 'build' -d 'Check and compile config/xce.yaml, queues.yaml and hosts.yaml of th...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -f -a 'sim' -d 'Replay workloads through the scheduler xced runs, on a virtual cloc...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -f -a 'keys' -d 'Host keys'
-complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -f -a 'debug' -d 'Tools for tests (a daemon in mode'
+complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -f -a 'debug' -d 'Tools for tests'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -f -a 'hosts' -d 'Open, close or drain hosts (LSF badmin hopen/hclose)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -l controller -r -F -d 'reach the controller over TCP from another host, signed with the ad...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -l controller-key -r -F -d 'the controller\'s key that TLS is pinned to: its keys/host.pub, or i...'
@@ -74,12 +75,13 @@ complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -l version -d 'print the ve
 complete -c xceadmin -n '__xceadmin_at \'xceadmin\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin init\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin init\' 0' -f -a '(__fish_complete_directories)'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin init\' 0; and __xceadmin_at \'xceadmin init\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin build\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'TopDir to compile'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin build\'' -l json -d 'Print the result as one JSON object on stdout'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin build\'' -l apply -d 'Hand the compiled config to the running daemon (CFG-3)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin build\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin build\'' -f
-complete -c xceadmin -n '__xceadmin_at \'xceadmin sim\'' -f -a 'run' -d 'Replay an SWF trace (plain or .gz) on a machine of --procs processo...'
+complete -c xceadmin -n '__xceadmin_at \'xceadmin sim\'' -f -a 'run' -d 'Replay an SWF trace (plain or .gz) on a machine of --procs processors'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim\'' -f -a 'verify' -d 'Replay a recording made by `xceadmin sim record` through this sched...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim\'' -f -a 'record' -d 'Make the TopDir\'s running xced record every scheduling session (its...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim\'' -s h -l help -d 'show this help and exit'
@@ -95,6 +97,7 @@ complete -c xceadmin -n '__xceadmin_at \'xceadmin sim run\'' -s h -l help -d 'sh
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim run\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim verify\'' -l json -d 'Print {sessions, differences: [...]} on stdout'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim verify\'' -s h -l help -d 'show this help and exit'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin sim verify\' 0; and __xceadmin_at \'xceadmin sim verify\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim record\'' -l name -r -F -d 'Recording name: <TopDir>/recordings/NAME.jsonl (a new file)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim record\'' -l stop -d 'Stop the recording'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin sim record\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'TopDir of the daemon'
@@ -116,22 +119,24 @@ complete -c xceadmin -n '__xceadmin_at \'xceadmin keys gen\'' -l json -d 'print 
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys gen\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys gen\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -l host -r -f -a '(__xceadmin_values hosts)' -d 'the host the key belongs to'
-complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -l role -r -F -d 'worker, scheduler, apiserver or admin (repeatable)'
+complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -l role -r -f -a 'worker scheduler apiserver admin' -d 'worker, scheduler, apiserver or admin (repeatable)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -l expires -r -F -d '90d, 12h, a UTC time (2027-03-01T12:00:00Z), or never (the default)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -l comment -r -F -d 'free text kept with the key'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -l unrevoke -d 'trust a revoked key again (logged)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the controller\'s TopDir (default: XCE_TOPDIR, else the personal clu...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys trust\'' -s h -l help -d 'show this help and exit'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin keys trust\' 0; and __xceadmin_at \'xceadmin keys trust\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys revoke\'' -l reason -r -F -d 'why, kept with the revocation'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys revoke\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the controller\'s TopDir (default: XCE_TOPDIR, else the personal clu...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys revoke\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys revoke\'' -s h -l help -d 'show this help and exit'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin keys revoke\' 0; and __xceadmin_at \'xceadmin keys revoke\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys list\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the controller\'s TopDir (default: XCE_TOPDIR, else the personal clu...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys list\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys list\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys list\'' -f
-complete -c xceadmin -n '__xceadmin_at \'xceadmin keys token\'' -l role -r -F -d 'the role the enrolled host gets: worker, scheduler or apiserver (one)'
+complete -c xceadmin -n '__xceadmin_at \'xceadmin keys token\'' -l role -r -f -a 'worker scheduler apiserver' -d 'the role the enrolled host gets: worker, scheduler or apiserver (one)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys token\'' -l host -r -f -a '(__xceadmin_values hosts)' -d 'bind the token to this host name'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys token\'' -l expires -r -F -d 'how long it is valid: 1h, 30m, 2d (at most 7 days)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys token\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the controller\'s TopDir (default: XCE_TOPDIR, else the personal clu...'
@@ -139,12 +144,13 @@ complete -c xceadmin -n '__xceadmin_at \'xceadmin keys token\'' -l json -d 'prin
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys token\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys token\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys enroll\'' -l controller -r -F -d 'the controller (its run/xced.port)'
-complete -c xceadmin -n '__xceadmin_at \'xceadmin keys enroll\'' -l role -r -F -d 'the role the token is for: worker, scheduler or apiserver'
+complete -c xceadmin -n '__xceadmin_at \'xceadmin keys enroll\'' -l role -r -f -a 'worker scheduler apiserver' -d 'the role the token is for: worker, scheduler or apiserver'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys enroll\'' -l host -r -f -a '(__xceadmin_values hosts)' -d 'this host\'s name as the token and the cluster know it (default: thi...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys enroll\'' -l controller-key -r -F -d 'the controller\'s key, when the token carries none'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys enroll\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the TopDir of the xced being enrolled (default: XCE_TOPDIR)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys enroll\'' -l json -d 'print the trusted entry as `keys list --json` shows it'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys enroll\'' -s h -l help -d 'show this help and exit'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin keys enroll\' 0; and __xceadmin_at \'xceadmin keys enroll\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys pub\'' -l admin -d 'xceadmin\'s admin key of the cluster instead of this xced\'s host key'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys pub\'' -l cluster -r -F -d 'with --admin: the cluster whose admin key (default: the cluster of...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin keys pub\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the TopDir of the xced whose host key (default: XCE_TOPDIR, else th...'
@@ -163,23 +169,27 @@ complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts\'' -f -a 'open' -d 'Open
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts\'' -f -a 'drain' -d 'Close HOST and report when its last job has ended'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts\'' -f -a 'hist' -d 'A host\'s history, oldest first (LSF badmin hhist)'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts\'' -s h -l help -d 'show this help and exit'
-complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts close\'' -l reason -r -F -d 'why (shown by `xcecli hosts`'
+complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts close\'' -l reason -r -F -d 'why'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts close\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the controller\'s TopDir (default: XCE_TOPDIR, else the personal clu...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts close\'' -l json -d 'print the result as JSON: {host, changed, message}'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts close\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts close\' 0' -f -a '(__xceadmin_values hosts)'
-complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts open\'' -l reason -r -F -d 'why (shown by `xcecli hosts`'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin hosts close\' 0; and __xceadmin_at \'xceadmin hosts close\'' -f
+complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts open\'' -l reason -r -F -d 'why'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts open\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the controller\'s TopDir (default: XCE_TOPDIR, else the personal clu...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts open\'' -l json -d 'print the result as JSON: {host, changed, message}'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts open\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts open\' 0' -f -a '(__xceadmin_values hosts)'
-complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts drain\'' -l reason -r -F -d 'why (shown by `xcecli hosts`'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin hosts open\' 0; and __xceadmin_at \'xceadmin hosts open\'' -f
+complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts drain\'' -l reason -r -F -d 'why'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts drain\'' -l wait -d 'block until the host\'s last job has ended'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts drain\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the controller\'s TopDir (default: XCE_TOPDIR, else the personal clu...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts drain\'' -l json -d 'print the result as JSON: {host, changed, message}'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts drain\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts drain\' 0' -f -a '(__xceadmin_values hosts)'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin hosts drain\' 0; and __xceadmin_at \'xceadmin hosts drain\'' -f
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts hist\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'the controller\'s TopDir (default: XCE_TOPDIR, else the personal clu...'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts hist\'' -l json -d 'print the API\'s JSON: {events: [{time, host, kind, actor, reason}]}'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts hist\'' -s h -l help -d 'show this help and exit'
 complete -c xceadmin -n '__xceadmin_at \'xceadmin hosts hist\' 0' -f -a '(__xceadmin_values hosts)'
+complete -c xceadmin -n 'not __xceadmin_at \'xceadmin hosts hist\' 0; and __xceadmin_at \'xceadmin hosts hist\'' -f

@@ -145,7 +145,7 @@ _xcecli_values() {  # KIND PREFIX [TOPDIR]: the daemon's values, or nothing
     local line
     while IFS= read -r line; do
         [[ -n $line ]] && COMPREPLY+=("${line%%$'\t'*}")
-    done < <(command xcecli __complete "$1" "$2" ${3:+--topdir "$3"} 2>/dev/null)
+    done < <(command xcecli __complete "$1" "$2" ${3:+--topdir} ${3:+"$3"} 2>/dev/null)
 }
 
 _xcecli_kind() {  # KIND CUR TOPDIR: fill COMPREPLY for one value
@@ -155,9 +155,11 @@ _xcecli_kind() {  # KIND CUR TOPDIR: fill COMPREPLY for one value
             _xcecli_values "$1" "$2" "$3" ;;
         choice:*)
             compopt +o default 2>/dev/null
-            COMPREPLY=($(compgen -W "${1#choice:}" -- "$2")) ;;
-        dir) COMPREPLY=($(compgen -d -- "$2")) ;;
-        command) COMPREPLY=($(compgen -c -- "$2")) ;;
+            mapfile -t COMPREPLY < <(compgen -W "${1#choice:}" -- "$2") ;;
+        dir)
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
+        command) mapfile -t COMPREPLY < <(compgen -c -- "$2") ;;
     esac  # file, any: the shell's own file names (complete -o default)
 }
 
@@ -167,6 +169,7 @@ _xcecli() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         word=${COMP_WORDS[i]}
         if [[ -n $skip ]]; then
+            [[ $word == = ]] && continue  # bash splits --opt=VALUE into three words
             [[ $skip == --topdir ]] && topdir=$word
             skip=
         elif ((rest)); then
@@ -174,6 +177,7 @@ _xcecli() {
         elif [[ $word == -- ]]; then
             rest=1
         elif [[ $word == -?* ]]; then
+            [[ $word == --topdir=* ]] && topdir=${word#--topdir=}
             [[ $word != *=* && -n ${_xcecli_vals[$cmdpath $word]+x} ]] && skip=$word
         elif ((npos == 0)) && [[ " ${_xcecli_cmds[$cmdpath]} " == *" $word "* ]]; then
             cmdpath="$cmdpath $word"
@@ -182,20 +186,24 @@ _xcecli() {
             [[ -n ${_xcecli_nointer[$cmdpath]} ]] && rest=1
         fi
     done
+    [[ -n $skip && $cur == = ]] && cur=
     if [[ -n $skip ]]; then
         _xcecli_kind "${_xcecli_vals[$cmdpath $skip]}" "$cur" "$topdir"
     elif ((rest)); then
-        ((npos == 0)) && COMPREPLY=($(compgen -c -- "$cur"))
+        ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -c -- "$cur")
     elif [[ $cur == -* ]]; then
         compopt +o default 2>/dev/null
-        COMPREPLY=($(compgen -W "${_xcecli_opts[$cmdpath]}" -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W "${_xcecli_opts[$cmdpath]}" -- "$cur")
     elif [[ -n ${_xcecli_cmds[$cmdpath]} ]] && ((npos == 0)); then
         compopt +o default 2>/dev/null
-        COMPREPLY=($(compgen -W "${_xcecli_cmds[$cmdpath]}" -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W "${_xcecli_cmds[$cmdpath]}" -- "$cur")
     else
         local -a kinds=(${_xcecli_args[$cmdpath]})
-        local kind=${kinds[npos]}
-        if [[ -z $kind && ${kinds[-1]} == *... ]]; then kind=${kinds[-1]}; fi
+        local kind= last=$(( ${#kinds[@]} - 1 ))
+        if ((last >= 0)); then
+            kind=${kinds[npos]}
+            [[ -z $kind && ${kinds[last]} == *... ]] && kind=${kinds[last]}
+        fi
         if [[ -z $kind ]]; then compopt +o default 2>/dev/null; return 0; fi
         _xcecli_kind "${kind%...}" "$cur" "$topdir"
     fi

@@ -27,6 +27,7 @@ function __xcecli_state
         else if test "$t" = --
             set rest 1
         else if string match -q -- '-?*' $t
+            string match -q -- '--topdir=*' $t; and set topdir (string replace -- '--topdir=' '' $t)
             if not string match -q -- '*=*' $t; and contains -- "$path $t" $__xcecli_valopts
                 set skip $t
             end
@@ -72,7 +73,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'kill' -d 'Kill jobs (LSF b
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'stop' -d 'Stop jobs (LSF bstop)'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'resume' -d 'Resume stopped or held jobs (LSF bresume)'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'requeue' -d 'Requeue jobs (LSF brequeue)'
-complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'release' -d 'Release the system hold of held jobs (Slurm scontrol release'
+complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'release' -d 'Release the system hold of held jobs'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'hosts' -d 'List hosts (LSF bhosts)'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'queues' -d 'List queues (LSF bqueues)'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'api' -d 'Send one raw request to the daemon\'s API and print the JSON answer...'
@@ -81,7 +82,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'projects' -d 'Show the pro
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'apps' -d 'Application profiles (LSF bapp)'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -f -a 'presets' -d 'Presets'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -l topdir -r -f -a '(__fish_complete_directories)' -d 'TopDir of the cluster (default: XCE_TOPDIR, else the personal cluster)'
-complete -c xcecli -n '__xcecli_at \'xcecli\'' -l as-user -r -F -d 'act as this user (test mode only'
+complete -c xcecli -n '__xcecli_at \'xcecli\'' -l as-user -r -F -d 'act as this user'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -l version -d 'print the version (the package\'s) and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s n -r -F -d 'tasks: N, or MIN,MAX to take as many as fit now'
@@ -92,8 +93,8 @@ complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s o -r -F -d 'stdout file
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s e -r -F -d 'stderr file (default: with stdout)'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s W -r -F -d 'run limit in minutes, or hours:minutes (2:30), or with a unit (90s,...'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s M -r -F -d 'memory limit, e.g. 4GB (MB if no unit)'
-complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s R -r -F -d 'resource requirement, LSF syntax (repeatable'
-complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s a -l app -r -f -a '(__xcecli_values profiles)' -d 'application profile (default: the cluster\'s default_application'
+complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s R -r -F -d 'resource requirement, LSF syntax'
+complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s a -l app -r -f -a '(__xcecli_values profiles)' -d 'application profile'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l app-param -r -F -d 'a parameter the profile declares (repeatable)'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s E -r -F -d 'the job\'s own pre-exec command (runs inside the profile\'s)'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -o Ep -r -F -d 'the job\'s own post-exec command'
@@ -118,16 +119,20 @@ complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli show\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli show\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli show\' 0' -f -a '(__xcecli_values jobs)'
+complete -c xcecli -n 'not __xcecli_at \'xcecli show\' 0; and __xcecli_at \'xcecli show\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli why\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli why\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli why\' 0' -f -a '(__xcecli_values jobs)'
+complete -c xcecli -n 'not __xcecli_at \'xcecli why\' 0; and __xcecli_at \'xcecli why\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli hist\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli hist\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli hist\' 0' -f -a '(__xcecli_values jobs)'
+complete -c xcecli -n 'not __xcecli_at \'xcecli hist\' 0; and __xcecli_at \'xcecli hist\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli peek\'' -s e -l stderr -d 'show stderr instead of stdout'
 complete -c xcecli -n '__xcecli_at \'xcecli peek\'' -l bytes -r -F -d 'at most the last N bytes (1 to 16 MiB)'
 complete -c xcecli -n '__xcecli_at \'xcecli peek\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli peek\' 0' -f -a '(__xcecli_values jobs)'
+complete -c xcecli -n 'not __xcecli_at \'xcecli peek\' 0; and __xcecli_at \'xcecli peek\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli wait\'' -l timeout -r -F -d 'give up after this many seconds (exit 1)'
 complete -c xcecli -n '__xcecli_at \'xcecli wait\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli wait\'' -f -a '(__xcecli_values jobs)'
@@ -154,6 +159,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli queues\'' -s h -l help -d 'show this
 complete -c xcecli -n '__xcecli_at \'xcecli queues\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli api\'' -s d -l data -r -F -d 'JSON request body'
 complete -c xcecli -n '__xcecli_at \'xcecli api\'' -s h -l help -d 'show this help and exit'
+complete -c xcecli -n 'not __xcecli_at \'xcecli api\' 1; and __xcecli_at \'xcecli api\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli launch\'' -l all -d 'run CMD once per slot on every host of the job (no HOST)'
 complete -c xcecli -n '__xcecli_at \'xcecli launch\'' -l job -r -F -d 'job ID (default: XCE_JOBID[XCE_JOBINDEX] of this job)'
 complete -c xcecli -n '__xcecli_at \'xcecli launch\'' -s h -l help -d 'show this help and exit'
@@ -166,6 +172,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli apps\'' -s h -l help -d 'show this h
 complete -c xcecli -n '__xcecli_at \'xcecli apps show\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli apps show\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli apps show\' 0' -f -a '(__xcecli_values profiles)'
+complete -c xcecli -n 'not __xcecli_at \'xcecli apps show\' 0; and __xcecli_at \'xcecli apps show\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli presets\'' -f -a 'create' -d 'Create a preset from submit options'
 complete -c xcecli -n '__xcecli_at \'xcecli presets\'' -f -a 'show' -d 'Show a preset'
 complete -c xcecli -n '__xcecli_at \'xcecli presets\'' -f -a 'edit' -d 'Edit a local preset in $VISUAL or $EDITOR'
@@ -185,20 +192,23 @@ complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s o -r -F -d 'std
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s e -r -F -d 'stderr file (default: with stdout)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s W -r -F -d 'run limit in minutes, or hours:minutes (2:30), or with a unit (90s,...'
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s M -r -F -d 'memory limit, e.g. 4GB (MB if no unit)'
-complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s R -r -F -d 'resource requirement, LSF syntax (repeatable'
-complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s a -l app -r -f -a '(__xcecli_values profiles)' -d 'application profile (default: the cluster\'s default_application'
+complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s R -r -F -d 'resource requirement, LSF syntax'
+complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s a -l app -r -f -a '(__xcecli_values profiles)' -d 'application profile'
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -l app-param -r -F -d 'a parameter the profile declares (repeatable)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s E -r -F -d 'the job\'s own pre-exec command (runs inside the profile\'s)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -o Ep -r -F -d 'the job\'s own post-exec command'
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s w -l dependency -r -F -d 'start only when EXPR is met, e.g. \'done(12) && ended(13[2])\': done/...'
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -l env -r -F -d 'added to the job\'s environment (repeatable)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets create\'' -s h -l help -d 'show this help and exit'
+complete -c xcecli -n 'not __xcecli_at \'xcecli presets create\' 0; and __xcecli_at \'xcecli presets create\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli presets show\'' -l server -d 'the server\'s preset of that name'
 complete -c xcecli -n '__xcecli_at \'xcecli presets show\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets show\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli presets show\' 0' -f -a '(__xcecli_values presets)'
+complete -c xcecli -n 'not __xcecli_at \'xcecli presets show\' 0; and __xcecli_at \'xcecli presets show\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli presets edit\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli presets edit\' 0' -f -a '(__xcecli_values presets)'
+complete -c xcecli -n 'not __xcecli_at \'xcecli presets edit\' 0; and __xcecli_at \'xcecli presets edit\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli presets rm\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli presets rm\'' -f -a '(__xcecli_values presets)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets list\'' -l json -d 'print the answer as JSON (the API\'s model)'
@@ -208,12 +218,14 @@ complete -c xcecli -n '__xcecli_at \'xcecli presets list\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli presets pull\'' -l as -r -F -d 'the local name (default: the same)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets pull\'' -l force -d 'replace a local preset of that name that came from elsewhere (kept...'
 complete -c xcecli -n '__xcecli_at \'xcecli presets pull\'' -s h -l help -d 'show this help and exit'
+complete -c xcecli -n 'not __xcecli_at \'xcecli presets pull\' 0; and __xcecli_at \'xcecli presets pull\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli presets export\'' -s o -l output -r -F -d 'write to FILE (default: stdout)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets export\'' -l force -d 'overwrite FILE'
 complete -c xcecli -n '__xcecli_at \'xcecli presets export\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli presets import\'' -l as -r -F -d 'the local name (for a file of one preset)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets import\'' -l force -d 'replace local presets of those names (kept as NAME.yaml.bak)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets import\'' -s h -l help -d 'show this help and exit'
+complete -c xcecli -n 'not __xcecli_at \'xcecli presets import\' 0; and __xcecli_at \'xcecli presets import\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli presets report\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli presets report\'' -s a -l all -d 'include finished jobs of any age'
 complete -c xcecli -n '__xcecli_at \'xcecli presets report\'' -s h -l help -d 'show this help and exit'

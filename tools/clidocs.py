@@ -217,6 +217,7 @@ def _walk(v: str, first: str, end: str, words: str) -> str:
     return f"""    for ((i = {first}; i < {end}; i++)); do
         word=${{{words}[i]}}
         if [[ -n $skip ]]; then
+            [[ $word == = ]] && continue  # bash splits --opt=VALUE into three words
             [[ $skip == --topdir ]] && topdir=$word
             skip=
         elif ((rest)); then
@@ -224,6 +225,7 @@ def _walk(v: str, first: str, end: str, words: str) -> str:
         elif [[ $word == -- ]]; then
             rest=1
         elif [[ $word == -?* ]]; then
+            [[ $word == --topdir=* ]] && topdir=${{word#--topdir=}}
             [[ $word != *=* && -n ${{{v}_vals[$cmdpath $word]+x}} ]] && skip=$word
         elif ((npos == 0)) && [[ " ${{{v}_cmds[$cmdpath]}} " == *" $word "* ]]; then
             cmdpath="$cmdpath $word"
@@ -262,7 +264,7 @@ def bash_script(prog: str, root: Node | None = None) -> str:
     local line
     while IFS= read -r line; do
         [[ -n $line ]] && COMPREPLY+=("${{line%%$'\\t'*}}")
-    done < <(command xcecli __complete "$1" "$2" ${{3:+--topdir "$3"}} 2>/dev/null)
+    done < <(command xcecli __complete "$1" "$2" ${{3:+--topdir}} ${{3:+"$3"}} 2>/dev/null)
 }}
 
 {v}_kind() {{  # KIND CUR TOPDIR: fill COMPREPLY for one value
@@ -272,29 +274,35 @@ def bash_script(prog: str, root: Node | None = None) -> str:
             {v}_values "$1" "$2" "$3" ;;
         choice:*)
             compopt +o default 2>/dev/null
-            COMPREPLY=($(compgen -W "${{1#choice:}}" -- "$2")) ;;
-        dir) COMPREPLY=($(compgen -d -- "$2")) ;;
-        command) COMPREPLY=($(compgen -c -- "$2")) ;;
+            mapfile -t COMPREPLY < <(compgen -W "${{1#choice:}}" -- "$2") ;;
+        dir)
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
+        command) mapfile -t COMPREPLY < <(compgen -c -- "$2") ;;
     esac  # file, any: the shell's own file names (complete -o default)
 }}
 
 {v}() {{
     local cur=${{COMP_WORDS[COMP_CWORD]}} cmdpath={prog} word skip= topdir= npos=0 rest=0 i
     COMPREPLY=()
-{_walk(v, "1", "COMP_CWORD", "COMP_WORDS")}    if [[ -n $skip ]]; then
+{_walk(v, "1", "COMP_CWORD", "COMP_WORDS")}    [[ -n $skip && $cur == = ]] && cur=
+    if [[ -n $skip ]]; then
         {v}_kind "${{{v}_vals[$cmdpath $skip]}}" "$cur" "$topdir"
     elif ((rest)); then
-        ((npos == 0)) && COMPREPLY=($(compgen -c -- "$cur"))
+        ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -c -- "$cur")
     elif [[ $cur == -* ]]; then
         compopt +o default 2>/dev/null
-        COMPREPLY=($(compgen -W "${{{v}_opts[$cmdpath]}}" -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W "${{{v}_opts[$cmdpath]}}" -- "$cur")
     elif [[ -n ${{{v}_cmds[$cmdpath]}} ]] && ((npos == 0)); then
         compopt +o default 2>/dev/null
-        COMPREPLY=($(compgen -W "${{{v}_cmds[$cmdpath]}}" -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W "${{{v}_cmds[$cmdpath]}}" -- "$cur")
     else
         local -a kinds=(${{{v}_args[$cmdpath]}})
-        local kind=${{kinds[npos]}}
-        if [[ -z $kind && ${{kinds[-1]}} == *... ]]; then kind=${{kinds[-1]}}; fi
+        local kind= last=$(( ${{#kinds[@]}} - 1 ))
+        if ((last >= 0)); then
+            kind=${{kinds[npos]}}
+            [[ -z $kind && ${{kinds[last]}} == *... ]] && kind=${{kinds[last]}}
+        fi
         if [[ -z $kind ]]; then compopt +o default 2>/dev/null; return 0; fi
         {v}_kind "${{kind%...}}" "$cur" "$topdir"
     fi
@@ -313,6 +321,8 @@ def _desc(s: str, width: int = 70) -> str:
     s = re.sub(r"\s*\[(default|required)[^\]]*\]", "", s)
     m = re.match(r"(.+?(?:[.;](?=\s+[A-Z(`])|;))", s)  # the first sentence (not cut at "e.g.")
     s = (m.group(1) if m else s).rstrip(".;")
+    while s.count("(") > s.count(")"):  # never cut inside parentheses: drop the open aside
+        s = s[:s.rindex("(")].rstrip(" ,;:")
     return s if len(s) <= width else s[:width - 3].rstrip() + "..."
 
 
@@ -345,7 +355,7 @@ def zsh_script(prog: str, root: Node | None = None) -> str:
 {v}_values() {{  # KIND PREFIX TOPDIR: the daemon's values with their descriptions
     local -a got lines
     local line
-    lines=("${{(@f)$(command xcecli __complete "$1" "$2" ${{3:+--topdir "$3"}} 2>/dev/null)}}")
+    lines=("${{(@f)$(command xcecli __complete "$1" "$2" ${{3:+--topdir}} ${{3:+"$3"}} 2>/dev/null)}}")
     for line in $lines; do
         [[ -n $line ]] && got+=("${{${{line%%$'\\t'*}}//:/\\\\:}}:${{line#*$'\\t'}}")
     done
@@ -380,7 +390,7 @@ def zsh_script(prog: str, root: Node | None = None) -> str:
         local -a kinds
         kinds=(${{={v}_args[$cmdpath]}})
         local kind=${{kinds[npos + 1]}}
-        [[ -z $kind && ${{kinds[-1]}} == *... ]] && kind=${{kinds[-1]}}
+        (( $#kinds )) && [[ -z $kind && ${{kinds[-1]}} == *... ]] && kind=${{kinds[-1]}}
         [[ -n $kind ]] && {v}_kind "${{kind%...}}" "$topdir"
     fi
     return 0
@@ -428,6 +438,7 @@ function {v}_state
         else if test "$t" = --
             set rest 1
         else if string match -q -- '-?*' $t
+            string match -q -- '--topdir=*' $t; and set topdir (string replace -- '--topdir=' '' $t)
             if not string match -q -- '*=*' $t; and contains -- "$path $t" ${v}_valopts
                 set skip $t
             end
@@ -503,6 +514,9 @@ end
                 if a.variadic and i:
                     at = _fq(f"{v}_at {_fq(n.path)}")
                 out.append(f"complete -c {prog} -n {at}{value(a.kind)}")
+            if not n.args[-1].variadic:  # past the last argument: nothing, not file names
+                past = f"not {v}_at {_fq(n.path)} {len(n.args) - 1}; and {v}_at {_fq(n.path)}"
+                out.append(f"complete -c {prog} -n {_fq(past)} -f")
         elif not n.children:
             out.append(f"complete -c {prog} -n {cond} -f")
     return "\n".join(out) + "\n"
@@ -533,9 +547,15 @@ def _bold_flag(f: str) -> str:
     return "\\fB" + f.replace("-", "\\-") + "\\fR"
 
 
+def _text(text: str) -> str:
+    """Help text as roff: `code` in bold (the help's own Markdown-like quoting)."""
+    out = _roff(" ".join(text.split()))
+    return re.sub(r"`([^`]+)`", lambda m: "\\fB" + m.group(1).replace("-", "\\-") + "\\fR", out)
+
+
 def _paragraphs(text: str) -> list[str]:
     paras = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text.replace("\b", "")) if p.strip()]
-    return [_roff(p) for p in paras]
+    return [_text(p) for p in paras]
 
 
 def _usage(n: Node) -> str:
@@ -555,7 +575,7 @@ def _options(opts: list[Opt]) -> list[str]:
         head = ", ".join(_bold_flag(f) for f in o.names)
         if o.takes_value:
             head += " \\fI" + _roff(o.metavar).replace("-", "\\-") + "\\fR"
-        out += [".TP", head, _roff(" ".join(o.help.split())) or "\\&"]
+        out += [".TP", head, _text(o.help) or "\\&"]
     return out
 
 
@@ -571,7 +591,7 @@ def man_page(prog: str, root: Node | None = None) -> str:
     root = root or cli_tree(prog)
     _, _, section, summary = PROGS[prog]
     out = [f'.\\" Man page of {prog}. Generated by tools/clidocs.py from the command definitions (CLI-5):',
-           '.\\" do not edit; run `make man` to regenerate it.',
+           '.\\" do not edit; run "make man" to regenerate it.',
            f'.TH {prog.upper()} {section} "" "XCE {version()}" "XCE Manual"',
            ".SH NAME", f"{prog} \\- {_roff(summary)}",
            ".SH SYNOPSIS", ".nf", _roff(_usage(root)).replace("-", "\\-"), ".fi",
@@ -595,7 +615,7 @@ def man_page(prog: str, root: Node | None = None) -> str:
                 out += [".PP", "Commands: " + ", ".join(f"\\fB{c}\\fR" for c in n.children) + "."]
             for a in n.args:
                 if a.help:
-                    out += [".TP", "\\fI" + _roff(a.metavar).replace("-", "\\-") + "\\fR", _roff(a.help)]
+                    out += [".TP", "\\fI" + _roff(a.metavar).replace("-", "\\-") + "\\fR", _text(a.help)]
             out += _options([o for o in n.options if o.names not in (["-h", "--help"], ["--help"])])
     out.append(".SH EXIT STATUS")
     for code, meaning in (EXIT_CODES if prog == "xced" else CLI_EXIT_CODES):
@@ -606,7 +626,7 @@ def man_page(prog: str, root: Node | None = None) -> str:
     out.append(".SH ENVIRONMENT")
     for name, progs, what in ENVIRONMENT:
         if prog in progs:
-            out += [".TP", f"\\fB{_roff(name)}\\fR", _roff(what)]
+            out += [".TP", f"\\fB{_roff(name)}\\fR", _text(what)]
     out.append(".SH FILES")
     for path, what in FILES:
         out += [".TP", f"\\fI{_roff(path)}\\fR", _roff(what)]

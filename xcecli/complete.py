@@ -10,10 +10,11 @@ definitions by tools/clidocs.py. Only these values are asked for at each TAB, by
 which prints one value per line as `VALUE<TAB>DESCRIPTION` (fish shows the description
 after the TAB itself; the bash and zsh scripts split it off), values that start with PREFIX
 only, in the daemon's order. KIND is one of KINDS. It asks the daemon with a timeout of
-TIMEOUT_S seconds (200 ms), no retry, and is silent, exit 0 and no output, when the daemon
+TIMEOUT_S seconds (200 ms) for the whole question, no retry, and is silent, exit 0 and no output, when the daemon
 is down, stopped, slow or refuses: a TAB never hangs and never prints an error into the
-user's command line. `xcecli.__main__` answers it before Typer is imported, so a TAB costs
-about the interpreter's start plus the client (about 50 ms here).
+user's command line. `xcecli.__main__` answers it before Typer is imported: a TAB
+costs the interpreter's start and the client's import, measured here at a median of 97 ms
+with a daemon and 73 ms without one (`python -c pass`: 19 ms), 20 calls each.
 
 A command declares which of its parameters complete which KIND by its metavar: JOB, QUEUE,
 PROFILE, HOST or PRESET (METAVAR_KINDS), which `--help` and the man page show too.
@@ -71,10 +72,20 @@ def main(argv: list[str]) -> int:
         del args[i:i + 2]
     if not args or len(args) > 2:
         return 0
+    import signal
+
+    def out_of_time(signum, frame):
+        raise TimeoutError("the daemon took longer than the completion's timeout")
+
+    # the whole question, not each read: a daemon that answers a byte at a time is cut off too
+    signal.signal(signal.SIGALRM, out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, TIMEOUT_S)
     try:
         got = values(args[0], args[1] if len(args) == 2 else "", topdir=topdir or None)
     except Exception:  # noqa: BLE001 - a TAB stays silent whatever went wrong
         return 0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
     try:
         sys.stdout.write("".join(f"{v}\t{d}\n" for v, d in got))
         sys.stdout.flush()

@@ -50,9 +50,18 @@ ENVIRONMENT: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "the controller's key (its keys/host.pub, or a fingerprint SHA256:...) that TLS is pinned to; the "
      "environment's form of --controller-key"),
     (ENV_CONNECT_TIMEOUT, ("xcecli", "xceadmin"),
-     f"seconds a client keeps trying to reach the daemon, retries included (default "
-     f"{DEFAULT_CONNECT_TIMEOUT_S:g}); past it the command exits 3"),
-    (ENV_TEST_USER, ("xcecli",), "act as this user (a daemon in mode: test only); the form of --as-user"),
+     f"how long a client keeps trying to reach the daemon, retries included: seconds, or a duration such as "
+     f"5m (default {DEFAULT_CONNECT_TIMEOUT_S:g} s); past it the command exits 3"),
+    (ENV_TEST_USER, ("xcecli", "xceadmin"),
+     "act as this user (a daemon in mode: test only); xcecli's --as-user"),
+    ("XCE_JOBID, XCE_JOBINDEX, XCE_JOB_TOKEN", ("xcecli",),
+     "set inside a job: which job `xcecli launch` starts a task of, and the token that proves it runs inside it"),
+    ("XCE_CONTAINMENT", ("xced",),
+     "how a worker contains each job's processes: auto (the default: a cgroup where the daemon may make one, "
+     "else a child subreaper) or subreaper"),
+    (ENV_TEST_FAULT, ("xced",),
+     "a fault the daemon injects into itself, for tests (mode: test only; refused in production), e.g. "
+     "exit-after-commit:submit"),
     (ENV_DEBUG, ("xcecli", "xceadmin", "xced"), "1: an error also prints its Python traceback"),
     (ENV_LOG_LEVEL, ("xced",), "the log level: DEBUG, INFO (the default), WARNING or ERROR"),
     ("VISUAL, EDITOR", ("xcecli",), "the editor of `xcecli presets edit` (default: vi)"),
@@ -68,6 +77,9 @@ FILES: tuple[tuple[str, str], ...] = (
      "application profiles, projects, roles and the trusted host keys (each optional)"),
     ("TOPDIR/config/presets/NAME.yaml", "server presets"),
     ("TOPDIR/run/xced.sock", "the daemon's Unix socket (the API)"),
+    ("TOPDIR/run/xced.sock.path", "where the socket is instead, when its path under the TopDir would pass the "
+                                  "107 bytes a Unix socket path may have"),
+    ("$TMPDIR/xce-UID/", "the socket's directory in that case (mode 0711)"),
     ("TOPDIR/run/xced.pid, xced.port, xced.ready", "the daemon's process ID, its TCP port, and that it serves"),
     ("TOPDIR/state/xce.db", "the store (SQLite): jobs, events, host events, keys; the daemon's alone"),
     ("TOPDIR/jobs/", "each job's directory: its script, environment and exit status"),

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def bash_complete(prog: str, line: str, top: Path | None = None) -> list[str]:
         """)
     r = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], capture_output=True, text=True,
                        env=shell_env(top), timeout=30)
-    assert r.returncode == 0, r.stderr
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr  # nothing written into the user's terminal
     return [x for x in r.stdout.split("\n") if x]
 
 
@@ -162,10 +163,21 @@ def test_bash_completes_commands_options_and_files(tmp_path):
     # after `--` the job's command: a program first (anything on PATH), then nothing of ours
     assert "sleep" in bash_complete("xcecli", "xcecli submit -n 2 -- slee")
     assert bash_complete("xcecli", "xcecli submit -n 2 sleep --js") == []
-    # a directory value: directories only
+    # a directory value: directories only, one candidate each even with a space in it
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile").write_text("")
+    (tmp_path / "my dir").mkdir()
     assert bash_complete("xcecli", f"xcecli --topdir {tmp_path}/a") == [f"{tmp_path}/adir"]
+    assert bash_complete("xcecli", f"xcecli --topdir {tmp_path}/m") == [f"{tmp_path}/my dir"]
+    # bash splits --opt=VALUE at the = (COMP_WORDBREAKS): the value and what follows still complete
+    assert bash_complete("xcecli", f"xcecli --topdir = {tmp_path}/a") == [f"{tmp_path}/adir"]
+    assert bash_complete("xcecli", f"xcecli --topdir = {tmp_path} ki") == ["kill"]
+    # a command that takes no argument, or past its last one: nothing, and no error on the terminal
+    for line in ("xcecli jobs ", "xcecli hosts x ", "xcecli queues "):
+        assert bash_complete("xcecli", line) == [], line
+    for line in ("xceadmin build ", "xceadmin keys list ", "xceadmin build --topdir /tmp --apply "):
+        assert bash_complete("xceadmin", line) == [], line
+    assert bash_complete("xceadmin", "xceadmin keys token --role w") == ["worker"]
 
 
 def test_no_daemon_means_no_values_and_no_noise():
@@ -211,8 +223,9 @@ def test_values_come_from_the_running_daemon(cluster):
     assert bash_complete("xcecli", "xcecli submit -a py", d.top) == ["pytorch"]
     assert bash_complete("xcecli", "xcecli apps show ", d.top) == ["default", "mpi", "pytorch"]
     assert bash_complete("xceadmin", "xceadmin hosts drain ", d.top) == ["h1"]
-    # --topdir on the line wins over the environment's TopDir
+    # --topdir on the line wins over the environment's TopDir, in either spelling
     assert bash_complete("xcecli", f"xcecli --topdir {d.top} wait ") == [str(run), str(big)]
+    assert bash_complete("xcecli", f"xcecli --topdir = {d.top} wait ") == [str(run), str(big)]
     # each value with its description, as fish shows them
     r = subprocess.run([XCECLI, "__complete", "jobs"], capture_output=True, text=True, env=shell_env(d.top),
                        timeout=30)
@@ -237,6 +250,42 @@ def test_a_stopped_daemon_gives_nothing_after_the_timeout(cluster):
     assert json.loads(d.cli("jobs", "--json", check=True).stdout)["jobs"]  # and it serves again
 
 
+def test_a_daemon_that_answers_a_byte_at_a_time_is_cut_off(tmp_path):
+    """The 200 ms bound is on the whole question, not on each read."""
+    import socket
+    import threading
+
+    path = str(short_tmpdir("xce-drip-") / "s.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen()
+    stop = threading.Event()
+
+    def drip():
+        conn, _ = srv.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+        while not stop.is_set():
+            try:
+                conn.sendall(b"x")
+            except OSError:
+                break
+            time.sleep(0.05)
+        conn.close()
+
+    t = threading.Thread(target=drip, daemon=True)
+    t.start()
+    try:
+        env = {**shell_env(), "XCE_SOCKET": path}
+        env.pop("XCE_TOPDIR")
+        r = subprocess.run([XCECLI, "__complete", "jobs", ""], capture_output=True, text=True, env=env, timeout=10)
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    finally:
+        stop.set()
+        srv.close()
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
+
+
 @needs_fish
 def test_fish_completes_with_the_real_fish(cluster):
     d, run, big = cluster
@@ -246,6 +295,9 @@ def test_fish_completes_with_the_real_fish(cluster):
     assert fish_complete("xcecli", "xcecli submit -q ", d.top) == ["normal", "short"]
     assert fish_complete("xcecli", "xcecli kill ", d.top) == [str(run), str(big)]
     assert fish_complete("xcecli", "xcecli kill ") == []  # no daemon: nothing, not file names
+    assert fish_complete("xcecli", f"xcecli --topdir {d.top} kill ") == [str(run), str(big)]
+    assert fish_complete("xcecli", f"xcecli --topdir={d.top} kill ") == [str(run), str(big)]
+    assert fish_complete("xceadmin", f"xceadmin hosts close --topdir {d.top} h1 ") == []  # past HOST: nothing
     assert fish_complete("xceadmin", "xceadmin hosts close ", d.top) == ["h1"]
     assert "sleep" in fish_complete("xcecli", "xcecli submit -n 2 -- slee")
 
@@ -262,6 +314,9 @@ def test_zsh_completes_with_the_real_zsh(cluster):
     assert zsh_complete("xcecli", "xcecli submit -q ", d.top) == ["normal", "short"]
     assert zsh_complete("xcecli", "xcecli requeue ", d.top) == [str(run), str(big)]
     assert zsh_complete("xcecli", "xcecli requeue ") == []
+    assert zsh_complete("xcecli", f"xcecli --topdir {d.top} requeue ") == [str(run), str(big)]
+    assert zsh_complete("xcecli", f"xcecli --topdir={d.top} requeue ") == [str(run), str(big)]
+    assert zsh_complete("xcecli", "xcecli jobs ") == []
     assert zsh_complete("xceadmin", "xceadmin sim run --policy ") == ["easy", "fcfs"]
 
 
@@ -289,3 +344,6 @@ def test_man_pages_say_defaults_exit_codes_and_environment():
     daemon = (MAN / "xced.8").read_text()
     assert "[default: controller,scheduler,worker,apiserver]" in daemon and "XCE_LOG_LEVEL" in daemon
     assert "XCE_CONTROLLER_KEY" not in daemon  # each page names what its tool reads
+    assert "XCE_CONTAINMENT" in daemon and "xced.sock.path" in daemon and "XCE_JOB_TOKEN" in cli
+    for page in (cli, admin, daemon):  # the help's `code` is set in bold, not shown as backticks
+        assert "`" not in page

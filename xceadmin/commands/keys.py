@@ -21,13 +21,15 @@ from typing import List, Optional
 
 import typer
 
+from xceadmin.connect import nonblank_topdir
+
 app = typer.Typer(no_args_is_help=True, help="Host keys: each xced has its own Ed25519 key pair; only public keys move.")
 
 
 
 @app.command("gen")
 def gen(
-    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR",
+    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR", callback=nonblank_topdir,
                                          help="the TopDir of the xced the key is for (default: XCE_TOPDIR, else "
                                               "the personal cluster's)"),
     force: bool = typer.Option(False, "--force", help="replace an existing key pair (the old one is then no longer "
@@ -181,7 +183,7 @@ def _when(t: float | None) -> str:
     return format_time(t) or "never"
 
 
-_TOPDIR = typer.Option(None, "--topdir", metavar="DIR", help="the controller's TopDir (default: XCE_TOPDIR, else the "
+_TOPDIR = typer.Option(None, "--topdir", metavar="DIR", callback=nonblank_topdir, help="the controller's TopDir (default: XCE_TOPDIR, else the "
                                                              "personal cluster's)")
 
 
@@ -190,7 +192,8 @@ def trust(
     pubkey_file: str = typer.Argument(..., metavar="PUBKEY-FILE", help="the host's public key (its keys/host.pub), "
                                                                        "or - for stdin"),
     host: str = typer.Option(..., "--host", help="the host the key belongs to"),
-    role: List[str] = typer.Option(..., "--role", help="worker, scheduler, apiserver or admin (repeatable)"),
+    role: List[str] = typer.Option(..., "--role", metavar="worker|scheduler|apiserver|admin",
+                                   help="worker, scheduler, apiserver or admin (repeatable)"),
     expires: Optional[str] = typer.Option(None, "--expires", metavar="WHEN", help="90d, 12h, a UTC time (2027-03-01T12:00:00Z), or "
                                                                   "never (the default)"),
     comment: str = typer.Option("", "--comment", metavar="TEXT", help="free text kept with the key"),
@@ -312,7 +315,8 @@ def list_(topdir: Optional[str] = _TOPDIR, as_json: bool = typer.Option(False, "
 
 @app.command("token")
 def token(
-    role: List[str] = typer.Option(..., "--role", help="the role the enrolled host gets: worker, scheduler or "
+    role: List[str] = typer.Option(..., "--role", metavar="worker|scheduler|apiserver",
+                                   help="the role the enrolled host gets: worker, scheduler or "
                                                         "apiserver (one)"),
     host: Optional[str] = typer.Option(None, "--host", help="bind the token to this host name"),
     expires: str = typer.Option("1h", "--expires", metavar="DURATION", help="how long it is valid: 1h, 30m, 2d (at most 7 days)"),
@@ -348,12 +352,13 @@ def enroll(
     token: str = typer.Argument(..., metavar="TOKEN", help="the one-time token of `xceadmin keys token`"),
     controller: str = typer.Option(..., "--controller", metavar="tcp://HOST:PORT",
                                    help="the controller (its run/xced.port)"),
-    role: str = typer.Option("worker", "--role", help="the role the token is for: worker, scheduler or apiserver"),
+    role: str = typer.Option("worker", "--role", metavar="worker|scheduler|apiserver",
+                              help="the role the token is for: worker, scheduler or apiserver"),
     host: Optional[str] = typer.Option(None, "--host", help="this host's name as the token and the cluster know it "
                                                             "(default: this machine's name)"),
     controller_key: Optional[str] = typer.Option(None, "--controller-key", metavar="FILE|SHA256:...",
                                                  help="the controller's key, when the token carries none"),
-    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR",
+    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR", callback=nonblank_topdir,
                                          help="the TopDir of the xced being enrolled (default: XCE_TOPDIR)"),
     as_json: bool = typer.Option(False, "--json", help="print the trusted entry as `keys list --json` shows it"),
 ) -> None:
@@ -566,7 +571,7 @@ def pub(
     cluster: Optional[str] = typer.Option(None, "--cluster", metavar="NAME",
                                           help="with --admin: the cluster whose admin key (default: the cluster of "
                                                "the controller reached as the other commands do)"),
-    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR",
+    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR", callback=nonblank_topdir,
                                          help="the TopDir of the xced whose host key (default: XCE_TOPDIR, else "
                                               "the personal cluster's)"),
     as_json: bool = typer.Option(False, "--json", help="print {fingerprint, public_key}"),

@@ -40,7 +40,8 @@ CLI_EXIT_CODES: tuple[tuple[int, str], ...] = (
         "errors"),
     (2, "a usage error: an unknown option or command, a missing or malformed argument"),
     (3, "the daemon could not be reached, or its store could not be written: nothing was done, and the same "
-        "command may succeed later"),
+        "command may succeed later (submit, submit -K, wait and jobs keep trying for XCE_CONNECT_TIMEOUT first; "
+        "the other commands exit 3 at once)"),
 )
 
 
