@@ -305,6 +305,12 @@ def test_host_control_drain_and_its_errors(cluster, tmp_path):
     assert r.returncode == 1 and "'nope' is not a host of this cluster" in r.stderr, r.stderr
     r = c.admin("hosts", "close", "a/b")
     assert r.returncode == 2 and "a host name is a letter or digit" in r.stderr, r.stderr
+    # a reason is one line that every user reads: no newline, tab or terminal escape, not blank
+    for bad, said in (("line1\nline2", "control character"), ("red \x1b[31m", "control character"),
+                      ("a\tb", "control character"), ("   ", "blank")):
+        r = c.admin("hosts", "close", "h1", "--reason", bad)
+        assert r.returncode == 1 and said in r.stderr and "\n" not in r.stderr.rstrip("\n"), r.stderr
+    assert c.hosts()["h1"]["status"] == "ok"
     assert c.admin("hosts", "close", "h1", "--reason", "fan").returncode == 0
     r = c.admin("hosts", "close", "h1", "--reason", "fan")
     assert r.returncode == 0 and "already closed" in r.stderr and r.stdout == "", (r.stdout, r.stderr)

@@ -346,9 +346,25 @@ class HostList(Body):
 
 
 class HostControlRequest(Body):
-    """`xceadmin hosts open|close|drain HOST --reason TEXT` (CLI-4)."""
+    """`xceadmin hosts open|close|drain HOST --reason TEXT` (CLI-4). The reason is shown to
+    every user by `xcecli hosts` and `xceadmin hosts hist`: one line of text, so control
+    characters (newlines, tabs, terminal escapes) are refused, as in a job name, and so is a
+    reason of spaces alone."""
 
     reason: str | None = Field(None, max_length=1000)
+
+    @field_validator("reason")
+    @classmethod
+    def _one_line(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        bad = next((c for c in v if ord(c) < 32 or 127 <= ord(c) < 160), None)
+        if bad is not None:
+            raise ValueError(f"the reason holds a control character ({bad!r}); give one line of text, without "
+                             f"newlines, tabs or escapes")
+        if not v.strip():
+            raise ValueError("the reason is blank; give a few words, or leave --reason out")
+        return v
 
 
 class HostControlResult(Body):
