@@ -48,6 +48,16 @@ __all__ = ["Options", "Remote", "connect", "default_key_host", "key_host", "remo
 HOST_PATTERN = re.compile(_HOST_RULE)
 
 
+
+def nonblank_topdir(value: str | None) -> str | None:
+    """The callback of every xceadmin `--topdir`: an empty or blank DIR (a script's unset
+    variable) is a usage error (exit 2), never the default TopDir, as `xcecli --topdir ''`
+    and `xced --topdir ''` refuse it too."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("the TopDir is empty; give a directory, e.g. --topdir /srv/xce",
+                                 param_hint="'--topdir'")
+    return value
+
 @dataclass(frozen=True)
 class Options:
     """xceadmin's global options (the root callback sets them): `controller`

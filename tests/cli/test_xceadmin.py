@@ -109,3 +109,19 @@ def test_nonexistent_topdir(tmp_path: Path) -> None:
 
 def test_usage_error_is_2(tmp_path: Path) -> None:
     assert run("build", "--no-such-option", cwd=tmp_path).returncode == 2
+
+
+def test_an_empty_topdir_is_a_usage_error_never_the_current_or_default_one(tmp_path: Path) -> None:
+    """A script's unset variable (`xceadmin init "$DIR"`) must not make a TopDir in the current
+    directory, nor `build --topdir ''` compile the personal cluster (issue 16, bad input)."""
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
+    init = run("init", "", cwd=tmp_path, env=env)
+    assert init.returncode == 2 and "DIR is empty" in init.stderr, init.stderr
+    assert list(tmp_path.iterdir()) == []
+    for argv in (["build", "--topdir", ""], ["build", "--topdir", "  "], ["keys", "list", "--topdir", ""],
+                 ["hosts", "hist", "--topdir", ""], ["debug", "clock", "--advance", "1s", "--topdir", ""],
+                 ["sim", "record", "--stop", "--topdir", ""]):
+        r = run(*argv, cwd=tmp_path, env=env)
+        assert r.returncode == 2 and "the TopDir is empty" in r.stderr, (argv, r.stderr)
+    assert list(tmp_path.iterdir()) == []

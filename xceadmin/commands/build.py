@@ -6,6 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from xceadmin.connect import nonblank_topdir
+
 HELP = (
     "Check and compile config/xce.yaml, queues.yaml and hosts.yaml of the TopDir, and the optional "
     "applications.yaml, projects.yaml and rbac.yaml, and the server presets of config/presets/ (or "
@@ -30,6 +32,7 @@ def build(
         typer.Option(
             "--topdir",
             metavar="DIR",
+            callback=nonblank_topdir,
             help="TopDir to compile; default $XCE_TOPDIR, else the user's data dir.",
             show_default=False,
         ),

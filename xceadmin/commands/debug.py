@@ -12,6 +12,8 @@ from typing import Optional
 
 import typer
 
+from xceadmin.connect import nonblank_topdir
+
 app = typer.Typer(no_args_is_help=True, help="Tools for tests (a daemon in mode: test only).")
 
 
@@ -19,7 +21,8 @@ app = typer.Typer(no_args_is_help=True, help="Tools for tests (a daemon in mode:
 def clock(
     advance: str = typer.Option(..., "--advance", metavar="DURATION", help="how far to move the daemon's clock on: "
                                                                           "90s, 30m, 2h, 1d"),
-    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR", help="the daemon's TopDir"),
+    topdir: Optional[str] = typer.Option(None, "--topdir", metavar="DIR", callback=nonblank_topdir,
+                                         help="the daemon's TopDir"),
     as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
 ) -> None:
     """Advance the daemon's clock (test mode only): expiry and grace periods without sleeping."""

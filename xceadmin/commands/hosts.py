@@ -21,9 +21,11 @@ from typing import Optional
 
 import typer
 
+from xceadmin.connect import nonblank_topdir
+
 app = typer.Typer(no_args_is_help=True, help="Open, close or drain hosts (LSF badmin hopen/hclose).")
 
-_TOPDIR = typer.Option(None, "--topdir", metavar="DIR", help="the controller's TopDir (default: XCE_TOPDIR, else the "
+_TOPDIR = typer.Option(None, "--topdir", metavar="DIR", callback=nonblank_topdir, help="the controller's TopDir (default: XCE_TOPDIR, else the "
                                                              "personal cluster's)")
 _REASON = typer.Option(None, "--reason", metavar="TEXT", help="why (shown by `xcecli hosts`; at most 1,000 characters)")
 _JSON = typer.Option(False, "--json", help="print the result as JSON: {host, changed, message}")

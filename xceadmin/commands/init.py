@@ -18,7 +18,7 @@ HELP = (
 
 def init(
     directory: Annotated[
-        Path,
+        str,
         typer.Argument(metavar="DIR", help="TopDir to create (parents are made as needed).", show_default=False),
     ],
 ) -> None:
@@ -36,7 +36,9 @@ def init(
         typer.echo(f"xceadmin init: error: {message}", err=True)
         return typer.Exit(1)
 
-    given = directory.expanduser()
+    if not directory.strip():  # a script's unset variable: never the current directory
+        raise typer.BadParameter("DIR is empty; give the TopDir to make, e.g. /srv/xce", param_hint="'DIR'")
+    given = Path(directory).expanduser()
     topdir = given.absolute()
     names = (*REQUIRED_FILES, PROJECTS_FILE, RBAC_FILE, SITE_PRESET)
     existing = [topdir / CONFIG_DIR / name for name in names if (topdir / CONFIG_DIR / name).exists()]

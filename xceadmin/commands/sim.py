@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from xceadmin.connect import nonblank_topdir
+
 HELP = "Replay workloads through the scheduler xced runs, on a virtual clock (SIM-1)."
 
 RUN_HELP = (
@@ -321,7 +323,7 @@ def record(
                                                 help="Recording name: <TopDir>/recordings/NAME.jsonl (a new file).",
                                                 show_default=False)] = None,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the recording.")] = False,
-    topdir: Annotated[Optional[str], typer.Option("--topdir", metavar="DIR",  # noqa: UP007
+    topdir: Annotated[Optional[str], typer.Option("--topdir", metavar="DIR", callback=nonblank_topdir,  # noqa: UP007
                                                   help="TopDir of the daemon; default $XCE_TOPDIR, else the "
                                                        "user's data dir.", show_default=False)] = None,
 ) -> None:
