@@ -585,16 +585,20 @@ def run(
         return
     if enroll:
         _die("--enroll is for a new worker host (--roles worker --controller URL)", 2)
+    # what only a worker offers (given as 0 too): refused by the other roles, never ignored
+    worker_only = [f"--{n}" for n, v in (("slots", slots), ("memory", memory), ("resource", resource),
+                                         ("attribute", attribute), ("tag", tag)) if v or v == 0]
     if wanted == {"apiserver"}:
         if not controller:
             _die("--roles apiserver (a login host) needs --controller tcp://HOST:PORT (the controller's run/xced.port)",
                  2)
-        worker_only = [f"--{n}" for n, v in (("slots", slots), ("memory", memory), ("resource", resource),
-                                             ("attribute", attribute), ("tag", tag)) if v]
         if worker_only:
             _die(f"{', '.join(worker_only)}: worker options; a login host (--roles apiserver) runs no jobs", 2)
         _run_login(topdir, controller, controller_key, host_name)
         return
+    if worker_only:  # never silently ignored: the controller's hosts are those of hosts.yaml
+        _die(f"{', '.join(worker_only)}: options of a worker joining a controller (--roles worker --controller "
+             f"URL); with the default roles this host offers what config/hosts.yaml says", 2)
     if "worker" in wanted and wanted != valid or controller or not {"controller", "scheduler", "apiserver"} <= wanted:
         _die("the roles run all together (the default), as `--roles controller,scheduler,apiserver` (no jobs "
              f"on this machine; every host joins as a worker), as `--roles worker --controller URL`, or as "

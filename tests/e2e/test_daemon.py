@@ -520,3 +520,17 @@ def test_a_job_id_of_thousands_of_digits_is_an_unknown_route_not_a_500(shared_da
     r = shared_daemon.cli("api", "GET", "/jobs/" + "9" * 5000)
     assert r.returncode == 1 and "no such route in the XCE API; a job ID is a positive integer of at most 18 " \
         "digits" in r.stderr and "(5013 characters)" in r.stderr and "internal error" not in r.stderr, r.stderr
+
+
+def test_worker_options_are_refused_with_the_default_roles(topdir):
+    """`--slots`, `--memory`, `--resource`, `--attribute` and `--tag` describe a worker that
+    joins a controller; with the default roles the host is hosts.yaml's, so they are a usage
+    error (exit 2) naming them, never silently ignored (issue 16, bad input). Nothing starts."""
+    write_config(topdir)
+    env = {k: v for k, v in os.environ.items() if k not in ("XCE_TOPDIR", "XCE_SOCKET")}
+    for extra in (["--slots", "1"], ["--slots", "0"], ["--memory", "lots"], ["--tag", "ssd", "--slots", "-3"]):
+        r = subprocess.run([XCED, "--topdir", str(topdir), *extra], capture_output=True, text=True, timeout=60,
+                           env=env)
+        assert r.returncode == 2 and "options of a worker joining a controller" in r.stderr, (extra, r.stderr)
+        assert extra[0] in r.stderr and "Traceback" not in r.stderr
+    assert not (topdir / "run" / "xced.pid").exists()
