@@ -88,7 +88,6 @@ def test_a_umask_must_be_an_integer_from_0_to_0o777(shared_daemon, umask, needle
 
 
 def test_nul_in_an_output_path_and_a_body_that_is_not_json_are_refused(shared_daemon):
-
     r = shared_daemon.cli("api", "POST", "/jobs", "--data", json.dumps({"argv": ["true"], "cwd": "/tmp",
                                                                          "stdout": "o\u0000x"}))
     assert r.returncode == 1 and "-o 'o\\x00x': a file name cannot contain a NUL byte" in r.stderr, r.stderr
