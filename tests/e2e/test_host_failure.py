@@ -475,10 +475,17 @@ def test_a_lost_second_host_requeues_the_job_and_its_stale_task_is_killed_at_the
     assert j["state"] == "RUN" and _hosts_of(j) == ["h1", "h3"], j
     assert not _pid_gone(new_task, 0.1), "the current attempt's task on h3 was killed"
     assert "host h2 runs a stale copy of job" in c.ctl.log.read_text()  # the fencing is logged
+    _let_it_end_done_on(d, jid, ["h1", "h3"], new_task, tmp_path)
+
+
+def _let_it_end_done_on(d, jid: int, hosts: list[str], task: int, tmp_path) -> None:
+    """Let the two-host job end (its `go` file) and check that it ended DONE on `hosts`, that
+    its current task `task` (a PID) is gone with it, and that no EXIT of a stale copy was ever
+    recorded in its history."""
     (tmp_path / "go").write_text("")
     j = _state(d, jid, ("DONE", "EXIT"))
-    assert j["state"] == "DONE" and _hosts_of(j) == ["h1", "h3"], j
-    assert _pid_gone(new_task)
+    assert j["state"] == "DONE" and _hosts_of(j) == hosts, j
+    assert _pid_gone(task)
     events = json.loads(d.cli("hist", str(jid), "--json", check=True).stdout)["events"]
     assert [e["kind"] for e in events].count("EXIT") == 0, events
 
@@ -517,12 +524,7 @@ def test_a_lost_first_host_requeues_the_job_and_its_task_on_the_second_host_is_e
     j = d.show(jid)
     assert j["state"] == "RUN" and _hosts_of(j) == ["h2", "h3"], j  # that end was not the job's
     assert not _pid_gone(new_task, 0.1)
-    (tmp_path / "go").write_text("")
-    j = _state(d, jid, ("DONE", "EXIT"))
-    assert j["state"] == "DONE" and _hosts_of(j) == ["h2", "h3"], j
-    assert _pid_gone(new_task)
-    events = json.loads(d.cli("hist", str(jid), "--json", check=True).stdout)["events"]
-    assert [e["kind"] for e in events].count("EXIT") == 0, events
+    _let_it_end_done_on(d, jid, ["h2", "h3"], new_task, tmp_path)
 
 
 # ---------------------------------------------------------------------- a keyed worker over TLS (KEY-6)
