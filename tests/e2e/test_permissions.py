@@ -129,9 +129,10 @@ def _route_cases(jobs: dict[str, int], cwd: str):
         yield (("POST", jp + "/launch"), "POST", f"/jobs/{jid}/launch", {"host": "h1", "argv": ["true"]}, None, job,
                "token-or-owner", {409})
         yield (("POST", jp + "/requeue"), "POST", f"/jobs/{jid}/requeue", {}, None, job, "job:requeue", {200, 409})
-    for path in ("/info", "/hosts", "/hosts/events", "/queues", "/apps", "/apps/default", "/jobs", "/projects"):
+    for path in ("/info", "/hosts", "/hosts/events", "/queues", "/apps", "/apps/default", "/jobs", "/jobs/table",
+                 "/projects"):
         key = ("GET", "/xce/v1/apps/{name}" if path == "/apps/default" else "/xce/v1" + path)
-        yield (key, "GET", path, None, {"user": "all"} if path == "/jobs" else None, None, view, {200})
+        yield (key, "GET", path, None, {"user": "all"} if path.startswith("/jobs") else None, None, view, {200})
     # RBAC-4: preset routes need no permission (the cluster has no server preset: 404 for a name)
     yield (("GET", "/xce/v1/presets"), "GET", "/presets", None, None, None, "none", {200})
     yield (("GET", "/xce/v1/presets/{name}"), "GET", "/presets/site-default", None, None, None, "none", {404})

@@ -41,6 +41,7 @@ REQUESTS: dict[tuple[str, str], tuple[str, dict | None]] = {
     ("POST", "/xce/v1/jobs"): ("/jobs", NO_BODY),
     ("POST", "/xce/v1/jobs/dry-run"): ("/jobs/dry-run", NO_BODY),
     ("GET", "/xce/v1/jobs"): ("/jobs", None),
+    ("GET", "/xce/v1/jobs/table"): ("/jobs/table", None),
     ("GET", "/xce/v1/jobs/{job_id:jobid}"): (f"/jobs/{JOB}", None),
     ("GET", "/xce/v1/jobs/{job_id:jobid}/events"): (f"/jobs/{JOB}/events", None),
     ("GET", "/xce/v1/jobs/{job_id:jobid}/why"): (f"/jobs/{JOB}/why", None),

@@ -256,6 +256,7 @@ ROUTES = {
     ("POST", "/xce/v1/jobs"): "queue:submit",
     ("POST", "/xce/v1/jobs/dry-run"): "queue:submit",
     ("GET", "/xce/v1/jobs"): "cluster:view",
+    ("GET", "/xce/v1/jobs/table"): "cluster:view",
     ("GET", "/xce/v1/jobs/{job_id:jobid}"): "cluster:view",
     ("GET", "/xce/v1/jobs/{job_id:jobid}/events"): "cluster:view",
     ("GET", "/xce/v1/jobs/{job_id:jobid}/why"): "cluster:view",

@@ -6,17 +6,7 @@ from typing import List, Optional
 
 import typer
 
-#: Fields of `xcecli jobs -o` (bjobs -o style), in default order.
-FIELDS = {
-    "id": "JOBID", "user": "USER", "state": "STAT", "queue": "QUEUE", "project": "PROJ_NAME", "hosts": "EXEC_HOST",
-    "name": "JOB_NAME", "submit_time": "SUBMIT_TIME", "start_time": "START_TIME", "end_time": "END_TIME",
-    "exit_code": "EXIT_CODE", "ntasks": "NTASKS", "elements": "ELEMENTS", "run_as": "RUN_AS", "app": "APP",
-    "reason": "PEND_REASON",
-}
-DEFAULT_FIELDS = ["id", "user", "state", "queue", "hosts", "name", "submit_time"]
-#: the column headers (bjobs -o names) are accepted as field names too
-ALIASES = {h.lower(): f for f, h in FIELDS.items()} | {"stat": "state", "jobid": "id", "exec_host": "hosts"}
-
+from xced.api.listing import FIELDS
 
 def _job_ref(text: str) -> tuple[int, int | None]:
     from xced.model.jobs import parse_job_ref
@@ -25,54 +15,6 @@ def _job_ref(text: str) -> tuple[int, int | None]:
         return parse_job_ref(text)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-
-
-def _hosts(el: dict | None) -> str | None:
-    if el is None or not el["alloc"]:
-        return None
-    return ":".join(f"{a['slots']}*{a['host']}" if a["slots"] > 1 else a["host"] for a in el["alloc"])
-
-
-def _name(job: dict) -> str | None:
-    spec = job["array_spec"]
-    return (job["name"] or "") + (spec[spec.index("["):] if spec else "") or None
-
-
-def _ntasks(job: dict, el: dict | None) -> object:
-    if el and el["alloc"]:
-        return sum(a["slots"] for a in el["alloc"])
-    lo, hi = job["ntasks_min"], job["ntasks_max"]
-    return lo if lo == hi else f"{lo},{hi}"
-
-
-def _getters():
-    from xcecli.output import fmt_time
-
-    return {
-        "id": lambda j, e: j["job_id"], "user": lambda j, e: j["user"], "state": lambda j, e: j["state"],
-        "queue": lambda j, e: j["queue"], "project": lambda j, e: j.get("project"), "run_as": lambda j, e: j["run_as"], "hosts": lambda j, e: _hosts(e),
-        "app": lambda j, e: j.get("app"),
-        "name": lambda j, e: _name(j), "submit_time": lambda j, e: fmt_time(j["submit_time"]),
-        "start_time": lambda j, e: fmt_time(e["start_time"]) if e else None,
-        "end_time": lambda j, e: fmt_time(e["end_time"]) if e else None,
-        "exit_code": lambda j, e: e["exit_code"] if e else None, "ntasks": _ntasks,
-        "elements": lambda j, e: ",".join(f"{n} {s}" for s, n in sorted(j["counts"].items()))
-        if j["array_spec"] else None,
-        "reason": lambda j, e: (e["pend_reason"]["main"] if e["pend_reason"] else e.get("host_problem")) if e else None,
-    }
-
-
-def rows_of(jobs: list[dict], cols: list[str]) -> list[list[object]]:
-    """Table cells of `xcecli jobs` from jobs as the API's JSON (JobOut dicts). A plain job's
-    columns come from its one element; an array's from the job (ELEMENTS counts states)."""
-    get = _getters()
-    fns = [get[c] for c in cols]
-    out = []
-    for j in jobs:
-        els = j["elements"]
-        el = els[0] if len(els) == 1 and j["array_spec"] is None else None
-        out.append([f(j, el) for f in fns])
-    return out
 
 
 def register(app: typer.Typer) -> None:
@@ -100,22 +42,36 @@ def register(app: typer.Typer) -> None:
                 if part.upper() not in JobState.__members__:
                     raise typer.BadParameter(f"-s {part!r}: valid states are {', '.join(JobState.__members__)}")
                 states.append(part.upper())
-        cols = DEFAULT_FIELDS
-        if fields:
-            cols = [ALIASES.get(f.lower(), f.lower()) for f in fields.replace(",", " ").split()]
-            bad = [f for f in cols if f not in FIELDS]
-            if bad:
-                raise typer.BadParameter(f"-o: unknown field(s) {', '.join(bad)}; valid fields: {' '.join(FIELDS)}")
-        # plain JSON, no model parsing: 10,000 jobs must list within the 300 ms aim (bench)
-        # rides out a daemon restart (JOB-10): retried up to XCE_CONNECT_TIMEOUT, saying so once
-        res = ctx.obj.client().jobs_raw(user=user, queue=queue, states=states or None, all=all_, project=project,
-                                        on_lost=err)
+        from xced.api.listing import TIME_FIELDS, parse_fields
+
+        try:
+            cols = parse_fields(fields)
+        except ValueError as e:
+            raise typer.BadParameter(f"-o: {e}") from None
+        # plain JSON, no model parsing; rides out a daemon restart (JOB-10): retried up to
+        # XCE_CONNECT_TIMEOUT, saying so once
+        client = ctx.obj.client()
         if as_json:
             import sys
 
+            res = client.jobs_raw(user=user, queue=queue, states=states or None, all=all_, project=project,
+                                  on_lost=err)
             sys.stdout.buffer.write(res.body + b"\n")
             return
-        table([FIELDS[f] for f in cols], rows_of(res.json()["jobs"], cols))
+        # the daemon sends only these columns (GET /jobs/table, issue 17): a tenth of the bytes
+        params = {"fields": " ".join(cols), "user": user, "queue": queue, "project": project,
+                  "state": states or None, "all": "true" if all_ else None}
+        res = client.request_retried("GET", "/jobs/table", params={k: v for k, v in params.items() if v},
+                                     on_lost=err)
+        rows = res.json()["rows"]
+        timed = [i for i, c in enumerate(cols) if c in TIME_FIELDS]
+        if timed:
+            from xcecli.output import fmt_time
+
+            for r in rows:
+                for i in timed:
+                    r[i] = fmt_time(r[i])
+        table([FIELDS[f] for f in cols], rows)
 
     @app.command()
     def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:

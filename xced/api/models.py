@@ -289,6 +289,15 @@ class JobList(Body):
     jobs: list[JobOut]
 
 
+class JobTable(Body):
+    """GET /jobs/table: the listing of `xcecli jobs -o FIELDS`, projected by the daemon
+    (xced.api.listing): `fields` in order, then one row of cells per job, each cell a job
+    ID, text, a count, epoch seconds for the *_time fields, or null."""
+
+    fields: list[str]
+    rows: list[list[int | float | str | None]]
+
+
 class EventOut(Body):
     """One transition or notable event of a job (D-5)."""
 
