@@ -31,7 +31,6 @@ Pure: no I/O, no pydantic; imported by the CLI on its hot path (CLI-6).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from xced.model.units import (
@@ -61,7 +60,6 @@ class OptionError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
 class SubmitOption:
     """One option of `xcecli submit`.
 
@@ -70,17 +68,22 @@ class SubmitOption:
     value's form as help shows it. `kind`: "one" (a string), "list" (repeatable, kept in
     order), "map" (repeatable NAME=VALUE, the last for a NAME wins), "flag" (no value).
     `preset_field`: a job option, which a preset may set; False for how the command
-    behaves (`--parsable`, `-K`, `--dry-run`, `--preset` itself)."""
+    behaves (`--parsable`, `-K`, `--dry-run`, `--preset` itself). `limit`: the most
+    characters of a "one" value, or items of a "list" or "map" one: the submit body's own
+    bound (xced.api.models.SubmitRequest), so a preset is held to it too.
 
-    name: str
-    flags: tuple[str, ...]
-    metavar: str
-    kind: Kind
-    help: str
-    preset_field: bool = True
-    #: the most characters of a "one" value, or items of a "list" or "map" one: the submit
-    #: body's own bound (xced.api.models.SubmitRequest), so a preset is held to it too
-    limit: int | None = None
+    A plain class with __slots__, not a dataclass: `dataclasses` imports `inspect`, about
+    15 ms of the 50 ms a submit may cost (CLI-6, issue 17). Treat instances as read-only."""
+
+    __slots__ = ("name", "flags", "metavar", "kind", "help", "preset_field", "limit")
+
+    def __init__(self, name: str, flags: tuple[str, ...], metavar: str, kind: Kind, help: str,
+                 preset_field: bool = True, limit: int | None = None) -> None:
+        self.name, self.flags, self.metavar, self.kind = name, flags, metavar, kind
+        self.help, self.preset_field, self.limit = help, preset_field, limit
+
+    def __repr__(self) -> str:
+        return f"SubmitOption({self.name!r}, {self.flags!r}, kind={self.kind!r})"
 
 
 OPTIONS: tuple[SubmitOption, ...] = (
