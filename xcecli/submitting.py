@@ -11,13 +11,7 @@ xced.api.funnel) or SystemExit with the code to exit with.
 
 from __future__ import annotations
 
-
-class Usage(Exception):
-    """A usage error of `xcecli submit` found before anything was sent: `message`, one line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+from xcecli.usage import Usage
 
 
 def given_values(opts: dict) -> dict:

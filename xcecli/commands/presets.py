@@ -161,7 +161,8 @@ def register(app: typer.Typer) -> None:
         from xcecli.output import err
 
         name = _name(preset)  # the name first: no file for a bad one
-        from xcecli.submitting import Usage, given_values
+        from xcecli.submitting import given_values
+        from xcecli.usage import Usage
 
         try:
             values = given_values(opts)

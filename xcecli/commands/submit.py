@@ -54,7 +54,8 @@ def register(app: typer.Typer) -> None:
     @with_parameters(command_arg, options=OPTIONS)
     def submit(ctx: typer.Context, command: List[str], **opts) -> None:
         """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...]"""
-        from xcecli.submitting import Usage, run
+        from xcecli.submitting import run
+        from xcecli.usage import Usage
 
         try:
             run(opts, list(command), ctx.obj.client)
