@@ -14,7 +14,7 @@ pages and usage errors all come from it. The reader here takes only what it is s
 with click's own rules for what it takes (see `read`); for anything else it *declines*,
 before anything is sent or printed, and `__main__` runs the Typer app on the same argv:
 `-h`/`--help`, an option it does not know, a missing value, a value that starts with `-`,
-flags bunched together (`-Kn4`), `show --json`, an argument the shared code refuses
+flags bunched together (`-Kn4`), an argument the shared code refuses
 (xcecli.usage.Usage, e.g. `-n 0` or a script that does not exist), a closed stdout, or a
 shell completion request. Tests hold the two readers to the same result for every option
 of the submit table (tests/cli/test_fast.py).
@@ -142,10 +142,10 @@ def _jobs(argv: list[str], client_of):
 def _show(argv: list[str], client_of):
     from xcecli.views import show
 
-    given, args = read(argv, {}, interspersed=True)
+    given, args = read(argv, {"--json": ("as_json", "flag")}, interspersed=True)
     if len(args) != 1:
         raise Decline("show takes one job")
-    return lambda: show(client_of, args[0])
+    return lambda: show(client_of, args[0], **given)  # type: ignore[arg-type]
 
 
 COMMANDS = {"submit": _submit, "jobs": _jobs, "show": _show}

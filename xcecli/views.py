@@ -72,14 +72,13 @@ def jobs(client_of, *, user: str | None = None, queue: str | None = None, projec
     table([FIELDS[f] for f in cols], rows)
 
 
-def show(client_of, job: str) -> None:
+def show(client_of, job: str, as_json: bool = False) -> None:
     """`xcecli show JOB` (LSF bjobs -l): the job's request, who it runs as, and a row per
     element, from the daemon's GET /jobs/ID answer (a JobOut, read as plain JSON). `job` is
-    `123` or `123[4]` (that element only). Raises Usage for a malformed ID, NotFound for an
-    unknown job or element."""
-    import shlex
-
-    from xcecli.output import fmt_duration, fmt_time, table
+    `123` or `123[4]` (that element only). `as_json`: the JobOut itself, indented by 2, as
+    the daemon sent it (its fields in the model's order; with `123[4]` only that element).
+    Raises Usage for a malformed ID, NotFound for an unknown job or element."""
+    import json
 
     jid, idx = job_ref(job)
     j = client_of().request("GET", f"/jobs/{jid}").json()
@@ -90,6 +89,14 @@ def show(client_of, job: str) -> None:
             from xced.api.errors import NotFound
 
             raise NotFound(f"job {jid} has no element {idx}")
+        j["elements"] = els
+    if as_json:
+        print(json.dumps(j, indent=2, ensure_ascii=False))
+        return
+    import shlex
+
+    from xcecli.output import fmt_duration, fmt_time, table
+
     params = j.get("app_params") or {}
     meta = j.get("meta")
     pr = meta.get("preset") if isinstance(meta, dict) else None

@@ -51,23 +51,10 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
         """Show a job in full (LSF bjobs -l): its request, who it runs as, every element."""
-        if as_json:
-            from xcecli.output import print_json
-
-            jid, idx = _job_ref(job)
-            j = ctx.obj.client().job(jid)
-            if idx is not None:
-                j.elements = [e for e in j.elements if e.index == idx]
-                if not j.elements:
-                    from xced.api.errors import NotFound
-
-                    raise NotFound(f"job {jid} has no element {idx}")
-            print_json(j)
-            return
         from xcecli import views
 
         with _usage():
-            views.show(ctx.obj.client, job)
+            views.show(ctx.obj.client, job, as_json)
 
     @app.command()
     def why(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID, 123 or 123[4]"),
