@@ -11,6 +11,7 @@ xced.api.funnel) or SystemExit with the code to exit with.
 
 from __future__ import annotations
 
+from xced.api.errors import InvalidRequest
 from xcecli.usage import Usage
 
 
@@ -31,12 +32,27 @@ def given_values(opts: dict) -> dict:
     return out
 
 
+def _which(prog: str, path: str) -> str | None:
+    """The first file named `prog` that the user may execute in a directory of `path` (a
+    PATH value; an empty entry is the current directory), as a shell's command search finds
+    it; None when there is none or `path` is empty. What shutil.which does for a name without a slash, without
+    importing shutil, which brings bz2 and lzma and costs about 4 ms of a submit's 50 (CLI-7)."""
+    import os
+
+    if not path:
+        return None
+    for d in path.split(os.pathsep):
+        p = os.path.join(d or os.curdir, prog)
+        if os.access(p, os.F_OK | os.X_OK) and not os.path.isdir(p):
+            return p
+    return None
+
+
 def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
     """The command as the job will run it. A path to an existing script is made absolute
     (and run with /bin/sh when it is not executable); a missing script or a program not
     on PATH is refused here, before anything is submitted."""
     import os
-    import shutil
 
     prog = argv[0]
     if not prog:
@@ -52,10 +68,10 @@ def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]
         if not os.access(path, os.X_OK):
             return ["/bin/sh", path] + argv[1:]
         return [path] + argv[1:]
-    if os.path.isfile(os.path.join(cwd, prog)) and shutil.which(prog, path=env.get("PATH", "")) is None:
+    if os.path.isfile(os.path.join(cwd, prog)) and _which(prog, env.get("PATH", "")) is None:
         path = os.path.join(cwd, prog)
         return ([path] if os.access(path, os.X_OK) else ["/bin/sh", path]) + argv[1:]
-    if shutil.which(prog, path=env.get("PATH", os.defpath)) is None:
+    if _which(prog, env.get("PATH", os.defpath)) is None:
         raise Usage(f"command {prog!r} not found on PATH and no file of that name in {cwd}")
     return argv
 
@@ -67,7 +83,6 @@ def _post(client, path: str, body: dict, key: str | None = None):
     the -w expression as unparsable, print its one-line error and then the expression with a
     caret under the column (the parser is the same pure module the daemon runs,
     xced.model.deps) and exit 1 (CLI-1: refused)."""
-    from xced.api.errors import InvalidRequest
 
     try:
         if key is None:
@@ -164,8 +179,6 @@ _FIELD_OPTION = {"ntasks_min": "ntasks", "ntasks_max": "ntasks", "run_limit_s": 
 def _post_preset(client, path: str, body: dict, sources: dict, preset: str, key: str | None = None):
     """`_post`, for a submit made from a preset: a refusal of a value the preset gave says
     so, since the user never typed it (PRE-1)."""
-    from xced.api.errors import InvalidRequest
-
     try:
         return _post(client, path, body, key)
     except InvalidRequest as e:
@@ -193,6 +206,76 @@ def wait_exit_code(elements) -> int:
     return 1
 
 
+def client_env() -> dict[str, str]:
+    """The submitter's environment, which a job gets (JOB-3): os.environ, less what xcecli set
+    for its own start-up (XCE_CLI_SET_PYDANTIC and the PYDANTIC_DISABLE_PLUGINS it set)."""
+    import os
+
+    env = dict(os.environ)
+    if env.pop("XCE_CLI_SET_PYDANTIC", None):  # set by xcecli itself for its start-up, not the user's
+        env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    return env
+
+
+def current_dir() -> str:
+    """The directory the job runs in: the submitter's. Raises Usage when it was removed."""
+    import os
+
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise Usage("the current directory no longer exists; cd to a directory the job can run in") from None
+
+
+def current_umask() -> int:
+    """The submitter's umask (D-7: the job makes its files with it, as in LSF and Slurm)."""
+    import os
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, umask: int):
+    """The submit body of one job from its options (`opts`, as `run` takes them) and command,
+    built without importing pydantic (CLI-6); the daemon validates it strictly (D-2).
+    `base_env`: the environment the job starts from (`client_env()`), which the body does
+    NOT carry: its "env" holds only the `--env` (and preset) additions, so that a pack sends
+    the base once; the command is looked up on the PATH of the two together. Returns (body,
+    values, sources, preset, given): the canonical option values after the preset, where
+    each came from (submit_options.merge_values), the LocalPreset or None, and the values
+    the command line gave. Raises Usage for a malformed value, an unknown preset, a missing
+    script or program."""
+    from xced.api.submit_options import OptionError, check_values, merge_values
+
+    given = given_values(opts)
+    preset_name = opts.get("preset")
+    preset = None
+    if preset_name is not None:
+        from xcecli.presets import PresetMissing, load_fast
+
+        try:
+            preset = load_fast(preset_name)
+        except (PresetMissing, InvalidRequest) as e:  # a bad option value: a usage error, as any other
+            raise Usage(e.message) from None
+    values, sources = merge_values(preset.values if preset else {}, given)
+    try:
+        fields = check_values(values)
+    except OptionError as e:
+        raise Usage(e.message + (f" (from preset {preset_name})" if sources.get(e.option) == "preset" else "")) \
+            from None
+    added = fields.pop("env", None) or {}
+    argv = resolve_command(list(command), {**base_env, **added} if added else base_env, cwd)
+    body = {"argv": argv, "cwd": cwd, **fields}
+    body = {k: v for k, v in body.items() if v is not None and v != []}
+    if added:
+        body["env"] = added
+    if preset is not None:  # PRE-2: the server keeps meta untouched and never reads it
+        body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
+    body["umask"] = umask
+    return body, values, sources, preset, given
+
+
 def run(opts: dict, command: list[str], client_of) -> None:
     """Submit one job (or dry-run it) and print the answer as `xcecli submit` does.
 
@@ -204,45 +287,18 @@ def run(opts: dict, command: list[str], client_of) -> None:
     `-K`'s code (`wait_exit_code`) or 1 after an unparsable -w was shown; the API's typed
     errors otherwise."""
     import json
-    import os
 
-    from xced.api.submit_options import OptionError, check_values, merge_values
     from xcecli.output import err
 
-    try:
-        cwd = os.getcwd()
-    except FileNotFoundError:
-        raise Usage("the current directory no longer exists; cd to a directory the job can run in")
-    given = given_values(opts)
+    if opts.get("pack") is not None:
+        return run_pack(opts, command, client_of)
+    if not command:
+        raise Usage("no command: give the command and its arguments, or a script path, after the options (put -- "
+                    "before a command that has options of its own), or --pack FILE for one job per line")
+    base_env = client_env()
+    body, values, sources, preset, given = prepare(opts, command, base_env, current_dir(), current_umask())
+    body["env"] = {**base_env, **body.get("env", {})}
     preset_name = opts.get("preset")
-    preset = None
-    if preset_name is not None:
-        from xced.api.errors import InvalidRequest
-        from xcecli.presets import PresetMissing, load_fast
-
-        try:
-            preset = load_fast(preset_name)
-        except (PresetMissing, InvalidRequest) as e:  # a bad option value: a usage error, as any other
-            raise Usage(e.message)
-    values, sources = merge_values(preset.values if preset else {}, given)
-    try:
-        fields = check_values(values)
-    except OptionError as e:
-        raise Usage(e.message + (f" (from preset {preset_name})" if sources.get(e.option) == "preset" else ""))
-    job_env = dict(os.environ)
-    if job_env.pop("XCE_CLI_SET_PYDANTIC", None):  # set by xcecli itself for its start-up, not the user's
-        job_env.pop("PYDANTIC_DISABLE_PLUGINS", None)
-    job_env.update(fields.pop("env", None) or {})
-    argv = resolve_command(list(command), job_env, cwd)
-    # the body of SubmitRequest, built without importing pydantic (CLI-6); the server
-    # validates it strictly (D-2)
-    body = {"argv": argv, "cwd": cwd, "env": job_env, **fields}
-    body = {k: v for k, v in body.items() if v is not None and v != []}
-    if preset is not None:  # PRE-2: the server keeps meta untouched and never reads it
-        body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
-    umask = os.umask(0o022)  # D-7: the job makes its files with the submitter's umask, as in LSF and Slurm
-    os.umask(umask)
-    body["umask"] = umask
     client = client_of()
     post = _post if preset is None else (lambda c, p, b, k=None: _post_preset(c, p, b, sources, preset.name, k))
     if opts["dry_run"]:
@@ -311,3 +367,169 @@ def run(opts: dict, command: list[str], client_of) -> None:
         if not as_json:
             err(f"<<Job is finished>> {job.state}")
         raise SystemExit(wait_exit_code(job.elements))
+
+
+#: the options of the submit table a pack line may not give: they say how the command runs
+_NOT_ON_A_LINE = ("wait", "parsable", "json", "dry_run", "pack")
+
+
+def _line_options(words: list[str]) -> tuple[dict, list[str]]:
+    """A pack line's words read through submit's option table: the fast path's reader
+    (xcecli.fast.read), or where it declines, Typer's own parser of `xcecli submit`, so a
+    line takes exactly what the command line takes. Returns (opts as `run` takes them, the
+    command); raises ValueError with the parser's message."""
+    from xced.api.submit_options import OPTIONS
+    from xcecli.fast import Decline, read, submit_spec
+
+    opts: dict = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None for o in OPTIONS}
+    try:
+        given, command = read(words, submit_spec(), interspersed=False)
+        opts.update(given)
+        return opts, command
+    except Decline:
+        pass
+    import typer.main
+
+    from xcecli.app import app
+
+    try:
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover - older Typer uses click itself
+        from click import exceptions as cx
+    head = words[:next((i for i, w in enumerate(words) if w[:1] != "-" or w in ("-", "--")), len(words))]
+    if "-h" in head or "--help" in head:
+        raise ValueError("-h/--help is not taken on a pack line")
+    cmd = typer.main.get_command(app).get_command(None, "submit")
+    try:
+        params = cmd.make_context("submit", list(words)).params
+    except (cx.UsageError, cx.BadParameter) as e:
+        raise ValueError(" ".join(e.format_message().split())) from None
+    except cx.Exit:  # an eager option that prints and exits
+        raise ValueError("this line asks for something other than a job") from None
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+    command = params.pop("command")
+    opts.update(params)
+    return opts, command
+
+
+def _pack_text(path: str) -> tuple[str, str]:
+    """(the text of the pack file `path`, or of standard input for '-'; how messages name it).
+    Raises Usage for a file that cannot be read or is not UTF-8."""
+    import sys
+
+    where = "standard input" if path == "-" else path
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except OSError as e:
+        raise Usage(f"--pack {path!r}: cannot read it ({e.strerror or e})") from None
+    try:
+        return data.decode("utf-8"), where
+    except UnicodeDecodeError as e:
+        raise Usage(f"--pack: {where} is not UTF-8 text (byte {e.start + 1})") from None
+
+
+def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask: int) -> tuple[list[dict], list[int]]:
+    """The submit bodies of a pack's lines (LSF bsub -pack: one job per line, each line the
+    options and command of one `bsub`), in order, and the line number of each. A line is
+    split as a shell would (shlex), read through submit's option table (`_line_options`)
+    and prepared as a single submit is (`prepare`: presets, checks, the command's look-up);
+    blank lines and lines whose first word starts with # are skipped. Raises PackRefused
+    naming the first bad line (its number and what was wrong), or saying that no line holds a
+    job; nothing is sent then."""
+    import shlex
+
+    from xced.api.submit_options import spelling
+
+    bodies: list[dict] = []
+    numbers: list[int] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            words = shlex.split(line)
+            opts, command = _line_options(words)
+            bad = [spelling(c) for c in _NOT_ON_A_LINE if opts.get(c)]
+            if bad:
+                raise ValueError(f"{', '.join(bad)} is not taken on a pack line (it says how the command runs; give it "
+                                 f"beside --pack)")
+            if not command:
+                raise ValueError("no command: a line is a submit's options, then the command and its arguments")
+            body = prepare(opts, command, base_env, cwd, umask)[0]
+        except (ValueError, Usage) as e:
+            raise PackRefused(f"{where}, line {n}: {e.message if isinstance(e, Usage) else e}; nothing was submitted")
+        bodies.append(body)
+        numbers.append(n)
+    if not bodies:
+        raise PackRefused(f"--pack: {where} holds no job (every line is blank or a # comment); give one job per line, "
+                          f"e.g. -q normal -- ./run.sh 1")
+    return bodies, numbers
+
+
+class PackRefused(InvalidRequest):
+    """A pack refused before it was sent (a bad line, no job): a usage error, exit 2 (CLI-1),
+    printed by the funnel as one line. Not xcecli.usage.Usage: the fast path must not
+    decline once it has read standard input, which Typer could not read again."""
+
+    exit_code = 2
+
+
+def run_pack(opts: dict, command: list[str], client_of) -> None:
+    """`xcecli submit --pack FILE` (LSF bsub -pack, CLI-7): every job of FILE's lines
+    (`pack_bodies`) in one request, POST /jobs/pack, with the submitter's environment sent
+    once and one Idempotency-Key for the whole pack, sent again with it while the answer is
+    lost (JOB-10). The daemon commits all the jobs in one transaction or none. Prints each
+    job's ID in line order, one per line with --parsable; `Job <N> is submitted to queue
+    <Q>.` per job otherwise; the answer with --json. Raises Usage for a command or job option
+    given beside --pack or a file that cannot be read; PackRefused (exit 2) for a bad line;
+    the daemon's refusal of a job as its typed error, naming that job's line."""
+    import json
+
+    from xced.api.errors import XceError
+    from xced.api.submit_options import OPTIONS, spelling
+    from xcecli.output import err
+
+    if command:
+        raise Usage(f"--pack takes every job from its file, one per line; give no command beside it (got "
+                    f"{command[0]!r})")
+    beside = [spelling(o.name) for o in OPTIONS if o.name not in ("pack", "parsable", "json") and opts.get(o.name)]
+    if beside:
+        raise Usage(f"--pack takes each job's options from its line; {', '.join(beside)} cannot be given beside it")
+    text, where = _pack_text(opts["pack"])
+    base_env = client_env()
+    bodies, numbers = pack_bodies(text, where, base_env, current_dir(), current_umask())
+    from xced.api.idempotency import new_key
+
+    try:
+        out = client_of().submit_pack(base_env, bodies, new_key(), on_lost=err)
+    except XceError as e:
+        import re
+
+        m = re.match(r"jobs\.(\d+)", e.field or "")
+        if m is None or not int(m.group(1)) < len(numbers):
+            raise
+        i = int(m.group(1))
+        msg = re.sub(r"^job \d+ of the pack: ", "", e.message)
+        refused = type(e)(f"{where}, line {numbers[i]}: {msg}; nothing was submitted", field=e.field)
+        if isinstance(e, InvalidRequest):
+            refused.exit_code = e.exit_code
+        raise refused from None
+    jobs = out["jobs"]
+    for n, j in zip(numbers, jobs):
+        for w in j.get("warnings") or []:
+            err(f"warning: line {n}: {w}")
+    if opts["json"]:
+        print(json.dumps(out, indent=2))
+    elif opts["parsable"]:
+        print("\n".join(str(j["job_id"]) for j in jobs), flush=True)
+    else:
+        lines = []
+        for j in jobs:
+            k = j.get("array_size") or 0
+            what = f"Job array <{j['job_id']}> ({k} elements)" if k else f"Job <{j['job_id']}>"
+            lines.append(f"{what} is submitted to queue <{j['queue']}>.")
+        print("\n".join(lines), flush=True)

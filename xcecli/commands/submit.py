@@ -47,17 +47,18 @@ def register(app: typer.Typer) -> None:
 
     command_arg = inspect.Parameter(
         "command", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=List[str],
-        default=typer.Argument(..., help="command and arguments, or a script path (put -- before a command with "
-                                         "options)"))
+        default=typer.Argument(None, show_default=False, metavar="[COMMAND [ARGS]...]",
+                               help="command and arguments, or a script path (put -- before a command with options); "
+                                    "none with --pack"))
 
     @app.command(context_settings={"allow_interspersed_args": False})
     @with_parameters(command_arg, options=OPTIONS)
-    def submit(ctx: typer.Context, command: List[str], **opts) -> None:
-        """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...]"""
+    def submit(ctx: typer.Context, command: Optional[List[str]], **opts) -> None:
+        """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...], or one job per line: xcecli submit --pack FILE"""
         from xcecli.submitting import run
         from xcecli.usage import Usage
 
         try:
-            run(opts, list(command), ctx.obj.client)
+            run(opts, list(command or ()), ctx.obj.client)
         except Usage as e:
             raise typer.BadParameter(e.message) from None

@@ -29,7 +29,6 @@ import json as _json
 import os
 import socket as _socket
 import time
-from pathlib import Path
 from typing import Any
 
 from xced.api import errors
@@ -45,7 +44,7 @@ from xced.constants import (
     MAX_SOCKET_PATH,
     SOCKET_PATH_FILE,
     client_socket_path,
-    resolve_topdir,
+    topdir_text,
 )
 
 AS_USER_HEADER = "X-XCE-As-User"
@@ -205,8 +204,9 @@ class Client:
 
     def __init__(self, target: str | os.PathLike[str], *, as_user: str | None = None,
                  timeout: float | None = None) -> None:
-        t = str(target)
-        self.socket = Path(t) if not t.startswith("tcp://") else None
+        t = os.fspath(target)
+        #: the Unix socket's path (text), or None for a tcp:// target
+        self.socket: str | None = t if not t.startswith("tcp://") else None
         self.target = t
         self.timeout = connect_timeout() if timeout is None else timeout
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -230,10 +230,10 @@ class Client:
         if topdir is not None and not topdir.strip():
             raise errors.InvalidRequest("--topdir '': the TopDir is empty; give the TopDir of a running xced")
         if not socket and (topdir or (not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_TOPDIR))):
-            top = resolve_topdir(topdir)
-            if top.exists() and not top.is_dir():
+            top = topdir_text(topdir)
+            if os.path.exists(top) and not os.path.isdir(top):
                 raise errors.DaemonUnreachable(f"TopDir {top} is not a directory; give the TopDir of a running xced")
-            if not top.is_dir():
+            if not os.path.isdir(top):
                 raise errors.DaemonUnreachable(
                     f"TopDir {top} does not exist; give the TopDir of a running xced (--topdir or XCE_TOPDIR), "
                     f"or run `xced` for a personal cluster")
@@ -241,7 +241,7 @@ class Client:
         if (not socket and not topdir and not os.environ.get(ENV_SOCKET) and not os.environ.get(ENV_TOPDIR)
                 and os.environ.get(ENV_CONTROLLER) and not os.environ.get(ENV_CONTROLLER_KEY)):
             return cls(os.environ[ENV_CONTROLLER], as_user=as_user, timeout=timeout)
-        path = Path(socket) if socket else client_socket_path(topdir)
+        path = os.fspath(socket) if socket else client_socket_path(topdir)
         return cls(path, as_user=as_user, timeout=timeout)
 
     def close(self) -> None:
@@ -264,7 +264,7 @@ class Client:
         self._last_use = now
         if self._conn is None:
             if self.socket is not None:
-                self._conn = _Connection(str(self.socket), timeout)
+                self._conn = _Connection(self.socket, timeout)
             else:
                 hostport = self.target[len("tcp://"):]
                 host, _, port = hostport.rpartition(":")
@@ -294,7 +294,7 @@ class Client:
         if body is None:
             headers.pop("Content-Type", None)
         tmo = self.timeout if timeout is None else timeout
-        if self.socket is not None and len(os.fsencode(str(self.socket))) > MAX_SOCKET_PATH:
+        if self.socket is not None and len(os.fsencode(self.socket)) > MAX_SOCKET_PATH:
             raise errors.DaemonUnreachable(
                 f"cannot reach xced: its socket would be {self.socket}, longer than the 107 bytes a Unix socket "
                 f"path may have, and no run/{SOCKET_PATH_FILE} in the TopDir says where the daemon put it (is it "
