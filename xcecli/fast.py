@@ -13,7 +13,8 @@ The Typer app stays the one definition of the commands: their help, completions,
 pages and usage errors all come from it. The reader here takes only what it is sure of,
 with click's own rules for what it takes (see `read`); for anything else it *declines*,
 before anything is sent or printed, and `__main__` runs the Typer app on the same argv:
-`-h`/`--help`, an option it does not know, a missing value, a value that starts with `-`,
+`-h`/`--help` (but for the stored help texts of the root and these three commands, which
+it prints into a pipe: `HELP`), an option it does not know, a missing value, a value that starts with `-`,
 flags bunched together (`-Kn4`), an argument the shared code refuses
 (xcecli.usage.Usage, e.g. `-n 0` or a script that does not exist), a closed stdout, or a
 shell completion request. Tests hold the two readers to the same result for every option
@@ -150,6 +151,29 @@ def _show(argv: list[str], client_of):
 
 COMMANDS = {"submit": _submit, "jobs": _jobs, "show": _show}
 
+#: the command lines whose help is served from xcecli/help/NAME (made by `make help` from the
+#: Typer app's own output into a pipe: tools/clidocs.py; a test fails when one is stale)
+HELP: dict[tuple[str, ...], str] = {("--help",): "xcecli.txt"}
+for _cmd in COMMANDS:
+    HELP[(_cmd, "--help")] = f"{_cmd}.txt"
+
+
+def _help(argv: list[str]) -> str | None:
+    """The stored help text of `xcecli ARGV` (`--help`/`-h` of the root, submit, jobs or show),
+    when it is exactly what Typer would print here: stdout is not a terminal (Rich then
+    renders 80 columns without colour) and COLUMNS and FORCE_COLOR do not say otherwise.
+    None otherwise, and Typer renders it."""
+    words = tuple("--help" if w == "-h" else w for w in argv)
+    name = HELP.get(words)
+    if name is None or sys.stdout.isatty() or os.environ.get("COLUMNS", "80") != "80" or \
+            os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE") or os.environ.get("TTY_INTERACTIVE"):
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "help", name), encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
 
 def main(argv: list[str]) -> None:
     """Run `xcecli ARGV` here when the fast path takes it, and end the process (the funnel's
@@ -158,6 +182,11 @@ def main(argv: list[str]) -> None:
 
     if sys.stdout is None or "_XCECLI_COMPLETE" in os.environ:
         return
+    text = _help(argv)
+    if text is not None:
+        from xced.api.funnel import run_fast
+
+        run_fast(lambda: print(text, end=""), "xcecli")
     try:
         root, rest = read(argv, ROOT, interspersed=False)
         if not rest or rest[0] not in COMMANDS:

@@ -180,10 +180,20 @@ def test_submit_jobs_and_show_import_no_parser_library_model_or_rich(shared_daem
         assert _heavy(mods) == [], args
 
 
+@pytest.mark.parametrize("args", [("-h",), ("--help",), ("submit", "-h"), ("jobs", "--help"), ("show", "-h")])
+def test_help_into_a_pipe_is_typers_own_text_without_typer(shared_daemon, args):
+    """The stored help (xcecli/help/, `make help`; tests/cli/test_clidocs.py fails when it is
+    stale) is printed byte for byte as the Typer app prints it into a pipe."""
+    r, mods = _imported(shared_daemon, *args)
+    slow = _typer_cli(shared_daemon, *args)
+    assert r.returncode == slow.returncode == 0 and r.stdout == slow.stdout and "Usage: xcecli" in r.stdout
+    assert _heavy(mods) == []
+
+
 def test_a_declined_command_line_runs_the_typer_app(shared_daemon):
-    """`-h` is Typer's: the fast path declined, and Typer (which the budget test forbids on the
-    fast path) printed the help."""
-    r, mods = _imported(shared_daemon, "submit", "-h")
+    """`-h` after an option is Typer's: the fast path declined, and Typer (which the budget
+    test forbids on the fast path) printed the help."""
+    r, mods = _imported(shared_daemon, "submit", "-q", "normal", "-h")
     assert r.returncode == 0 and "--parsable" in r.stdout
     assert "typer" in mods
 
