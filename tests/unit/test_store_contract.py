@@ -119,6 +119,23 @@ def test_ids_are_given_in_increasing_order_across_blocks(backend):
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
 
 
+def test_a_run_of_ids_is_consecutive_never_given_again_and_outlives_a_reopen(backend):
+    """allocate_job_ids (a pack's jobs, CLI-7): n consecutive IDs above every ID given before,
+    whether the current block holds n or not; single IDs and a reopen never give them again."""
+    s = backend()
+    a = s.allocate_job_id()
+    small = s.allocate_job_ids(3)  # fits in the block
+    big = s.allocate_job_ids(ID_BLOCK * 3)  # does not
+    b = s.allocate_job_id()
+    assert small == list(range(small[0], small[0] + 3)) and small[0] > a
+    assert big == list(range(big[0], big[0] + ID_BLOCK * 3)) and big[0] > small[-1] and b > big[-1]
+    with pytest.raises(ValueError):
+        s.allocate_job_ids(0)
+    s.close()
+    s = backend()
+    assert s.allocate_job_ids(2)[0] > b
+
+
 def test_migrations_apply_once_each_in_order(backend):
     s = backend()
     names = [n for _, n, _ in _migrations()]

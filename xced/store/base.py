@@ -17,7 +17,8 @@ The contract:
 - `allocate_job_id()` (outside a transaction) gives an ID that is never given again, even
   when the process dies before the job using it is committed, or that commit fails: IDs
   are allocated in blocks made durable first, so a crash skips the rest of a block rather
-  than reusing it (LSF's job IDs likewise only grow).
+  than reusing it (LSF's job IDs likewise only grow). `allocate_job_ids(n)` gives `n`
+  consecutive ones alike, with at most one durable commit (a pack's jobs, CLI-7).
 - What a committed transaction wrote is there after the store is opened again.
 - Migrations (`migrations/NNNN_name.sql`) apply once each, in order of their numbers.
 - An idempotency key is unique per (user, key): recording one a user has used already fails
@@ -84,6 +85,7 @@ class Store(Protocol):
 
     def tx(self, durable: bool = False) -> AbstractContextManager: ...
     def allocate_job_id(self) -> int: ...
+    def allocate_job_ids(self, n: int) -> list[int]: ...
     def insert_job(self, job_id: int, name: str | None, user: str, queue: str, submit_time: float, spec: dict,
                    indices: Iterable[int], state: str) -> None: ...
     def update_spec(self, job_id: int, spec: dict) -> None: ...

@@ -214,6 +214,22 @@ class SqliteStore:
         self._ids[0] += 1
         return jid
 
+    def allocate_job_ids(self, n: int) -> list[int]:
+        """`n` job IDs (n >= 1, called outside a transaction), consecutive and increasing, never
+        given before nor again (CLI-7: a pack's jobs): from the current block when it holds
+        `n`, else from a new block of `n` + ID_BLOCK made durable at once (one commit for a
+        pack of any size); the rest of the old block is skipped."""
+        if n < 1:
+            raise ValueError(f"allocate_job_ids({n}): n must be at least 1")
+        if self._ids[1] - self._ids[0] < n:
+            with self.tx(durable=True):
+                (v,) = self.db.execute("SELECT value FROM counters WHERE name='next_job_id'").fetchone()
+                self.db.execute("UPDATE counters SET value=? WHERE name='next_job_id'", (v + n + ID_BLOCK,))
+            self._ids = [v, v + n + ID_BLOCK]
+        first = self._ids[0]
+        self._ids[0] += n
+        return list(range(first, first + n))
+
     def insert_job(self, job_id: int, name: str | None, user: str, queue: str, submit_time: float, spec: dict,
                    indices: Iterable[int], state: str) -> None:
         self.db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?)",
