@@ -1,0 +1,166 @@
+"""Pack submits (CLI-7, issue 17 part 2): many jobs in one request, as LSF's `bsub -pack FILE`.
+
+A pack carries the submitter's environment once and a list of jobs, each a submit's fields
+with only its own `--env` additions. Every job is checked by the very code a single submit
+runs (`SubmitMixin._check_submit`: the merge, the queue, profile and project checks, the
+permissions, the caps, -M over the largest host, -w, max_array_size), then all of them are
+committed in one durable store transaction, each with its own ID, or none is: a job that is
+refused refuses the whole pack, naming it ("job I of the pack: ..."), and a commit that
+fails leaves nothing (D-3). The pack's environment is checked, hashed and stored once.
+
+Part of the Controller (xced.controller.controller), which mixes these in: every method
+runs on the event loop thread and changes state only through the store first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+from xced.api.errors import XceError
+from xced.api.idempotency import KEEP_S
+from xced.controller import machine as m
+from xced.controller.submit import (FAULT_EXIT_AFTER_SUBMIT, FAULT_EXIT_CODE, KEY_PURGE_EVERY_S, _check_names,
+                                    _check_utf8, submit_answer)
+from xced.model.jobs import JobState
+from xced.model.spec import env_record, to_record
+from xced.model.state import Element, Job
+from xced.policy.rbac import Caller
+
+S = JobState
+
+
+@contextlib.contextmanager
+def job_of_pack(i: int) -> Iterator[None]:
+    """Inside: an XceError about job `i` (0-based) of a pack is raised again as the same kind
+    of error (same status and code) whose message starts "job I+1 of the pack: " and whose
+    field is `jobs.<i>.<field>` (or `jobs.<i>`), so the client can name the job's line (CLI-7)."""
+    try:
+        yield
+    except XceError as e:
+        err = type(e)(f"job {i + 1} of the pack: {e.message}", field=f"jobs.{i}" + (f".{e.field}" if e.field else ""))
+        err.status, err.exit_code = e.status, e.exit_code
+        raise err from None
+
+
+class PackMixin:
+    """Pack submits (CLI-7): a part of the Controller."""
+
+    def submit_pack(self, env: dict[str, str], reqs: list[dict], caller: Caller,
+                    targets: list[tuple[str | None, str | None]], *,
+                    idempotency: tuple[str, str] | None = None) -> tuple[list[Job], list[dict]]:
+        """Check and record the jobs `reqs` of a pack (CLI-7, LSF `bsub -pack`), all or none.
+
+        `env` is the pack's environment {name: value}; each of `reqs` holds SubmitRequest's
+        fields, its `env` only the job's own additions, laid over `env`. `targets[i]` is the
+        (project, basis) the API server let job i in with (SUBMIT-1). `idempotency` is (key,
+        body digest) of the pack's one Idempotency-Key (JOB-10), recorded in the same
+        transaction with the whole answer; the caller asked `replay_pack` first.
+
+        Returns (jobs, answers): the Jobs and their SubmitResponse dicts, in request order.
+        Raises the error a single submit of the first job at fault would raise, its message
+        prefixed "job I of the pack: " and its field `jobs.<i>[.<field>]` (`job_of_pack`);
+        an error of the pack's own `env` names field `env`; StoreBusy or StoreUnavailable
+        when the commit fails. Nothing is recorded unless every job is."""
+        _check_utf8({"env": env})  # the pack's environment, once for every job
+        _check_names("--env", env)
+        record = env_record(env)
+        checked = []
+        for i, req in enumerate(reqs):
+            with job_of_pack(i):
+                checked.append(self._check_submit(req, caller, *targets[i], base_env=env, base_record=record))
+        jobs, answers = self._record_pack(caller, checked, idempotency)
+        self._pend_or_kick_pack(jobs, checked)
+        return jobs, answers
+
+    def _record_pack(self, caller: Caller, checked: list[tuple],
+                     idempotency: tuple[str, str] | None) -> tuple[list[Job], list[dict]]:
+        """Commit every job of a pack in one durable transaction (D-3: acknowledged only after
+        it), each distinct environment once, with the pack's idempotency key and its whole
+        answer when it has one (JOB-10); then keep the jobs in memory. A failed commit raises
+        and leaves memory and store as they were (the IDs it took are skipped, never reused)."""
+        now = self.clock()
+        store = self.store
+        n = len(checked)
+        ids = store.allocate_job_ids(n)
+        jobs: list[Job] = []
+        for jid, (name, qname, _queue, _app, profile, eff, spec, array, _dep, _text, _env) in zip(ids, checked):
+            job = Job(jid, name, caller.user, qname, now, spec, self._effective(eff, profile))
+            job.elements = {i: Element(job, i, S.PEND) for i in (array.indices if array else (0,))}
+            jobs.append(job)
+        answers = [submit_answer(job) for job in jobs]
+        sid, actor = self._sid("submit"), f"user:{caller.user}"
+        with store.tx(durable=True):
+            stored_envs: set[str] = set()
+            for i, (job, c) in enumerate(zip(jobs, checked)):
+                spec = job.spec
+                store.insert_job(job.id, job.name, caller.user, job.queue, now, to_record(spec, job.effective),
+                                 list(job.elements), "PEND")
+                if spec.env_digest not in stored_envs:
+                    stored_envs.add(spec.env_digest)
+                    store.put_env(spec.env_digest, c[9])
+                why = f"job {i + 1} of a pack of {n}" + (f", {len(job.elements)} elements" if spec.is_array else "")
+                store.add_event(now, job.id, None, "SUBMIT", None, "PEND", actor, why, sid)
+            if idempotency is not None:
+                store.add_idempotency_key(caller.user, idempotency[0], jobs[0].id, idempotency[1], now,
+                                          {"jobs": answers})
+                if now - self._keys_purged_at >= KEY_PURGE_EVERY_S:
+                    store.purge_idempotency_keys(now - KEEP_S)
+                    self._keys_purged_at = now
+        if self.test_fault == FAULT_EXIT_AFTER_SUBMIT:
+            os._exit(FAULT_EXIT_CODE)  # the test's moment: committed, never answered
+        for job, c in zip(jobs, checked):
+            self._remember_env(job.spec.env_digest, c[10])
+            job.resreq = c[5].resreq
+            job.dependency = c[8]
+            job.unfinished = len(job.elements)
+            self.jobs[job.id] = job
+            self.active[job.id] = job
+        return jobs, answers
+
+    def _pend_or_kick_pack(self, jobs: list[Job], checked: list[tuple]) -> None:
+        """`_pend_or_kick` for a whole pack: the first pend reasons that need no session (a -w
+        dependency not met, JOB-5; the last session's findings, xced.scheduler.shortcut) are
+        committed together in one transaction, and one session is asked for the rest."""
+        changes = []
+        kick = False
+        lookup = None
+        use_shortcut = not self._session_scheduled
+        for job, c in zip(jobs, checked):
+            qname, queue, eff = c[1], c[2], c[5]
+            if job.dependency is not None:
+                lookup = lookup if lookup is not None else self._dependency_lookup({})
+                waiting = self._dependency_reason(job, lookup)
+                if waiting is not None:
+                    changes += self._changes(list(job.elements.values()), self._stim(
+                        m.Pending, "submit", "system", reason=waiting))
+                    continue
+            known = (self.shortcut.reason_for(qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
+                     if use_shortcut else None)
+            if known is not None:
+                changes += self._changes(list(job.elements.values()), self._stim(
+                    m.Pending, "submit", "scheduler", reason=known))
+                continue
+            kick = True
+        if changes:
+            self._commit(changes)
+        if kick:
+            self.kick()
+
+    def replay_pack(self, user: str, key: str, digest: str) -> dict | None:
+        """JOB-10 for a pack: the answer (PackResponse's fields) of the pack `user` sent with
+        idempotency key `key` before, when `digest` is that pack's body digest too; None when
+        `user` has no such key. Raises Conflict naming the first job when the key was used
+        with another body (another pack, or a single submit)."""
+        found = self.store.idempotency_key(user, key)
+        if found is None:
+            return None
+        job_id, first_digest, _t, answer = found
+        if first_digest != digest or "jobs" not in answer:
+            from xced.api.errors import Conflict
+
+            raise Conflict(f"Idempotency-Key {key!r} was used already, for the request that made job {job_id}, with "
+                           f"a different request; resend that request unchanged to get its answer again, or make a "
+                           f"new key for a new pack", field="Idempotency-Key")
+        return answer
