@@ -14,12 +14,13 @@ runs on the event loop thread and changes state only through the store first.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
-from typing import Iterator
+from typing import Callable, Iterator, Mapping, Sequence
 
 from xced.api.errors import XceError
-from xced.api.idempotency import KEEP_S
+from xced.api.idempotency import KEEP_S, canonical
 from xced.controller import machine as m
 from xced.controller.submit import (FAULT_EXIT_AFTER_SUBMIT, FAULT_EXIT_CODE, KEY_PURGE_EVERY_S, _check_names,
                                     _check_utf8, submit_answer)
@@ -29,6 +30,30 @@ from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
 
 S = JobState
+#: a pack's checks give the event loop back after this many jobs (a few tens of ms, D-8)
+PACK_CHUNK = 500
+#: how often a pack is checked while the config changes or jobs leave memory meanwhile; the
+#: last try keeps the loop to itself (but to read back a job its -w names from the store)
+PACK_CHECK_TRIES = 3
+
+
+def _digest_start(env: Mapping[str, str]):
+    """A SHA-256 fed the start of a pack's digest: a marker (no single submit's body digest
+    can be a pack's) and the pack's environment; each job follows as "\n" + canonical JSON."""
+    import hashlib
+
+    return hashlib.sha256(b"pack\n" + canonical(dict(env)))
+
+
+def pack_digest(env: Mapping[str, str], jobs: Sequence[Mapping]) -> str:
+    """The digest a pack's Idempotency-Key is kept with (JOB-10): the hex SHA-256 of the
+    marker, the environment and every job (its SubmitRequest fields, as a dict or a PackJob)
+    as canonical JSON (xced.api.idempotency.canonical), so the same pack gives the same
+    digest whatever its key order or spacing; `submit_pack` makes it job by job."""
+    h = _digest_start(env)
+    for job in jobs:
+        h.update(b"\n" + canonical(dict(job)))
+    return h.hexdigest()
 
 
 @contextlib.contextmanager
@@ -47,32 +72,63 @@ def job_of_pack(i: int) -> Iterator[None]:
 class PackMixin:
     """Pack submits (CLI-7): a part of the Controller."""
 
-    def submit_pack(self, env: dict[str, str], reqs: list[dict], caller: Caller,
-                    targets: list[tuple[str | None, str | None]], *,
-                    idempotency: tuple[str, str] | None = None) -> tuple[list[Job], list[dict]]:
+    async def submit_pack(self, env: dict[str, str], jobs: Sequence[Mapping], caller: Caller,
+                          target: Callable[[str | None], tuple[str | None, str | None]], *,
+                          key: str | None = None) -> dict:
         """Check and record the jobs `reqs` of a pack (CLI-7, LSF `bsub -pack`), all or none.
 
-        `env` is the pack's environment {name: value}; each of `reqs` holds SubmitRequest's
-        fields, its `env` only the job's own additions, laid over `env`. `targets[i]` is the
-        (project, basis) the API server let job i in with (SUBMIT-1). `idempotency` is (key,
-        body digest) of the pack's one Idempotency-Key (JOB-10), recorded in the same
-        transaction with the whole answer; the caller asked `replay_pack` first.
+        `env` is the pack's environment {name: value}; each of `jobs` maps SubmitRequest's
+        fields (a dict, or a PackJob: `dict(job)`), its `env` only the job's own additions,
+        laid over `env`. `target(project)` is
+        the (project, basis) the API server lets a job of `caller` with -P `project` in with
+        (SUBMIT-1; asked once per distinct project). `key` is the pack's one Idempotency-Key
+        (JOB-10, checked by the caller), recorded for `caller.user` with the pack's digest
+        (`pack_digest`, made as the jobs are checked) in the same transaction as the jobs.
 
-        Returns (jobs, answers): the Jobs and their SubmitResponse dicts, in request order.
-        Raises the error a single submit of the first job at fault would raise, its message
-        prefixed "job I of the pack: " and its field `jobs.<i>[.<field>]` (`job_of_pack`);
-        an error of the pack's own `env` names field `env`; StoreBusy or StoreUnavailable
-        when the commit fails. Nothing is recorded unless every job is."""
+        The checks give the event loop back every PACK_CHUNK jobs, so a large pack does not
+        hold up every other request while it is checked (D-8); when the config changed or
+        jobs left memory meanwhile, the pack is checked again. From the last check to the
+        commit nothing else runs: the key's look-up (`replay_pack`: a twin of this request
+        that committed meanwhile gives its answer) and the insert are one step.
+
+        Returns the answer, {"jobs": [SubmitResponse dicts in request order]}. Raises the
+        error a single submit of the first job at fault would raise, its message prefixed
+        "job I of the pack: " and its field `jobs.<i>[.<field>]` (`job_of_pack`); an error of
+        the pack's own `env` names field `env`; Conflict for a key used with another body;
+        StoreBusy or StoreUnavailable when the commit fails. Nothing is recorded unless
+        every job is."""
         _check_utf8({"env": env})  # the pack's environment, once for every job
         _check_names("--env", env)
         record = env_record(env)
-        checked = []
-        for i, req in enumerate(reqs):
-            with job_of_pack(i):
-                checked.append(self._check_submit(req, caller, *targets[i], base_env=env, base_record=record))
-        jobs, answers = self._record_pack(caller, checked, idempotency)
-        self._pend_or_kick_pack(jobs, checked)
-        return jobs, answers
+        digest = _digest_start(env) if key is not None else None
+        for attempt in range(PACK_CHECK_TRIES):
+            state = (self._config_hash, self.purged)
+            checked, targets = [], {}
+            for i, job in enumerate(jobs):
+                req = dict(job)
+                if digest is not None and attempt == 0:
+                    digest.update(b"\n" + canonical(req))
+                if i and i % PACK_CHUNK == 0 and attempt < PACK_CHECK_TRIES - 1:
+                    await asyncio.sleep(0)  # let the daemon answer others (the last try keeps the loop)
+                with job_of_pack(i):
+                    if req.get("dependency"):  # -w naming jobs that left memory: read back (JOB-5)
+                        await self.recall_refs(req["dependency"])
+                    project = req.get("project")
+                    if project not in targets:
+                        targets[project] = target(project)
+                    checked.append(self._check_submit(req, caller, *targets[project], base_env=env,
+                                                      base_record=record))
+            if state == (self._config_hash, self.purged):
+                break
+        idempotency = None
+        if key is not None:
+            idempotency = (key, digest.hexdigest())
+            answer = self.replay_pack(caller.user, *idempotency)  # a twin committed while this was checked
+            if answer is not None:
+                return answer
+        made, answers = self._record_pack(caller, checked, idempotency)
+        self._pend_or_kick_pack(made, checked)
+        return {"jobs": answers}
 
     def _record_pack(self, caller: Caller, checked: list[tuple],
                      idempotency: tuple[str, str] | None) -> tuple[list[Job], list[dict]]:
@@ -148,14 +204,17 @@ class PackMixin:
         if kick:
             self.kick()
 
-    def replay_pack(self, user: str, key: str, digest: str) -> dict | None:
+    def replay_pack(self, user: str, key: str, digest: str | Callable[[], str]) -> dict | None:
         """JOB-10 for a pack: the answer (PackResponse's fields) of the pack `user` sent with
-        idempotency key `key` before, when `digest` is that pack's body digest too; None when
-        `user` has no such key. Raises Conflict naming the first job when the key was used
-        with another body (another pack, or a single submit)."""
+        idempotency key `key` before, when `digest` (`pack_digest`; or a function that makes
+        it, called only when the key is found) is that pack's too; None when `user` has no
+        such key. Raises Conflict naming the first job when the key was used with another
+        body (another pack, or a single submit)."""
         found = self.store.idempotency_key(user, key)
         if found is None:
             return None
+        if callable(digest):
+            digest = digest()
         job_id, first_digest, _t, answer = found
         if first_digest != digest or "jobs" not in answer:
             from xced.api.errors import Conflict

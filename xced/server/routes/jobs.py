@@ -111,31 +111,23 @@ async def submit_pack(body: PackRequest, request: Request,
     pack: the error of that job's submit, its message prefixed "job I of the pack: ", its
     field `jobs.<i>[.<field>]`. One `Idempotency-Key` for the whole pack (JOB-10), as for
     POST /jobs. Answers PackResponse: each job's SubmitResponse, in request order."""
-    from xced.api.idempotency import HEADER, body_digest, check_key
-    from xced.controller.pack import job_of_pack
+    from xced.api.idempotency import HEADER, check_key
+    from xced.controller.pack import pack_digest
 
     ctl = _ctl(request)
-    for job in body.jobs:  # the awaits first: then look-up and insert of the key are one step
-        if job.dependency:
-            await ctl.recall_refs(job.dependency)
-    req = body.model_dump()
-    idem = None
+    key = None
     keys = request.headers.getlist(HEADER)
     if len(keys) > 1:
         raise InvalidRequest(f"{len(keys)} {HEADER} headers: a pack carries one key", field=HEADER)
     if keys:
-        idem = (check_key(keys[0]), body_digest({"pack": req}))
-        answer = ctl.replay_pack(caller.user, *idem)
+        key = check_key(keys[0])
+        # a retry: its answer at once, without checking it all again (the digest only then)
+        answer = ctl.replay_pack(caller.user, key, lambda: pack_digest(body.env, body.jobs))
         if answer is not None:
             return json_response(answer)
-    targets, known = [], {}
-    for i, job in enumerate(body.jobs):  # SUBMIT-1: the API server decides each job's project
-        if job.project not in known:
-            with job_of_pack(i):
-                known[job.project] = ctl.policy.submit_project(caller, job.project)
-        targets.append(known[job.project])
-    _, answers = ctl.submit_pack(req["env"], req["jobs"], caller, targets, idempotency=idem)
-    return json_response({"jobs": answers})
+    # SUBMIT-1: the API server decides each job's project, by the policy in force at its check
+    return json_response(await ctl.submit_pack(body.env, body.jobs, caller,
+                                               lambda project: ctl.policy.submit_project(caller, project), key=key))
 
 
 @router.post("/jobs/dry-run", response_model=DryRun, responses=errors(BODY))
