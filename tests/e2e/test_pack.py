@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import socket
+import threading
 
 import pytest
 
@@ -206,6 +207,32 @@ def test_one_key_for_the_pack_a_retry_gets_the_same_ids_even_after_a_restart(d):
         assert ei.value.status == 422 and ei.value.field == "Idempotency-Key"
         other = bob.submit_pack(env, jobs, key)  # bob's key, not alice's
         assert not {a["job_id"] for a in other["jobs"]} & made
+
+
+def test_the_same_pack_sent_twice_at_once_with_one_key_makes_one_set_of_jobs(d):
+    """Two clients send the same pack with the same key at the same time (a client's retry
+    racing its first try): the daemon checks a large pack in steps, answering others between
+    them, yet both get the same answer and the jobs exist once (JOB-10). (The jobs wait on a
+    job that never ends here, so they never run.)"""
+    key = "pack-twin-" + os.urandom(8).hex()
+    with _client(d) as alice:
+        holder = alice.submit(_job_req(argv=["sh", "-c", f"while [ ! -e {d.top / 'never'} ]; do sleep 1; done"])).job_id
+    jobs = [_job_req(name=f"t{i}", dependency=f"done({holder})") for i in range(3000)]
+    before = _all_ids(d)
+    answers: list = [None, None]
+
+    def send(slot: int) -> None:
+        with _client(d) as c:
+            answers[slot] = c.submit_pack({"T": "1"}, jobs, key)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert answers[0] is not None and answers[0] == answers[1]
+    assert _all_ids(d) - before == {a["job_id"] for a in answers[0]["jobs"]}
+    assert len(answers[0]["jobs"]) == 3000
 
 
 def test_a_pack_whose_commit_fails_leaves_nothing_and_the_daemon_goes_on(d):
