@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from xced.api.errors import XceError
 from xced.api.idempotency import KEEP_S, canonical
@@ -35,6 +36,25 @@ PACK_CHUNK = 500
 #: how often a pack is checked while the config changes or jobs leave memory meanwhile; the
 #: last try keeps the loop to itself (but to read back a job its -w names from the store)
 PACK_CHECK_TRIES = 3
+
+
+class _Checked(NamedTuple):
+    """A pack job as its check made it (SubmitMixin._check_submit's tuple, then the effective
+    values and the spec's stored JSON, made before the commit)."""
+
+    name: str | None
+    qname: str
+    queue: object
+    app: str
+    profile: object
+    eff: object
+    spec: object
+    array: object
+    dependency: object
+    env_text: str
+    env: dict
+    effective: object
+    spec_json: str
 
 
 def _digest_start(env: Mapping[str, str]):
@@ -116,8 +136,10 @@ class PackMixin:
                     project = req.get("project")
                     if project not in targets:
                         targets[project] = target(project)
-                    checked.append(self._check_submit(req, caller, *targets[project], base_env=env,
-                                                      base_record=record))
+                    c = self._check_submit(req, caller, *targets[project], base_env=env, base_record=record)
+                # what the commit writes, made here, a step at a time, rather than while nothing else runs
+                effective = self._effective(c[5], c[4])
+                checked.append(_Checked(*c, effective, json.dumps(to_record(c[6], effective), separators=(",", ":"))))
             if state == (self._config_hash, self.purged):
                 break
         idempotency = None
@@ -130,7 +152,7 @@ class PackMixin:
         self._pend_or_kick_pack(made, checked)
         return {"jobs": answers}
 
-    def _record_pack(self, caller: Caller, checked: list[tuple],
+    def _record_pack(self, caller: Caller, checked: list[_Checked],
                      idempotency: tuple[str, str] | None) -> tuple[list[Job], list[dict]]:
         """Commit every job of a pack in one durable transaction (D-3: acknowledged only after
         it), each distinct environment once, with the pack's idempotency key and its whole
@@ -141,23 +163,22 @@ class PackMixin:
         n = len(checked)
         ids = store.allocate_job_ids(n)
         jobs: list[Job] = []
-        for jid, (name, qname, _queue, _app, profile, eff, spec, array, _dep, _text, _env) in zip(ids, checked):
-            job = Job(jid, name, caller.user, qname, now, spec, self._effective(eff, profile))
-            job.elements = {i: Element(job, i, S.PEND) for i in (array.indices if array else (0,))}
+        for jid, c in zip(ids, checked):
+            job = Job(jid, c.name, caller.user, c.qname, now, c.spec, c.effective)
+            job.elements = {i: Element(job, i, S.PEND) for i in (c.array.indices if c.array else (0,))}
             jobs.append(job)
         answers = [submit_answer(job) for job in jobs]
         sid, actor = self._sid("submit"), f"user:{caller.user}"
+        envs = {c.spec.env_digest: c.env_text for c in checked}  # each distinct one once
+        events = [(now, job.id, None, "SUBMIT", None, "PEND", actor, f"job {i + 1} of a pack of {n}"
+                   + (f", {len(job.elements)} elements" if job.spec.is_array else ""), sid)
+                  for i, job in enumerate(jobs)]
         with store.tx(durable=True):
-            stored_envs: set[str] = set()
-            for i, (job, c) in enumerate(zip(jobs, checked)):
-                spec = job.spec
-                store.insert_job(job.id, job.name, caller.user, job.queue, now, to_record(spec, job.effective),
-                                 list(job.elements), "PEND")
-                if spec.env_digest not in stored_envs:
-                    stored_envs.add(spec.env_digest)
-                    store.put_env(spec.env_digest, c[9])
-                why = f"job {i + 1} of a pack of {n}" + (f", {len(job.elements)} elements" if spec.is_array else "")
-                store.add_event(now, job.id, None, "SUBMIT", None, "PEND", actor, why, sid)
+            store.insert_jobs(((job.id, job.name, caller.user, job.queue, now, c.spec_json, list(job.elements))
+                               for job, c in zip(jobs, checked)), "PEND")
+            for digest, text in envs.items():
+                store.put_env(digest, text)
+            store.add_events(events)
             if idempotency is not None:
                 store.add_idempotency_key(caller.user, idempotency[0], jobs[0].id, idempotency[1], now,
                                           {"jobs": answers})
@@ -167,15 +188,15 @@ class PackMixin:
         if self.test_fault == FAULT_EXIT_AFTER_SUBMIT:
             os._exit(FAULT_EXIT_CODE)  # the test's moment: committed, never answered
         for job, c in zip(jobs, checked):
-            self._remember_env(job.spec.env_digest, c[10])
-            job.resreq = c[5].resreq
-            job.dependency = c[8]
+            self._remember_env(job.spec.env_digest, c.env)
+            job.resreq = c.eff.resreq
+            job.dependency = c.dependency
             job.unfinished = len(job.elements)
             self.jobs[job.id] = job
             self.active[job.id] = job
         return jobs, answers
 
-    def _pend_or_kick_pack(self, jobs: list[Job], checked: list[tuple]) -> None:
+    def _pend_or_kick_pack(self, jobs: list[Job], checked: list[_Checked]) -> None:
         """`_pend_or_kick` for a whole pack: the first pend reasons that need no session (a -w
         dependency not met, JOB-5; the last session's findings, xced.scheduler.shortcut) are
         committed together in one transaction, and one session is asked for the rest."""
@@ -184,7 +205,7 @@ class PackMixin:
         lookup = None
         use_shortcut = not self._session_scheduled
         for job, c in zip(jobs, checked):
-            qname, queue, eff = c[1], c[2], c[5]
+            qname, queue, eff = c.qname, c.queue, c.eff
             if job.dependency is not None:
                 lookup = lookup if lookup is not None else self._dependency_lookup({})
                 waiting = self._dependency_reason(job, lookup)

@@ -237,6 +237,25 @@ class SqliteStore:
         self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)",
                             ((job_id, i, state) for i in indices))
 
+    def insert_jobs(self, jobs: Iterable[tuple[int, str | None, str, str, float, dict | str, Iterable[int]]],
+                    state: str) -> None:
+        """`insert_job` for many jobs at once (a pack's, CLI-7): rows (job_id, name, user, queue,
+        submit_time, spec, indices), each element inserted in `state`; batched statements.
+        A spec may come as its JSON text already (made before the transaction)."""
+        rows, elements = [], []
+        for jid, name, user, queue, t, spec, indices in jobs:
+            rows.append((jid, name, user, queue, t, spec if isinstance(spec, str) else
+                         json.dumps(spec, separators=(",", ":"))))
+            elements.extend((jid, i, state) for i in indices)
+        self.db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,?)", rows)
+        self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)", elements)
+
+    def add_events(self, events: Iterable[tuple]) -> None:
+        """`add_event` for many rows at once: (time, job_id, idx, kind, from_state, to_state,
+        actor, reason, stimulus)."""
+        self.db.executemany("INSERT INTO events (time, job_id, idx, kind, from_state, to_state, actor, reason, "
+                            "stimulus) VALUES (?,?,?,?,?,?,?,?,?)", events)
+
     def put_env(self, digest: str, env_json: str) -> None:
         """Keep an environment (canonical JSON) under its digest, once: a second job with the
         same environment shares the row."""
