@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
 
-from xced.api.errors import XceError
+from xced.api.errors import StoreBusy, StoreUnavailable, XceError
 from xced.api.idempotency import KEEP_S, canonical
 from xced.controller import machine as m
 from xced.controller.submit import (FAULT_EXIT_AFTER_SUBMIT, FAULT_EXIT_CODE, KEY_PURGE_EVERY_S, _check_names,
@@ -31,6 +32,7 @@ from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
 
 S = JobState
+log = logging.getLogger("xced.controller")
 #: a pack's checks give the event loop back after this many jobs (a few tens of ms, D-8)
 PACK_CHUNK = 500
 #: how often a pack is checked while the config changes or jobs leave memory meanwhile; the
@@ -149,7 +151,12 @@ class PackMixin:
             if answer is not None:
                 return answer
         made, answers = self._record_pack(caller, checked, idempotency)
-        self._pend_or_kick_pack(made, checked)
+        try:
+            self._pend_or_kick_pack(made, checked)
+        except (StoreBusy, StoreUnavailable) as e:  # the pack is recorded: it is answered, a session pends them
+            log.warning("pack of %d jobs from %s: their first pend reasons were not recorded (%s); a scheduler "
+                        "session gives them", len(made), caller.user, e.message)
+            self.kick()
         return {"jobs": answers}
 
     def _record_pack(self, caller: Caller, checked: list[_Checked],
