@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import FAULTY_ENV, FAULTY_XCED, Daemon, kill_job_processes, short_tmpdir, write_config
 from xced.api.client import Client
 from xced.api.errors import Conflict, DaemonUnreachable, InvalidRequest, StoreUnavailable
-from xced.model.units import MAX_PACK_JOBS, MAX_PACK_REQUEST_BYTES, MAX_REQUEST_BYTES
+from xced.model.units import MAX_ENV_VARS, MAX_PACK_JOBS, MAX_PACK_REQUEST_BYTES, MAX_REQUEST_BYTES
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,7 +105,8 @@ def test_a_pack_with_a_job_refused_is_refused_whole_and_names_the_job(d):
     """Job 2 of 3 names an unknown queue: the pack is refused with that submit's error,
     "job 2 of the pack: unknown queue ...", field jobs.1.queue, and no job of it exists.
     Likewise a job field the API does not know, a job that is no object, an empty pack, a
-    pack over MAX_PACK_JOBS, and a bad name in the pack's own environment."""
+    pack over MAX_PACK_JOBS, a job whose --env takes its environment over MAX_ENV_VARS, and a
+    bad name in the pack's own environment."""
     before = _all_ids(d)
     with _client(d) as alice:
         with pytest.raises(InvalidRequest) as ei:
@@ -135,6 +136,11 @@ def test_a_pack_with_a_job_refused_is_refused_whole_and_names_the_job(d):
             alice.submit_pack({}, [{}] * (MAX_PACK_JOBS + 1))
         assert ei.value.field == "jobs" and (f"the pack holds {MAX_PACK_JOBS + 1} jobs, more than the {MAX_PACK_JOBS}"
                                              f" a pack may hold (MAX_PACK_JOBS" in ei.value.message)
+        full = {f"V{i}": "x" for i in range(MAX_ENV_VARS)}  # a job's environment holds MAX_ENV_VARS at most
+        with pytest.raises(InvalidRequest) as ei:
+            alice.submit_pack(full, [_job_req(env={"V1": "own"}), _job_req(env={"ONE_MORE": "y"})])
+        assert ei.value.field == "jobs.1.env" and ei.value.message.startswith(
+            f"job 2 of the pack: env: the pack's environment with this job's --env holds {MAX_ENV_VARS + 1} variables")
         with pytest.raises(InvalidRequest) as ei:
             alice.submit_pack({"BAD=NAME": "1"}, [_job_req()])
         assert ei.value.field == "env" and ei.value.message.startswith("--env 'BAD=NAME': names must be")
