@@ -9,6 +9,8 @@ Benchmarks (each starts its own xced in a fresh TopDir under /tmp and always sto
   preset       what `submit --preset` adds to `xcecli submit` (PRE-1 aim: at most 10 ms):
                the two commands alternated (30 pairs), and the expansion in-process
   api_submit   API submits per second over one connection (1,000 jobs kept pending)
+  pack         API pack submit (POST /jobs/pack, `xcecli submit --pack`, CLI-7): 10,000 single
+               jobs with the submitter's environment once, acknowledged in one call (median of 3)
   array        time of one API submit of a 10,000-element array (median of 3), and the
                `xcecli submit -J 'a[1-10000]'` wall time
   latency      submit-to-start on an idle cluster (20 jobs one at a time, median), split
@@ -393,6 +395,45 @@ class Bench:
             gcline,
         ]
 
+    # ---------------------------------------------------------------- pack
+
+    def pack(self, res: BenchResult) -> None:
+        """CLI-7 (issue 17 part 2): one POST /jobs/pack of 10,000 single jobs, each with its
+        own name and command and every tenth with an --env of its own, the submitter's
+        environment sent once; from the client's call to its answer (in-process, one
+        connection, as api_submit). Aim: at least 1,000 jobs/s (10,000 in under 10 s)."""
+        n = 1000 if self.quick else 10_000
+        reps = 3
+        jobs = [{"argv": ["sh", "-c", f"echo {i}"], "cwd": "/tmp", "name": f"p{i}", "umask": 0o022,
+                 **({"env": {"STEP": str(i)}} if i % 10 == 0 else {})} for i in range(n)]
+        env = dict(os.environ)
+        with self.daemon("pack", slots=1) as d:
+            c = d.client
+            d.hold_host(request)  # the jobs stay pending: only the pack's submit is measured
+            c.info()
+            times, cpu = [], []
+            for _ in range(reps):
+                cpu0 = d.cpu_s()
+                t = time.perf_counter()
+                r = c.submit_pack(env, jobs)
+                times.append(time.perf_counter() - t)
+                cpu.append(d.cpu_s() - cpu0)
+                assert len(r["jobs"]) == n and len({j["job_id"] for j in r["jobs"]}) == n, len(r["jobs"])
+                time.sleep(0.3)  # the session the pack asked for runs between two packs
+            listed = len(c.jobs_raw(user="all").json()["jobs"])
+            import json as _json
+
+            body = len(_json.dumps({"env": env, "jobs": jobs}, separators=(",", ":")))
+        rate = n / median(times)
+        res.metrics.append(Metric("pack", f"API pack submit, {n:,} jobs", rate, "jobs/s", False, aim=1000,
+                                  extra=f"median of {reps}; {median(times):.2f} s per pack"))
+        res.details += [
+            f"{reps} packs of {n:,} jobs: " + ", ".join(f"{t:.2f}" for t in times) + f" s ({rate:.0f} jobs/s at the "
+            f"median); daemon CPU per pack " + ", ".join(f"{c:.2f}" for c in cpu) + " s",
+            f"request body {body / 2**20:.1f} MiB (the environment of {len(env)} variables once, every tenth job "
+            f"with an --env of its own); {listed:,} jobs listed after ({reps * n:,} packed + the host's hold job)",
+        ]
+
     # ---------------------------------------------------------------- array
 
     def array(self, res: BenchResult) -> None:
@@ -759,7 +800,7 @@ def probe_info(c, seconds: float) -> list[float]:
     return out
 
 
-BENCHES = ["cli_submit", "version", "preset", "api_submit", "array", "latency", "drain", "drain_array", "pending", "retention",
+BENCHES = ["cli_submit", "version", "preset", "api_submit", "pack", "array", "latency", "drain", "drain_array", "pending", "retention",
            "store_busy"]
 
 

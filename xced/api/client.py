@@ -389,6 +389,22 @@ class Client:
         return _model(SubmitResponse, self.request_retried("POST", "/jobs", json=body, headers={HEADER: key},
                                                            on_lost=on_lost).body)
 
+    def submit_pack(self, env: dict, jobs: list[dict], key: str | None = None, *, on_lost=None) -> dict:
+        """Submit a pack (POST /jobs/pack; CLI-7, LSF `bsub -pack`): `env` the environment
+        once for every job, `jobs` dicts of SubmitRequest's fields whose `env` holds only each
+        job's own --env additions. Returns the raw JSON answer, `{"jobs": [SubmitResponse
+        dicts in request order]}` (no pydantic: the CLI's submit path must not import it).
+        One Idempotency-Key for the whole pack, `key` (default: a new one), sent again with
+        it while its answer is lost (`request_retried`), so the pack is recorded once however
+        often it is sent (JOB-10). Raises the error of the first job refused (its field
+        `jobs.<i>[.<field>]`, message "job I of the pack: ..."; nothing recorded),
+        InvalidRequest for a malformed key, DaemonUnreachable."""
+        from xced.api.idempotency import HEADER, check_key, new_key
+
+        key = new_key() if key is None else check_key(key)
+        return self.request_retried("POST", "/jobs/pack", json={"env": env, "jobs": jobs}, headers={HEADER: key},
+                                    on_lost=on_lost).json()
+
     def jobs_raw(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
                  all: bool = False, project: str | None = None, on_lost=None) -> Response:
         """GET /jobs as the raw answer (plain JSON, no model parsing: fast for big listings);

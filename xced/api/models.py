@@ -23,6 +23,7 @@ from xced.model.units import (
     MAX_HOOK_TEXT,
     MAX_MEMORY_MB,
     MAX_NAME_TEXT,
+    MAX_PACK_JOBS,
     MAX_QUEUE_TEXT,
     MAX_RESREQ_STRINGS,
     MAX_RUN_LIMIT_S,
@@ -121,6 +122,43 @@ class SubmitRequest(RequestBody):
         return v
 
 
+class PackJob(SubmitRequest):
+    """One job of a pack (POST /jobs/pack): SubmitRequest's fields with their bounds, except
+    that `env` holds only this job's own `--env NAME=VALUE` additions; its environment is the
+    pack's `env` with these laid over it (CLI-7, issue 17 part 2)."""
+
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV_VARS,
+                                description="this job's own --env NAME=VALUE additions, laid over the pack's env; at "
+                                            "most MAX_ENV_VARS variables, and so is the job's whole environment (D-8)")
+
+
+class PackRequest(RequestBody):
+    """POST /jobs/pack: many jobs in one request, as LSF's `bsub -pack FILE` (CLI-7). The
+    client's environment is sent once for the whole pack; every job is checked as a single
+    submit, and all are recorded in one transaction or none is. At least 1 and at most
+    MAX_PACK_JOBS jobs; the body at most MAX_PACK_REQUEST_BYTES (D-8)."""
+
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV_VARS,
+                                description="the submitter's environment, once for every job of the pack; at most "
+                                            "MAX_ENV_VARS variables (D-8)")
+    jobs: list[PackJob] = Field(json_schema_extra={"minItems": 1, "maxItems": MAX_PACK_JOBS},
+                                description="the jobs, in order; the answer gives their IDs in the same order")
+
+    @field_validator("jobs", mode="before")
+    @classmethod
+    def _pack_size(cls, v: object) -> object:
+        """At least one job and at most MAX_PACK_JOBS, told before any job is read (D-8)."""
+        from pydantic_core import PydanticCustomError
+
+        if isinstance(v, list) and not v:
+            raise PydanticCustomError("pack_empty", "the pack holds no job; give at least one")
+        if isinstance(v, list) and len(v) > MAX_PACK_JOBS:
+            raise PydanticCustomError("pack_too_long", "the pack holds {n} jobs, more than the {cap} a pack may hold "
+                                      "(MAX_PACK_JOBS, D-8); split it into packs of at most {cap}",
+                                      {"n": len(v), "cap": MAX_PACK_JOBS})
+        return v
+
+
 class JobAction(RequestBody):
     """POST /jobs/{id}/{kill|stop|resume|requeue}. `index` None means every element."""
 
@@ -174,6 +212,13 @@ class SubmitResponse(Body):
     array_size: int = Field(0, description="number of elements, 0 for a plain job")
     app: str | None = Field(None, description="the application profile the job runs with (PROF-2)")
     warnings: list[str] = Field(default_factory=list, description="side effects of the merge (MERGE-1)")
+
+
+class PackResponse(Body):
+    """The answer of POST /jobs/pack (CLI-7): each job's SubmitResponse, in the order of the
+    request."""
+
+    jobs: list[SubmitResponse]
 
 
 class HostShortfallOut(Body):
@@ -736,6 +781,7 @@ class EnrollRequest(SignedAnswer):
 #: the models whose JSON `--json` prints, published as docs/json/NAME.schema.json (CLI-1)
 PUBLISHED = {
     "submit": SubmitResponse,
+    "pack": PackResponse,
     "job": JobOut,
     "jobs": JobList,
     "events": EventList,

@@ -26,6 +26,8 @@ from xced.api.models import (
     JobTable,
     LaunchRequest,
     LaunchResult,
+    PackRequest,
+    PackResponse,
     SubmitRequest,
     SubmitResponse,
     WhyOut,
@@ -90,6 +92,42 @@ async def submit(body: SubmitRequest, request: Request,
     project, basis = ctl.policy.submit_project(caller, body.project)  # SUBMIT-1: the API server decides
     job = ctl.submit(req, caller, project=project, basis=basis, idempotency=idem)
     return SubmitResponse(**submit_answer(job))
+
+
+#: the OpenAPI description of a pack's Idempotency-Key header (JOB-10, CLI-7)
+_PACK_IDEMPOTENCY_DOC = {"parameters": [{
+    **_IDEMPOTENCY_DOC["parameters"][0],
+    "description": "one key for the whole pack, made by the client and sent with every retry of it: a retry with "
+                   "the same key and body gets the first answer (the same job IDs) and creates nothing (keys are "
+                   "kept 24 h, per user); the same key with another body is 409, a malformed key 422"}]}
+
+
+@router.post("/jobs/pack", response_model=PackResponse, responses=errors(BODY, 409),
+             openapi_extra=_PACK_IDEMPOTENCY_DOC)
+async def submit_pack(body: PackRequest, request: Request,
+                      caller: Caller = Depends(requires("queue:submit"))) -> Response:
+    """A pack submit (CLI-7, LSF `bsub -pack`): every job checked as a single submit is, all
+    recorded in one transaction or none (xced.controller.pack). A job refused refuses the
+    pack: the error of that job's submit, its message prefixed "job I of the pack: ", its
+    field `jobs.<i>[.<field>]`. One `Idempotency-Key` for the whole pack (JOB-10), as for
+    POST /jobs. Answers PackResponse: each job's SubmitResponse, in request order."""
+    from xced.api.idempotency import HEADER, check_key
+    from xced.controller.pack import pack_digest
+
+    ctl = _ctl(request)
+    key = None
+    keys = request.headers.getlist(HEADER)
+    if len(keys) > 1:
+        raise InvalidRequest(f"{len(keys)} {HEADER} headers: a pack carries one key", field=HEADER)
+    if keys:
+        key = check_key(keys[0])
+        # a retry: its answer at once, without checking it all again (the digest only then)
+        answer = ctl.replay_pack(caller.user, key, lambda: pack_digest(body.env, body.jobs))
+        if answer is not None:
+            return json_response(answer)
+    # SUBMIT-1: the API server decides each job's project, by the policy in force at its check
+    return json_response(await ctl.submit_pack(body.env, body.jobs, caller,
+                                               lambda project: ctl.policy.submit_project(caller, project), key=key))
 
 
 @router.post("/jobs/dry-run", response_model=DryRun, responses=errors(BODY))
