@@ -73,6 +73,30 @@ _GET = {
 }
 
 
+#: what each field reads of the JobOut dict: (job fields, element fields); rows_of reads
+#: `elements` and `array_spec` for every row
+_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "id": (("job_id",), ()), "user": (("user",), ()), "state": (("state",), ()), "queue": (("queue",), ()),
+    "project": (("project",), ()), "run_as": (("run_as",), ()), "hosts": ((), ("alloc",)), "app": (("app",), ()),
+    "name": (("name",), ()), "submit_time": (("submit_time",), ()), "start_time": ((), ("start_time",)),
+    "end_time": ((), ("end_time",)), "exit_code": ((), ("exit_code",)),
+    "ntasks": (("ntasks_min", "ntasks_max"), ("alloc",)), "elements": (("counts",), ()),
+    "reason": ((), ("pend_reason", "host_problem")),
+}
+
+
+def needs(cols: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the JobOut fields, the ElementOut fields) that `rows_of` reads for `cols`: all a
+    listing projected to those columns has to build of each job (GET /jobs/table)."""
+    job = {"elements", "array_spec"}
+    el: set[str] = set()
+    for c in cols:
+        j, e = _NEEDS[c]
+        job.update(j)
+        el.update(e)
+    return tuple(sorted(job)), tuple(sorted(el))
+
+
 def rows_of(jobs: list[dict], cols: list[str]) -> list[list[object]]:
     """The cells of `cols` (fields of FIELDS) for each job, given as the API's JobOut dicts
     (`elements` included for plain jobs); raises KeyError for an unknown field."""
