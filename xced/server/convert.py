@@ -57,11 +57,8 @@ _ELEMENT = {
 }
 
 
-def element_dict(e, hosts=None, only=None) -> dict:
-    """The ElementOut of element `e`; `hosts` (name -> HostState) gives its host_problem;
-    `only`: just those fields (a listing's columns, xced.api.listing.needs)."""
-    if only is not None:
-        return {k: _ELEMENT[k](e, hosts) for k in only}
+def element_dict(e, hosts=None) -> dict:
+    """The ElementOut of element `e`; `hosts` (name -> HostState) gives its host_problem."""
     return {k: f(e, hosts) for k, f in _ELEMENT.items()}
 
 
@@ -95,7 +92,7 @@ def _counts(job, x) -> dict[str, int]:
 def _elements(job, x) -> list[dict]:
     if not x.elements:
         return []
-    return [element_dict(e, x.hosts, x.element_fields) for e in job.elements.values()]
+    return [element_dict(e, x.hosts) for e in job.elements.values()]
 
 
 #: JobOut's fields in the model's order, each from (job, what was asked: `_Asked`)
@@ -120,25 +117,75 @@ _JOB = {
 class _Asked:
     """What a job_dict call asked for, handed to each field's getter."""
 
-    __slots__ = ("elements", "env", "hosts", "reserve", "element_fields")
+    __slots__ = ("elements", "env", "hosts", "reserve")
 
-    def __init__(self, elements, env, hosts, reserve, element_fields) -> None:
+    def __init__(self, elements, env, hosts, reserve) -> None:
         self.elements, self.env, self.hosts, self.reserve = elements, env, hosts, reserve
-        self.element_fields = element_fields
 
 
-def job_dict(job, *, elements: bool = True, env: dict | None = None, hosts=None, reserve: bool = False,
-             only: tuple | None = None) -> dict:
+def job_dict(job, *, elements: bool = True, env: dict | None = None, hosts=None, reserve: bool = False) -> dict:
     """The JobOut of `job`; `env`: its environment, given only for who may see it (D-7);
     `hosts` (name -> HostState): say of each running element whose host is not ok why;
     `reserve`: give its rusage terms with method and total (`show`, `wait`; null in listings,
-    which stay lean for 10,000 jobs). `only`: (job fields, element fields) to give and no
-    others, for a listing projected to its columns (GET /jobs/table; xced.api.listing.needs),
-    which then costs what its columns cost."""
-    x = _Asked(elements, env, hosts, reserve, only[1] if only is not None else None)
-    if only is not None:
-        return {k: _JOB[k](job, x) for k in only[0]}
+    which stay lean for 10,000 jobs)."""
+    x = _Asked(elements, env, hosts, reserve)
     return {k: f(job, x) for k, f in _JOB.items()}
+
+
+def _exec_host(e) -> str | None:
+    if e is None or not e.alloc:
+        return None
+    return ":".join(f"{n}*{h}" if n > 1 else h for h, n in e.alloc)
+
+
+def _job_name(j) -> str | None:
+    spec = j.spec.array_spec
+    return (j.name or "") + (spec[spec.index("["):] if spec else "") or None
+
+
+def _ntasks(j, e) -> object:
+    if e is not None and e.alloc:
+        return sum(n for _, n in e.alloc)
+    lo, hi = j.effective.ntasks_min, j.effective.ntasks_max
+    return lo if lo == hi else f"{lo},{hi}"
+
+
+def _reason(e, hosts) -> str | None:
+    if e is None:
+        return None
+    return e.pend_reason.main if e.pend_reason else host_problem(e, hosts)
+
+
+#: the cells of each listing field (xced.api.listing.FIELDS), from (job, its one element for
+#: a plain job else None, hosts): the rules of the listing's module docstring
+_CELLS = {
+    "id": lambda j, e, h: j.id, "user": lambda j, e, h: j.user, "state": lambda j, e, h: j.state().value,
+    "queue": lambda j, e, h: j.queue, "project": lambda j, e, h: j.spec.project,
+    "run_as": lambda j, e, h: j.spec.run_as, "hosts": lambda j, e, h: _exec_host(e),
+    "app": lambda j, e, h: j.spec.app or None, "name": lambda j, e, h: _job_name(j),
+    "submit_time": lambda j, e, h: j.submit_time,
+    "start_time": lambda j, e, h: e.start_time if e is not None else None,
+    "end_time": lambda j, e, h: e.end_time if e is not None else None,
+    "exit_code": lambda j, e, h: e.exit_code if e is not None else None, "ntasks": lambda j, e, h: _ntasks(j, e),
+    "elements": lambda j, e, h: ",".join(f"{n} {s}" for s, n in sorted(_counts(j, None).items()))
+    if j.spec.array_spec else None,
+    "reason": lambda j, e, h: _reason(e, h),
+}
+
+
+def table_rows(jobs, cols: list[str], hosts=None) -> list[list[object]]:
+    """The rows of a listing projected to `cols` (fields of xced.api.listing.FIELDS), one per
+    job of `jobs`, each cell computed from the job itself (GET /jobs/table, issue 17): a
+    listing of 10,000 jobs costs what its columns cost, not 10,000 JobOuts. `hosts` (name ->
+    HostState) for PEND_REASON's host problems. Raises KeyError for an unknown field."""
+    fns = [_CELLS[c] for c in cols]
+    out = []
+    for j in jobs:
+        e = None
+        if not j.is_array and len(j.elements) == 1:
+            e = next(iter(j.elements.values()))
+        out.append([f(j, e, hosts) for f in fns])
+    return out
 
 
 def event_dict(row) -> dict:

@@ -149,10 +149,9 @@ async def why(job_id: int, request: Request, _: Caller = Depends(requires("clust
     return json_response(_ctl(request).why(job_id, index))
 
 
-async def _listed(request: Request, caller: Caller, user: str | None, queue: str | None, project: str | None,
-                  state: list[JobState] | None, all: bool, only: tuple | None = None) -> list[dict]:
-    """The JobOut dicts of a listing (GET /jobs and GET /jobs/table share the filters);
-    `only`: just those (job, element) fields of each (convert.job_dict)."""
+async def _listed_jobs(request: Request, caller: Caller, user: str | None, queue: str | None, project: str | None,
+                       state: list[JobState] | None, all: bool) -> list:
+    """The jobs of a listing, by ID (GET /jobs and GET /jobs/table share the filters)."""
     check_path(project)  # a malformed path is refused, as at submit, never an empty listing
     want_user = caller.user if user is None else (None if user == "all" else user)
     ctl = _ctl(request)
@@ -164,8 +163,15 @@ async def _listed(request: Request, caller: Caller, user: str | None, queue: str
         names = ", ".join(q.name for q in ctl.config.queues)
         raise InvalidRequest(f"queue {queue!r}: no such queue (LSF bjobs -q says the same); the queues are: {names}",
                              field="queue")
-    hosts = ctl.hosts
-    return [job_dict(job, elements=not job.is_array, hosts=hosts, only=only) for job in jobs]
+    return jobs
+
+
+async def _listed(request: Request, caller: Caller, user: str | None, queue: str | None, project: str | None,
+                  state: list[JobState] | None, all: bool) -> list[dict]:
+    """The JobOut dicts of a listing (GET /jobs)."""
+    hosts = _ctl(request).hosts
+    return [job_dict(job, elements=not job.is_array, hosts=hosts)
+            for job in await _listed_jobs(request, caller, user, queue, project, state, all)]
 
 
 @router.get("/jobs", response_model=JobList, responses=errors())
@@ -190,14 +196,15 @@ async def job_table(request: Request, caller: Caller = Depends(requires("cluster
               all: bool = Query(False, description="include finished jobs of any age")) -> Response:
     """The listing of GET /jobs, filtered alike, projected to `fields` (issue 17: a tenth of
     the bytes for the default columns); an unknown field is refused naming the valid ones."""
-    from xced.api.listing import needs, parse_fields, rows_of
+    from xced.api.listing import parse_fields
+    from xced.server.convert import table_rows
 
     try:
         cols = parse_fields(fields)
     except ValueError as e:
         raise InvalidRequest(f"fields {fields!r}: {e}", field="fields") from None
-    listed = await _listed(request, caller, user, queue, project, state, all, only=needs(cols))
-    return json_response({"fields": cols, "rows": rows_of(listed, cols)})
+    jobs = await _listed_jobs(request, caller, user, queue, project, state, all)
+    return json_response({"fields": cols, "rows": table_rows(jobs, cols, _ctl(request).hosts)})
 
 
 @router.get("/jobs/{job_id:jobid}", response_model=JobOut, responses=errors(JOB))
