@@ -18,7 +18,7 @@ import threading
 
 import pytest
 
-from tests.conftest import FAULTY_ENV, FAULTY_XCED, Daemon, kill_job_processes, short_tmpdir, write_config
+from tests.conftest import FAULTY_ENV, FAULTY_XCED, Daemon, _daemon_fixture, short_tmpdir
 from xced.api.client import Client
 from xced.api.errors import Conflict, DaemonUnreachable, InvalidRequest, StoreUnavailable
 from xced.model.units import MAX_ENV_VARS, MAX_PACK_JOBS, MAX_PACK_REQUEST_BYTES, MAX_REQUEST_BYTES
@@ -34,14 +34,9 @@ def d():
     fails its commits while <TopDir>/state/FAULT exists (tests/faults/xced.py); stopped with
     its jobs at the end."""
     top = short_tmpdir()
-    write_config(top, extra_queues=QUEUES)
-    dm = Daemon(top, cmd=FAULTY_XCED, env=dict(FAULTY_ENV))
     try:
-        dm.start()
-        yield dm
+        yield from _daemon_fixture(top, cmd=FAULTY_XCED, env=FAULTY_ENV, extra_queues=QUEUES)
     finally:
-        dm.stop()
-        kill_job_processes(top)
         shutil.rmtree(top, ignore_errors=True)
 
 
