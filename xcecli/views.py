@@ -72,12 +72,15 @@ def jobs(client_of, *, user: str | None = None, queue: str | None = None, projec
     table([FIELDS[f] for f in cols], rows)
 
 
-def show(client_of, job: str, as_json: bool = False) -> None:
+def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> None:
     """`xcecli show JOB` (LSF bjobs -l): the job's request, who it runs as, and a row per
     element, from the daemon's GET /jobs/ID answer (a JobOut, read as plain JSON). `job` is
     `123` or `123[4]` (that element only). `as_json`: the JobOut itself, indented by 2, as
     the daemon sent it (its fields in the model's order; with `123[4]` only that element).
-    Raises Usage for a malformed ID, NotFound for an unknown job or element."""
+    Past xced.api.arrays.SUMMARY_OVER (100) elements, unless `verbose`, the elements are
+    grouped: one row per state (and exit code, signal, reason) with its indices as runs
+    (xced.api.arrays.element_rows; issue 17 part 4). Raises Usage for a malformed ID,
+    NotFound for an unknown job or element."""
     import json
 
     jid, idx = job_ref(job)
@@ -139,6 +142,11 @@ def show(client_of, job: str, as_json: bool = False) -> None:
         lines.append(("Elements", ", ".join(f"{n} {s}" for s, n in sorted((j.get("counts") or {}).items()))))
     for k, v in lines:
         print(f"{k + ':' if k else '':<14}{v}")
+    from xced.api.arrays import SUMMARY_OVER
+
+    if len(els) > SUMMARY_OVER and not verbose:  # grouped, not a row per element (issue 17 part 4)
+        _grouped(j["job_id"], els)
+        return
     rows = []
     for e in els:
         pend = e.get("pend_reason")
@@ -154,3 +162,23 @@ def show(client_of, job: str, as_json: bool = False) -> None:
             print(f"\n{e['id']} pending: {pend['main']}")
             for h in pend["hosts"]:
                 print(f"  {h['message']}")
+
+
+def _grouped(job_id: int, els: list[dict]) -> None:
+    """`show`'s element table past 100 elements (issue 17 part 4, CLI-3): one row per group of
+    elements alike (xced.api.arrays.element_rows), then each distinct host breakdown of
+    pending elements once, under the elements it concerns."""
+    from xced.api.arrays import SUMMARY_HEADERS, element_rows, group, ref
+    from xcecli.output import table
+
+    print()
+    table(SUMMARY_HEADERS, element_rows(job_id, (
+        (e["index"], e["state"], e.get("exit_code"), e.get("exit_signal"),
+         e.get("exit_reason") or (e["pend_reason"]["main"] if e.get("pend_reason") else None) or e.get("host_problem"))
+        for e in els)))
+    pending = ((e["index"], (e["pend_reason"]["main"], tuple(h["message"] for h in e["pend_reason"]["hosts"])))
+               for e in els if e.get("pend_reason") and e["pend_reason"].get("hosts"))
+    for (main, msgs), _, runs in group(pending):
+        print(f"\n{ref(job_id, runs)} pending: {main}")
+        for m in msgs:
+            print(f"  {m}")

@@ -49,12 +49,14 @@ def register(app: typer.Typer) -> None:
                        fields=fields, as_json=as_json)
 
     @app.command()
-    def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
-        """Show a job in full (LSF bjobs -l): its request, who it runs as, every element."""
+    def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
+             verbose: bool = typer.Option(False, "-v", "--verbose", help="one row per element, however many (past 100 "
+                                          "an array's elements are grouped by state and index range)")) -> None:
+        """Show a job in full (LSF bjobs -l): its request, who it runs as, its elements (past 100, grouped)."""
         from xcecli import views
 
         with _usage():
-            views.show(ctx.obj.client, job, as_json)
+            views.show(ctx.obj.client, job, as_json, verbose=verbose)
 
     @app.command()
     def why(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID, 123 or 123[4]"),

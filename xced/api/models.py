@@ -469,12 +469,47 @@ class QueueList(Body):
     queues: list[QueueOut]
 
 
+class ElementGroup(Body):
+    """Elements of one array in one state (issue 17 part 4): how many, and their indices as
+    runs, exact: "1-500000,500002" (xced.api.arrays.format_runs)."""
+
+    state: JobState
+    count: int
+    indices: str = Field(description="the indices, consecutive ones folded: \"1-10,12,15-20\"")
+
+
+class ActionRefusal(Body):
+    """A job ID that `xcecli kill` (stop, resume, requeue, release) named and the daemon
+    refused whole, with why: the error answer's code and message (xced.api.errors)."""
+
+    id: str = Field(description="the reference as given: \"999\" or \"12[4]\"")
+    code: str = Field(description="the error's code, one of: " + ", ".join(CODES))
+    reason: str
+
+
 class ActionResult(Body):
-    """Result of kill/stop/resume/requeue: what was done to which elements."""
+    """Result of kill/stop/resume/requeue/release of one job: what was done to which elements
+    (CLI-3; issue 17 part 4). `affected` lists every element acted on, unless the action
+    touched more than 100 (xced.api.arrays.SUMMARY_OVER) and the request did not ask for the
+    full list (`?full=true`): then `complete` is false, `affected` is empty and `count`,
+    `states` say what it did. For an array, `states` groups the elements acted on by their
+    state after the action, `skipped` the elements it left alone by their state (a kill leaves
+    finished ones). `xcecli ... --json` prints a list of these, one per JOB argument; an ID the
+    daemon refused whole is an entry with `refused` set, `affected` empty and `count` 0 (the
+    API itself answers such an ID with its error)."""
 
     job_id: int
     affected: list[str]
-    message: str
+    message: str = Field(description="what was done, the elements folded into runs (\"kill requested: 5[1-3,7]\"); "
+                                     "past 100 elements, unless `complete`, at most 10 runs are named")
+    count: int = Field(0, description="how many elements the action acted on")
+    complete: bool = Field(True, description="false: `affected` was left out (more than 100 elements)")
+    states: list[ElementGroup] = Field(default_factory=list,
+                                       description="an array's elements acted on, by their state after the action")
+    skipped: list[ElementGroup] = Field(default_factory=list,
+                                        description="an array's elements left alone, by their state")
+    note: str | None = Field(None, description="what the action could not do, e.g. a hold of the other kind kept")
+    refused: ActionRefusal | None = Field(None, description="xcecli --json only: this JOB argument was refused")
 
 
 class DryRun(Body):

@@ -254,25 +254,60 @@ _DOING = {"kill": "kill it", "stop": "stop it", "resume": "resume it", "requeue"
           "release": "release a system hold (a hold of your own goes with `xcecli resume`)"}
 
 
+def _indices(job_id: int, refs: list[str]) -> list[int]:
+    """The indices of an array's element references ("12[5]" -> 5); a plain job's is 0."""
+    cut = len(str(job_id)) + 1
+    return [int(r[cut:-1]) if r.endswith("]") else 0 for r in refs]
+
+
+def action_answer(name: str, job, affected: list[str], index: int | None, full: bool) -> ActionResult:
+    """The answer to a job action (CLI-3; issue 17 part 4): `affected` (the controller's
+    element references) with `count`; for an array its elements acted on and left alone by
+    state (xced.api.arrays.group). Past SUMMARY_OVER elements, unless `full`, the references
+    are left out (`complete` false) and the message names at most MAX_RUNS_SHOWN runs:
+    killing a 1,000,000-element array answers a few hundred bytes, not 12 MB. The resume and
+    release notes (D-5: one kind of hold never releases the other) go in `note` and, as
+    before, in the message."""
+    from xced.api.arrays import DONE_PHRASE, SUMMARY_OVER, elide_runs, format_runs, group, runs_of
+
+    verb = DONE_PHRASE[name]
+    states, skipped = [], []
+    done = set(_indices(job.id, affected)) if job.is_array or name in ("resume", "release") else set()
+    if job.is_array:
+        states = [{"state": st, "count": n, "indices": runs} for st, n, runs in
+                  group((i, job.elements[i].state.value) for i in sorted(done))]
+        if index is None:
+            skipped = [{"state": st, "count": n, "indices": runs} for st, n, runs in
+                       group((e.index, e.state.value) for e in job.elements.values() if e.index not in done)]
+    addressed = len(affected) + sum(g["count"] for g in skipped)
+    complete = full or addressed <= SUMMARY_OVER
+    if complete:
+        told = format_refs(affected)
+    elif job.is_array:
+        told = f"{job.id}[{elide_runs(format_runs(runs_of(done)))[0]}]"
+    else:
+        told = format_refs(affected)
+    message, note = f"{verb}: {told}", None
+    if name in ("resume", "release"):  # D-5: one kind of hold never releases the other
+        kept = "system" if name == "resume" else "user"
+        if any(kept in job.elements[i].holds for i in done if i in job.elements):
+            how = (f"an admin releases it with `xcecli release {job.id}`" if kept == "system"
+                   else f"its user resumes it with `xcecli resume {job.id}`")
+            note = f"still held by {'the system' if kept == 'system' else 'its user'} ({how})"
+            message = f"{'user hold' if name == 'resume' else 'system hold'} released: {told}; {note}"
+    return ActionResult(job_id=job.id, affected=affected if complete else [], message=message, count=len(affected),
+                        complete=complete, states=states, skipped=skipped, note=note)
+
+
 def _action(name: str):
     async def route(job_id: int, request: Request, body: JobAction | None = None,
+                    full: bool = Query(False, description="list every element acted on in `affected`, however many "
+                                                          "(past 100 the answer gives counts and index runs only)"),
                     caller: Caller = Depends(requires(ACTION_PERMISSIONS[name], _DOING[name]))) -> ActionResult:
         index = body.index if body else None
         await _ctl(request).recall(job_id)  # a purged job is finished: the action says so, not "not found"
         affected = getattr(_ctl(request), name)(job_id, index, caller)
-        verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued",
-                "release": "system hold released"}[name]
-        message = f"{verb}: {format_refs(affected)}"
-        if name in ("resume", "release"):  # D-5: one kind of hold never releases the other
-            job = _ctl(request).job(job_id)
-            kept = "system" if name == "resume" else "user"
-            still = [e.ref for e in job.elements.values() if e.ref in affected and kept in e.holds]
-            if still:
-                how = (f"an admin releases it with `xcecli release {job_id}`" if kept == "system"
-                       else f"its user resumes it with `xcecli resume {job_id}`")
-                message = (f"{'user hold' if name == 'resume' else 'system hold'} released: {format_refs(affected)}; "
-                           f"still held by {'the system' if kept == 'system' else 'its user'} ({how})")
-        return ActionResult(job_id=job_id, affected=affected, message=message)
+        return action_answer(name, _ctl(request).job(job_id), affected, index, full)
     route.__name__ = f"{name}_job"
     return route
 
