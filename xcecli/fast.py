@@ -143,7 +143,8 @@ def _jobs(argv: list[str], client_of):
 def _show(argv: list[str], client_of):
     from xcecli.views import show
 
-    given, args = read(argv, {"--json": ("as_json", "flag")}, interspersed=True)
+    given, args = read(argv, {"--json": ("as_json", "flag"), "-v": ("verbose", "flag"), "--verbose": ("verbose", "flag")},
+                       interspersed=True)
     if len(args) != 1:
         raise Decline("show takes one job")
     return lambda: show(client_of, args[0], **given)  # type: ignore[arg-type]

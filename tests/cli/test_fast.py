@@ -219,6 +219,7 @@ def test_both_paths_print_the_same_bytes_and_exit_codes(shared_daemon):
     cases = [("jobs",), ("jobs", "-a", "-o", "id,stat,name,ntasks,elements,submit_time"), ("jobs", "-s", "done run"),
              ("show", str(plain)), ("show", str(arr)), ("show", f"{arr}[2]"), ("show", str(held)),
              ("show", "--json", str(arr)), ("show", f"{arr}[3]", "--json"), ("show", str(held), "--json"),
+             ("show", "-v", str(arr)), ("show", str(arr), "--verbose"),
              # refusals: the same message and exit code
              ("show", "999999"), ("show", f"{arr}[9]"), ("show", "x1"), ("jobs", "-q", "nope"), ("jobs", "-s", "FOO"),
              ("jobs", "-o", "bogus"), ("submit", "-q", "nope", "--", "true"), ("submit", "-n", "0", "--", "true"),
