@@ -38,28 +38,19 @@ def host_problem(e, hosts) -> str | None:
     return None
 
 
-def _pend_reason(e, hosts):
-    pr = e.pend_reason
-    return {"main": pr.main, "hint": pr.hint, "hosts": [
-        {"host": s.host, "resource": s.resource, "free": s.free, "needed": s.needed, "message": s.message}
-        for s in pr.hosts]} if pr else None
-
-
-#: ElementOut's fields in the model's order, each from (element, hosts)
-_ELEMENT = {
-    "id": lambda e, h: e.ref, "job_id": lambda e, h: e.job.id, "index": lambda e, h: e.index,
-    "state": lambda e, h: e.state.value, "holds": lambda e, h: sorted(e.holds),
-    "start_time": lambda e, h: e.start_time, "end_time": lambda e, h: e.end_time,
-    "exit_code": lambda e, h: e.exit_code, "exit_signal": lambda e, h: e.exit_signal,
-    "exit_reason": lambda e, h: e.exit_reason, "containment": lambda e, h: e.containment,
-    "alloc": lambda e, h: [{"host": n, "slots": k} for n, k in e.alloc], "pend_reason": _pend_reason,
-    "host_problem": lambda e, h: host_problem(e, h), "stdout": lambda e, h: None, "stderr": lambda e, h: None,
-}
-
-
 def element_dict(e, hosts=None) -> dict:
     """The ElementOut of element `e`; `hosts` (name -> HostState) gives its host_problem."""
-    return {k: f(e, hosts) for k, f in _ELEMENT.items()}
+    pr = e.pend_reason
+    return {
+        "id": e.ref, "job_id": e.job.id, "index": e.index, "state": e.state.value, "holds": sorted(e.holds),
+        "start_time": e.start_time, "end_time": e.end_time, "exit_code": e.exit_code,
+        "exit_signal": e.exit_signal, "exit_reason": e.exit_reason, "containment": e.containment,
+        "alloc": [{"host": h, "slots": n} for h, n in e.alloc],
+        "pend_reason": {"main": pr.main, "hint": pr.hint, "hosts": [
+            {"host": s.host, "resource": s.resource, "free": s.free, "needed": s.needed, "message": s.message}
+            for s in pr.hosts]} if pr else None,
+        "host_problem": host_problem(e, hosts), "stdout": None, "stderr": None,
+    }
 
 
 def reserve_list(job) -> list[dict]:
@@ -81,55 +72,40 @@ def reserve_list(job) -> list[dict]:
     return [r.to_json() for r in reserve_terms(rr, nmin, nmax, nhosts)]
 
 
-def _counts(job, x) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for e in job.elements.values():
-        k = e.state.value
-        counts[k] = counts.get(k, 0) + 1
-    return counts
-
-
-def _elements(job, x) -> list[dict]:
-    if not x.elements:
-        return []
-    return [element_dict(e, x.hosts) for e in job.elements.values()]
-
-
-#: JobOut's fields in the model's order, each from (job, what was asked: `_Asked`)
-_JOB = {
-    "job_id": lambda j, x: j.id, "name": lambda j, x: j.name, "user": lambda j, x: j.user,
-    "run_as": lambda j, x: j.spec.run_as, "asserted_user": lambda j, x: j.spec.asserted,
-    "queue": lambda j, x: j.queue, "project": lambda j, x: j.spec.project,
-    "auth_basis": lambda j, x: j.spec.auth_basis, "app": lambda j, x: j.spec.app or None,
-    "app_params": lambda j, x: j.effective.app_params, "state": lambda j, x: j.state().value,
-    "submit_time": lambda j, x: j.submit_time, "argv": lambda j, x: list(j.spec.argv), "cwd": lambda j, x: j.spec.cwd,
-    "ntasks_min": lambda j, x: j.effective.ntasks_min, "ntasks_max": lambda j, x: j.effective.ntasks_max,
-    "run_limit_s": lambda j, x: j.effective.run_limit_s, "memory_limit_mb": lambda j, x: j.effective.memory_limit_mb,
-    "array_spec": lambda j, x: j.spec.array_spec, "array_limit": lambda j, x: j.spec.array_limit,
-    "resreq_requested": lambda j, x: list(j.spec.resreq), "resreq": lambda j, x: j.effective.resreq,
-    "reserve": lambda j, x: reserve_list(j) if x.reserve else None, "dependency": lambda j, x: j.spec.dependency,
-    "counts": _counts, "elements": _elements,
-    "env": lambda j, x: dict(x.env) if x.env is not None else None, "umask": lambda j, x: j.spec.umask,
-    "meta": lambda j, x: j.effective.exdata.get("meta") if isinstance(j.effective.exdata, dict) else None,
-}
-
-
-class _Asked:
-    """What a job_dict call asked for, handed to each field's getter."""
-
-    __slots__ = ("elements", "env", "hosts", "reserve")
-
-    def __init__(self, elements, env, hosts, reserve) -> None:
-        self.elements, self.env, self.hosts, self.reserve = elements, env, hosts, reserve
-
-
 def job_dict(job, *, elements: bool = True, env: dict | None = None, hosts=None, reserve: bool = False) -> dict:
     """The JobOut of `job`; `env`: its environment, given only for who may see it (D-7);
     `hosts` (name -> HostState): say of each running element whose host is not ok why;
     `reserve`: give its rusage terms with method and total (`show`, `wait`; null in listings,
     which stay lean for 10,000 jobs)."""
-    x = _Asked(elements, env, hosts, reserve)
-    return {k: f(job, x) for k, f in _JOB.items()}
+    sp, eff = job.spec, job.effective
+    counts = _counts(job)
+    return {
+        "job_id": job.id, "name": job.name, "user": job.user, "run_as": sp.run_as,
+        "asserted_user": sp.asserted, "queue": job.queue, "project": sp.project, "auth_basis": sp.auth_basis,
+        "app": sp.app or None,
+        "app_params": eff.app_params, "state": job.state().value,
+        "submit_time": job.submit_time, "argv": list(sp.argv), "cwd": sp.cwd, "ntasks_min": eff.ntasks_min,
+        "ntasks_max": eff.ntasks_max, "run_limit_s": eff.run_limit_s,
+        "memory_limit_mb": eff.memory_limit_mb, "array_spec": sp.array_spec,
+        "array_limit": sp.array_limit, "resreq_requested": list(sp.resreq),
+        "resreq": eff.resreq, "reserve": reserve_list(job) if reserve else None, "dependency": sp.dependency,
+        "counts": counts,
+        "elements": [element_dict(e, hosts) for e in job.elements.values()] if elements else [],
+        "env": dict(env) if env is not None else None, "umask": sp.umask,
+        "meta": eff.exdata.get("meta") if isinstance(eff.exdata, dict) else None,
+    }
+
+
+def _counts(job) -> dict[str, int]:
+    """JobOut.counts: the job's elements by state."""
+    if len(job.elements) == 1:  # a plain job (listings build 10,000 of these)
+        for e in job.elements.values():
+            return {e.state.value: 1}
+    counts: dict[str, int] = {}
+    for e in job.elements.values():
+        k = e.state.value
+        counts[k] = counts.get(k, 0) + 1
+    return counts
 
 
 def _exec_host(e) -> str | None:
@@ -167,7 +143,7 @@ _CELLS = {
     "start_time": lambda j, e, h: e.start_time if e is not None else None,
     "end_time": lambda j, e, h: e.end_time if e is not None else None,
     "exit_code": lambda j, e, h: e.exit_code if e is not None else None, "ntasks": lambda j, e, h: _ntasks(j, e),
-    "elements": lambda j, e, h: ",".join(f"{n} {s}" for s, n in sorted(_counts(j, None).items()))
+    "elements": lambda j, e, h: ",".join(f"{n} {s}" for s, n in sorted(_counts(j).items()))
     if j.spec.array_spec else None,
     "reason": lambda j, e, h: _reason(e, h),
 }
