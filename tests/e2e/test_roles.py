@@ -40,6 +40,7 @@ JOB = "424242"
 REQUESTS: dict[tuple[str, str], tuple[str, dict | None]] = {
     ("POST", "/xce/v1/jobs"): ("/jobs", NO_BODY),
     ("POST", "/xce/v1/jobs/dry-run"): ("/jobs/dry-run", NO_BODY),
+    ("POST", "/xce/v1/jobs/pack"): ("/jobs/pack", NO_BODY),
     ("GET", "/xce/v1/jobs"): ("/jobs", None),
     ("GET", "/xce/v1/jobs/table"): ("/jobs/table", None),
     ("GET", "/xce/v1/jobs/{job_id:jobid}"): (f"/jobs/{JOB}", None),
