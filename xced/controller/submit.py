@@ -7,6 +7,7 @@ runs on the event loop thread and changes state only through the shell (`_commit
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -112,7 +113,17 @@ def _check_utf8(req: dict) -> None:
     """Every string of the request is text that UTF-8 can encode: a byte a shell passed that
     is not UTF-8 (`echo $'caf\\xe9'`) arrives as a lone surrogate, which no listing, store
     or process environment could carry again, so the submit is refused naming the field (D-8).
-    Walks nested values without recursion. Raises InvalidRequest."""
+    Walks nested values without recursion. Raises InvalidRequest.
+
+    First one C-speed pass over the whole request (JSON text without escaping, strictly
+    encoded: only a lone surrogate can fail it), half the cost of the walk on a submit with
+    the submitter's whole environment (issue 17 part 5, CLI-7); the walk, which names the
+    field, runs only when that pass fails or the request holds what JSON cannot write."""
+    try:
+        json.dumps(req, ensure_ascii=False, check_circular=False).encode("utf-8")
+        return
+    except (UnicodeEncodeError, TypeError, ValueError):
+        pass
     stack: list[tuple[str, object]] = [(k, v) for k, v in req.items()]
     while stack:
         where, v = stack.pop()
