@@ -415,7 +415,8 @@ class SubmitMixin:
         job.elements = {i: Element(job, i, S.PEND) for i in indices}
         with self.store.tx(durable=True):
             self.store.insert_job(jid, name, caller.user, qname, now, to_record(spec, effective), indices, "PEND")
-            self.store.put_env(spec.env_digest, env[0])
+            if spec.env_digest not in self._envs:  # one in the cache is in the store (xced.controller.envs)
+                self.store.put_env(spec.env_digest, env[0])
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if spec.is_array else None, self._sid("submit"))
             if idempotency is not None:
