@@ -6,12 +6,19 @@ Benchmarks (each starts its own xced in a fresh TopDir under /tmp and always sto
 
   cli_submit   median wall time of `xcecli submit --parsable true` (30 calls), plus the
                Python start-up and import costs behind it
+  cli          issue 17's figures of the CLI (CLI-7), each beside `python -c pass` measured in
+               the same run, alternated call by call: `xcecli submit --parsable -- true`, `xcecli
+               --help` and `xcecli show ID` (30 each), 100 submits in a shell loop (median of 3),
+               `xcecli submit --pack FILE` of 10,000 lines, and `xcecli jobs -u all` (plain and
+               --json) over those 10,000 pending jobs (11 each)
   preset       what `submit --preset` adds to `xcecli submit` (PRE-1 aim: at most 10 ms):
                the two commands alternated (30 pairs), and the expansion in-process
   api_submit   API submits per second over one connection (1,000 jobs kept pending)
   api_with_cli API submits per second over one connection for 10 s while another thread runs
                `xcecli submit --parsable -- true` in a loop (issue 17 part 5: aim > 1,000/s),
                and that loop's median wall time
+  pack         API pack submit (POST /jobs/pack, `xcecli submit --pack`, CLI-7): 10,000 single
+               jobs with the submitter's environment once, acknowledged in one call (median of 3)
   array        time of one API submit of a 10,000-element array (median of 3), and the
                `xcecli submit -J 'a[1-10000]'` wall time
   latency      submit-to-start on an idle cluster (20 jobs one at a time, median), split
@@ -280,6 +287,86 @@ class Bench:
             + ", ".join(f"{m} {ms:.0f} ms" for m, ms in sorted(imports, key=lambda x: -x[1])[:8]),
         ]
 
+    # ---------------------------------------------------------------- cli
+
+    def cli(self, res: BenchResult) -> None:
+        """Issue 17 (CLI-7): what pipelines pay per CLI call. Every figure is measured beside
+        `python -c pass` in the same venv, the two alternated call by call so that load
+        drifts hit both alike; RESULTS gives both and their ratio (the ratio is what carries
+        over to other machines; the aims are this machine's milliseconds)."""
+        n = 10 if self.quick else 30
+        npack = 2000 if self.quick else 10_000
+        with self.daemon("cli", slots=1) as d:
+            env, cwd = d.cli_env(), str(d.top)
+            hold = d.hold_host(request)
+            py = [sys.executable, "-c", "pass"]
+
+            def alternated(cmd: list[str], k: int, check=None) -> tuple[list[float], list[float]]:
+                a, b = [], []
+                run_timed(cmd, env, cwd)  # warm the page cache; not counted
+                for _ in range(k):
+                    a.append(run_timed(py, env, cwd)[0] * 1000)
+                    dt, r = run_timed(cmd, env, cwd)
+                    assert r.returncode == 0, (cmd, r.stderr[-500:])
+                    if check:
+                        check(r)
+                    b.append(dt * 1000)
+                return a, b
+
+            def ids(r) -> None:
+                int(r.stdout.strip())
+
+            # a pack of `npack` lines: the pending jobs of the listings below
+            pack = d.top / "bench.pack"
+            pack.write_text("".join(f"-J p{i} true\n" for i in range(npack)))
+            pack_py, pack_t = [], []
+            pack_py.append(run_timed(py, env, cwd)[0] * 1000)
+            dt, r = run_timed([XCECLI, "submit", "--parsable", "--pack", str(pack)], env, cwd)
+            assert r.returncode == 0 and len(r.stdout.split()) == npack, r.stderr[-500:]
+            pack_t.append(dt * 1000)
+            jobs_py, jobs_t = alternated([XCECLI, "jobs", "-u", "all"], 11)
+            json_py, json_t = alternated([XCECLI, "jobs", "-u", "all", "--json"], 11)
+            sub_py, sub_t = alternated([XCECLI, "submit", "--parsable", "--", "true"], n, ids)
+            help_py, help_t = alternated([XCECLI, "--help"], n)
+            show_py, show_t = alternated([XCECLI, "show", str(hold)], n)
+            loop = f"for i in $(seq 100); do {shlex.quote(XCECLI)} submit --parsable -- true >/dev/null || exit 1; done"
+            loop_t = []
+            for _ in range(3):
+                dt, r = run_timed(["sh", "-c", loop], env, cwd, timeout=300)
+                assert r.returncode == 0, r.stderr[-500:]
+                loop_t.append(dt)
+            imports = parse_importtime(run_blocking([sys.executable, "-X", "importtime", XCECLI, "submit", "--parsable",
+                                                     "--", "true"], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE, text=True).stderr)
+
+        def row(key: str, label: str, t: list[float], p: list[float], aim: float, slurm: float | None = None,
+                what: str = "") -> None:
+            pm = median(p)
+            res.metrics.append(Metric(key, label, median(t), "ms", True, p95=p95(t), slurm=slurm, aim=aim,
+                                      extra=f"{what}; python -c pass {pm:.1f} ms alongside: {median(t) / pm:.1f}x"))
+
+        row("cli17_submit", "`xcecli submit --parsable -- true`", sub_t, sub_py, 50, 5, f"{n} calls")
+        row("cli17_help", "`xcecli --help` (stdout a pipe)", help_t, help_py, 60, None, f"{n} calls")
+        row("cli17_show", "`xcecli show ID`", show_t, show_py, 60, None, f"{n} calls")
+        row("cli17_jobs", f"`xcecli jobs -u all`, {npack:,} pending", jobs_t, jobs_py, 150, 113, "11 calls")
+        row("cli17_jobs_json", f"`xcecli jobs -u all --json`, {npack:,} pending", json_t, json_py, 150, None,
+            "11 calls")
+        res.metrics.append(Metric("cli17_loop", "100 sequential `xcecli submit` in a shell loop", median(loop_t), "s",
+                                  True, p95=max(loop_t), slurm=0.5, aim=5, extra="median of 3; p95 column = max"))
+        rate = npack / (pack_t[0] / 1000)
+        res.metrics.append(Metric("cli17_pack", f"`xcecli submit --pack FILE`, {npack:,} lines", rate, "jobs/s", False,
+                                  aim=1000, extra=f"{pack_t[0] / 1000:.2f} s from start to the last ID printed"))
+        total_imp = sum(ms for _, ms in imports)
+        res.details += [
+            "medians in ms, each beside `python -c pass` in the same run (command / pass): "
+            + "; ".join(f"{name} {median(t):.1f} / {median(p):.1f}" for name, t, p in (
+                ("submit", sub_t, sub_py), ("--help", help_t, help_py), ("show", show_t, show_py),
+                ("jobs", jobs_t, jobs_py), ("jobs --json", json_t, json_py))),
+            f"100 submits in a shell loop: {', '.join(f'{t:.2f}' for t in loop_t)} s",
+            f"imports of one `xcecli submit` (`python -X importtime`): {total_imp:.0f} ms in all; largest top-level: "
+            + ", ".join(f"{m} {ms:.1f} ms" for m, ms in sorted(imports, key=lambda x: -x[1])[:8]),
+        ]
+
     # ---------------------------------------------------------------- version
 
     def version(self, res: BenchResult) -> None:
@@ -459,6 +546,45 @@ class Bench:
             (f"daemon CPU during the loop: {dcpu:.2f} s = {dcpu / (n + len(cli)) * 1000:.2f} ms per submit "
              f"({dcpu / total:.0%} of one core); the machine's CPU {share:.0%} busy (2 cores: both loops, the "
              f"daemon, the CLI processes and anything else running)"),
+        ]
+
+    # ---------------------------------------------------------------- pack
+
+    def pack(self, res: BenchResult) -> None:
+        """CLI-7 (issue 17 part 2): one POST /jobs/pack of 10,000 single jobs, each with its
+        own name and command and every tenth with an --env of its own, the submitter's
+        environment sent once; from the client's call to its answer (in-process, one
+        connection, as api_submit). Aim: at least 1,000 jobs/s (10,000 in under 10 s)."""
+        n = 1000 if self.quick else 10_000
+        reps = 3
+        jobs = [{"argv": ["sh", "-c", f"echo {i}"], "cwd": "/tmp", "name": f"p{i}", "umask": 0o022,
+                 **({"env": {"STEP": str(i)}} if i % 10 == 0 else {})} for i in range(n)]
+        env = dict(os.environ)
+        with self.daemon("pack", slots=1) as d:
+            c = d.client
+            d.hold_host(request)  # the jobs stay pending: only the pack's submit is measured
+            c.info()
+            times, cpu = [], []
+            for _ in range(reps):
+                cpu0 = d.cpu_s()
+                t = time.perf_counter()
+                r = c.submit_pack(env, jobs)
+                times.append(time.perf_counter() - t)
+                cpu.append(d.cpu_s() - cpu0)
+                assert len(r["jobs"]) == n and len({j["job_id"] for j in r["jobs"]}) == n, len(r["jobs"])
+                time.sleep(0.3)  # the session the pack asked for runs between two packs
+            listed = len(c.jobs_raw(user="all").json()["jobs"])
+            import json as _json
+
+            body = len(_json.dumps({"env": env, "jobs": jobs}, separators=(",", ":")))
+        rate = n / median(times)
+        res.metrics.append(Metric("pack", f"API pack submit, {n:,} jobs", rate, "jobs/s", False, aim=1000,
+                                  extra=f"median of {reps}; {median(times):.2f} s per pack"))
+        res.details += [
+            f"{reps} packs of {n:,} jobs: " + ", ".join(f"{t:.2f}" for t in times) + f" s ({rate:.0f} jobs/s at the "
+            f"median); daemon CPU per pack " + ", ".join(f"{c:.2f}" for c in cpu) + " s",
+            f"request body {body / 2**20:.1f} MiB (the environment of {len(env)} variables once, every tenth job "
+            f"with an --env of its own); {listed:,} jobs listed after ({reps * n:,} packed + the host's hold job)",
         ]
 
     # ---------------------------------------------------------------- array
@@ -827,7 +953,7 @@ def probe_info(c, seconds: float) -> list[float]:
     return out
 
 
-BENCHES = ["cli_submit", "version", "preset", "api_submit", "api_with_cli", "array", "latency", "drain", "drain_array", "pending", "retention",
+BENCHES = ["cli_submit", "cli", "version", "preset", "api_submit", "api_with_cli", "pack", "array", "latency", "drain", "drain_array", "pending", "retention",
            "store_busy"]
 
 

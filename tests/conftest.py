@@ -215,11 +215,13 @@ def topdir():
         shutil.rmtree(top, ignore_errors=True)
 
 
-def _daemon_fixture(top: Path, args: tuple[str, ...] = (), **cfg):
-    """Yield a started xced on `top` (config: write_config's `cfg`; `args` for xced), stopped
-    and its job processes killed afterwards, even on failure."""
+def _daemon_fixture(top: Path, args: tuple[str, ...] = (), cmd: list | None = None, env: dict | None = None,
+                    **cfg):
+    """Yield a started xced on `top` (config: write_config's `cfg`; `args` for xced; `cmd`
+    instead of the installed xced, e.g. FAULTY_XCED, with `env` added to its environment),
+    stopped and its job processes killed afterwards, even on failure."""
     write_config(top, **cfg)
-    d = Daemon(top, args=list(args))
+    d = Daemon(top, args=list(args), cmd=cmd, env=dict(env or {}))
     try:
         d.start()
         yield d

@@ -3,6 +3,7 @@ and xced from their command definitions (CLI-5), so that neither can drift from 
 
     .venv/bin/python tools/clidocs.py completions DIR   # xcecli.bash, _xcecli, xcecli.fish, ... into DIR
     .venv/bin/python tools/clidocs.py man DIR           # xcecli.1, xceadmin.1, xced.8 into DIR
+    .venv/bin/python tools/clidocs.py help DIR          # xcecli's --help texts of its fast path into DIR
     .venv/bin/python tools/clidocs.py check             # exit 1 naming each file of the repository that is stale
 
 (`make completions` and `make man` run the first two into the repository's own folders;
@@ -43,6 +44,7 @@ COMPLETED = ("xcecli", "xceadmin")
 #: where the repository keeps what this generates
 COMPLETIONS_DIR = ROOT / "completions"
 MAN_DIR = ROOT / "man"
+HELP_DIR = ROOT / "xcecli" / "help"
 
 
 @dataclass
@@ -653,11 +655,30 @@ def man_files() -> dict[str, str]:
     return {f"{prog}.{PROGS[prog][2]}": man_page(prog) for prog in PROGS}
 
 
+def help_files() -> dict[str, str]:
+    """File name -> the help `xcecli` prints into a pipe (Rich's 80 columns, no colour) for
+    each command line whose help the start-up fast path serves (xcecli.fast.HELP, CLI-7):
+    the Typer app's own output, run in a subprocess as a user would run it."""
+    import os
+    import subprocess
+
+    from xcecli.fast import HELP
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TERM", "FORCE_COLOR", "NO_COLOR")}
+    code = "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"
+    out = {}
+    for words, name in HELP.items():
+        r = subprocess.run([sys.executable, "-c", code, *words], capture_output=True, text=True, env=env,
+                           cwd=str(ROOT), check=True)
+        out[name] = r.stdout
+    return out
+
+
 def stale() -> list[str]:
     """The generated files of the repository that differ from what the code generates now
     (or are missing, or are there without being generated), as paths relative to the root."""
     bad = []
-    for d, files in ((COMPLETIONS_DIR, completion_files()), (MAN_DIR, man_files())):
+    for d, files in ((COMPLETIONS_DIR, completion_files()), (MAN_DIR, man_files()), (HELP_DIR, help_files())):
         for name, text in files.items():
             p = d / name
             if not p.is_file() or p.read_text() != text:
@@ -675,16 +696,17 @@ def write(files: dict[str, str], outdir: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """`completions DIR`, `man DIR` or `check`; exit 2 with a usage line for anything else."""
-    if len(argv) == 2 and argv[0] in ("completions", "man"):
-        write(completion_files() if argv[0] == "completions" else man_files(), Path(argv[1]))
+    """`completions DIR`, `man DIR`, `help DIR` or `check`; exit 2 with a usage line for anything else."""
+    if len(argv) == 2 and argv[0] in ("completions", "man", "help"):
+        make = {"completions": completion_files, "man": man_files, "help": help_files}[argv[0]]
+        write(make(), Path(argv[1]))
         return 0
     if argv == ["check"]:
         bad = stale()
         for p in bad:
-            print(f"clidocs: {p} is stale: run `make completions man`", file=sys.stderr)
+            print(f"clidocs: {p} is stale: run `make completions man help`", file=sys.stderr)
         return 1 if bad else 0
-    print("usage: tools/clidocs.py completions DIR | man DIR | check", file=sys.stderr)
+    print("usage: tools/clidocs.py completions DIR | man DIR | help DIR | check", file=sys.stderr)
     return 2
 
 

@@ -10,7 +10,10 @@ are xced/worker/env.py's.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ENV_TOPDIR = "XCE_TOPDIR"
 ENV_SOCKET = "XCE_SOCKET"
@@ -106,19 +109,35 @@ MAX_SOCKET_PATH = 107
 
 def default_topdir() -> Path:
     """The TopDir used when neither `--topdir` nor XCE_TOPDIR is given: the user's data dir."""
+    from pathlib import Path
+
+    return Path(_default_topdir_text())
+
+
+def _default_topdir_text() -> str:
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("xce", appauthor=False))
+    return user_data_dir("xce", appauthor=False)
+
+
+def topdir_text(explicit: str | os.PathLike[str] | None = None) -> str:
+    """`resolve_topdir` as text, with no pathlib (the CLI's start-up, CLI-7): `--topdir` if
+    given, else XCE_TOPDIR, else the user's data dir; `~` expanded, made absolute against
+    the current directory, a trailing `/` dropped."""
+    raw = os.fspath(explicit) if explicit else os.environ.get(ENV_TOPDIR)
+    if not raw:
+        return _default_topdir_text()
+    p = os.path.expanduser(raw)
+    if not os.path.isabs(p):
+        p = os.path.join(os.getcwd(), p)
+    return p.rstrip("/") or "/"
 
 
 def resolve_topdir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """`--topdir` if given, else XCE_TOPDIR, else `default_topdir()`; made absolute."""
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    env = os.environ.get(ENV_TOPDIR)
-    if env:
-        return Path(env).expanduser().absolute()
-    return default_topdir()
+    from pathlib import Path
+
+    return Path(topdir_text(explicit))
 
 
 def socket_path(topdir: Path) -> Path:
@@ -128,20 +147,28 @@ def socket_path(topdir: Path) -> Path:
     `<TopDir>/run/xced.sock`. Clients of every user read the same record, so they find a
     root daemon's socket too; none computes it from its own uid. XCE_SOCKET is applied by
     the caller, not here. The daemon's side is `xced.config.topdir.daemon_socket_path`."""
-    run = topdir / "run"
+    from pathlib import Path
+
+    return Path(socket_path_text(str(topdir)))
+
+
+def socket_path_text(topdir: str) -> str:
+    """`socket_path` as text, with no pathlib (the CLI's start-up, CLI-7)."""
+    run = os.path.join(topdir, "run")
     try:
-        with open(run / SOCKET_PATH_FILE, "rb") as f:
+        with open(os.path.join(run, SOCKET_PATH_FILE), "rb") as f:
             recorded = os.fsdecode(f.read(4096).strip())
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         recorded = ""
     if recorded.startswith("/"):
-        return Path(recorded)
-    return run / SOCKET_NAME
+        return recorded
+    return os.path.join(run, SOCKET_NAME)
 
 
-def client_socket_path(topdir: str | os.PathLike[str] | None = None) -> Path:
-    """Where a client finds the daemon: XCE_SOCKET, else the socket of the resolved TopDir."""
+def client_socket_path(topdir: str | os.PathLike[str] | None = None) -> str:
+    """Where a client finds the daemon: XCE_SOCKET, else the socket of the resolved TopDir
+    (text: the CLI's start-up imports no pathlib, CLI-7)."""
     env = os.environ.get(ENV_SOCKET)
     if env and not topdir:
-        return Path(env)
-    return socket_path(resolve_topdir(topdir))
+        return env
+    return socket_path_text(topdir_text(topdir))

@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from tests.conftest import XCECLI, Daemon, write_config
-from xced.api.client import Client, _UnixConnection
+from tests.uds_http import UnixConnection as _UnixConnection
+from xced.api.client import Client
 from xced.api.errors import PayloadTooLarge
 from xced.model.units import MAX_REQUEST_BYTES
 

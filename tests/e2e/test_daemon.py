@@ -91,7 +91,7 @@ def test_nul_in_an_output_path_and_a_body_that_is_not_json_are_refused(shared_da
     r = shared_daemon.cli("api", "POST", "/jobs", "--data", json.dumps({"argv": ["true"], "cwd": "/tmp",
                                                                          "stdout": "o\u0000x"}))
     assert r.returncode == 1 and "-o 'o\\x00x': a file name cannot contain a NUL byte" in r.stderr, r.stderr
-    from xced.api.client import _UnixConnection
+    from tests.uds_http import UnixConnection as _UnixConnection
 
     conn = _UnixConnection(str(shared_daemon.top / "run" / "xced.sock"), 10)
     conn.request("POST", "/xce/v1/jobs", body=b"{not json", headers={"Content-Type": "application/json"})
@@ -442,7 +442,7 @@ def _raw(d: Daemon, method: str, path: str, body: bytes | None = None,
          user: str | None = None) -> tuple[int, dict, dict]:
     """One request on the daemon's socket as any HTTP client sends it (as asserted `user`):
     (status, headers, JSON body)."""
-    from xced.api.client import _UnixConnection
+    from tests.uds_http import UnixConnection as _UnixConnection
 
     conn = _UnixConnection(str(d.top / "run" / "xced.sock"), 10)
     try:
@@ -486,7 +486,7 @@ def test_every_error_has_the_apis_shape(shared_daemon, method, path, body, statu
 
 def _post(d: Daemon, path: str, body: bytes, content_type: str | None) -> tuple[int, dict]:
     """POST `body` with that Content-Type (None: no such header): (status, JSON answer)."""
-    from xced.api.client import _UnixConnection
+    from tests.uds_http import UnixConnection as _UnixConnection
 
     conn = _UnixConnection(str(d.top / "run" / "xced.sock"), 10)
     try:

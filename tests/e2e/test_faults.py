@@ -54,7 +54,7 @@ def _ended_on_disk(top: Path, job: int) -> dict:
 
 def _keepalive_answers(top: Path, requests: list[tuple[str, str, dict | None]]) -> list[tuple[int, dict]]:
     """Send `requests` one after the other on ONE connection (HTTP keep-alive)."""
-    from xced.api.client import _UnixConnection
+    from tests.uds_http import UnixConnection as _UnixConnection
 
     conn = _UnixConnection(str(top / "run" / "xced.sock"), 10)
     out = []

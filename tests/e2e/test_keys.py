@@ -285,7 +285,7 @@ def test_what_a_fresh_tester_found_in_the_trusted_list(ctl, tmp_path):
             with pytest.raises(InvalidRequest):
                 c.request("POST", "/keys/trust", json=body)
         conn_body = '{"advance_s": NaN}'
-        from xced.api.client import _UnixConnection
+        from tests.uds_http import UnixConnection as _UnixConnection
 
         conn = _UnixConnection(str(d.top / "run" / "xced.sock"), 10)
         conn.request("POST", "/xce/v1/debug/clock", body=conn_body, headers={"Content-Type": "application/json"})

@@ -151,6 +151,8 @@ def _route_cases(jobs: dict[str, int], cwd: str):
     sub = {"argv": ["true"], "cwd": cwd, "project": "/physics/hep"}
     yield (("POST", "/xce/v1/jobs/dry-run"), "POST", "/jobs/dry-run", sub, None, None, "project:submit", {200})
     yield (("POST", "/xce/v1/jobs"), "POST", "/jobs", sub, None, None, "project:submit", {200})
+    yield (("POST", "/xce/v1/jobs/pack"), "POST", "/jobs/pack", {"env": {}, "jobs": [sub, sub]}, None, None,
+           "project:submit", {200})
     yield (("PUT", "/xce/v1/config"), "PUT", "/config", {"config": {}, "hash": "0" * 64}, None, None, "cluster:admin",
            {422})
     yield (("POST", "/xce/v1/sim/record"), "POST", "/sim/record", {"stop": True}, None, None, "cluster:admin", {409})

@@ -44,7 +44,8 @@ def test_a_killed_100000_element_array_is_purged_after_the_clean_period_and_read
         arr = int(d.cli("submit", "--parsable", "-J", "big[1-100000]", "-w", f"done({blocker})", "--", "true",
                         cwd=tmp_path, check=True).stdout)
         r = d.cli("kill", str(arr), check=True, timeout=120)
-        assert r.stdout.strip() == f"Job <{arr}>: kill requested: {arr}[1-100000]"  # folded, not 1 MB of refs
+        # folded, not 1 MB of refs; past 100 elements one line per state (issue 17 part 4)
+        assert r.stdout.strip() == f"Job <{arr}[1-100000]>: kill requested (100000 elements, now EXIT)"
         d.cli("kill", str(blocker), check=True)
         d.cli("wait", str(blocker), check=False, timeout=60)
         full = _rss_mb(d.proc.pid)

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from tests.conftest import XCECLI, XCED, Daemon, kill_job_processes, short_tmpdir, stop_processes, write_config
+from tests.conftest import XCECLI, XCED, Daemon, _daemon_fixture, short_tmpdir, stop_processes, write_config
 from xced.api.client import Client
 from xced.api.errors import Conflict, InvalidRequest
 
@@ -32,14 +32,9 @@ FAULT = {"XCE_TEST_FAULT": "exit-after-commit:submit"}
 def d():
     """One xced for the module (test mode, 4 slots), stopped with its jobs at the end."""
     top = short_tmpdir()
-    write_config(top)
-    dm = Daemon(top)
     try:
-        dm.start()
-        yield dm
+        yield from _daemon_fixture(top)
     finally:
-        dm.stop()
-        kill_job_processes(top)
         shutil.rmtree(top, ignore_errors=True)
 
 

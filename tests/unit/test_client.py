@@ -124,10 +124,10 @@ def test_missing_socket_is_unreachable_exit_3(tmp_path):
 def test_connect_finds_socket_from_env(monkeypatch, tmp_path):
     monkeypatch.setenv("XCE_SOCKET", str(tmp_path / "s.sock"))
     monkeypatch.delenv("XCE_TOPDIR", raising=False)
-    assert Client.connect().socket == tmp_path / "s.sock"
+    assert Client.connect().socket == str(tmp_path / "s.sock")
     monkeypatch.delenv("XCE_SOCKET")
     monkeypatch.setenv("XCE_TOPDIR", str(tmp_path))
-    assert Client.connect().socket == tmp_path / "run" / "xced.sock"
+    assert Client.connect().socket == str(tmp_path / "run" / "xced.sock")
     with pytest.raises(errors.DaemonUnreachable, match="does not exist"):
         Client.connect(topdir=str(tmp_path / "missing"))
 
@@ -142,7 +142,7 @@ def test_xce_controller_is_only_a_test_mode_jobs_way_and_never_beats_a_topdir(mo
     monkeypatch.setenv("XCE_CONTROLLER", "tcp://127.0.0.1:9")
     assert Client.connect().target == "tcp://127.0.0.1:9"
     monkeypatch.setenv("XCE_TOPDIR", str(tmp_path))
-    assert Client.connect().socket == tmp_path / "run" / "xced.sock"
+    assert Client.connect().socket == str(tmp_path / "run" / "xced.sock")
     monkeypatch.delenv("XCE_TOPDIR")
     monkeypatch.setenv("XCE_CONTROLLER_KEY", "SHA256:" + "A" * 43)
     assert Client.connect().target != "tcp://127.0.0.1:9" and Client.connect().socket is not None

@@ -2,7 +2,7 @@
 with the same Idempotency-Key until XCE_CONNECT_TIMEOUT has passed, which bounds each request
 too; a refusal is never sent again; `jobs` and `wait` ride out a daemon that is away.
 
-The client speaks http.client over a Unix socket (xced.api.client: httpx costs more than the
+The client speaks HTTP/1.1 over a Unix socket itself (xced.api.client: httpx costs more than the
 CLI's start-up budget), so respx, which patches httpx, cannot stand in for the daemon. A
 real HTTP server on a Unix socket in a thread plays it instead, following a script: answer,
 drop the connection before answering (a daemon killed between commit and answer), say

@@ -1,6 +1,6 @@
 """`xcecli presets pull` and `list` against the server routes, with HTTP mocked (PRE-3, PRE-4).
 
-The CLI's client speaks HTTP/1.1 with the standard library's http.client over the Unix
+The CLI's client speaks HTTP/1.1 itself (a socket and httptools) over the Unix
 socket (xced.api.client: httpx costs more than the start-up budget), so respx, which
 patches httpx, cannot stand in for the server here. A canned HTTP server on a Unix
 socket answers instead, with the bodies the routes serve; the real `xcecli` runs against

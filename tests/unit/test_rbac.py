@@ -254,6 +254,7 @@ def test_a_job_permission_is_asked_only_as_one():
 #: what every route of the API needs (RBAC-1, D-7): a route added without a row here fails
 ROUTES = {
     ("POST", "/xce/v1/jobs"): "queue:submit",
+    ("POST", "/xce/v1/jobs/pack"): "queue:submit",  # CLI-7: each job as a submit
     ("POST", "/xce/v1/jobs/dry-run"): "queue:submit",
     ("GET", "/xce/v1/jobs"): "cluster:view",
     ("GET", "/xce/v1/jobs/table"): "cluster:view",

@@ -3,6 +3,7 @@ relies on. A PostgreSQL backend (HA-1) joins BACKENDS and must pass the same tes
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,6 +68,32 @@ def test_a_committed_submit_survives_a_reopen(backend):
     assert [(r[3], r[8]) for r in s.events(jid)] == [("SUBMIT", "submit-1")]
 
 
+def test_jobs_and_events_inserted_in_a_batch_are_those_inserted_one_by_one(backend):
+    """insert_jobs and add_events (a pack's jobs, CLI-7) store what insert_job and add_event
+    would, and roll back together with the rest of their transaction."""
+    s = backend()
+    a, b = s.allocate_job_ids(2)
+    with s.tx(durable=True):
+        s.insert_jobs([(a, "one", "alice", "normal", 1.0, {"argv": ["true"]}, [0]),
+                       (b, "arr", "alice", "short", 1.0, '{"argv":["x"]}', range(1, 4))], "PEND")  # JSON already
+        s.add_events([(1.0, a, None, "SUBMIT", None, "PEND", "user:alice", "job 1 of a pack of 2", "submit-1"),
+                      (1.0, b, None, "SUBMIT", None, "PEND", "user:alice", "job 2 of a pack of 2", "submit-1")])
+    c = s.allocate_job_id()
+    with pytest.raises(RuntimeError):
+        with s.tx(durable=True):
+            s.insert_jobs([(c, "gone", "alice", "normal", 1.0, {}, [0])], "PEND")
+            s.add_events([(1.0, c, None, "SUBMIT", None, "PEND", "user:alice", None, "submit-2")])
+            raise RuntimeError("the pack's commit failed")
+    s.close()
+    s = backend()
+    assert [(r[0], r[1], r[3]) for r in s.load_jobs()] == [(a, "one", "normal"), (b, "arr", "short")]
+    assert [(r[0], r[1], r[2]) for r in s.load_elements()] == [(a, 0, "PEND"), (b, 1, "PEND"), (b, 2, "PEND"),
+                                                              (b, 3, "PEND")]
+    assert [json.loads(r[5]) for r in s.load_jobs()] == [{"argv": ["true"]}, {"argv": ["x"]}]
+    assert [(r[3], r[7], r[8]) for r in s.events(b)] == [("SUBMIT", "job 2 of a pack of 2", "submit-1")]
+    assert s.events(c) == []
+
+
 def test_a_rolled_back_transaction_leaves_nothing(backend):
     s = backend()
     jid = s.allocate_job_id()
@@ -117,6 +144,23 @@ def test_ids_are_given_in_increasing_order_across_blocks(backend):
     s = backend()
     ids = [s.allocate_job_id() for _ in range(ID_BLOCK * 2 + 3)]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_a_run_of_ids_is_consecutive_never_given_again_and_outlives_a_reopen(backend):
+    """allocate_job_ids (a pack's jobs, CLI-7): n consecutive IDs above every ID given before,
+    whether the current block holds n or not; single IDs and a reopen never give them again."""
+    s = backend()
+    a = s.allocate_job_id()
+    small = s.allocate_job_ids(3)  # fits in the block
+    big = s.allocate_job_ids(ID_BLOCK * 3)  # does not
+    b = s.allocate_job_id()
+    assert small == list(range(small[0], small[0] + 3)) and small[0] > a
+    assert big == list(range(big[0], big[0] + ID_BLOCK * 3)) and big[0] > small[-1] and b > big[-1]
+    with pytest.raises(ValueError):
+        s.allocate_job_ids(0)
+    s.close()
+    s = backend()
+    assert s.allocate_job_ids(2)[0] > b
 
 
 def test_migrations_apply_once_each_in_order(backend):

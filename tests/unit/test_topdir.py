@@ -63,7 +63,7 @@ def test_clients_read_the_recorded_path_never_their_own_uid(tmp_path, monkeypatc
     assert socket_path(top) == elsewhere
     monkeypatch.delenv("XCE_SOCKET", raising=False)
     monkeypatch.setenv("XCE_TOPDIR", str(top))
-    assert Client.connect().socket == elsewhere
+    assert Client.connect().socket == str(elsewhere)
     write_socket_path_file(top, top / "run" / "xced.sock")  # back in run/: the record goes
     assert not rec.exists()
 

@@ -17,33 +17,59 @@ _HELP = {
 }
 
 
+def _refused(jid: int, text: str, e) -> dict:
+    """The --json entry of a JOB argument the daemon refused whole (an ActionResult with
+    `refused` set; xced.api.models.ActionRefusal): kept in the list, never dropped."""
+    return {"job_id": jid, "affected": [], "message": e.message, "count": 0, "complete": True, "states": [],
+            "skipped": [], "note": None, "refused": {"id": text.strip(), "code": e.code, "reason": e.message}}
+
+
 def _make(name: str):
     def command(ctx: typer.Context, jobs: List[str] = typer.Argument(..., metavar="JOB...", help="job IDs, 123 or 123[4]"),
-                as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
+                as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model, a list: "
+                                             "every element acted on, and each JOB refused with the reason)"),
+                verbose: bool = typer.Option(False, "-v", "--verbose", help="name every element acted on, however many "
+                                             "(past 100 elements an array is summarised by state and index range)")) -> None:
         from xced.api.errors import XceError
         from xcecli.commands.jobs import _job_ref
-        from xcecli.output import err, print_json
+        from xcecli.output import err
 
         refs = [_job_ref(j) for j in jobs]
         client = ctx.obj.client()
+        full = as_json or verbose
         results, failed = [], None
-        for jid, idx in refs:
+        for text, (jid, idx) in zip(jobs, refs):
+            body = {"index": idx} if idx is not None else {}
             try:
-                results.append(client.action(name, jid, idx))
+                # plain JSON (no model parsing); past 100 elements the daemon answers counts and
+                # index runs unless asked for the full list (issue 17 part 4, CLI-7)
+                res = client.request("POST", f"/jobs/{jid}/{name}", json=body, params={"full": "true"} if full else None)
+                results.append(res.json())
             except XceError as e:
                 if e.exit_code == 3:
                     raise
                 err(f"xcecli: error: {e.message}")
+                if as_json:
+                    results.append(_refused(jid, text, e))
                 failed = e
         if as_json:
-            print_json(results)
+            import json
+
+            print(json.dumps(results, indent=2))
         else:
             for r in results:
-                print(f"Job <{r.job_id}>: {r.message}")
+                if r.get("complete", True):
+                    print(f"Job <{r['job_id']}>: {r['message']}")
+                else:
+                    from xced.api.arrays import action_lines
+
+                    print("\n".join(action_lines(r["job_id"], name, [(g["state"], g["count"], g["indices"]) for g in r["states"]],
+                                                 [(g["state"], g["count"], g["indices"]) for g in r["skipped"]], r["note"])))
         if failed is not None:
             raise typer.Exit(failed.exit_code)
 
-    command.__doc__ = _HELP[name]
+    command.__doc__ = _HELP[name] + (" Past 100 elements, an array prints one line per state of its elements "
+                                     "(`Job <12[1-500]>: ...`); -v or --json name every element.")
     return command
 
 

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import List, Optional
 
 import typer
 
 from xced.api.listing import FIELDS
 
+
 def _job_ref(text: str) -> tuple[int, int | None]:
-    from xced.model.jobs import parse_job_ref
+    """A job ID argument (xcecli.views.job_ref); a malformed one is a usage error (exit 2)."""
+    from xcecli.views import job_ref
+
+    with _usage():
+        return job_ref(text)
+
+
+@contextmanager
+def _usage():
+    """Turn xcecli.usage.Usage, raised by the code the fast path shares, into Typer's usage error."""
+    from xcecli.usage import Usage
 
     try:
-        return parse_job_ref(text)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+        yield
+    except Usage as e:
+        raise typer.BadParameter(e.message) from None
 
 
 def register(app: typer.Typer) -> None:
@@ -30,118 +42,21 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
     ) -> None:
         """List jobs (LSF bjobs): your unfinished jobs and those that finished in the last hour."""
-        from xced.model.jobs import JobState
-        from xcecli.output import err, table
+        from xcecli import views
 
-        for opt, val in (("-u", user), ("-q", queue), ("-P", project), ("-o", fields)):
-            if val is not None and not val.strip():
-                raise typer.BadParameter(f"{opt} '': the value is empty")
-        states = []
-        for s in state:
-            for part in s.replace(",", " ").split():
-                if part.upper() not in JobState.__members__:
-                    raise typer.BadParameter(f"-s {part!r}: valid states are {', '.join(JobState.__members__)}")
-                states.append(part.upper())
-        from xced.api.listing import TIME_FIELDS, parse_fields
-
-        try:
-            cols = parse_fields(fields)
-        except ValueError as e:
-            raise typer.BadParameter(f"-o: {e}") from None
-        # plain JSON, no model parsing; rides out a daemon restart (JOB-10): retried up to
-        # XCE_CONNECT_TIMEOUT, saying so once
-        client = ctx.obj.client()
-        if as_json:
-            import sys
-
-            res = client.jobs_raw(user=user, queue=queue, states=states or None, all=all_, project=project,
-                                  on_lost=err)
-            sys.stdout.buffer.write(res.body + b"\n")
-            return
-        # the daemon sends only these columns (GET /jobs/table, issue 17): a tenth of the bytes
-        params = {"fields": " ".join(cols), "user": user, "queue": queue, "project": project,
-                  "state": states or None, "all": "true" if all_ else None}
-        res = client.request_retried("GET", "/jobs/table", params={k: v for k, v in params.items() if v},
-                                     on_lost=err)
-        rows = res.json()["rows"]
-        timed = [i for i, c in enumerate(cols) if c in TIME_FIELDS]
-        if timed:
-            from xcecli.output import fmt_time
-
-            for r in rows:
-                for i in timed:
-                    r[i] = fmt_time(r[i])
-        table([FIELDS[f] for f in cols], rows)
+        with _usage():
+            views.jobs(ctx.obj.client, user=user, queue=queue, project=project, state=state, all_=all_,
+                       fields=fields, as_json=as_json)
 
     @app.command()
-    def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
-        """Show a job in full (LSF bjobs -l): its request, who it runs as, every element."""
-        import shlex
+    def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
+             verbose: bool = typer.Option(False, "-v", "--verbose", help="one row per element, however many (past 100 "
+                                          "an array's elements are grouped by state and index range)")) -> None:
+        """Show a job in full (LSF bjobs -l): its request, who it runs as, its elements (past 100, grouped)."""
+        from xcecli import views
 
-        from xcecli.output import fmt_duration, fmt_time, print_json, table
-
-        jid, idx = _job_ref(job)
-        j = ctx.obj.client().job(jid)
-        if idx is not None:
-            j.elements = [e for e in j.elements if e.index == idx]
-            if not j.elements:
-                from xced.api.errors import NotFound
-
-                raise NotFound(f"job {jid} has no element {idx}")
-        if as_json:
-            print_json(j)
-            return
-        lines = [
-            ("Job", f"{j.job_id}" + (f" ({j.name})" if j.name else "")),
-            ("User", j.user + (" (asserted in test mode)" if j.asserted_user else "")),
-            ("Runs as", j.run_as),
-            ("Queue", j.queue),
-            ("Project", f"{j.project or 'none'} (let in as: {j.auth_basis})"),
-            ("Application", (j.app or "none") + (" " + " ".join(f"{k}={v}" for k, v in j.app_params.items())
-                                                 if j.app_params else "")),
-            *([("Preset", f"{pr.get('name')} ({pr.get('hash')})")] if isinstance(j.meta, dict) and
-              isinstance(pr := j.meta.get("preset"), dict) else []),
-            ("State", j.state.value),
-            ("Command", shlex.join(j.argv)),  # quoted: where each argument ends shows
-            ("CWD", j.cwd),
-            ("Tasks", (str(j.ntasks_min) if j.ntasks_min == j.ntasks_max else f"{j.ntasks_min},{j.ntasks_max}")
-             + (f" (running with {sum(a.slots for a in j.elements[0].alloc)})"
-                if len(j.elements) == 1 and j.elements[0].alloc and j.ntasks_min != j.ntasks_max else "")),
-            ("Run limit", fmt_duration(j.run_limit_s) if j.run_limit_s else "none"),
-            ("Memory limit", f"{j.memory_limit_mb} MB" if j.memory_limit_mb else "none"),
-            ("Submitted", fmt_time(j.submit_time)),
-        ]
-        if j.resreq_requested or j.resreq:  # LSF bjobs -l: "Requested Resources" / "Effective RESREQ"
-            lines.append(("Requested", " ".join(j.resreq_requested) or "-"))
-            lines.append(("Effective", j.resreq or "-"))
-        if j.reserve:  # each rusage term with its method and the job's total (RES-2, issue 15)
-            from xced.resreq import reserve_line
-
-            lines += [("Reserves" if i == 0 else "", reserve_line(r.model_dump(), j.ntasks_max))
-                      for i, r in enumerate(j.reserve)]
-        if j.dependency:  # LSF bjobs -l: "Dependency Condition"
-            lines.append(("Dependency", j.dependency))
-        kept = sorted({e.containment for e in j.elements if e.containment})
-        if kept:  # JOB-1: how the job's processes are kept together and ended with it
-            lines.append(("Containment", ", ".join(kept)))
-        if j.array_spec:
-            lines.append(("Array", j.array_spec + ("" if j.array_limit is None else f" (at most {j.array_limit} running)")))
-            lines.append(("Elements", ", ".join(f"{n} {s}" for s, n in sorted(j.counts.items()))))
-        for k, v in lines:
-            print(f"{k + ':' if k else '':<14}{v}")
-        rows = []
-        for e in j.elements:
-            why = e.exit_reason or (e.pend_reason.main if e.pend_reason else None) or e.host_problem
-            hosts = " ".join(f"{a.host}:{a.slots}" for a in e.alloc) or None
-            rows.append([e.id, e.state.value, hosts, fmt_time(e.start_time), fmt_time(e.end_time),
-                         e.exit_code, e.exit_signal, why])
-        print()
-        table(["ID", "STAT", "HOSTS", "START", "END", "EXIT", "SIGNAL", "REASON"], rows)
-        for e in j.elements:
-            if e.pend_reason and e.pend_reason.hosts:
-                print(f"\n{e.id} pending: {e.pend_reason.main}")
-                for h in e.pend_reason.hosts:
-                    print(f"  {h.message}")
+        with _usage():
+            views.show(ctx.obj.client, job, as_json, verbose=verbose)
 
     @app.command()
     def why(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID, 123 or 123[4]"),

@@ -21,7 +21,7 @@ from typing import List, Optional
 
 import typer
 
-from xcecli.commands.submit import given_values, with_parameters
+from xcecli.commands.submit import with_parameters
 
 presets_app = typer.Typer(no_args_is_help=True, help="Presets: named sets of submit options (submit --preset NAME).")
 
@@ -161,7 +161,13 @@ def register(app: typer.Typer) -> None:
         from xcecli.output import err
 
         name = _name(preset)  # the name first: no file for a bad one
-        values = given_values(opts)
+        from xcecli.submitting import given_values
+        from xcecli.usage import Usage
+
+        try:
+            values = given_values(opts)
+        except Usage as e:
+            raise typer.BadParameter(e.message) from None
         if not values:
             raise typer.BadParameter("give at least one submit option, e.g. xcecli presets create "
                                      f"{name} -q normal -W 1:00")

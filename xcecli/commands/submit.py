@@ -1,4 +1,7 @@
-"""`xcecli submit` (CLI-2): LSF spellings (`-n`, `-q`, `-J`, `-o`, `-e`, `-W`, `-M`, `-K`, `-w`)."""
+"""`xcecli submit` (CLI-2): LSF spellings (`-n`, `-q`, `-J`, `-o`, `-e`, `-W`, `-M`, `-K`, `-w`).
+
+The command's options come from the one submit table (xced.api.submit_options.OPTIONS) and
+what it does is xcecli.submitting's, which the start-up fast path (xcecli.fast) runs too."""
 
 from __future__ import annotations
 
@@ -6,10 +9,6 @@ import inspect
 from typing import List, Optional
 
 import typer
-
-
-def _usage(msg: str) -> None:
-    raise typer.BadParameter(msg)
 
 
 def option_parameters(options) -> list[inspect.Parameter]:
@@ -43,302 +42,23 @@ def with_parameters(*leading: inspect.Parameter, options=()):
     return deco
 
 
-def given_values(opts: dict) -> dict:
-    """The canonical values (xced.api.submit_options.from_cli) of the job options the command
-    line gave, by long name; options not given are left out. Raises typer.BadParameter for a
-    malformed NAME=VALUE."""
-    from xced.api.submit_options import JOB_OPTIONS, OptionError, from_cli
-
-    out = {}
-    for o in JOB_OPTIONS:
-        try:
-            v = from_cli(o.name, opts.get(o.name))
-        except OptionError as e:
-            _usage(e.message)
-        if v is not None:
-            out[o.name] = v
-    return out
-
-
-def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
-    """The command as the job will run it. A path to an existing script is made absolute
-    (and run with /bin/sh when it is not executable); a missing script or a program not
-    on PATH is refused here, before anything is submitted."""
-    import os
-    import shutil
-
-    prog = argv[0]
-    if not prog:
-        _usage("the command is empty")
-    if "/" in prog:
-        path = prog if os.path.isabs(prog) else os.path.normpath(os.path.join(cwd, prog))
-        if os.path.isdir(path):
-            _usage(f"{prog!r} is a directory, not a script or program")
-        if os.path.exists(path) and not os.path.isfile(path):
-            _usage(f"{prog!r} is not a regular file (a device or socket?), so it cannot be a script")
-        if not os.path.isfile(path):
-            _usage(f"script {prog!r} not found (looked for {path})")
-        if not os.access(path, os.X_OK):
-            return ["/bin/sh", path] + argv[1:]
-        return [path] + argv[1:]
-    if os.path.isfile(os.path.join(cwd, prog)) and shutil.which(prog, path=env.get("PATH", "")) is None:
-        path = os.path.join(cwd, prog)
-        return ([path] if os.access(path, os.X_OK) else ["/bin/sh", path]) + argv[1:]
-    if shutil.which(prog, path=env.get("PATH", os.defpath)) is None:
-        _usage(f"command {prog!r} not found on PATH and no file of that name in {cwd}")
-    return argv
-
-
-def _post(client, path: str, body: dict, key: str | None = None):
-    """POST a submit body; with Idempotency-Key `key` (the submit itself, JOB-10), sent again
-    with the same key while its answer is lost, up to XCE_CONNECT_TIMEOUT (the client's
-    `request_retried`), so a lost answer never makes a second job. When the daemon refuses
-    the -w expression as unparsable, print its one-line error and then the expression with a
-    caret under the column (the parser is the same pure module the daemon runs,
-    xced.model.deps) and exit 1 (CLI-1: refused)."""
-    from xced.api.errors import InvalidRequest
-
-    try:
-        if key is None:
-            return client.request("POST", path, json=body)
-        from xced.api.idempotency import HEADER
-        from xcecli.output import err
-
-        return client.request_retried("POST", path, json=body, headers={HEADER: key}, on_lost=err)
-    except InvalidRequest as e:
-        if e.field != "dependency" or "dependency" not in body or "column" not in e.message:
-            raise
-        from xced.model.deps import DependencyError, parse_dependency
-
-        try:
-            parse_dependency(body["dependency"])
-        except DependencyError as de:
-            from xcecli.output import err
-
-            err(f"xcecli: error: {' '.join(e.message.split())}")
-            err("\n".join(de.pretty().splitlines()[1:]))
-            raise typer.Exit(e.exit_code) from None
-        raise
-
-
-#: the dry run's lines: (the effective value's key, the option that sets it, the key of its
-#: origin in the merge's `origins`)
-_DRY_LINES = (("queue", "queue", None), ("project", "project", None), ("auth_basis", None, None),
-              ("app", "app", None), ("ntasks_min", "ntasks", "ntasks"), ("ntasks_max", "ntasks", "ntasks"),
-              ("run_limit_s", "run_limit", "run_limit"), ("memory_limit_mb", "memory", "memory_limit"),
-              ("name", "name", None), ("array_size", None, None), ("run_as", None, None),
-              ("resreq_text", "resreq", "resreq"), ("dependency", "dependency", None))
-
-
-def _origin_of(eff: dict, opt: str | None, okey: str | None, sources: dict, preset: str | None) -> str:
-    """Where a dry run's value came from (MERGE-1): the preset or the command line for what
-    the client sent (PRE-1: the server never learns of presets), else the merge's origin
-    ("profile", "queue", "default"); "" for a value no option sets."""
-    origins = eff.get("origins") or {}
-    if okey == "resreq":  # the merge gives an origin per part: select, rusage.NAME, span, same, order
-        theirs = "profile" if any("profile" in v for k, v in origins.items()
-                                  if k.split(".")[0] in ("select", "rusage", "span", "same", "order")) else None
-    else:
-        theirs = origins.get(okey) if okey else None
-    own = sources.get(opt) if opt else None
-    if own:
-        label = own.replace("preset", f"preset {preset}").replace("+", " + ")
-        return label + (" + profile" if okey == "resreq" and theirs else "")
-    if theirs and theirs != "job":
-        return theirs
-    return "default" if opt else ""
-
-
-def redundant_preset_values(preset: str, values: dict, sources: dict, profile: dict | None) -> list[str]:
-    """MERGE-1's "redundant value" side effect, found on the client from the dry run's answer:
-    each value the preset gives (not the command line) that equals the value the job's
-    profile already sets. `profile` is the dry run's `profile` ({"name", "run_limit_s",
-    "memory_limit_mb", "task_min", "task_max", "params", "env"}); returns one line each."""
-    from xced.api.submit_options import check
-
-    if not profile:
-        return []
-    out = []
-    pname = profile.get("name")
-    for opt, src in sources.items():
-        if src not in ("preset", "preset+command line"):
-            continue
-        v = values[opt]
-        f = check(opt, v)
-        same = None
-        if opt == "run_limit" and f["run_limit_s"] == profile.get("run_limit_s"):
-            same = f"{f['run_limit_s']} s"
-        elif opt == "memory" and f["memory_limit_mb"] == profile.get("memory_limit_mb"):
-            same = f"{f['memory_limit_mb']} MB"
-        elif opt == "ntasks" and profile.get("task_min") is not None and \
-                (f["ntasks_min"], f["ntasks_max"] or f["ntasks_min"]) == \
-                (profile["task_min"], profile.get("task_max") or profile["task_min"]):
-            same = f"{v} tasks"
-        elif opt in ("app_params", "env"):
-            theirs = profile.get("params" if opt == "app_params" else "env") or {}
-            dup = [k for k in v if k in theirs and theirs[k] == v[k]]
-            if dup:
-                same = ", ".join(f"{k}={v[k]}" for k in dup)
-        if same is not None:
-            out.append(f"redundant value: preset {preset} sets {opt} to {same}, which profile {pname} already "
-                       f"sets; the preset need not (MERGE-1)")
-    return out
-
-
-#: the submit body's fields -> the option that gives each (xced.api.submit_options)
-_FIELD_OPTION = {"ntasks_min": "ntasks", "ntasks_max": "ntasks", "run_limit_s": "run_limit",
-                 "memory_limit_mb": "memory"}
-
-
-def _post_preset(client, path: str, body: dict, sources: dict, preset: str, key: str | None = None):
-    """`_post`, for a submit made from a preset: a refusal of a value the preset gave says
-    so, since the user never typed it (PRE-1)."""
-    from xced.api.errors import InvalidRequest
-
-    try:
-        return _post(client, path, body, key)
-    except InvalidRequest as e:
-        opt = _FIELD_OPTION.get(e.field or "", e.field)
-        if sources.get(opt) in ("preset", "preset+command line"):
-            raise type(e)(f"{e.message} (the {opt} value came from preset {preset})", field=e.field) from None
-        raise
-
-
-def wait_exit_code(elements) -> int:
-    """`submit -K`'s exit code (CLI-1, as LSF's `bsub -K`) from the finished job's elements
-    (JobOut elements: `state`, `exit_code`, `start_time`): 0 when every element is DONE;
-    otherwise the largest non-zero exit code of an element that ended EXIT, else 126 when an
-    element was killed while pending (never started, no code: `bsub -K`'s 126), else 1. So a
-    job that ended EXIT never exits 0, even when its own command exited 0 and its `-Ep`
-    post-exec failed (issue 15)."""
-    failed = [e for e in elements if e.state == "EXIT"]
-    if not failed:
-        return 0
-    codes = [e.exit_code for e in failed if e.exit_code]
-    if codes:
-        return max(codes)
-    if any(e.start_time is None and e.exit_code is None for e in failed):
-        return 126
-    return 1
-
-
 def register(app: typer.Typer) -> None:
     from xced.api.submit_options import OPTIONS
 
     command_arg = inspect.Parameter(
         "command", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=List[str],
-        default=typer.Argument(..., help="command and arguments, or a script path (put -- before a command with "
-                                         "options)"))
+        default=typer.Argument(None, show_default=False, metavar="[COMMAND [ARGS]...]",
+                               help="command and arguments, or a script path (put -- before a command with options); "
+                                    "none with --pack"))
 
     @app.command(context_settings={"allow_interspersed_args": False})
     @with_parameters(command_arg, options=OPTIONS)
-    def submit(ctx: typer.Context, command: List[str], **opts) -> None:
-        """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...]"""
-        import json
-        import os
-
-        from xced.api.submit_options import OptionError, check_values, merge_values
-        from xcecli.output import err
+    def submit(ctx: typer.Context, command: Optional[List[str]], **opts) -> None:
+        """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...], or one job per line: xcecli submit --pack FILE"""
+        from xcecli.submitting import run
+        from xcecli.usage import Usage
 
         try:
-            cwd = os.getcwd()
-        except FileNotFoundError:
-            _usage("the current directory no longer exists; cd to a directory the job can run in")
-        given = given_values(opts)
-        preset_name = opts.get("preset")
-        preset = None
-        if preset_name is not None:
-            from xced.api.errors import InvalidRequest
-            from xcecli.presets import PresetMissing, load_fast
-
-            try:
-                preset = load_fast(preset_name)
-            except (PresetMissing, InvalidRequest) as e:  # a bad option value: a usage error, as any other
-                _usage(e.message)
-        values, sources = merge_values(preset.values if preset else {}, given)
-        try:
-            fields = check_values(values)
-        except OptionError as e:
-            _usage(e.message + (f" (from preset {preset_name})" if sources.get(e.option) == "preset" else ""))
-        job_env = dict(os.environ)
-        if job_env.pop("XCE_CLI_SET_PYDANTIC", None):  # set by xcecli itself for its start-up, not the user's
-            job_env.pop("PYDANTIC_DISABLE_PLUGINS", None)
-        job_env.update(fields.pop("env", None) or {})
-        argv = resolve_command(list(command), job_env, cwd)
-        # the body of SubmitRequest, built without importing pydantic (CLI-6); the server
-        # validates it strictly (D-2)
-        body = {"argv": argv, "cwd": cwd, "env": job_env, **fields}
-        body = {k: v for k, v in body.items() if v is not None and v != []}
-        if preset is not None:  # PRE-2: the server keeps meta untouched and never reads it
-            body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
-        umask = os.umask(0o022)  # D-7: the job makes its files with the submitter's umask, as in LSF and Slurm
-        os.umask(umask)
-        body["umask"] = umask
-        client = ctx.obj.client()
-        post = _post if preset is None else (lambda c, p, b, k=None: _post_preset(c, p, b, sources, preset.name, k))
-        if opts["dry_run"]:
-            res = post(client, "/jobs/dry-run", body).json()
-            extra = redundant_preset_values(preset.name, values, sources, res["effective"].get("profile")) \
-                if preset is not None else []
-            if opts["json"]:
-                res["sources"] = sources
-                res["warnings"] = list(res.get("warnings", [])) + extra
-                print(json.dumps(res, indent=2))
-            else:
-                eff = res["effective"]
-                for k, opt, okey in _DRY_LINES:
-                    shown = "-" if eff.get(k) in (None, "") else str(eff[k])
-                    origin = _origin_of(eff, opt, okey, sources, preset_name) if shown != "-" else ""
-                    print(f"{k + ':':<17}{shown}" + (f"  ({origin})" if origin else ""))
-                if eff.get("reserve"):  # each rusage term with its method and the job's total (issue 15)
-                    from xced.resreq import reserve_line
-
-                    for i, r in enumerate(eff["reserve"]):
-                        print(f"{'reserve:' if i == 0 else '':<17}{reserve_line(r, eff.get('ntasks_max'))}")
-                # what the daemon passes through as given: from the values sent
-                for k in ("stdout", "stderr", "pre_exec", "post_exec"):
-                    origin = _origin_of(eff, k, None, sources, preset_name) if k in values else ""
-                    print(f"{k + ':':<17}{values.get(k, '-')}" + (f"  ({origin})" if origin else ""))
-                params = eff.get("app_params") or {}
-                origins = eff.get("origins") or {}
-                def own(opt: str, n: str) -> str:  # per NAME: the command line's wins over the preset's
-                    return "command line" if n in (given.get(opt) or {}) else f"preset {preset_name}"
-
-                for n, v in params.items():
-                    src = origins.get(f"param.{n}", "")
-                    print(f"{'app_param ' + n + ':':<16} {v}  ({own('app_params', n) if src == 'job' else src})")
-                for n, v in (values.get("env") or {}).items():
-                    print(f"{'env ' + n + ':':<16} {v}  ({own('env', n)})")
-                # a preset's redundant value is said once, by the line that names the preset
-                said = {w.split(" sets ")[1].split(" to ")[0] for w in extra}
-                dup = tuple(p for o, p in (("run_limit", "run limit: the job's"),
-                                           ("memory", "memory limit: the job's")) if o in said)
-                for w in [w for w in res.get("warnings", []) if not (dup and w.startswith(dup))] + extra:
-                    err(f"warning: {w}")
-            return
-        from xced.api.idempotency import new_key
-
-        res = post(client, "/jobs", body, new_key())  # one key per invocation, every retry sends it (JOB-10)
-        out = res.json()
-        for w in out.get("warnings") or []:
-            err(f"warning: {w}")
-        as_json, wait = opts["json"], opts["wait"]
-        if as_json and not wait:
-            print(json.dumps(out, indent=2))
-        elif as_json:
-            pass
-        elif opts["parsable"]:
-            print(out["job_id"], flush=True)
-        else:
-            n = out.get("array_size") or 0
-            what = f"Job array <{out['job_id']}> ({n} elements)" if n else f"Job <{out['job_id']}>"
-            print(f"{what} is submitted to queue <{out['queue']}>.", flush=True)
-        if wait:
-            if not as_json:
-                err("<<Waiting for dispatch ...>>")
-            job = client.wait(out["job_id"], on_lost=err)
-            if as_json:  # the finished job, exit codes included (CLI-1: tell code 3 from a lost daemon)
-                print(job.model_dump_json(indent=2))
-            if not as_json:
-                err(f"<<Job is finished>> {job.state}")
-            raise typer.Exit(wait_exit_code(job.elements))
+            run(opts, list(command or ()), ctx.obj.client)
+        except Usage as e:
+            raise typer.BadParameter(e.message) from None

@@ -6,10 +6,12 @@ scripts and the demo use it too.
     r = c.submit(SubmitRequest(argv=["true"], cwd="/tmp"))
     job = c.wait(r.job_id)
 
-It is built on the standard library's `http.client` rather than httpx: `xcecli submit` is
-called once per job by pipelines (CLI-6), and importing httpx alone cost more than the
-whole 100 ms start-up budget here (bench/RESULTS.md). Response models (pydantic) are
-imported only by the methods that return them; `request()` returns plain JSON.
+The transport is a socket and httptools (the llhttp parser uvicorn already serves with)
+rather than httpx or the standard library's `http.client`: `xcecli submit` is called once
+per job by pipelines and must start within 50 ms (CLI-7); httpx costs more than that to
+import, and `http.client` about 27 ms (it imports `email.parser` and `ssl`), against about
+8 ms for httptools here (bench/NOTES-issue17.md). Response models (pydantic) are imported
+only by the methods that return them; `request()` returns plain JSON.
 
 Errors: DaemonUnreachable (exit 3) when the socket is missing, refuses, or the connection
 drops; the typed XceError subclasses for error answers.
@@ -23,14 +25,11 @@ out a daemon restart and gives up only when the daemon stays unreachable that lo
 
 from __future__ import annotations
 
-import http.client
 import json as _json
 import os
 import socket as _socket
 import time
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
 
 from xced.api import errors
 from xced.constants import (
@@ -45,7 +44,7 @@ from xced.constants import (
     MAX_SOCKET_PATH,
     SOCKET_PATH_FILE,
     client_socket_path,
-    resolve_topdir,
+    topdir_text,
 )
 
 AS_USER_HEADER = "X-XCE-As-User"
@@ -91,22 +90,76 @@ def _retriable(e: errors.XceError) -> bool:
                                                and not getattr(e, "permanent", False))
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    """http.client over an AF_UNIX stream socket."""
+class _Answer:
+    """httptools' callbacks for one response: the body's chunks, and whether it is whole."""
 
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("xced", timeout=timeout)
-        self._path = path
+    __slots__ = ("chunks", "done")
 
-    def connect(self) -> None:
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.done = False
+
+    def on_body(self, body: bytes) -> None:
+        self.chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+class _Connection:
+    """One HTTP/1.1 connection to the daemon, over its Unix socket (`path`) or TCP
+    (`(host, port)`), kept alive between requests. `exchange` sends one request and reads its
+    whole answer; socket errors (OSError, TimeoutError) pass through, a malformed answer or a
+    connection the daemon closed first is ConnectionError."""
+
+    def __init__(self, where: str | tuple[str, int], timeout: float) -> None:
+        self.where = where
+        self.timeout = timeout
+        self.sock: _socket.socket | None = None
+
+    def _open(self) -> _socket.socket:
+        if isinstance(self.where, tuple):
+            return _socket.create_connection(self.where, timeout=self.timeout)
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         s.settimeout(self.timeout)
         try:
-            s.connect(self._path)
+            s.connect(self.where)
         except OSError:
             s.close()
             raise
-        self.sock = s
+        return s
+
+    def exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes, bool]:
+        """Send one request; returns (status, body, keep_alive)."""
+        import httptools
+
+        if self.sock is None:
+            self.sock = self._open()
+        self.sock.settimeout(self.timeout)
+        head = [f"{method} {url} HTTP/1.1", "Host: xced"]
+        head += [f"{k}: {v}" for k, v in headers.items()]
+        head.append(f"Content-Length: {len(body) if body is not None else 0}")
+        self.sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b""))
+        answer = _Answer()
+        parser = httptools.HttpResponseParser(answer)
+        while not answer.done:
+            data = self.sock.recv(262144)
+            if not data:
+                raise ConnectionError("the daemon closed the connection before its answer was whole")
+            try:
+                parser.feed_data(data)
+            except httptools.HttpParserError as e:
+                raise ConnectionError(f"the daemon's answer is not HTTP: {e}") from None
+        return parser.get_status_code(), b"".join(answer.chunks), parser.should_keep_alive()
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+#: what a path may hold on the wire as it is (percent-encoded bytes included)
+_PATH_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~/?&=%:@!$'()*+,;[]")
 
 
 class Response:
@@ -123,12 +176,25 @@ class Response:
         return self.body.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        import orjson  # 5x faster than json on 10,000-job listings
+        """The body as JSON; raises ServerError when it is not. orjson reads answers of
+        ORJSON_ABOVE bytes or more (5x faster than json on a listing of 10,000 jobs), the
+        standard json the small ones: importing orjson costs about 25 ms here (it imports
+        dataclasses, uuid, platform), more than a whole submit may spend (CLI-7)."""
+        if len(self.body) < ORJSON_ABOVE:
+            try:
+                return _json.loads(self.body)
+            except ValueError:
+                raise errors.ServerError(f"the daemon's answer is not JSON: {self.text[:80]!r}") from None
+        import orjson
 
         try:
             return orjson.loads(self.body)
         except orjson.JSONDecodeError:
             raise errors.ServerError(f"the daemon's answer is not JSON: {self.text[:80]!r}") from None
+
+
+#: answers of this many bytes or more are read with orjson (`Response.json`)
+ORJSON_ABOVE = 4 << 20
 
 
 class Client:
@@ -138,8 +204,9 @@ class Client:
 
     def __init__(self, target: str | os.PathLike[str], *, as_user: str | None = None,
                  timeout: float | None = None) -> None:
-        t = str(target)
-        self.socket = Path(t) if not t.startswith("tcp://") else None
+        t = os.fspath(target)
+        #: the Unix socket's path (text), or None for a tcp:// target
+        self.socket: str | None = t if not t.startswith("tcp://") else None
         self.target = t
         self.timeout = connect_timeout() if timeout is None else timeout
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -147,7 +214,7 @@ class Client:
             if not as_user or not all(c.isascii() and (c.isalnum() or c in "._-@") for c in as_user):
                 raise errors.InvalidRequest(f"--as-user {as_user!r}: a user name is letters, digits and . _ - @")
             self.headers[AS_USER_HEADER] = as_user
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: _Connection | None = None
         self._last_use = 0.0
 
     @classmethod
@@ -163,10 +230,10 @@ class Client:
         if topdir is not None and not topdir.strip():
             raise errors.InvalidRequest("--topdir '': the TopDir is empty; give the TopDir of a running xced")
         if not socket and (topdir or (not os.environ.get(ENV_SOCKET) and os.environ.get(ENV_TOPDIR))):
-            top = resolve_topdir(topdir)
-            if top.exists() and not top.is_dir():
+            top = topdir_text(topdir)
+            if os.path.exists(top) and not os.path.isdir(top):
                 raise errors.DaemonUnreachable(f"TopDir {top} is not a directory; give the TopDir of a running xced")
-            if not top.is_dir():
+            if not os.path.isdir(top):
                 raise errors.DaemonUnreachable(
                     f"TopDir {top} does not exist; give the TopDir of a running xced (--topdir or XCE_TOPDIR), "
                     f"or run `xced` for a personal cluster")
@@ -174,7 +241,7 @@ class Client:
         if (not socket and not topdir and not os.environ.get(ENV_SOCKET) and not os.environ.get(ENV_TOPDIR)
                 and os.environ.get(ENV_CONTROLLER) and not os.environ.get(ENV_CONTROLLER_KEY)):
             return cls(os.environ[ENV_CONTROLLER], as_user=as_user, timeout=timeout)
-        path = Path(socket) if socket else client_socket_path(topdir)
+        path = os.fspath(socket) if socket else client_socket_path(topdir)
         return cls(path, as_user=as_user, timeout=timeout)
 
     def close(self) -> None:
@@ -190,21 +257,19 @@ class Client:
 
     # ------------------------------------------------------------------ transport
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float) -> _Connection:
         now = time.monotonic()
         if self._conn is not None and now - self._last_use > IDLE_RECONNECT_S:
             self.close()  # the server may have dropped an idle keep-alive connection
         self._last_use = now
         if self._conn is None:
             if self.socket is not None:
-                self._conn = _UnixConnection(str(self.socket), timeout)
+                self._conn = _Connection(self.socket, timeout)
             else:
                 hostport = self.target[len("tcp://"):]
                 host, _, port = hostport.rpartition(":")
-                self._conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+                self._conn = _Connection((host, int(port)), timeout)
         self._conn.timeout = timeout
-        if self._conn.sock is not None:
-            self._conn.sock.settimeout(timeout)
         return self._conn
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None,
@@ -214,15 +279,22 @@ class Client:
         the client's own."""
         # a path is ASCII on the wire: anything else (a name with ü, a space) is percent-encoded,
         # as a browser would; what is encoded already, and the query, stay as they are
-        url = API_PREFIX + quote(path, safe="/?&=%:@!$'()*+,;~[]")
+        if _PATH_SAFE.issuperset(path):
+            url = API_PREFIX + path
+        else:
+            from urllib.parse import quote
+
+            url = API_PREFIX + quote(path, safe="/?&=%:@!$'()*+,;~[]")
         if params:
+            from urllib.parse import urlencode
+
             url += ("&" if "?" in url else "?") + urlencode(params, doseq=True)
         body = _json.dumps(json, separators=(",", ":")).encode() if json is not None else None
         headers = {**self.headers, **(headers or {})}
         if body is None:
             headers.pop("Content-Type", None)
         tmo = self.timeout if timeout is None else timeout
-        if self.socket is not None and len(os.fsencode(str(self.socket))) > MAX_SOCKET_PATH:
+        if self.socket is not None and len(os.fsencode(self.socket)) > MAX_SOCKET_PATH:
             raise errors.DaemonUnreachable(
                 f"cannot reach xced: its socket would be {self.socket}, longer than the 107 bytes a Unix socket "
                 f"path may have, and no run/{SOCKET_PATH_FILE} in the TopDir says where the daemon put it (is it "
@@ -231,11 +303,8 @@ class Client:
             conn = self._connection(tmo)
             fresh = conn.sock is None
             try:
-                conn.request(method, url, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                status = resp.status
-                if resp.will_close:
+                status, data, keep = conn.exchange(method, url, body, headers)
+                if not keep:
                     self.close()
                 break
             except (FileNotFoundError, ConnectionRefusedError, PermissionError) as e:
@@ -250,7 +319,7 @@ class Client:
                 lost = errors.DaemonUnreachable(f"xced at {self.target} did not answer in {tmo:g} s")
                 lost.maybe_taken = True  # the request may have reached the daemon
                 raise lost from None
-            except (http.client.HTTPException, ConnectionError, OSError) as e:
+            except (ConnectionError, OSError) as e:
                 self.close()
                 # a kept-alive connection the server closed meanwhile: retry once on a new one
                 if attempt == 1 and not fresh and method == "GET":
@@ -319,6 +388,22 @@ class Client:
         key = new_key() if key is None else check_key(key)
         return _model(SubmitResponse, self.request_retried("POST", "/jobs", json=body, headers={HEADER: key},
                                                            on_lost=on_lost).body)
+
+    def submit_pack(self, env: dict, jobs: list[dict], key: str | None = None, *, on_lost=None) -> dict:
+        """Submit a pack (POST /jobs/pack; CLI-7, LSF `bsub -pack`): `env` the environment
+        once for every job, `jobs` dicts of SubmitRequest's fields whose `env` holds only each
+        job's own --env additions. Returns the raw JSON answer, `{"jobs": [SubmitResponse
+        dicts in request order]}` (no pydantic: the CLI's submit path must not import it).
+        One Idempotency-Key for the whole pack, `key` (default: a new one), sent again with
+        it while its answer is lost (`request_retried`), so the pack is recorded once however
+        often it is sent (JOB-10). Raises the error of the first job refused (its field
+        `jobs.<i>[.<field>]`, message "job I of the pack: ..."; nothing recorded),
+        InvalidRequest for a malformed key, DaemonUnreachable."""
+        from xced.api.idempotency import HEADER, check_key, new_key
+
+        key = new_key() if key is None else check_key(key)
+        return self.request_retried("POST", "/jobs/pack", json={"env": env, "jobs": jobs}, headers={HEADER: key},
+                                    on_lost=on_lost).json()
 
     def jobs_raw(self, *, user: str | None = None, queue: str | None = None, states: list[str] | None = None,
                  all: bool = False, project: str | None = None, on_lost=None) -> Response:

@@ -26,17 +26,10 @@ def run_app(app, prog: str) -> None:
 
     import typer
 
-    from xced.api.errors import XceError
-
-    debug = os.environ.get(ENV_DEBUG, "") not in ("", "0")
+    debug = _debug()
     try:
         rv = app(standalone_mode=False, prog_name=prog)
         sys.exit(rv if isinstance(rv, int) else 0)
-    except XceError as e:
-        if debug:
-            raise
-        print(f"{prog}: error: {_one_line(e.message)}", file=sys.stderr)
-        sys.exit(e.exit_code)
     except cx.UsageError as e:
         msg = e.format_message().strip()
         if not msg:  # no arguments: the help was printed already
@@ -52,20 +45,66 @@ def run_app(app, prog: str) -> None:
     except typer.Abort:
         print(f"{prog}: aborted", file=sys.stderr)
         sys.exit(1)
-    except (KeyboardInterrupt, EOFError):
+    except SystemExit:
+        raise
+    except BaseException as e:
+        if debug and isinstance(e, Exception) and not isinstance(e, (BrokenPipeError, EOFError)):
+            raise
+        sys.exit(exit_code_of(e, prog))
+
+
+def _debug() -> bool:
+    return os.environ.get(ENV_DEBUG, "") not in ("", "0")
+
+
+def exit_code_of(e: BaseException, prog: str) -> int:
+    """The one mapping of an error that ended a command to what the user sees (DESIGN rule
+    6): a typed API error (xced.api.errors.XceError) is one line `PROG: error: MESSAGE` on
+    stderr and its exit code (1 refused, 3 unreachable); ^C or EOF is "interrupted", 130; a
+    closed stdout (BrokenPipeError) is silent, 0, as `head` expects; anything else is a bug,
+    one line naming it and exit 1. Returns the exit code; prints the line."""
+    from xced.api.errors import XceError
+
+    if isinstance(e, XceError):
+        print(f"{prog}: error: {_one_line(e.message)}", file=sys.stderr)
+        return e.exit_code
+    if isinstance(e, (KeyboardInterrupt, EOFError)):
         print(f"{prog}: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except BrokenPipeError:
+        return 130
+    if isinstance(e, BrokenPipeError):
         try:
             sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
-        sys.exit(0)
-    except SystemExit:
+        return 0
+    print(f"{prog}: error: {type(e).__name__}: {_one_line(str(e))} (XCE_DEBUG=1 shows the traceback)",
+          file=sys.stderr)
+    return 1
+
+
+def run_fast(fn, prog: str, passthrough: tuple[type[BaseException], ...] = ()):
+    """Run `fn()` (a command of the start-up fast path, xcecli.fast; CLI-7) under the same
+    mapping as `run_app` (`exit_code_of`), then flush stdout and stderr and end the process
+    with `os._exit`: interpreter shutdown is skipped, which nothing here needs (no atexit
+    handler, no open file but the two streams). `fn` returns None (exit 0) or an int exit
+    code, or raises SystemExit. Exceptions of the `passthrough` types are raised to the caller
+    as they are (the fast path declining); otherwise never returns."""
+    try:
+        rv = fn()
+        code = rv if isinstance(rv, int) else 0
+    except passthrough:
         raise
-    except Exception as e:  # a bug: still one line unless debugging
-        if debug:
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except BaseException as e:
+        if _debug() and isinstance(e, Exception) and not isinstance(e, (BrokenPipeError, EOFError)):
             raise
-        print(f"{prog}: error: {type(e).__name__}: {_one_line(str(e))} (XCE_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
-        sys.exit(1)
+        code = exit_code_of(e, prog)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+    os._exit(code)

@@ -48,12 +48,17 @@ def check_key(value: str) -> str:
                          f"one per submit and send each retry of that submit with the same one", field=HEADER)
 
 
-def body_digest(body: dict) -> str:
-    """The hex SHA-256 of `body` (a submit request as JSON-able values) as canonical JSON:
-    keys sorted, no spaces, UTF-8 (lone surrogates kept as they are, `surrogatepass`), so two
-    bodies that say the same thing compare equal whatever their key order or spacing."""
-    import hashlib  # the daemon's alone: kept out of the CLI's start-up (CLI-6)
-    import json
+def canonical(value: object) -> bytes:
+    """`value` (JSON-able) as canonical JSON: keys sorted, no spaces, UTF-8 (lone surrogates
+    kept as they are, `surrogatepass`), so two values that say the same thing are the same
+    bytes whatever their key order or spacing."""
+    import json  # the daemon's alone: kept out of the CLI's start-up (CLI-6)
 
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def body_digest(body: dict) -> str:
+    """The hex SHA-256 of `body` (a submit request as JSON-able values) as `canonical` JSON."""
+    import hashlib  # the daemon's alone: kept out of the CLI's start-up (CLI-6)
+
+    return hashlib.sha256(canonical(body)).hexdigest()

@@ -6,7 +6,12 @@ and the CLI builds no model from it (issue 17, listings; CLI-3).
 A cell is the raw value: a job ID, a string, a count, or epoch seconds for the *_time
 fields (the CLI shows those in local time); None where a job has no such value (a pending
 job's start time), which the CLI prints as "-". A plain job's cells come from its one
-element; an array's from the job (ELEMENTS counts its elements by state).
+element; an array's from the job (ELEMENTS counts its elements by state). The cells are
+computed from the daemon's job objects (xced.server.convert.table_rows), where each field
+costs only itself: EXEC_HOST is `[N*]HOST` joined by ':' as bjobs writes it, JOB_NAME an
+array's name with its index spec, NTASKS the slots a started job holds else its task range
+(`2,8`), ELEMENTS `N STATE` per state of an array, PEND_REASON the main pend reason, or why
+a running job's host is not ok.
 """
 
 from __future__ import annotations
@@ -40,46 +45,3 @@ def parse_fields(text: str | None) -> list[str]:
     if not cols:
         raise ValueError(f"no field named; valid fields: {' '.join(FIELDS)}")
     return cols
-
-
-def _hosts(el: dict | None) -> str | None:
-    if el is None or not el["alloc"]:
-        return None
-    return ":".join(f"{a['slots']}*{a['host']}" if a["slots"] > 1 else a["host"] for a in el["alloc"])
-
-
-def _name(job: dict) -> str | None:
-    spec = job["array_spec"]
-    return (job["name"] or "") + (spec[spec.index("["):] if spec else "") or None
-
-
-def _ntasks(job: dict, el: dict | None) -> object:
-    if el and el["alloc"]:
-        return sum(a["slots"] for a in el["alloc"])
-    lo, hi = job["ntasks_min"], job["ntasks_max"]
-    return lo if lo == hi else f"{lo},{hi}"
-
-
-_GET = {
-    "id": lambda j, e: j["job_id"], "user": lambda j, e: j["user"], "state": lambda j, e: j["state"],
-    "queue": lambda j, e: j["queue"], "project": lambda j, e: j.get("project"), "run_as": lambda j, e: j["run_as"],
-    "hosts": lambda j, e: _hosts(e), "app": lambda j, e: j.get("app"), "name": lambda j, e: _name(j),
-    "submit_time": lambda j, e: j["submit_time"],
-    "start_time": lambda j, e: e["start_time"] if e else None,
-    "end_time": lambda j, e: e["end_time"] if e else None,
-    "exit_code": lambda j, e: e["exit_code"] if e else None, "ntasks": _ntasks,
-    "elements": lambda j, e: ",".join(f"{n} {s}" for s, n in sorted(j["counts"].items())) if j["array_spec"] else None,
-    "reason": lambda j, e: (e["pend_reason"]["main"] if e["pend_reason"] else e.get("host_problem")) if e else None,
-}
-
-
-def rows_of(jobs: list[dict], cols: list[str]) -> list[list[object]]:
-    """The cells of `cols` (fields of FIELDS) for each job, given as the API's JobOut dicts
-    (`elements` included for plain jobs); raises KeyError for an unknown field."""
-    fns = [_GET[c] for c in cols]
-    out = []
-    for j in jobs:
-        els = j["elements"]
-        el = els[0] if len(els) == 1 and j["array_spec"] is None else None
-        out.append([f(j, el) for f in fns])
-    return out

@@ -23,6 +23,7 @@ from xced.model.units import (
     MAX_HOOK_TEXT,
     MAX_MEMORY_MB,
     MAX_NAME_TEXT,
+    MAX_PACK_JOBS,
     MAX_QUEUE_TEXT,
     MAX_RESREQ_STRINGS,
     MAX_RUN_LIMIT_S,
@@ -121,6 +122,43 @@ class SubmitRequest(RequestBody):
         return v
 
 
+class PackJob(SubmitRequest):
+    """One job of a pack (POST /jobs/pack): SubmitRequest's fields with their bounds, except
+    that `env` holds only this job's own `--env NAME=VALUE` additions; its environment is the
+    pack's `env` with these laid over it (CLI-7, issue 17 part 2)."""
+
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV_VARS,
+                                description="this job's own --env NAME=VALUE additions, laid over the pack's env; at "
+                                            "most MAX_ENV_VARS variables, and so is the job's whole environment (D-8)")
+
+
+class PackRequest(RequestBody):
+    """POST /jobs/pack: many jobs in one request, as LSF's `bsub -pack FILE` (CLI-7). The
+    client's environment is sent once for the whole pack; every job is checked as a single
+    submit, and all are recorded in one transaction or none is. At least 1 and at most
+    MAX_PACK_JOBS jobs; the body at most MAX_PACK_REQUEST_BYTES (D-8)."""
+
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV_VARS,
+                                description="the submitter's environment, once for every job of the pack; at most "
+                                            "MAX_ENV_VARS variables (D-8)")
+    jobs: list[PackJob] = Field(json_schema_extra={"minItems": 1, "maxItems": MAX_PACK_JOBS},
+                                description="the jobs, in order; the answer gives their IDs in the same order")
+
+    @field_validator("jobs", mode="before")
+    @classmethod
+    def _pack_size(cls, v: object) -> object:
+        """At least one job and at most MAX_PACK_JOBS, told before any job is read (D-8)."""
+        from pydantic_core import PydanticCustomError
+
+        if isinstance(v, list) and not v:
+            raise PydanticCustomError("pack_empty", "the pack holds no job; give at least one")
+        if isinstance(v, list) and len(v) > MAX_PACK_JOBS:
+            raise PydanticCustomError("pack_too_long", "the pack holds {n} jobs, more than the {cap} a pack may hold "
+                                      "(MAX_PACK_JOBS, D-8); split it into packs of at most {cap}",
+                                      {"n": len(v), "cap": MAX_PACK_JOBS})
+        return v
+
+
 class JobAction(RequestBody):
     """POST /jobs/{id}/{kill|stop|resume|requeue}. `index` None means every element."""
 
@@ -174,6 +212,13 @@ class SubmitResponse(Body):
     array_size: int = Field(0, description="number of elements, 0 for a plain job")
     app: str | None = Field(None, description="the application profile the job runs with (PROF-2)")
     warnings: list[str] = Field(default_factory=list, description="side effects of the merge (MERGE-1)")
+
+
+class PackResponse(Body):
+    """The answer of POST /jobs/pack (CLI-7): each job's SubmitResponse, in the order of the
+    request."""
+
+    jobs: list[SubmitResponse]
 
 
 class HostShortfallOut(Body):
@@ -424,12 +469,47 @@ class QueueList(Body):
     queues: list[QueueOut]
 
 
+class ElementGroup(Body):
+    """Elements of one array in one state (issue 17 part 4): how many, and their indices as
+    runs, exact: "1-500000,500002" (xced.api.arrays.format_runs)."""
+
+    state: JobState
+    count: int
+    indices: str = Field(description="the indices, consecutive ones folded: \"1-10,12,15-20\"")
+
+
+class ActionRefusal(Body):
+    """A job ID that `xcecli kill` (stop, resume, requeue, release) named and the daemon
+    refused whole, with why: the error answer's code and message (xced.api.errors)."""
+
+    id: str = Field(description="the reference as given: \"999\" or \"12[4]\"")
+    code: str = Field(description="the error's code, one of: " + ", ".join(CODES))
+    reason: str
+
+
 class ActionResult(Body):
-    """Result of kill/stop/resume/requeue: what was done to which elements."""
+    """Result of kill/stop/resume/requeue/release of one job: what was done to which elements
+    (CLI-3; issue 17 part 4). `affected` lists every element acted on, unless the action
+    touched more than 100 (xced.api.arrays.SUMMARY_OVER) and the request did not ask for the
+    full list (`?full=true`): then `complete` is false, `affected` is empty and `count`,
+    `states` say what it did. For an array, `states` groups the elements acted on by their
+    state after the action, `skipped` the elements it left alone by their state (a kill leaves
+    finished ones). `xcecli ... --json` prints a list of these, one per JOB argument; an ID the
+    daemon refused whole is an entry with `refused` set, `affected` empty and `count` 0 (the
+    API itself answers such an ID with its error)."""
 
     job_id: int
     affected: list[str]
-    message: str
+    message: str = Field(description="what was done, the elements folded into runs (\"kill requested: 5[1-3,7]\"); "
+                                     "past 100 elements, unless `complete`, at most 10 runs are named")
+    count: int = Field(0, description="how many elements the action acted on")
+    complete: bool = Field(True, description="false: `affected` was left out (more than 100 elements)")
+    states: list[ElementGroup] = Field(default_factory=list,
+                                       description="an array's elements acted on, by their state after the action")
+    skipped: list[ElementGroup] = Field(default_factory=list,
+                                        description="an array's elements left alone, by their state")
+    note: str | None = Field(None, description="what the action could not do, e.g. a hold of the other kind kept")
+    refused: ActionRefusal | None = Field(None, description="xcecli --json only: this JOB argument was refused")
 
 
 class DryRun(Body):
@@ -736,6 +816,7 @@ class EnrollRequest(SignedAnswer):
 #: the models whose JSON `--json` prints, published as docs/json/NAME.schema.json (CLI-1)
 PUBLISHED = {
     "submit": SubmitResponse,
+    "pack": PackResponse,
     "job": JobOut,
     "jobs": JobList,
     "events": EventList,

@@ -124,6 +124,10 @@ OPTIONS: tuple[SubmitOption, ...] = (
     SubmitOption("json", ("--json",), "", "flag", "print the submit result as JSON", preset_field=False),
     SubmitOption("dry_run", ("--dry-run",), "", "flag",
                  "print the effective job (the daemon parses and merges it) without submitting", preset_field=False),
+    SubmitOption("pack", ("--pack",), "FILE", "one",
+                 "submit one job per line of FILE ('-': standard input), each line the options and command of "
+                 "one submit, all in one request (LSF bsub -pack); blank lines and # comments are skipped",
+                 preset_field=False),
 )
 
 #: the job options: what a preset may set, in the table's order

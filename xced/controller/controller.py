@@ -30,6 +30,7 @@ from xced.controller import machine as m
 from xced.controller.machine import IllegalTransition, Outcome, Stimulus, transition
 from xced.controller.hosts import HostsMixin, WorkerLink
 from xced.controller.submit import SubmitMixin, effective_resreq
+from xced.controller.pack import PackMixin
 from xced.controller.dependencies import DependenciesMixin
 from xced.controller.queries import QueriesMixin
 from xced.controller.reconfig import ReconfigMixin
@@ -78,7 +79,8 @@ TRACE_SESSIONS = 64
 
 
 class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, DispatchMixin, HooksMixin, ReportsMixin,
-                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin, PeersMixin, EnvsMixin, RetentionMixin):
+                 ActionsMixin, ExplainMixin, QueriesMixin, RetryMixin, KeysMixin, PeersMixin, EnvsMixin, RetentionMixin,
+                 PackMixin):
     """Owns jobs, hosts and the store. All methods run on the event loop thread.
 
     Errors raised to the API: InvalidRequest (bad submit), NotFound (unknown job),

@@ -22,7 +22,7 @@ from xced.model.state import Element, Job
 from xced.policy.projects import least_need, never_fits, supply_totals
 from xced.policy.rbac import Caller
 from xced.merge import Effective, JobValues, MergeError, memory_over_hosts, merge_job
-from xced.model.units import MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
+from xced.model.units import MAX_ENV_VARS, MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
 from xced.resreq import ResReqError, parse_job, render, reserve_terms, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
 
@@ -162,10 +162,7 @@ def _check_own_values(req: dict) -> None:
     if mem is not None and mem <= 0:
         raise InvalidRequest(f"memory limit {mem} MB: must be positive, e.g. -M 4GB", field="memory_limit_mb")
     for what, mapping in (("--env", req.get("env") or {}), ("--app-param", req.get("app_params") or {})):
-        for k, v in mapping.items():
-            if not k or "\0" in k or "\0" in v or (what == "--env" and "=" in k):
-                raise InvalidRequest(f"{what} {k!r}: names must be non-empty without '=' and names and values "
-                                     f"without NUL bytes", field="env" if what == "--env" else "app_params")
+        _check_names(what, mapping)
     if any("\0" in a for a in req.get("argv") or []) or "\0" in (req.get("cwd") or ""):
         raise InvalidRequest("the command or the working directory contains a NUL byte", field="argv")
     for fld, opt in (("stdout", "-o"), ("stderr", "-e")):
@@ -181,6 +178,30 @@ def _check_own_values(req: dict) -> None:
         if v is not None and "\0" in v:
             raise InvalidRequest(f"{opt}: the value contains a NUL byte", field=fld)
     _check_exdata(req.get("exdata"))
+
+
+def _check_names(what: str, mapping: dict) -> None:
+    """`--env` or `--app-param` NAME=VALUE pairs: names non-empty, without '=' for --env, and
+    names and values without NUL bytes (a process environment cannot hold them). Raises
+    InvalidRequest."""
+    for k, v in mapping.items():
+        if not k or "\0" in k or "\0" in v or (what == "--env" and "=" in k):
+            raise InvalidRequest(f"{what} {k!r}: names must be non-empty without '=' and names and values "
+                                 f"without NUL bytes", field="env" if what == "--env" else "app_params")
+
+
+def _laid_over(base: dict[str, str], own: dict[str, str] | None) -> dict[str, str]:
+    """A pack job's environment (CLI-7): the pack's `base` with the job's own --env `own`
+    laid over it; `base` itself (shared, not copied) when the job adds nothing. Raises
+    InvalidRequest when the two hold more than MAX_ENV_VARS variables together, the bound
+    of a single submit's environment (D-8)."""
+    if not own:
+        return base
+    env = {**base, **own}
+    if len(env) > MAX_ENV_VARS:
+        raise InvalidRequest(f"env: the pack's environment with this job's --env holds {len(env)} variables, more "
+                             f"than the {MAX_ENV_VARS} a job's environment may hold (MAX_ENV_VARS, D-8)", field="env")
+    return env
 
 
 def _submit_resreq(texts: list[str], nmin: int | None, nmax: int | None):
@@ -272,6 +293,26 @@ class SubmitMixin:
         for `caller.user` in the transaction that inserts the job; the caller has asked
         `replay_submit` first, so the key is new.
         """
+        name, qname, queue, app, profile, eff, spec, array, dependency, env_text, job_env = \
+            self._check_submit(req, caller, project, basis)
+        indices = array.indices if array else (0,)
+        if dry_run:
+            return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0, profile)
+        job = self._record_submit(name, caller, qname, spec, self._effective(eff, profile), indices, eff.resreq,
+                                  dependency, env=(env_text, job_env), idempotency=idempotency)
+        self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
+        return job
+
+    def _check_submit(self, req: dict, caller: Caller, project: str | None, basis: str | None,
+                      base_env: dict[str, str] | None = None, base_record: tuple[str, str] | None = None) -> tuple:
+        """Every check of a submit (the one place: a single submit and each job of a pack call
+        it) and what it makes: (name, queue name, queue, app, profile, the merge's Effective,
+        JobSpec, ArraySpec or None, parsed dependency or None, environment text, environment).
+        Records nothing. Raises InvalidRequest (or PermissionDenied) naming the field.
+
+        `base_env` (a pack's environment, CLI-7; checked by the caller) is the environment
+        `req["env"]` (the job's own --env) is laid over; `base_record` is its env_record,
+        made once for the pack and used for each job that adds nothing to it."""
         _check_utf8(req)  # first: every message below may quote the request's text
         if basis is None:
             if self.config.settings.mode != "test":
@@ -291,7 +332,7 @@ class SubmitMixin:
         resreq, nmin, nmax = _submit_resreq(texts, req.get("ntasks_min"), req.get("ntasks_max"))
         job_values = OwnValues(nmin, nmax if nmax is not None else nmin, req.get("run_limit_s"),
                                req.get("memory_limit_mb"), dict(req.get("app_params") or {}), req.get("exdata"))
-        job_env = dict(req.get("env") or {})
+        job_env = dict(req.get("env") or {}) if base_env is None else _laid_over(base_env, req.get("env"))
         try:
             eff = self._merge(resreq, job_values, job_env, profile, queue)
         except MergeError as e:
@@ -306,15 +347,9 @@ class SubmitMixin:
         name, array = _job_name(req.get("name"), self.config.settings.max_array_size)
         # JOB-5 (LSF bsub -w): parsed, every job it names must exist, stored in canonical form
         dependency = self._check_dependency(req["dependency"]) if req.get("dependency") is not None else None
-        digest, env_text = env_record(job_env)
+        digest, env_text = base_record if base_record is not None and job_env is base_env else env_record(job_env)
         spec = self._spec(req, caller, sys.intern(digest), texts, app, own_hooks, job_values, array, dependency, project, basis)
-        indices = array.indices if array else (0,)
-        if dry_run:
-            return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0, profile)
-        job = self._record_submit(name, caller, qname, spec, self._effective(eff, profile), indices, eff.resreq,
-                                  dependency, env=(env_text, job_env), idempotency=idempotency)
-        self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
-        return job
+        return name, qname, queue, app, profile, eff, spec, array, dependency, env_text, job_env
 
     def _submit_target(self, req: dict):
         """The queue and the application profile of a submit (PROF-1, PROF-2: app None means the

@@ -9,19 +9,9 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from xced.model.states import JobState, parse_job_ref  # noqa: F401  (their home is the light module)
 from xced.model.units import DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING
 from xced.model.units import MAX_ARRAY_INDEX as _MAX_ARRAY_INDEX
-
-
-class JobState(StrEnum):
-    """Job states of D-5, spelled as LSF spells them."""
-
-    PEND = "PEND"
-    PSUSP = "PSUSP"
-    RUN = "RUN"
-    USUSP = "USUSP"
-    DONE = "DONE"
-    EXIT = "EXIT"
 
 
 FINISHED = frozenset({JobState.DONE, JobState.EXIT})
@@ -147,17 +137,6 @@ def parse_job_name(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> tuple[s
             raise ArraySpecError(f"job array {_q(text)}: limit {_q(lim)} is invalid; expected %N with 1 <= N <= {max_size}")
         limit = int(lim)
     return m.group("name"), ArraySpec(m.group("name"), tuple(sorted(indices)), limit, text)
-
-
-_JOBREF_RE = re.compile(r"^([0-9]{1,18})(?:\[([0-9]{1,10})\])?$")
-
-
-def parse_job_ref(text: str) -> tuple[int, int | None]:
-    """`"123"` -> (123, None); `"123[4]"` -> (123, 4). Raises ValueError otherwise."""
-    m = _JOBREF_RE.match(text.strip())
-    if not m:
-        raise ValueError(f"{text!r} is not a job ID; expected a number like 123 or an array element like 123[4]")
-    return int(m.group(1)), (int(m.group(2)) if m.group(2) is not None else None)
 
 
 def format_job_ref(job_id: int, index: int) -> str:

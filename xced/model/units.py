@@ -24,6 +24,8 @@ __all__ = [
     "MAX_ENV_VARS",
     "MAX_EXDATA_DEPTH",
     "MAX_EXDATA_ITEMS",
+    "MAX_PACK_JOBS",
+    "MAX_PACK_REQUEST_BYTES",
     "MAX_REQUEST_BYTES",
     "MAX_RESREQ_ALTERNATIVES",
     "MAX_RESREQ_STRINGS",
@@ -105,6 +107,12 @@ MAX_REQUEST_BYTES = 1 << 20
 #: compiled config of tens of thousands of hosts fits (anyone else's is held to
 #: MAX_REQUEST_BYTES, so only an admin can make the daemon parse more)
 MAX_CONFIG_REQUEST_BYTES = 8 << 20
+#: a pack submit (`POST /jobs/pack`, `xcecli submit --pack FILE`, LSF's `bsub -pack`; CLI-7):
+#: the largest body, bytes, anyone may send there (the environment once, then each job's own
+#: options: 64 MiB holds 100,000 jobs of a few hundred bytes each), and the most jobs in one
+#: pack (all are checked, then committed in one transaction, while the daemon waits)
+MAX_PACK_REQUEST_BYTES = 64 << 20
+MAX_PACK_JOBS = 100_000
 #: the most terms in one job's resource requirement, all its -R strings together: each
 #: select operand (a name, number, string or defined()), rusage item, order key, same name
 #: and each part of a compound or alternative requirement counts one (RES-1)

@@ -84,11 +84,12 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> XceError:
     return err
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    """One line naming the offending field(s) (D-2, bug-1970), plus the first field name."""
+def _validation_message(errs: list[dict]) -> tuple[str, str | None]:
+    """One line naming the offending field(s) of validation errors `errs` (pydantic's, as
+    FastAPI gives them; D-2, bug-1970), plus the first field name."""
     unknown: list[str] = []
     parts: list[str] = []
-    for err in exc.errors():
+    for err in errs:
         loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
         fld = ".".join(loc) or "body"
         typ = err.get("type", "")
@@ -106,9 +107,28 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
         parts.insert(0, f"unknown field{'s' if len(unknown) > 1 else ''} {names} in the request: "
                         f"not part of the XCE API, so refused rather than ignored")
     first = unknown[0] if unknown else None
-    if first is None and exc.errors():
-        first = ".".join(str(x) for x in exc.errors()[0].get("loc", ()) if x not in ("body", "query", "path")) or None
+    if first is None and errs:
+        first = ".".join(str(x) for x in errs[0].get("loc", ()) if x not in ("body", "query", "path")) or None
     return "; ".join(parts[:5]) or "invalid request", first
+
+
+def _pack_job_error(errs: list[dict]) -> InvalidRequest | None:
+    """A pack submit's (POST /jobs/pack, CLI-7) validation errors inside one of its jobs, as
+    the submit's: the first job at fault, `i`, is named "job i+1 of the pack: " followed by
+    what a single submit of that job would be told, with field `jobs.<i>.<field>` (or
+    `jobs.<i>`), so the client can point at the job's line. None when the first error is not
+    inside a job."""
+    loc = tuple(errs[0].get("loc", ())) if errs else ()
+    if loc[:2] != ("body", "jobs") or len(loc) < 3 or not isinstance(loc[2], int):
+        return None
+    i = loc[2]
+    own = [{**e, "loc": ("body", *tuple(e["loc"])[3:])} for e in errs
+           if tuple(e.get("loc", ()))[:3] == ("body", "jobs", i)]
+    if all(len(e["loc"]) == 1 for e in own):  # the job itself: a list, a string, null...
+        return InvalidRequest(f"job {i + 1} of the pack: a job must be a JSON object with a submit's fields "
+                              f"(argv, cwd, ...)", field=f"jobs.{i}")
+    msg, fld = _validation_message(own)
+    return InvalidRequest(f"job {i + 1} of the pack: {msg}", field=f"jobs.{i}" + (f".{fld}" if fld else ""))
 
 
 class _AnswerEveryError(HttpMiddleware):
@@ -161,7 +181,9 @@ def create_app(controller) -> FastAPI:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         err = _not_json(exc)
         if err is None:
-            msg, fld = _validation_message(exc)
+            err = _pack_job_error(exc.errors())
+        if err is None:
+            msg, fld = _validation_message(exc.errors())
             err = InvalidRequest(msg, field=fld)
         return JSONResponse(err.to_body(), status_code=err.status)
 

@@ -9,7 +9,9 @@ client reads the answer instead of a reset connection.
 Limits (xced.model.units): `MAX_REQUEST_BYTES` for every request, and for a cluster
 admin's `PUT /config` (`xceadmin build --apply` of a large cluster) `MAX_CONFIG_REQUEST_BYTES`;
 anyone else's is held to `MAX_REQUEST_BYTES` there too, so nobody but an admin can make the
-daemon parse more than a megabyte. A body with a Content-Length is judged by it at once
+daemon parse more than a megabyte, except on `POST /jobs/pack` (`xcecli submit --pack`,
+CLI-7), whose body anyone may make up to `MAX_PACK_REQUEST_BYTES`: many jobs, each a
+submit's worth. A body with a Content-Length is judged by it at once
 (HTTP parsers hold the body to it); a chunked body is counted as it arrives, held until
 its end (at most the limit), then handed on.
 """
@@ -21,13 +23,15 @@ from fastapi.responses import JSONResponse
 
 from xced.api.errors import PayloadTooLarge, XceError
 from xced.constants import API_PREFIX
-from xced.model.units import MAX_CONFIG_REQUEST_BYTES, MAX_REQUEST_BYTES
+from xced.model.units import MAX_CONFIG_REQUEST_BYTES, MAX_PACK_REQUEST_BYTES, MAX_REQUEST_BYTES
 from xced.server.asgi import HttpMiddleware
 
 __all__ = ["BodyLimit"]
 
 #: (method, path) -> the larger body limit of an admin's request there, bytes, and its name
 _ADMIN_LIMITS = {("PUT", f"{API_PREFIX}/config"): (MAX_CONFIG_REQUEST_BYTES, "MAX_CONFIG_REQUEST_BYTES")}
+#: (method, path) -> the body limit of anyone's request there, bytes, and its name
+_ROUTE_LIMITS = {("POST", f"{API_PREFIX}/jobs/pack"): (MAX_PACK_REQUEST_BYTES, "MAX_PACK_REQUEST_BYTES")}
 
 
 def _size(n: int) -> str:
@@ -59,7 +63,8 @@ class BodyLimit(HttpMiddleware):
                     declared = None
             elif key == b"transfer-encoding" and b"chunked" in value.lower():
                 chunked = True
-        limit, name = MAX_REQUEST_BYTES, "MAX_REQUEST_BYTES"
+        limit, name = _ROUTE_LIMITS.get((scope.get("method", ""), scope.get("path", "")),
+                                        (MAX_REQUEST_BYTES, "MAX_REQUEST_BYTES"))
         if admin_limit is not None and (chunked or (declared or 0) > limit) and await _is_admin(scope):
             limit, name = admin_limit
         if declared is not None and declared > limit:
@@ -99,8 +104,9 @@ class BodyLimit(HttpMiddleware):
         more = ""
         if admin_limit is not None and limit < admin_limit[0]:
             more = f"; a cluster admin may send up to {_size(admin_limit[0])} here ({admin_limit[1]})"
+        hint = ("split the pack into smaller ones" if name == "MAX_PACK_REQUEST_BYTES" else
+                "for a submit: a shorter environment, fewer -R strings or a smaller exdata")
         err = PayloadTooLarge(
             f"the request body {what}; the API server reads at most {_size(limit)} ({name}, D-8){more}, so "
-            f"nothing was done: send a smaller request (for a submit: a shorter environment, fewer -R "
-            f"strings or a smaller exdata)")
+            f"nothing was done: send a smaller request ({hint})")
         await JSONResponse(err.to_body(), status_code=err.status)(scope, receive, send)

@@ -216,12 +216,47 @@ class SqliteStore:
         self._ids[0] += 1
         return jid
 
+    def allocate_job_ids(self, n: int) -> list[int]:
+        """`n` job IDs (n >= 1, called outside a transaction), consecutive and increasing, never
+        given before nor again (CLI-7: a pack's jobs): from the current block when it holds
+        `n`, else from a new block of `n` + ID_BLOCK made durable at once (one commit for a
+        pack of any size); the rest of the old block is skipped."""
+        if n < 1:
+            raise ValueError(f"allocate_job_ids({n}): n must be at least 1")
+        if self._ids[1] - self._ids[0] < n:
+            with self.tx(durable=True):
+                (v,) = self.db.execute("SELECT value FROM counters WHERE name='next_job_id'").fetchone()
+                self.db.execute("UPDATE counters SET value=? WHERE name='next_job_id'", (v + n + ID_BLOCK,))
+            self._ids = [v, v + n + ID_BLOCK]
+        first = self._ids[0]
+        self._ids[0] += n
+        return list(range(first, first + n))
+
     def insert_job(self, job_id: int, name: str | None, user: str, queue: str, submit_time: float, spec: dict,
                    indices: Iterable[int], state: str) -> None:
         self.db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?)",
                         (job_id, name, user, queue, submit_time, json.dumps(spec, separators=(",", ":"))))
         self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)",
                             ((job_id, i, state) for i in indices))
+
+    def insert_jobs(self, jobs: Iterable[tuple[int, str | None, str, str, float, dict | str, Iterable[int]]],
+                    state: str) -> None:
+        """`insert_job` for many jobs at once (a pack's, CLI-7): rows (job_id, name, user, queue,
+        submit_time, spec, indices), each element inserted in `state`; batched statements.
+        A spec may come as its JSON text already (made before the transaction)."""
+        rows, elements = [], []
+        for jid, name, user, queue, t, spec, indices in jobs:
+            rows.append((jid, name, user, queue, t, spec if isinstance(spec, str) else
+                         json.dumps(spec, separators=(",", ":"))))
+            elements.extend((jid, i, state) for i in indices)
+        self.db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,?)", rows)
+        self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)", elements)
+
+    def add_events(self, events: Iterable[tuple]) -> None:
+        """`add_event` for many rows at once: (time, job_id, idx, kind, from_state, to_state,
+        actor, reason, stimulus)."""
+        self.db.executemany("INSERT INTO events (time, job_id, idx, kind, from_state, to_state, actor, reason, "
+                            "stimulus) VALUES (?,?,?,?,?,?,?,?,?)", events)
 
     def put_env(self, digest: str, env_json: str) -> None:
         """Keep an environment (canonical JSON) under its digest, once: a second job with the

@@ -26,6 +26,8 @@ from xced.api.models import (
     JobTable,
     LaunchRequest,
     LaunchResult,
+    PackRequest,
+    PackResponse,
     SubmitRequest,
     SubmitResponse,
     WhyOut,
@@ -99,6 +101,42 @@ router.add_api_route("/jobs", submit, methods=["POST"], response_model=SubmitRes
                      openapi_extra=_IDEMPOTENCY_DOC, route_class_override=LeanBodyRoute)
 
 
+#: the OpenAPI description of a pack's Idempotency-Key header (JOB-10, CLI-7)
+_PACK_IDEMPOTENCY_DOC = {"parameters": [{
+    **_IDEMPOTENCY_DOC["parameters"][0],
+    "description": "one key for the whole pack, made by the client and sent with every retry of it: a retry with "
+                   "the same key and body gets the first answer (the same job IDs) and creates nothing (keys are "
+                   "kept 24 h, per user); the same key with another body is 409, a malformed key 422"}]}
+
+
+@router.post("/jobs/pack", response_model=PackResponse, responses=errors(BODY, 409),
+             openapi_extra=_PACK_IDEMPOTENCY_DOC)
+async def submit_pack(body: PackRequest, request: Request,
+                      caller: Caller = Depends(requires("queue:submit"))) -> Response:
+    """A pack submit (CLI-7, LSF `bsub -pack`): every job checked as a single submit is, all
+    recorded in one transaction or none (xced.controller.pack). A job refused refuses the
+    pack: the error of that job's submit, its message prefixed "job I of the pack: ", its
+    field `jobs.<i>[.<field>]`. One `Idempotency-Key` for the whole pack (JOB-10), as for
+    POST /jobs. Answers PackResponse: each job's SubmitResponse, in request order."""
+    from xced.api.idempotency import HEADER, check_key
+    from xced.controller.pack import pack_digest
+
+    ctl = _ctl(request)
+    key = None
+    keys = request.headers.getlist(HEADER)
+    if len(keys) > 1:
+        raise InvalidRequest(f"{len(keys)} {HEADER} headers: a pack carries one key", field=HEADER)
+    if keys:
+        key = check_key(keys[0])
+        # a retry: its answer at once, without checking it all again (the digest only then)
+        answer = ctl.replay_pack(caller.user, key, lambda: pack_digest(body.env, body.jobs))
+        if answer is not None:
+            return json_response(answer)
+    # SUBMIT-1: the API server decides each job's project, by the policy in force at its check
+    return json_response(await ctl.submit_pack(body.env, body.jobs, caller,
+                                               lambda project: ctl.policy.submit_project(caller, project), key=key))
+
+
 @router.post("/jobs/dry-run", response_model=DryRun, responses=errors(BODY))
 async def dry_run(body: SubmitRequest, request: Request,
                   caller: Caller = Depends(requires("queue:submit"))) -> DryRun:
@@ -118,9 +156,9 @@ async def why(job_id: int, request: Request, _: Caller = Depends(requires("clust
     return json_response(_ctl(request).why(job_id, index))
 
 
-async def _listed(request: Request, caller: Caller, user: str | None, queue: str | None, project: str | None,
-                  state: list[JobState] | None, all: bool) -> list[dict]:
-    """The JobOut dicts of a listing (GET /jobs and GET /jobs/table share the filters)."""
+async def _listed_jobs(request: Request, caller: Caller, user: str | None, queue: str | None, project: str | None,
+                       state: list[JobState] | None, all: bool) -> list:
+    """The jobs of a listing, by ID (GET /jobs and GET /jobs/table share the filters)."""
     check_path(project)  # a malformed path is refused, as at submit, never an empty listing
     want_user = caller.user if user is None else (None if user == "all" else user)
     ctl = _ctl(request)
@@ -132,8 +170,15 @@ async def _listed(request: Request, caller: Caller, user: str | None, queue: str
         names = ", ".join(q.name for q in ctl.config.queues)
         raise InvalidRequest(f"queue {queue!r}: no such queue (LSF bjobs -q says the same); the queues are: {names}",
                              field="queue")
-    hosts = ctl.hosts
-    return [job_dict(job, elements=not job.is_array, hosts=hosts) for job in jobs]
+    return jobs
+
+
+async def _listed(request: Request, caller: Caller, user: str | None, queue: str | None, project: str | None,
+                  state: list[JobState] | None, all: bool) -> list[dict]:
+    """The JobOut dicts of a listing (GET /jobs)."""
+    hosts = _ctl(request).hosts
+    return [job_dict(job, elements=not job.is_array, hosts=hosts)
+            for job in await _listed_jobs(request, caller, user, queue, project, state, all)]
 
 
 @router.get("/jobs", response_model=JobList, responses=errors())
@@ -158,14 +203,15 @@ async def job_table(request: Request, caller: Caller = Depends(requires("cluster
               all: bool = Query(False, description="include finished jobs of any age")) -> Response:
     """The listing of GET /jobs, filtered alike, projected to `fields` (issue 17: a tenth of
     the bytes for the default columns); an unknown field is refused naming the valid ones."""
-    from xced.api.listing import parse_fields, rows_of
+    from xced.api.listing import parse_fields
+    from xced.server.convert import table_rows
 
     try:
         cols = parse_fields(fields)
     except ValueError as e:
         raise InvalidRequest(f"fields {fields!r}: {e}", field="fields") from None
-    return json_response({"fields": cols,
-                          "rows": rows_of(await _listed(request, caller, user, queue, project, state, all), cols)})
+    jobs = await _listed_jobs(request, caller, user, queue, project, state, all)
+    return json_response({"fields": cols, "rows": table_rows(jobs, cols, _ctl(request).hosts)})
 
 
 @router.get("/jobs/{job_id:jobid}", response_model=JobOut, responses=errors(JOB))
@@ -215,25 +261,60 @@ _DOING = {"kill": "kill it", "stop": "stop it", "resume": "resume it", "requeue"
           "release": "release a system hold (a hold of your own goes with `xcecli resume`)"}
 
 
+def _indices(job_id: int, refs: list[str]) -> list[int]:
+    """The indices of an array's element references ("12[5]" -> 5); a plain job's is 0."""
+    cut = len(str(job_id)) + 1
+    return [int(r[cut:-1]) if r.endswith("]") else 0 for r in refs]
+
+
+def action_answer(name: str, job, affected: list[str], index: int | None, full: bool) -> ActionResult:
+    """The answer to a job action (CLI-3; issue 17 part 4): `affected` (the controller's
+    element references) with `count`; for an array its elements acted on and left alone by
+    state (xced.api.arrays.group). Past SUMMARY_OVER elements, unless `full`, the references
+    are left out (`complete` false) and the message names at most MAX_RUNS_SHOWN runs:
+    killing a 1,000,000-element array answers a few hundred bytes, not 12 MB. The resume and
+    release notes (D-5: one kind of hold never releases the other) go in `note` and, as
+    before, in the message."""
+    from xced.api.arrays import DONE_PHRASE, SUMMARY_OVER, elide_runs, format_runs, group, runs_of
+
+    verb = DONE_PHRASE[name]
+    states, skipped = [], []
+    done = set(_indices(job.id, affected)) if job.is_array or name in ("resume", "release") else set()
+    if job.is_array:
+        states = [{"state": st, "count": n, "indices": runs} for st, n, runs in
+                  group((i, job.elements[i].state.value) for i in sorted(done))]
+        if index is None:
+            skipped = [{"state": st, "count": n, "indices": runs} for st, n, runs in
+                       group((e.index, e.state.value) for e in job.elements.values() if e.index not in done)]
+    addressed = len(affected) + sum(g["count"] for g in skipped)
+    complete = full or addressed <= SUMMARY_OVER
+    if complete:
+        told = format_refs(affected)
+    elif job.is_array:
+        told = f"{job.id}[{elide_runs(format_runs(runs_of(done)))[0]}]"
+    else:
+        told = format_refs(affected)
+    message, note = f"{verb}: {told}", None
+    if name in ("resume", "release"):  # D-5: one kind of hold never releases the other
+        kept = "system" if name == "resume" else "user"
+        if any(kept in job.elements[i].holds for i in done if i in job.elements):
+            how = (f"an admin releases it with `xcecli release {job.id}`" if kept == "system"
+                   else f"its user resumes it with `xcecli resume {job.id}`")
+            note = f"still held by {'the system' if kept == 'system' else 'its user'} ({how})"
+            message = f"{'user hold' if name == 'resume' else 'system hold'} released: {told}; {note}"
+    return ActionResult(job_id=job.id, affected=affected if complete else [], message=message, count=len(affected),
+                        complete=complete, states=states, skipped=skipped, note=note)
+
+
 def _action(name: str):
     async def route(job_id: int, request: Request, body: JobAction | None = None,
+                    full: bool = Query(False, description="list every element acted on in `affected`, however many "
+                                                          "(past 100 the answer gives counts and index runs only)"),
                     caller: Caller = Depends(requires(ACTION_PERMISSIONS[name], _DOING[name]))) -> ActionResult:
         index = body.index if body else None
         await _ctl(request).recall(job_id)  # a purged job is finished: the action says so, not "not found"
         affected = getattr(_ctl(request), name)(job_id, index, caller)
-        verb = {"kill": "kill requested", "stop": "stopped", "resume": "resumed", "requeue": "requeued",
-                "release": "system hold released"}[name]
-        message = f"{verb}: {format_refs(affected)}"
-        if name in ("resume", "release"):  # D-5: one kind of hold never releases the other
-            job = _ctl(request).job(job_id)
-            kept = "system" if name == "resume" else "user"
-            still = [e.ref for e in job.elements.values() if e.ref in affected and kept in e.holds]
-            if still:
-                how = (f"an admin releases it with `xcecli release {job_id}`" if kept == "system"
-                       else f"its user resumes it with `xcecli resume {job_id}`")
-                message = (f"{'user hold' if name == 'resume' else 'system hold'} released: {format_refs(affected)}; "
-                           f"still held by {'the system' if kept == 'system' else 'its user'} ({how})")
-        return ActionResult(job_id=job_id, affected=affected, message=message)
+        return action_answer(name, _ctl(request).job(job_id), affected, index, full)
     route.__name__ = f"{name}_job"
     return route
 

@@ -1,0 +1,264 @@
+"""The start-up fast path of `xcecli submit`, `jobs` and `show` (CLI-7, CLI-6; issue 17 part 1).
+
+- Its reader takes a command line exactly as the Typer app's click parser does, or declines:
+  for every option of the submit table and of `jobs`, in every spelling click accepts
+  (hypothesis builds the command lines), the values it reads equal the values Typer gives
+  the command.
+- What really runs, in a subprocess against a real xced (`python -X importtime` lists
+  every module a command imports, whatever way the process ends): submit, jobs and show
+  import no Typer, click, pydantic, rich, orjson or http.client.
+- Both paths print the same bytes and exit with the same codes: each command is run
+  through the fast path (`xcecli`) and through the Typer app alone (`xcecli.app.main`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import XCECLI
+from xced.api.submit_options import OPTIONS
+from xcecli.fast import JOBS, ROOT, Decline, read, submit_spec
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _typer_params(command: str, argv: list[str]) -> dict | None:
+    """The parameters Typer's command gets for `argv`, lists as lists; None for a usage error."""
+    import typer.main
+
+    from xcecli.app import app
+
+    try:
+        from typer._click.exceptions import UsageError
+    except ImportError:  # pragma: no cover - older Typer uses click itself
+        from click.exceptions import UsageError
+
+    cmd = typer.main.get_command(app).get_command(None, command)
+    try:
+        ctx = cmd.make_context(command, list(argv))
+    except UsageError:
+        return None
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in ctx.params.items()}
+
+
+def _fast_params(argv: list[str], spec, defaults: dict, interspersed: bool, positional: str) -> dict | None:
+    try:
+        values, args = read(list(argv), spec, interspersed=interspersed)
+    except Decline:
+        return None
+    return {**defaults, **values, positional: args}
+
+
+_SUBMIT_DEFAULTS = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None for o in OPTIONS}
+# values as users write them, and ones that look like options, hold '=' or are empty
+_VALUE = st.one_of(st.sampled_from(["4", "2,8", "normal", "rusage[mem=100]", "A=1", "x=y=z", "", "=", "-", "-x",
+                                    "--", "a b", "done(1)", "%J.out", "é"]),
+                   st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=5))
+
+
+@st.composite
+def _option_words(draw, spec, allow_bunched: bool = True):
+    """One option as the command line may spell it: `-n 4`, `-n4`, `--queue=x`, `-Ep=x`, a flag."""
+    flag = draw(st.sampled_from(sorted(spec)))
+    kind = spec[flag][1]
+    if kind == "flag":
+        return [flag] if draw(st.integers(0, 9)) else [flag + "=" + draw(_VALUE)]
+    value = draw(_VALUE)
+    form = draw(st.integers(0, 2))
+    if form == 0:
+        return [flag, value]
+    if form == 1 and flag[:2] != "--" and len(flag) == 2:
+        return [flag + value]
+    return [flag + "=" + value]
+
+
+_COMMANDS = st.lists(st.sampled_from(["true", "echo", "-n", "--queue", "x", "--", "-K", "a=b"]), max_size=3)
+
+
+@st.composite
+def _submit_argv(draw):
+    words: list[str] = []
+    for opt in draw(st.lists(_option_words(submit_spec()), max_size=6)):
+        words += opt
+    if draw(st.booleans()):
+        words.append("--")
+    return words + draw(_COMMANDS)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_submit_argv())
+def test_the_fast_reader_reads_submit_as_typer_does(argv):
+    fast = _fast_params(argv, submit_spec(), _SUBMIT_DEFAULTS, False, "command")
+    if fast is None:
+        return  # declined: Typer runs it, so nothing can differ
+    if not fast["command"]:  # the fast path declines a submit without a command before it runs
+        return
+    assert _typer_params("submit", argv) == fast, argv
+
+
+@st.composite
+def _jobs_argv(draw):
+    words: list[str] = []
+    for opt in draw(st.lists(_option_words(JOBS), max_size=5)):
+        words += opt
+    return words
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_jobs_argv())
+def test_the_fast_reader_reads_jobs_as_typer_does(argv):
+    defaults = {"user": None, "queue": None, "project": None, "state": [], "all_": False, "fields": None,
+                "as_json": False}
+    fast = _fast_params(argv, JOBS, defaults, True, "_args")
+    if fast is None:
+        return
+    assert fast.pop("_args") == []  # `jobs` takes no argument: any would have been declined by _jobs
+    assert _typer_params("jobs", argv) == fast, argv
+
+
+@pytest.mark.parametrize("argv", [
+    ["-n4", "-Ep=echo x", "--queue=normal", "-R=b", "-R", "a", "-K", "--", "ls", "-l"],
+    ["-E", "true", "-Ep", "x", "-J", "a[1-2]", "-q", "a", "-q", "b", "--env", "A=1", "--env=B=2", "cmd", "--", "-x"],
+    ["-o=", "-e", "", "-w", "done(1)", "--parsable", "--json", "--dry-run", "-", "x"],
+])
+def test_what_the_fast_reader_takes_it_reads_as_typer_does(argv):
+    fast = _fast_params(argv, submit_spec(), _SUBMIT_DEFAULTS, False, "command")
+    assert fast is not None and fast == _typer_params("submit", argv)
+
+
+@pytest.mark.parametrize("argv", [
+    ["-h", "true"], ["--help"], ["-Kn4", "true"], ["-q"], ["--bogus", "true"], ["-J", "-x", "true"],
+    ["--json=1", "true"], ["-n", "--", "true"], ["--que", "normal", "true"],
+])
+def test_the_fast_reader_declines_what_it_is_not_sure_of(argv):
+    with pytest.raises(Decline):
+        read(argv, submit_spec(), interspersed=False)
+
+
+def test_the_root_options_are_read_before_the_command():
+    assert read(["--topdir", "/t", "--as-user=bob", "submit", "-q", "x"], ROOT, interspersed=False) == \
+        ({"topdir": "/t", "as_user": "bob"}, ["submit", "-q", "x"])
+    with pytest.raises(Decline):
+        read(["--version", "submit"], ROOT, interspersed=False)
+
+
+# ---------------------------------------------------------------- what really runs
+
+#: modules the fast path must not import (CLI-7: each costs 25 ms or more to import here)
+HEAVY = ("typer", "click", "pydantic", "pydantic_core", "rich", "orjson", "http.client", "email", "httpx", "fastapi")
+
+
+def _imported(d, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    env.pop("XCE_SOCKET", None)
+    env.pop("XCE_TEST_USER", None)
+    r = subprocess.run([sys.executable, "-X", "importtime", XCECLI, *args], capture_output=True, text=True,
+                       env=env, cwd=str(d.top), timeout=60)
+    mods = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    return r, mods
+
+
+def _heavy(mods: set[str]) -> list[str]:
+    return sorted(m for m in mods if m.split(".")[0] in HEAVY or m in HEAVY)
+
+
+def test_submit_jobs_and_show_import_no_parser_library_model_or_rich(shared_daemon):
+    d = shared_daemon
+    r, mods = _imported(d, "submit", "--parsable", "-q", "normal", "-n", "1", "-R", "rusage[mem=10]", "--", "true")
+    assert r.returncode == 0 and r.stdout.strip().isdigit(), r.stderr[-2000:]
+    assert "xcecli.fast" in mods and _heavy(mods) == []
+    job = r.stdout.strip()
+    for args in (("jobs",), ("jobs", "-u", "all", "-o", "id state name"), ("show", job), ("show", job, "--json")):
+        r, mods = _imported(d, *args)
+        assert r.returncode == 0 and job in r.stdout, (args, r.stderr[-2000:])
+        assert _heavy(mods) == [], args
+
+
+@pytest.mark.parametrize("args", [("-h",), ("--help",), ("submit", "-h"), ("jobs", "--help"), ("show", "-h")])
+def test_help_into_a_pipe_is_typers_own_text_without_typer(shared_daemon, args):
+    """The stored help (xcecli/help/, `make help`; tests/cli/test_clidocs.py fails when it is
+    stale) is printed byte for byte as the Typer app prints it into a pipe."""
+    r, mods = _imported(shared_daemon, *args)
+    slow = _typer_cli(shared_daemon, *args)
+    assert r.returncode == slow.returncode == 0 and r.stdout == slow.stdout and "Usage: xcecli" in r.stdout
+    assert _heavy(mods) == []
+
+
+def test_a_declined_command_line_runs_the_typer_app(shared_daemon):
+    """`-h` after an option is Typer's: the fast path declined, and Typer (which the budget
+    test forbids on the fast path) printed the help."""
+    r, mods = _imported(shared_daemon, "submit", "-q", "normal", "-h")
+    assert r.returncode == 0 and "--parsable" in r.stdout
+    assert "typer" in mods
+
+
+# ---------------------------------------------------------------- both paths, same bytes
+
+def _typer_cli(d, *args: str) -> subprocess.CompletedProcess:
+    """The same command through the Typer app alone (no fast path)."""
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    env.pop("XCE_SOCKET", None)
+    env.pop("XCE_TEST_USER", None)
+    code = "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          cwd=str(d.top), timeout=60)
+
+
+def test_both_paths_print_the_same_bytes_and_exit_codes(shared_daemon):
+    d = shared_daemon
+    plain = d.submit("-J", "same", "--", "true")
+    arr = d.submit("-J", "fam[1-4]", "-R", "rusage[mem=10]", "-M", "100", "--env", "X=é", "--", "true")
+    held = d.submit("-n", "2,3", "-w", f"done({plain}) && exit({arr}, >2)", "--", "sleep", "1")
+    d.wait_state(plain, ("DONE",))
+    cases = [("jobs",), ("jobs", "-a", "-o", "id,stat,name,ntasks,elements,submit_time"), ("jobs", "-s", "done run"),
+             ("show", str(plain)), ("show", str(arr)), ("show", f"{arr}[2]"), ("show", str(held)),
+             ("show", "--json", str(arr)), ("show", f"{arr}[3]", "--json"), ("show", str(held), "--json"),
+             ("show", "-v", str(arr)), ("show", str(arr), "--verbose"),
+             # refusals: the same message and exit code
+             ("show", "999999"), ("show", f"{arr}[9]"), ("show", "x1"), ("jobs", "-q", "nope"), ("jobs", "-s", "FOO"),
+             ("jobs", "-o", "bogus"), ("submit", "-q", "nope", "--", "true"), ("submit", "-n", "0", "--", "true"),
+             ("submit", "--", "no-such-program-xce"), ("submit", "-w", "done(", "--", "true"),
+             ("submit", "-M", "100000TB", "--", "true"), ("--topdir", "/nonexistent", "jobs")]
+    for args in cases:
+        fast, slow = d.cli(*args), _typer_cli(d, *args)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout, slow.stderr), args
+    assert d.cli("show", str(arr)).returncode == 0  # the cases above did not all fail
+
+
+def test_a_submit_through_the_fast_path_is_the_job_typer_would_make(shared_daemon, tmp_path):
+    d = shared_daemon
+    script = tmp_path / "s.sh"
+    script.write_text("echo hi\n")  # not executable: run with /bin/sh, as the Typer path does
+    fast = d.show(d.submit("-q", "normal", "-n", "2", "-J", "a[1-3]%2", "-W", "2:00", "-M", "1GB",
+                           "--env", "A=1", "--env", "A=2", "-Ep=echo done", "--", str(script), "x"))
+    r = _typer_cli(d, "submit", "--parsable", "-q", "normal", "-n", "2", "-J", "a[1-3]%2", "-W", "2:00", "-M",
+                   "1GB", "--env", "A=1", "--env", "A=2", "-Ep=echo done", "--", str(script), "x")
+    slow = d.show(int(r.stdout))
+    keys = ("queue", "ntasks_min", "ntasks_max", "name", "array_spec", "array_limit", "run_limit_s",
+            "memory_limit_mb", "argv", "cwd", "umask")
+    assert {k: fast[k] for k in keys} == {k: slow[k] for k in keys}
+    assert fast["argv"] == ["/bin/sh", str(script), "x"] and fast["queue"] == "normal"
+    assert fast["env"]["A"] == "2" == slow["env"]["A"]
+
+
+def test_an_unreachable_daemon_is_exit_3_on_both_paths(tmp_path):
+    env = {**os.environ, "XCE_SOCKET": str(tmp_path / "none.sock"), "XCE_CONNECT_TIMEOUT": "0.3"}
+    env.pop("XCE_TOPDIR", None)
+    fast = subprocess.run([XCECLI, "submit", "--parsable", "--", "true"], capture_output=True, text=True, env=env)
+    code = "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"
+    slow = subprocess.run([sys.executable, "-c", code, "submit", "--parsable", "--", "true"], capture_output=True,
+                          text=True, env=env)
+    assert fast.returncode == slow.returncode == 3
+    assert fast.stderr == slow.stderr and "cannot reach xced" in fast.stderr and fast.stdout == ""
+
+
+def test_a_closed_stdout_is_said_once(shared_daemon):
+    env = {**os.environ, "XCE_TOPDIR": str(shared_daemon.top)}
+    r = subprocess.run(f"{XCECLI} jobs >&-", shell=True, capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "standard output is closed" in r.stderr

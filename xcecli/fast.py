@@ -1,0 +1,210 @@
+"""The start-up fast path of `xcecli submit`, `jobs` and `show` (CLI-7, CLI-6; issue 17).
+
+Pipelines call `xcecli submit` once per job and poll `xcecli jobs` in a loop, so these
+commands must cost little more than the interpreter's own start. Typer (and click, which
+it is built on) cannot be imported within that budget on this machine: Typer 0.28 alone is
+about 70 ms over `python -c pass`, click about 45 ms, and the aim for a whole submit is 50 ms
+(bench/NOTES-issue17.md has the measurements). So `xcecli/__main__.py` first hands these
+three commands to this module, which reads the command line with a small table-driven
+reader and runs the very code the Typer commands run (xcecli.submitting, xcecli.views)
+under the same error funnel (xced.api.funnel.run_fast).
+
+The Typer app stays the one definition of the commands: their help, completions, man
+pages and usage errors all come from it. The reader here takes only what it is sure of,
+with click's own rules for what it takes (see `read`); for anything else it *declines*,
+before anything is sent or printed, and `__main__` runs the Typer app on the same argv:
+`-h`/`--help` (but for the stored help texts of the root and these three commands, which
+it prints into a pipe: `HELP`), an option it does not know, a missing value, a value that starts with `-`,
+flags bunched together (`-Kn4`), an argument the shared code refuses
+(xcecli.usage.Usage, e.g. `-n 0` or a script that does not exist), a closed stdout, or a
+shell completion request. Tests hold the two readers to the same result for every option
+of the submit table (tests/cli/test_fast.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: an option's kind: "one" (a value; the last given wins, as click does), "list" (a value,
+#: repeatable, kept in order), "flag" (no value)
+Spec = dict[str, tuple[str, str]]
+
+#: the root's own options (xcecli.app's callback)
+ROOT: Spec = {"--topdir": ("topdir", "one"), "--as-user": ("as_user", "one")}
+
+#: `xcecli jobs`' options (xcecli.commands.jobs), by flag: (the parameter's name, its kind)
+JOBS: Spec = {"-u": ("user", "one"), "--user": ("user", "one"), "-q": ("queue", "one"),
+              "--queue": ("queue", "one"), "-P": ("project", "one"), "--project": ("project", "one"),
+              "-s": ("state", "list"), "--state": ("state", "list"), "-a": ("all_", "flag"),
+              "--all": ("all_", "flag"), "-o": ("fields", "one"), "--json": ("as_json", "flag")}
+
+
+class Decline(Exception):
+    """The fast path does not take this command line; the Typer app will."""
+
+
+def submit_spec() -> Spec:
+    """`xcecli submit`'s options from the one submit table (xced.api.submit_options.OPTIONS):
+    flag -> (long name, kind), "map" options read as "list" (their NAME=VALUE items)."""
+    from xced.api.submit_options import OPTIONS
+
+    return {f: (o.name, "list" if o.kind == "map" else o.kind) for o in OPTIONS for f in o.flags}
+
+
+def read(argv: list[str], spec: Spec, *, interspersed: bool) -> tuple[dict[str, object], list[str]]:
+    """Read `argv` as click reads a command's options, for the options of `spec`; returns
+    (values by name: a string for "one", a list for "list", True for a given "flag"; the
+    positional arguments). click's rules kept here: `--opt=VALUE` and `--opt VALUE`; a
+    one-letter option takes the rest of its word as its value (`-n4`, `-E=x` is "=x"); a
+    multi-letter single-dash option (`-Ep`) is matched whole, also as `-Ep=VALUE`; `--` ends
+    the options; a lone `-` is an argument. With `interspersed` False (submit) the first
+    argument ends the options and everything after it is the command, as click's
+    allow_interspersed_args=False. Raises Decline for anything else (see the module's
+    docstring)."""
+    values: dict[str, object] = {}
+    args: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        if a == "--":
+            args += argv[i:]
+            break
+        if a[:1] != "-" or a == "-":
+            if not interspersed:
+                args += argv[i - 1:]
+                break
+            args.append(a)
+            continue
+        head, eq, tail = a.partition("=")
+        if a in spec:
+            flag, value = a, None
+        elif eq and head in spec and (a[:2] == "--" or len(head) > 2):
+            flag, value = head, tail
+        elif a[:2] != "--" and a[:2] in spec:
+            flag, value = a[:2], a[2:]
+        else:
+            raise Decline(a)
+        name, kind = spec[flag]
+        if kind == "flag":
+            if value is not None:
+                raise Decline(a)
+            values[name] = True
+            continue
+        if value is None:
+            if i >= len(argv) or (argv[i][:1] == "-" and len(argv[i]) > 1):
+                raise Decline(a)
+            value = argv[i]
+            i += 1
+        if kind == "list":
+            values.setdefault(name, []).append(value)  # type: ignore[union-attr]
+        else:
+            values[name] = value
+    return values, args
+
+
+def _client_of(root: dict[str, object]):
+    """The API client of the root options, made when first asked for (xcecli.context.Ctx)."""
+    made: list = []
+
+    def client():
+        if not made:
+            from xced.api.client import Client
+
+            made.append(Client.connect(topdir=root.get("topdir"), as_user=root.get("as_user")))  # type: ignore[arg-type]
+        return made[0]
+
+    return client
+
+
+def _submit(argv: list[str], client_of):
+    from xced.api.submit_options import OPTIONS
+    from xcecli.submitting import run
+
+    given, command = read(argv, submit_spec(), interspersed=False)
+    if not command:
+        raise Decline("no command")
+    opts: dict[str, object] = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None
+                               for o in OPTIONS}
+    opts.update(given)
+    return lambda: run(opts, command, client_of)
+
+
+def _jobs(argv: list[str], client_of):
+    from xcecli.views import jobs
+
+    given, args = read(argv, JOBS, interspersed=True)
+    if args:
+        raise Decline(args[0])
+    return lambda: jobs(client_of, **given)  # type: ignore[arg-type]
+
+
+def _show(argv: list[str], client_of):
+    from xcecli.views import show
+
+    given, args = read(argv, {"--json": ("as_json", "flag"), "-v": ("verbose", "flag"), "--verbose": ("verbose", "flag")},
+                       interspersed=True)
+    if len(args) != 1:
+        raise Decline("show takes one job")
+    return lambda: show(client_of, args[0], **given)  # type: ignore[arg-type]
+
+
+COMMANDS = {"submit": _submit, "jobs": _jobs, "show": _show}
+
+#: the command lines whose help is served from xcecli/help/NAME (made by `make help` from the
+#: Typer app's own output into a pipe: tools/clidocs.py; a test fails when one is stale)
+HELP: dict[tuple[str, ...], str] = {("--help",): "xcecli.txt"}
+for _cmd in COMMANDS:
+    HELP[(_cmd, "--help")] = f"{_cmd}.txt"
+
+
+def _help(argv: list[str]) -> str | None:
+    """The stored help text of `xcecli ARGV` (`--help`/`-h` of the root, submit, jobs or show),
+    when it is exactly what Typer would print here: stdout is not a terminal (Rich then
+    renders 80 columns without colour) and COLUMNS and FORCE_COLOR do not say otherwise.
+    None otherwise, and Typer renders it."""
+    words = tuple("--help" if w == "-h" else w for w in argv)
+    name = HELP.get(words)
+    if name is None or sys.stdout.isatty() or os.environ.get("COLUMNS", "80") != "80" or \
+            os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE") or os.environ.get("TTY_INTERACTIVE"):
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "help", name), encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def main(argv: list[str]) -> None:
+    """Run `xcecli ARGV` here when the fast path takes it, and end the process (the funnel's
+    exit code); return when it declines, having printed and sent nothing."""
+    from xcecli.usage import Usage
+
+    if sys.stdout is None or "_XCECLI_COMPLETE" in os.environ:
+        return
+    text = _help(argv)
+    if text is not None:
+        from xced.api.funnel import run_fast
+
+        run_fast(lambda: print(text, end=""), "xcecli")
+    try:
+        root, rest = read(argv, ROOT, interspersed=False)
+        if not rest or rest[0] not in COMMANDS:
+            return
+        command = COMMANDS[rest[0]](rest[1:], _client_of(root))
+    except Decline:
+        return
+
+    def checked():
+        try:
+            return command()
+        except Usage:  # raised before any request: Typer reports it, as it would have
+            raise Decline from None
+
+    from xced.api.funnel import run_fast
+
+    try:
+        run_fast(checked, "xcecli", passthrough=(Decline,))
+    except Decline:
+        return

@@ -1,0 +1,535 @@
+"""What `xcecli submit` does once its command line is parsed (CLI-2, JOB-10, PRE-1, MERGE-1),
+with no parser library in it, so that the Typer command (xcecli.commands.submit) and the
+start-up fast path (xcecli.fast, CLI-7) run the very same code.
+
+A usage error (a malformed option value, a missing script, an empty command) raises
+`Usage` before anything is sent to the daemon: the Typer command turns it into its usage
+error (exit 2); the fast path declines and lets Typer run the same argv, which reports it
+the same way. Errors after a request was sent are the API's typed errors (the funnel,
+xced.api.funnel) or SystemExit with the code to exit with.
+"""
+
+from __future__ import annotations
+
+from xced.api.errors import InvalidRequest
+from xcecli.usage import Usage
+
+
+def given_values(opts: dict) -> dict:
+    """The canonical values (xced.api.submit_options.from_cli) of the job options the command
+    line gave, by long name; options not given are left out. Raises Usage for a malformed
+    NAME=VALUE."""
+    from xced.api.submit_options import JOB_OPTIONS, OptionError, from_cli
+
+    out = {}
+    for o in JOB_OPTIONS:
+        try:
+            v = from_cli(o.name, opts.get(o.name))
+        except OptionError as e:
+            raise Usage(e.message) from None
+        if v is not None:
+            out[o.name] = v
+    return out
+
+
+def _which(prog: str, path: str) -> str | None:
+    """The first file named `prog` that the user may execute in a directory of `path` (a
+    PATH value; an empty entry is the current directory), as a shell's command search finds
+    it; None when there is none or `path` is empty. What shutil.which does for a name without a slash, without
+    importing shutil, which brings bz2 and lzma and costs about 4 ms of a submit's 50 (CLI-7)."""
+    import os
+
+    if not path:
+        return None
+    for d in path.split(os.pathsep):
+        p = os.path.join(d or os.curdir, prog)
+        if os.access(p, os.F_OK | os.X_OK) and not os.path.isdir(p):
+            return p
+    return None
+
+
+def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
+    """The command as the job will run it. A path to an existing script is made absolute
+    (and run with /bin/sh when it is not executable); a missing script or a program not
+    on PATH is refused here, before anything is submitted."""
+    import os
+
+    prog = argv[0]
+    if not prog:
+        raise Usage("the command is empty")
+    if "/" in prog:
+        path = prog if os.path.isabs(prog) else os.path.normpath(os.path.join(cwd, prog))
+        if os.path.isdir(path):
+            raise Usage(f"{prog!r} is a directory, not a script or program")
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise Usage(f"{prog!r} is not a regular file (a device or socket?), so it cannot be a script")
+        if not os.path.isfile(path):
+            raise Usage(f"script {prog!r} not found (looked for {path})")
+        if not os.access(path, os.X_OK):
+            return ["/bin/sh", path] + argv[1:]
+        return [path] + argv[1:]
+    if os.path.isfile(os.path.join(cwd, prog)) and _which(prog, env.get("PATH", "")) is None:
+        path = os.path.join(cwd, prog)
+        return ([path] if os.access(path, os.X_OK) else ["/bin/sh", path]) + argv[1:]
+    if _which(prog, env.get("PATH", os.defpath)) is None:
+        raise Usage(f"command {prog!r} not found on PATH and no file of that name in {cwd}")
+    return argv
+
+
+def _post(client, path: str, body: dict, key: str | None = None):
+    """POST a submit body; with Idempotency-Key `key` (the submit itself, JOB-10), sent again
+    with the same key while its answer is lost, up to XCE_CONNECT_TIMEOUT (the client's
+    `request_retried`), so a lost answer never makes a second job. When the daemon refuses
+    the -w expression as unparsable, print its one-line error and then the expression with a
+    caret under the column (the parser is the same pure module the daemon runs,
+    xced.model.deps) and exit 1 (CLI-1: refused)."""
+
+    try:
+        if key is None:
+            return client.request("POST", path, json=body)
+        from xced.api.idempotency import HEADER
+        from xcecli.output import err
+
+        return client.request_retried("POST", path, json=body, headers={HEADER: key}, on_lost=err)
+    except InvalidRequest as e:
+        if e.field != "dependency" or "dependency" not in body or "column" not in e.message:
+            raise
+        from xced.model.deps import DependencyError, parse_dependency
+
+        try:
+            parse_dependency(body["dependency"])
+        except DependencyError as de:
+            from xcecli.output import err
+
+            err(f"xcecli: error: {' '.join(e.message.split())}")
+            err("\n".join(de.pretty().splitlines()[1:]))
+            raise SystemExit(e.exit_code) from None
+        raise
+
+
+#: the dry run's lines: (the effective value's key, the option that sets it, the key of its
+#: origin in the merge's `origins`)
+_DRY_LINES = (("queue", "queue", None), ("project", "project", None), ("auth_basis", None, None),
+              ("app", "app", None), ("ntasks_min", "ntasks", "ntasks"), ("ntasks_max", "ntasks", "ntasks"),
+              ("run_limit_s", "run_limit", "run_limit"), ("memory_limit_mb", "memory", "memory_limit"),
+              ("name", "name", None), ("array_size", None, None), ("run_as", None, None),
+              ("resreq_text", "resreq", "resreq"), ("dependency", "dependency", None))
+
+
+def _origin_of(eff: dict, opt: str | None, okey: str | None, sources: dict, preset: str | None) -> str:
+    """Where a dry run's value came from (MERGE-1): the preset or the command line for what
+    the client sent (PRE-1: the server never learns of presets), else the merge's origin
+    ("profile", "queue", "default"); "" for a value no option sets."""
+    origins = eff.get("origins") or {}
+    if okey == "resreq":  # the merge gives an origin per part: select, rusage.NAME, span, same, order
+        theirs = "profile" if any("profile" in v for k, v in origins.items()
+                                  if k.split(".")[0] in ("select", "rusage", "span", "same", "order")) else None
+    else:
+        theirs = origins.get(okey) if okey else None
+    own = sources.get(opt) if opt else None
+    if own:
+        label = own.replace("preset", f"preset {preset}").replace("+", " + ")
+        return label + (" + profile" if okey == "resreq" and theirs else "")
+    if theirs and theirs != "job":
+        return theirs
+    return "default" if opt else ""
+
+
+def redundant_preset_values(preset: str, values: dict, sources: dict, profile: dict | None) -> list[str]:
+    """MERGE-1's "redundant value" side effect, found on the client from the dry run's answer:
+    each value the preset gives (not the command line) that equals the value the job's
+    profile already sets. `profile` is the dry run's `profile` ({"name", "run_limit_s",
+    "memory_limit_mb", "task_min", "task_max", "params", "env"}); returns one line each."""
+    from xced.api.submit_options import check
+
+    if not profile:
+        return []
+    out = []
+    pname = profile.get("name")
+    for opt, src in sources.items():
+        if src not in ("preset", "preset+command line"):
+            continue
+        v = values[opt]
+        f = check(opt, v)
+        same = None
+        if opt == "run_limit" and f["run_limit_s"] == profile.get("run_limit_s"):
+            same = f"{f['run_limit_s']} s"
+        elif opt == "memory" and f["memory_limit_mb"] == profile.get("memory_limit_mb"):
+            same = f"{f['memory_limit_mb']} MB"
+        elif opt == "ntasks" and profile.get("task_min") is not None and \
+                (f["ntasks_min"], f["ntasks_max"] or f["ntasks_min"]) == \
+                (profile["task_min"], profile.get("task_max") or profile["task_min"]):
+            same = f"{v} tasks"
+        elif opt in ("app_params", "env"):
+            theirs = profile.get("params" if opt == "app_params" else "env") or {}
+            dup = [k for k in v if k in theirs and theirs[k] == v[k]]
+            if dup:
+                same = ", ".join(f"{k}={v[k]}" for k in dup)
+        if same is not None:
+            out.append(f"redundant value: preset {preset} sets {opt} to {same}, which profile {pname} already "
+                       f"sets; the preset need not (MERGE-1)")
+    return out
+
+
+#: the submit body's fields -> the option that gives each (xced.api.submit_options)
+_FIELD_OPTION = {"ntasks_min": "ntasks", "ntasks_max": "ntasks", "run_limit_s": "run_limit",
+                 "memory_limit_mb": "memory"}
+
+
+def _post_preset(client, path: str, body: dict, sources: dict, preset: str, key: str | None = None):
+    """`_post`, for a submit made from a preset: a refusal of a value the preset gave says
+    so, since the user never typed it (PRE-1)."""
+    try:
+        return _post(client, path, body, key)
+    except InvalidRequest as e:
+        opt = _FIELD_OPTION.get(e.field or "", e.field)
+        if sources.get(opt) in ("preset", "preset+command line"):
+            raise type(e)(f"{e.message} (the {opt} value came from preset {preset})", field=e.field) from None
+        raise
+
+
+def wait_exit_code(elements) -> int:
+    """`submit -K`'s exit code (CLI-1, as LSF's `bsub -K`) from the finished job's elements
+    (JobOut elements: `state`, `exit_code`, `start_time`): 0 when every element is DONE;
+    otherwise the largest non-zero exit code of an element that ended EXIT, else 126 when an
+    element was killed while pending (never started, no code: `bsub -K`'s 126), else 1. So a
+    job that ended EXIT never exits 0, even when its own command exited 0 and its `-Ep`
+    post-exec failed (issue 15)."""
+    failed = [e for e in elements if e.state == "EXIT"]
+    if not failed:
+        return 0
+    codes = [e.exit_code for e in failed if e.exit_code]
+    if codes:
+        return max(codes)
+    if any(e.start_time is None and e.exit_code is None for e in failed):
+        return 126
+    return 1
+
+
+def client_env() -> dict[str, str]:
+    """The submitter's environment, which a job gets (JOB-3): os.environ, less what xcecli set
+    for its own start-up (XCE_CLI_SET_PYDANTIC and the PYDANTIC_DISABLE_PLUGINS it set)."""
+    import os
+
+    env = dict(os.environ)
+    if env.pop("XCE_CLI_SET_PYDANTIC", None):  # set by xcecli itself for its start-up, not the user's
+        env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    return env
+
+
+def current_dir() -> str:
+    """The directory the job runs in: the submitter's. Raises Usage when it was removed."""
+    import os
+
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise Usage("the current directory no longer exists; cd to a directory the job can run in") from None
+
+
+def current_umask() -> int:
+    """The submitter's umask (D-7: the job makes its files with it, as in LSF and Slurm)."""
+    import os
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, umask: int):
+    """The submit body of one job from its options (`opts`, as `run` takes them) and command,
+    built without importing pydantic (CLI-6); the daemon validates it strictly (D-2).
+    `base_env`: the environment the job starts from (`client_env()`), which the body does
+    NOT carry: its "env" holds only the `--env` (and preset) additions, so that a pack sends
+    the base once; the command is looked up on the PATH of the two together. Returns (body,
+    values, sources, preset, given): the canonical option values after the preset, where
+    each came from (submit_options.merge_values), the LocalPreset or None, and the values
+    the command line gave. Raises Usage for a malformed value, an unknown preset, a missing
+    script or program."""
+    from xced.api.submit_options import OptionError, check_values, merge_values
+
+    given = given_values(opts)
+    preset_name = opts.get("preset")
+    preset = None
+    if preset_name is not None:
+        from xcecli.presets import PresetMissing, load_fast
+
+        try:
+            preset = load_fast(preset_name)
+        except (PresetMissing, InvalidRequest) as e:  # a bad option value: a usage error, as any other
+            raise Usage(e.message) from None
+    values, sources = merge_values(preset.values if preset else {}, given)
+    try:
+        fields = check_values(values)
+    except OptionError as e:
+        raise Usage(e.message + (f" (from preset {preset_name})" if sources.get(e.option) == "preset" else "")) \
+            from None
+    added = fields.pop("env", None) or {}
+    argv = resolve_command(list(command), {**base_env, **added} if added else base_env, cwd)
+    body = {"argv": argv, "cwd": cwd, **fields}
+    body = {k: v for k, v in body.items() if v is not None and v != []}
+    if added:
+        body["env"] = added
+    if preset is not None:  # PRE-2: the server keeps meta untouched and never reads it
+        body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
+    body["umask"] = umask
+    return body, values, sources, preset, given
+
+
+def run(opts: dict, command: list[str], client_of) -> None:
+    """Submit one job (or dry-run it) and print the answer as `xcecli submit` does.
+
+    `opts`: every option of the submit table (xced.api.submit_options.OPTIONS) by long
+    name: None (or [] or False) when not given, a string for "one", a list of strings for
+    "list" and "map" (NAME=VALUE items), True for a given flag. `command`: the command and its
+    arguments, or a script path. `client_of()`: the API client (xced.api.client.Client),
+    made only once the request is ready. Raises Usage before sending; SystemExit with
+    `-K`'s code (`wait_exit_code`) or 1 after an unparsable -w was shown; the API's typed
+    errors otherwise."""
+    import json
+
+    from xcecli.output import err
+
+    if opts.get("pack") is not None:
+        return run_pack(opts, command, client_of)
+    if not command:
+        raise Usage("no command: give the command and its arguments, or a script path, after the options (put -- "
+                    "before a command that has options of its own), or --pack FILE for one job per line")
+    base_env = client_env()
+    body, values, sources, preset, given = prepare(opts, command, base_env, current_dir(), current_umask())
+    body["env"] = {**base_env, **body.get("env", {})}
+    preset_name = opts.get("preset")
+    client = client_of()
+    post = _post if preset is None else (lambda c, p, b, k=None: _post_preset(c, p, b, sources, preset.name, k))
+    if opts["dry_run"]:
+        res = post(client, "/jobs/dry-run", body).json()
+        extra = redundant_preset_values(preset.name, values, sources, res["effective"].get("profile")) \
+            if preset is not None else []
+        if opts["json"]:
+            res["sources"] = sources
+            res["warnings"] = list(res.get("warnings", [])) + extra
+            print(json.dumps(res, indent=2))
+        else:
+            eff = res["effective"]
+            for k, opt, okey in _DRY_LINES:
+                shown = "-" if eff.get(k) in (None, "") else str(eff[k])
+                origin = _origin_of(eff, opt, okey, sources, preset_name) if shown != "-" else ""
+                print(f"{k + ':':<17}{shown}" + (f"  ({origin})" if origin else ""))
+            if eff.get("reserve"):  # each rusage term with its method and the job's total (issue 15)
+                from xced.resreq import reserve_line
+
+                for i, r in enumerate(eff["reserve"]):
+                    print(f"{'reserve:' if i == 0 else '':<17}{reserve_line(r, eff.get('ntasks_max'))}")
+            # what the daemon passes through as given: from the values sent
+            for k in ("stdout", "stderr", "pre_exec", "post_exec"):
+                origin = _origin_of(eff, k, None, sources, preset_name) if k in values else ""
+                print(f"{k + ':':<17}{values.get(k, '-')}" + (f"  ({origin})" if origin else ""))
+            params = eff.get("app_params") or {}
+            origins = eff.get("origins") or {}
+            def own(opt: str, n: str) -> str:  # per NAME: the command line's wins over the preset's
+                return "command line" if n in (given.get(opt) or {}) else f"preset {preset_name}"
+
+            for n, v in params.items():
+                src = origins.get(f"param.{n}", "")
+                print(f"{'app_param ' + n + ':':<16} {v}  ({own('app_params', n) if src == 'job' else src})")
+            for n, v in (values.get("env") or {}).items():
+                print(f"{'env ' + n + ':':<16} {v}  ({own('env', n)})")
+            # a preset's redundant value is said once, by the line that names the preset
+            said = {w.split(" sets ")[1].split(" to ")[0] for w in extra}
+            dup = tuple(p for o, p in (("run_limit", "run limit: the job's"),
+                                       ("memory", "memory limit: the job's")) if o in said)
+            for w in [w for w in res.get("warnings", []) if not (dup and w.startswith(dup))] + extra:
+                err(f"warning: {w}")
+        return
+    from xced.api.idempotency import new_key
+
+    res = post(client, "/jobs", body, new_key())  # one key per invocation, every retry sends it (JOB-10)
+    out = res.json()
+    for w in out.get("warnings") or []:
+        err(f"warning: {w}")
+    as_json, wait = opts["json"], opts["wait"]
+    if as_json and not wait:
+        print(json.dumps(out, indent=2))
+    elif as_json:
+        pass
+    elif opts["parsable"]:
+        print(out["job_id"], flush=True)
+    else:
+        n = out.get("array_size") or 0
+        what = f"Job array <{out['job_id']}> ({n} elements)" if n else f"Job <{out['job_id']}>"
+        print(f"{what} is submitted to queue <{out['queue']}>.", flush=True)
+    if wait:
+        if not as_json:
+            err("<<Waiting for dispatch ...>>")
+        job = client.wait(out["job_id"], on_lost=err)
+        if as_json:  # the finished job, exit codes included (CLI-1: tell code 3 from a lost daemon)
+            print(job.model_dump_json(indent=2))
+        if not as_json:
+            err(f"<<Job is finished>> {job.state}")
+        raise SystemExit(wait_exit_code(job.elements))
+
+
+#: the options of the submit table a pack line may not give: they say how the command runs
+_NOT_ON_A_LINE = ("wait", "parsable", "json", "dry_run", "pack")
+
+
+def _line_options(words: list[str]) -> tuple[dict, list[str]]:
+    """A pack line's words read through submit's option table: the fast path's reader
+    (xcecli.fast.read), or where it declines, Typer's own parser of `xcecli submit`, so a
+    line takes exactly what the command line takes. Returns (opts as `run` takes them, the
+    command); raises ValueError with the parser's message."""
+    from xced.api.submit_options import OPTIONS
+    from xcecli.fast import Decline, read, submit_spec
+
+    opts: dict = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None for o in OPTIONS}
+    try:
+        given, command = read(words, submit_spec(), interspersed=False)
+        opts.update(given)
+        return opts, command
+    except Decline:
+        pass
+    import typer.main
+
+    from xcecli.app import app
+
+    try:
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover - older Typer uses click itself
+        from click import exceptions as cx
+    head = words[:next((i for i, w in enumerate(words) if w[:1] != "-" or w in ("-", "--")), len(words))]
+    if "-h" in head or "--help" in head:
+        raise ValueError("-h/--help is not taken on a pack line")
+    cmd = typer.main.get_command(app).get_command(None, "submit")
+    try:
+        params = cmd.make_context("submit", list(words)).params
+    except (cx.UsageError, cx.BadParameter) as e:
+        raise ValueError(" ".join(e.format_message().split())) from None
+    except cx.Exit:  # an eager option that prints and exits
+        raise ValueError("this line asks for something other than a job") from None
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+    command = params.pop("command")
+    opts.update(params)
+    return opts, command
+
+
+def _pack_text(path: str) -> tuple[str, str]:
+    """(the text of the pack file `path`, or of standard input for '-'; how messages name it).
+    Raises Usage for a file that cannot be read or is not UTF-8."""
+    import sys
+
+    where = "standard input" if path == "-" else path
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except OSError as e:
+        raise Usage(f"--pack {path!r}: cannot read it ({e.strerror or e})") from None
+    try:
+        return data.decode("utf-8"), where
+    except UnicodeDecodeError as e:
+        raise Usage(f"--pack: {where} is not UTF-8 text (byte {e.start + 1})") from None
+
+
+def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask: int) -> tuple[list[dict], list[int]]:
+    """The submit bodies of a pack's lines (LSF bsub -pack: one job per line, each line the
+    options and command of one `bsub`), in order, and the line number of each. A line is
+    split as a shell would (shlex), read through submit's option table (`_line_options`)
+    and prepared as a single submit is (`prepare`: presets, checks, the command's look-up);
+    blank lines and lines whose first word starts with # are skipped. Raises PackRefused
+    naming the first bad line (its number and what was wrong), or saying that no line holds a
+    job; nothing is sent then."""
+    import shlex
+
+    from xced.api.submit_options import spelling
+
+    bodies: list[dict] = []
+    numbers: list[int] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            words = shlex.split(line)
+            opts, command = _line_options(words)
+            bad = [spelling(c) for c in _NOT_ON_A_LINE if opts.get(c)]
+            if bad:
+                raise ValueError(f"{', '.join(bad)} is not taken on a pack line (it says how the command runs; give it "
+                                 f"beside --pack)")
+            if not command:
+                raise ValueError("no command: a line is a submit's options, then the command and its arguments")
+            body = prepare(opts, command, base_env, cwd, umask)[0]
+        except (ValueError, Usage) as e:
+            raise PackRefused(f"{where}, line {n}: {e.message if isinstance(e, Usage) else e}; nothing was submitted")
+        bodies.append(body)
+        numbers.append(n)
+    if not bodies:
+        raise PackRefused(f"--pack: {where} holds no job (every line is blank or a # comment); give one job per line, "
+                          f"e.g. -q normal -- ./run.sh 1")
+    return bodies, numbers
+
+
+class PackRefused(InvalidRequest):
+    """A pack refused before it was sent (a bad line, no job): a usage error, exit 2 (CLI-1),
+    printed by the funnel as one line. Not xcecli.usage.Usage: the fast path must not
+    decline once it has read standard input, which Typer could not read again."""
+
+    exit_code = 2
+
+
+def run_pack(opts: dict, command: list[str], client_of) -> None:
+    """`xcecli submit --pack FILE` (LSF bsub -pack, CLI-7): every job of FILE's lines
+    (`pack_bodies`) in one request, POST /jobs/pack, with the submitter's environment sent
+    once and one Idempotency-Key for the whole pack, sent again with it while the answer is
+    lost (JOB-10). The daemon commits all the jobs in one transaction or none. Prints each
+    job's ID in line order, one per line with --parsable; `Job <N> is submitted to queue
+    <Q>.` per job otherwise; the answer with --json. Raises Usage for a command or job option
+    given beside --pack or a file that cannot be read; PackRefused (exit 2) for a bad line;
+    the daemon's refusal of a job as its typed error, naming that job's line."""
+    import json
+
+    from xced.api.errors import XceError
+    from xced.api.submit_options import OPTIONS, spelling
+    from xcecli.output import err
+
+    if command:
+        raise Usage(f"--pack takes every job from its file, one per line; give no command beside it (got "
+                    f"{command[0]!r})")
+    beside = [spelling(o.name) for o in OPTIONS if o.name not in ("pack", "parsable", "json") and opts.get(o.name)]
+    if beside:
+        raise Usage(f"--pack takes each job's options from its line; {', '.join(beside)} cannot be given beside it")
+    text, where = _pack_text(opts["pack"])
+    base_env = client_env()
+    bodies, numbers = pack_bodies(text, where, base_env, current_dir(), current_umask())
+    from xced.api.idempotency import new_key
+
+    try:
+        out = client_of().submit_pack(base_env, bodies, new_key(), on_lost=err)
+    except XceError as e:
+        import re
+
+        m = re.match(r"jobs\.(\d+)", e.field or "")
+        if m is None or not int(m.group(1)) < len(numbers):
+            raise
+        i = int(m.group(1))
+        msg = re.sub(r"^job \d+ of the pack: ", "", e.message)
+        refused = type(e)(f"{where}, line {numbers[i]}: {msg}; nothing was submitted", field=e.field)
+        if isinstance(e, InvalidRequest):
+            refused.exit_code = e.exit_code
+        raise refused from None
+    jobs = out["jobs"]
+    for n, j in zip(numbers, jobs):
+        for w in j.get("warnings") or []:
+            err(f"warning: line {n}: {w}")
+    if opts["json"]:
+        print(json.dumps(out, indent=2))
+    elif opts["parsable"]:
+        print("\n".join(str(j["job_id"]) for j in jobs), flush=True)
+    else:
+        lines = []
+        for j in jobs:
+            k = j.get("array_size") or 0
+            what = f"Job array <{j['job_id']}> ({k} elements)" if k else f"Job <{j['job_id']}>"
+            lines.append(f"{what} is submitted to queue <{j['queue']}>.")
+        print("\n".join(lines), flush=True)
