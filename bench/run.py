@@ -14,6 +14,9 @@ Benchmarks (each starts its own xced in a fresh TopDir under /tmp and always sto
   preset       what `submit --preset` adds to `xcecli submit` (PRE-1 aim: at most 10 ms):
                the two commands alternated (30 pairs), and the expansion in-process
   api_submit   API submits per second over one connection (1,000 jobs kept pending)
+  api_with_cli API submits per second over one connection for 10 s while another thread runs
+               `xcecli submit --parsable -- true` in a loop (issue 17 part 5: aim > 1,000/s),
+               and that loop's median wall time
   pack         API pack submit (POST /jobs/pack, `xcecli submit --pack`, CLI-7): 10,000 single
                jobs with the submitter's environment once, acknowledged in one call (median of 3)
   array        time of one API submit of a 10,000-element array (median of 3), and the
@@ -480,6 +483,71 @@ class Bench:
             gcline,
         ]
 
+    # ---------------------------------------------------------------- api_with_cli
+
+    def api_with_cli(self, res: BenchResult) -> None:
+        """Issue 17 part 5: API submits over one connection, back to back for a fixed time,
+        while another thread runs `xcecli submit --parsable -- true` in a loop against the
+        same daemon (every job kept pending, as in api_submit: the submit path alone)."""
+        import threading
+
+        secs = 3.0 if self.quick else 10.0
+        with self.daemon("api_with_cli", slots=1) as d:
+            c = d.client
+            d.hold_host(request)
+            c.info()
+            env, cwd = d.cli_env(), str(d.top)
+            cmd = [XCECLI, "submit", "--parsable", "--", "true"]
+            run_timed(cmd, env, cwd)  # warm the page cache; not counted
+            r = request(["true"])
+            for _ in range(20):  # warm the daemon's submit path; not counted
+                c.submit(r)
+            cli: list[float] = []
+            cli_errors: list[BaseException] = []
+            stop = threading.Event()
+
+            def cli_loop() -> None:
+                try:
+                    while not stop.is_set():
+                        dt, out = run_timed(cmd, env, cwd)
+                        int(out.stdout.strip())
+                        cli.append(dt * 1000)
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    cli_errors.append(e)
+
+            th = threading.Thread(target=cli_loop)
+            th.start()
+            time.sleep(0.3)  # the CLI loop under way before the API loop counts
+            lat: list[float] = []
+            cpu0, busy0 = d.cpu_s(), cpu_busy()
+            t0 = time.perf_counter()
+            end = t0 + secs
+            while (t := time.perf_counter()) < end:
+                c.submit(r)
+                lat.append((time.perf_counter() - t) * 1000)
+            total = time.perf_counter() - t0
+            dcpu, share = d.cpu_s() - cpu0, machine_cpu_share(busy0, cpu_busy())
+            stop.set()
+            th.join(60)
+            if cli_errors:
+                raise cli_errors[0]
+        n = len(lat)
+        rate = n / total
+        res.metrics.append(Metric("api_with_cli", "API submits/s while a CLI submit loop runs", rate, "jobs/s", False,
+                                  aim=1000, extra=f"{secs:g} s; per call median {median(lat):.2f} ms, p95 "
+                                                  f"{p95(lat):.2f} ms; {len(cli)} CLI submits meanwhile"))
+        res.metrics.append(Metric("api_with_cli_cli", "`xcecli submit` wall time while the API loop runs", median(cli),
+                                  "ms", True, p95=p95(cli), extra=f"{len(cli)} calls during the API loop"))
+        res.details += [
+            (f"{n} API submits in {total:.2f} s: {rate:.0f}/s; per call median {median(lat):.2f} ms, p95 "
+             f"{p95(lat):.2f} ms, max {max(lat):.1f} ms"),
+            (f"meanwhile {len(cli)} `xcecli submit --parsable -- true`: median {median(cli):.0f} ms, p95 "
+             f"{p95(cli):.0f} ms"),
+            (f"daemon CPU during the loop: {dcpu:.2f} s = {dcpu / (n + len(cli)) * 1000:.2f} ms per submit "
+             f"({dcpu / total:.0%} of one core); the machine's CPU {share:.0%} busy (2 cores: both loops, the "
+             f"daemon, the CLI processes and anything else running)"),
+        ]
+
     # ---------------------------------------------------------------- pack
 
     def pack(self, res: BenchResult) -> None:
@@ -885,7 +953,7 @@ def probe_info(c, seconds: float) -> list[float]:
     return out
 
 
-BENCHES = ["cli_submit", "cli", "version", "preset", "api_submit", "pack", "array", "latency", "drain", "drain_array", "pending", "retention",
+BENCHES = ["cli_submit", "cli", "version", "preset", "api_submit", "api_with_cli", "pack", "array", "latency", "drain", "drain_array", "pending", "retention",
            "store_busy"]
 
 

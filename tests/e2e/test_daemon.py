@@ -484,6 +484,40 @@ def test_every_error_has_the_apis_shape(shared_daemon, method, path, body, statu
         assert headers["allow"] == err.message.rsplit("it takes ", 1)[1]
 
 
+def _post(d: Daemon, path: str, body: bytes, content_type: str | None) -> tuple[int, dict]:
+    """POST `body` with that Content-Type (None: no such header): (status, JSON answer)."""
+    from tests.uds_http import UnixConnection as _UnixConnection
+
+    conn = _UnixConnection(str(d.top / "run" / "xced.sock"), 10)
+    try:
+        conn.request("POST", "/xce/v1" + path, body=body, headers={} if content_type is None else
+                     {"Content-Type": content_type})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+_JSON = "application/json"
+_OK_BODY = b'{"argv": ["true"], "cwd": "/tmp"'
+
+
+@pytest.mark.parametrize("body,content_type", [
+    (b"{not json", _JSON), (b"", _JSON), (b"[1, 2]", _JSON), (b'"a string"', _JSON), (b"null", _JSON),
+    (_OK_BODY + b', "exdata": ' + b"[" * 5000 + b"]" * 5000 + b"}", _JSON),
+    (b'{"argv": "true", "cwd": "/tmp"}', _JSON), (_OK_BODY + b', "bogus": 1, "other": 2}', _JSON),
+    (_OK_BODY + b', "umask": "18"}', _JSON), (_OK_BODY + b', "ntasks_min": 99999999}', _JSON),
+    (b'{"cwd": "/tmp"}', _JSON), (_OK_BODY + b"}", "text/plain"), (_OK_BODY + b', "bogus": 1}', None),
+    (_OK_BODY + b', "bogus": 1}', "Application/vnd.xce+JSON; charset=utf-8"), (_OK_BODY + b', "bogus": 1}', "json"),
+])
+def test_a_submit_refuses_a_bad_body_as_every_other_body_route_does(shared_daemon, body, content_type):
+    """issue 17 part 5, D-2: POST /jobs reads its body with a lean handler of its own
+    (xced.server.lean); each refusal is exactly the one FastAPI's handler gives POST
+    /jobs/dry-run, which takes the same body: status, code, message and field."""
+    got = _post(shared_daemon, "/jobs", body, content_type)
+    assert got == _post(shared_daemon, "/jobs/dry-run", body, content_type) and got[0] in (400, 422), got
+
+
 def test_openapi_documents_every_status_with_the_error_shape(shared_daemon):
     """Issue 11 item 9: 400, 403, 404, 409 and 503 were missing from the OpenAPI document,
     and 422 was documented as FastAPI's {"detail": [...]}, which the API never sends."""

@@ -97,6 +97,28 @@ def kinds(c, jid):
     return [r[3] for r in c.store.events(jid)]
 
 
+def test_jobs_with_one_environment_share_its_row_and_each_gets_its_own_back(ctl):
+    """issue 15, issue 17 part 5: identical environments are stored once (the submit writes no
+    row for one the controller knows is stored); each job still gets exactly what it was
+    submitted with, read back from the store once memory has forgotten them."""
+    e1, e2 = {"A": "1", "PATH": "/bin"}, {"A": "2", "PATH": "/bin"}
+    jobs = [ctl.submit(req(env=dict(e)), ALICE) for e in (e1, e1, e2, e1)]
+    ctl._envs.clear()
+    assert [ctl.job_env(j) for j in jobs] == [e1, e1, e2, e1]
+    assert ctl.store.db.execute("SELECT COUNT(*) FROM envs").fetchone()[0] == 2
+
+
+def test_an_environment_record_is_its_own_json_whatever_came_before():
+    """The last environment's record is kept (issue 17 part 5): never handed to another
+    environment that Python calls equal but JSON writes otherwise (1 == True)."""
+    from xced.model.spec import env_record
+
+    assert env_record({"A": 1})[1] == '{"A":1}'
+    assert env_record({"A": True})[1] == '{"A":true}'
+    assert env_record({"A": "1"})[1] == env_record({"A": "1"})[1] == '{"A":"1"}'
+    assert env_record({"A": "1", "B": "2"})[1] == '{"A":"1","B":"2"}'
+
+
 def test_submit_dispatch_done_with_events(ctl):
     j = ctl.submit(req(), ALICE)
     assert j.effective.run_limit_s == 3600  # JOB-2: the queue ceiling is the limit of a job without one

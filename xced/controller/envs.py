@@ -22,7 +22,9 @@ class EnvsMixin:
     """Environments by digest: a part of the Controller."""
 
     def _init_envs(self) -> None:
-        #: digest -> environment, the ENV_CACHE used last (least recently used first)
+        #: digest -> environment, the ENV_CACHE used last (least recently used first). Each is
+        #: in the store too (kept after its submit's commit, or read from the store; the store
+        #: never deletes one), so a submit with one of them writes no envs row (issue 17 part 5)
         self._envs: collections.OrderedDict[str, dict[str, str]] = collections.OrderedDict()
 
     def _remember_env(self, digest: str, env: dict[str, str]) -> dict[str, str]:

@@ -7,6 +7,7 @@ runs on the event loop thread and changes state only through the shell (`_commit
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -112,7 +113,17 @@ def _check_utf8(req: dict) -> None:
     """Every string of the request is text that UTF-8 can encode: a byte a shell passed that
     is not UTF-8 (`echo $'caf\\xe9'`) arrives as a lone surrogate, which no listing, store
     or process environment could carry again, so the submit is refused naming the field (D-8).
-    Walks nested values without recursion. Raises InvalidRequest."""
+    Walks nested values without recursion. Raises InvalidRequest.
+
+    First one C-speed pass over the whole request (JSON text without escaping, strictly
+    encoded: only a lone surrogate can fail it), half the cost of the walk on a submit with
+    the submitter's whole environment (issue 17 part 5, CLI-7); the walk, which names the
+    field, runs only when that pass fails or the request holds what JSON cannot write."""
+    try:
+        json.dumps(req, ensure_ascii=False, check_circular=False).encode("utf-8")
+        return
+    except (UnicodeEncodeError, TypeError, ValueError):
+        pass
     stack: list[tuple[str, object]] = [(k, v) for k, v in req.items()]
     while stack:
         where, v = stack.pop()
@@ -439,7 +450,8 @@ class SubmitMixin:
         job.elements = {i: Element(job, i, S.PEND) for i in indices}
         with self.store.tx(durable=True):
             self.store.insert_job(jid, name, caller.user, qname, now, to_record(spec, effective), indices, "PEND")
-            self.store.put_env(spec.env_digest, env[0])
+            if spec.env_digest not in self._envs:  # one in the cache is in the store (xced.controller.envs)
+                self.store.put_env(spec.env_digest, env[0])
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if spec.is_array else None, self._sid("submit"))
             if idempotency is not None:

@@ -155,9 +155,25 @@ def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
     return spec, eff
 
 
+#: the last environment env_record made a record of, with that record: (env, (digest, text))
+_last_env: tuple[dict[str, str], tuple[str, str]] | None = None
+
+
 def env_record(env: dict[str, str]) -> tuple[str, str]:
     """(digest, text) of an environment {name: value}: `text` its canonical JSON (sorted
     names, no spaces), `digest` the first 128 bits of that text's SHA-256, in hex (32 characters):
-    the key two identical environments share in the store."""
+    the key two identical environments share in the store.
+
+    The last environment's record is kept: a user's submits in a row carry the same
+    environment, which a dict comparison tells in a tenth of the serialisation and hash
+    (issue 17 part 5, CLI-7). Only an environment of text values is kept (what a submit
+    carries): `{"A": 1}` equals `{"A": True}` in Python, but not in JSON."""
+    global _last_env
+    last = _last_env
+    if last is not None and env == last[0]:
+        return last[1]
     text = json.dumps(env, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:32], text
+    record = hashlib.sha256(text.encode()).hexdigest()[:32], text
+    if all(type(k) is str and type(v) is str for k, v in env.items()):
+        _last_env = (dict(env), record)
+    return record
