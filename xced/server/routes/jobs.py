@@ -35,7 +35,6 @@ from xced.api.models import (
 from xced.model.jobs import JobState, format_refs
 from xced.policy.rbac import Caller, check_path
 from xced.server.busy import StoreBusyRetryRoute
-from xced.server.lean import LeanBodyRoute
 from xced.server.auth import TOKEN_OR_OWNER, caller_of, launch_peer, requires
 from xced.server.convert import event_dict, job_dict, json_response
 from xced.server.responses import BODY, JOB, errors
@@ -65,6 +64,7 @@ _IDEMPOTENCY_DOC = {"parameters": [{
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{8,128}$"}}]}
 
 
+@router.post("/jobs", response_model=SubmitResponse, responses=errors(BODY, 409), openapi_extra=_IDEMPOTENCY_DOC)
 async def submit(body: SubmitRequest, request: Request,
                  caller: Caller = Depends(requires("queue:submit"))) -> Response:
     """A submit (CLI-2). With an `Idempotency-Key` header (JOB-10, xced.api.idempotency) a
@@ -94,11 +94,6 @@ async def submit(body: SubmitRequest, request: Request,
     # submit_answer makes every SubmitResponse field: sent as it is, not built into the model and
     # validated and dumped again by FastAPI (issue 17 part 5)
     return json_response(submit_answer(job))
-
-
-# the hottest route: FastAPI's generic handler cost more than the submit (xced.server.lean)
-router.add_api_route("/jobs", submit, methods=["POST"], response_model=SubmitResponse, responses=errors(BODY, 409),
-                     openapi_extra=_IDEMPOTENCY_DOC, route_class_override=LeanBodyRoute)
 
 
 #: the OpenAPI description of a pack's Idempotency-Key header (JOB-10, CLI-7)
