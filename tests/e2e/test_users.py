@@ -579,3 +579,36 @@ def test_a_host_key_is_readable_by_its_owner_alone(users, base):
     os.chmod(key, 0o644)
     with pytest.raises(KeyProblem, match="permissions 0644 are too open"):
         read_private_key(key)
+
+
+# ---------------------------------------------------------------- a pack as a second real user (CLI-7, D-7)
+
+def test_a_pack_submitted_by_a_real_user_runs_as_her_and_keeps_her_environment_hers(prod, users, base):
+    """xce-alice runs the real xcecli (its start-up fast path: xcecli.__main__) with
+    `submit --pack -` against a root production xced: each job of the pack is hers and runs
+    as her, her environment (sent once for the pack) reaches every job, and xce-bob sees
+    neither it nor her output."""
+    alice, bob = users
+    cli_a = user_entry(alice, "xcecli.__main__", "presets")
+    if cli_a is None:
+        pytest.skip("no Python interpreter of this version that the test users may run")
+    home = _home(base, alice)
+    env = {"XCE_TOPDIR": str(prod.top), "MY_SECRET": SECRET}
+    pack = "# two jobs\n-o who.%J -- id -un\n-o env.%J -- sh -c 'echo $MY_SECRET'\n"
+    r = subprocess.run([*cli_a, "submit", "--parsable", "--pack", "-"], user=alice.uid, group=alice.gid,
+                       extra_groups=[], umask=0o077, cwd=str(home), input=pack, capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "HOME": "/", "LANG": "C", **env}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    who, shown = (int(x) for x in r.stdout.split())
+    for job in (who, shown):
+        j = _wait(prod, job, ("DONE", "EXIT"))
+        assert (j["state"], j["user"], j["run_as"]) == ("DONE", "xce-alice", "xce-alice"), j
+    out = home / f"who.{who}"
+    assert out.read_text() == "xce-alice\n" and out.stat().st_uid == alice.uid
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600  # her umask, sent with the pack
+    assert (home / f"env.{shown}").read_text() == SECRET + "\n"
+    code, mine = alice.api(_sock(prod), "GET", f"/jobs/{shown}")
+    assert code == 200 and mine["env"]["MY_SECRET"] == SECRET
+    code, theirs = bob.api(_sock(prod), "GET", f"/jobs/{shown}")
+    assert code == 200 and theirs["env"] is None and SECRET not in json.dumps(theirs)
+    assert bob.run(["cat", str(home / f"env.{shown}")]).returncode != 0
