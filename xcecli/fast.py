@@ -159,6 +159,18 @@ for _cmd in COMMANDS:
     HELP[(_cmd, "--help")] = f"{_cmd}.txt"
 
 
+def _print_help(text: str) -> int:
+    """Print a stored help text; 1 when stdout's reader is gone, silently, as Typer's Rich
+    help does (rich's Console.on_broken_pipe), so both paths end alike."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")
+        return 1
+    return 0
+
+
 def _help(argv: list[str]) -> str | None:
     """The stored help text of `xcecli ARGV` (`--help`/`-h` of the root, submit, jobs or show),
     when it is exactly what Typer would print here: stdout is not a terminal (Rich then
@@ -187,7 +199,7 @@ def main(argv: list[str]) -> None:
     if text is not None:
         from xced.api.funnel import run_fast
 
-        run_fast(lambda: print(text, end=""), "xcecli")
+        run_fast(lambda: _print_help(text), "xcecli")
     try:
         root, rest = read(argv, ROOT, interspersed=False)
         if not rest or rest[0] not in COMMANDS:

@@ -396,14 +396,11 @@ def _line_options(words: list[str]) -> tuple[dict, list[str]]:
         from typer._click import exceptions as cx
     except ImportError:  # pragma: no cover - older Typer uses click itself
         from click import exceptions as cx
-    head = words[:next((i for i, w in enumerate(words) if w[:1] != "-" or w in ("-", "--")), len(words))]
-    if "-h" in head or "--help" in head:
-        raise ValueError("-h/--help is not taken on a pack line")
     cmd = typer.main.get_command(app).get_command(None, "submit")
-    try:
-        params = cmd.make_context("submit", list(words)).params
+    try:  # no help option here: a line is a job, and -h is then an unknown option like any other
+        params = cmd.make_context("submit", list(words), help_option_names=[]).params
     except (cx.UsageError, cx.BadParameter) as e:
-        raise ValueError(" ".join(e.format_message().split())) from None
+        raise ValueError(" ".join(e.format_message().split()).rstrip(".")) from None
     except cx.Exit:  # an eager option that prints and exits
         raise ValueError("this line asks for something other than a job") from None
     params = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
@@ -446,7 +443,15 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
 
     bodies: list[dict] = []
     numbers: list[int] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    if text.startswith("\ufeff"):  # a byte order mark some editors write: not part of line 1
+        text = text[1:]
+    # lines end at \n (a \r before it is dropped), never at the other characters str.splitlines
+    # takes for line ends (form feed, U+2028, ...), which may sit inside a quoted argument
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for n, line in enumerate(lines, 1):
+        line = line[:-1] if line.endswith("\r") else line
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue

@@ -11,6 +11,10 @@ import sys
 from xcecli.usage import Usage
 
 
+#: the most characters of a `jobs` filter (-u, -q, -P) or field list (-o): GET /jobs/table's bound
+MAX_FILTER_TEXT = 1000
+
+
 def job_ref(text: str) -> tuple[int, int | None]:
     """`123` -> (123, None), `123[4]` -> (123, 4) (xced.model.states.parse_job_ref). Raises
     Usage naming the forms it takes."""
@@ -36,8 +40,18 @@ def jobs(client_of, *, user: str | None = None, queue: str | None = None, projec
     from xcecli.output import err, table
 
     for opt, val in (("-u", user), ("-q", queue), ("-P", project), ("-o", fields)):
-        if val is not None and not val.strip():
+        if val is None:
+            continue
+        if not val.strip():
             raise Usage(f"{opt} '': the value is empty")
+        try:
+            val.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise Usage(f"{opt}: a byte that is not UTF-8 at character {e.start + 1}; XCE takes UTF-8 text only") \
+                from None
+        if len(val) > MAX_FILTER_TEXT:
+            raise Usage(f"{opt}: {len(val)} characters, more than the {MAX_FILTER_TEXT} a listing's filter or field "
+                        f"list may have")
     states = []
     for s in state:
         for part in s.replace(",", " ").split():

@@ -258,6 +258,38 @@ def test_an_unreachable_daemon_is_exit_3_on_both_paths(tmp_path):
     assert fast.stderr == slow.stderr and "cannot reach xced" in fast.stderr and fast.stdout == ""
 
 
+def test_a_reader_gone_is_silent_and_0_on_both_paths(shared_daemon):
+    """`xcecli jobs | head -0`: stdout is a pipe nobody reads (EPIPE at the first write): both
+    paths say nothing and exit 0, as the funnel documents for a closed pipe; help exits 1 on
+    both, as Typer's Rich help does (rich ends a broken pipe with 1)."""
+    d = shared_daemon
+    job = str(d.submit("--", "true"))
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    code = "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"
+    for args in (("jobs", "-a"), ("show", job), ("--help",), ("submit", "-h")):
+        got = []
+        for argv in ([XCECLI, *args], [sys.executable, "-c", code, *args]):
+            r_fd, w_fd = os.pipe()
+            os.close(r_fd)
+            try:
+                p = subprocess.run(argv, stdout=w_fd, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+            finally:
+                os.close(w_fd)
+            got.append((p.returncode, p.stderr))
+        assert got[0] == got[1] == (1 if "-h" in args or "--help" in args else 0, ""), (args, got)
+
+
+def test_bad_listing_filters_are_usage_errors(shared_daemon):
+    d = shared_daemon
+    for args, says in ((("jobs", "-u", "x" * 1001), "-u: 1001 characters, more than the 1000"),
+                       (("jobs", "-o", "id " * 400), "-o: 1200 characters, more than the 1000")):
+        r = d.cli(*args)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    r = subprocess.run([os.fsencode(XCECLI), b"jobs", b"-u", b"\xff"], capture_output=True, env=env)
+    assert r.returncode == 2 and b"-u: a byte that is not UTF-8 at character 1" in r.stderr, r.stderr
+
+
 def test_a_closed_stdout_is_said_once(shared_daemon):
     env = {**os.environ, "XCE_TOPDIR": str(shared_daemon.top)}
     r = subprocess.run(f"{XCECLI} jobs >&-", shell=True, capture_output=True, text=True, env=env)

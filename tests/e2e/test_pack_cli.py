@@ -99,7 +99,9 @@ def test_a_bad_line_in_the_middle_refuses_the_whole_pack(shared_daemon, tmp_path
     ("-q normal\n", "line 1: no command"),
     ("echo 'unclosed\n", "line 1: No closing quotation"),
     ("true\n--bogus true\n", "line 2: No such option: --bogus"),
-    ("true\n-h true\n", "line 2: -h/--help is not taken on a pack line"),
+    ("true\n-n 1 -h true\n", "line 2: No such option: -h"),
+    ("true\n-n\n", "line 2: Option '-n' requires an argument; nothing was submitted"),
+    ("-J a -- true\n\f\n-n 0 -- true\n", "line 3: -n 0: the task count must be at least 1"),
     ("no-such-program-xce 1\n", "line 1: command 'no-such-program-xce' not found on PATH"),
     ("--preset missing-one true\n", "line 1: "),
 ])
@@ -120,6 +122,18 @@ def test_what_cannot_go_beside_pack(shared_daemon, tmp_path):
     assert r.returncode == 2 and "-q cannot be given beside it" in r.stderr
     r = _cli(d, "submit", "--pack", str(tmp_path / "missing.pack"))
     assert r.returncode == 2 and "cannot read it" in r.stderr
+
+
+def test_lines_end_at_newlines_only_and_a_byte_order_mark_is_skipped(shared_daemon):
+    """A form feed or U+2028 inside a quoted argument is part of it (str.splitlines would end
+    the line there); CRLF ends a line; a leading BOM is not part of line 1."""
+    d = shared_daemon
+    text = "\ufeff# made by an editor that writes a BOM\r\n-J f -- echo 'f\fx' \"a\u2028b\"\r\n-J -h -- true\r\n"
+    r = _cli(d, "submit", "--parsable", "--pack", "-", input=text)
+    assert r.returncode == 0, r.stderr
+    first, second = (d.show(int(i)) for i in r.stdout.split())
+    assert first["name"] == "f" and first["argv"] == ["echo", "f\fx", "a\u2028b"]
+    assert second["name"] == "-h"  # as `xcecli submit -J -h -- true` takes it
 
 
 def test_a_line_only_typer_reads_and_a_preset_on_a_line(shared_daemon, tmp_path):

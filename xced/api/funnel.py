@@ -29,6 +29,7 @@ def run_app(app, prog: str) -> None:
     debug = _debug()
     try:
         rv = app(standalone_mode=False, prog_name=prog)
+        sys.stdout.flush()  # here, where a closed pipe is the funnel's (silent, 0), not at exit
         sys.exit(rv if isinstance(rv, int) else 0)
     except cx.UsageError as e:
         msg = e.format_message().strip()
@@ -45,7 +46,11 @@ def run_app(app, prog: str) -> None:
     except typer.Abort:
         print(f"{prog}: aborted", file=sys.stderr)
         sys.exit(1)
-    except SystemExit:
+    except SystemExit as e:
+        # click ends a command whose reader went away (EPIPE) with exit 1, having wrapped
+        # stdout in its PacifyFlushWrapper: the funnel's rule for a closed pipe is 0, silent
+        if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            sys.exit(0)
         raise
     except BaseException as e:
         if debug and isinstance(e, Exception) and not isinstance(e, (BrokenPipeError, EOFError)):
