@@ -11,6 +11,9 @@ xced.api.funnel) or SystemExit with the code to exit with.
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
+
 from xced.api.errors import InvalidRequest
 from xcecli.usage import Usage
 
@@ -276,6 +279,31 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
     return body, values, sources, preset, given
 
 
+class AnswerNotWritten(InvalidRequest):
+    """A submit the daemon took whose answer could not be written to stdout (a full disk,
+    an I/O error): exit 1 with a message that names the job(s), so that nobody submits
+    again blindly (JOB-10: nothing acknowledged is lost, and nothing is made twice)."""
+
+
+@contextmanager
+def _told(done: str):
+    """Write a submit's answer; an OSError (but a reader gone: the funnel's silent 0) becomes
+    AnswerNotWritten saying `done` and why the answer is missing."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        import sys
+
+        try:
+            sys.stdout = open(os.devnull, "w")  # the interpreter's own flush at exit must not fail again
+        except OSError:
+            pass
+        raise AnswerNotWritten(f"{done}, but its answer could not be written to standard output "
+                               f"({e.strerror or e}); `xcecli jobs` lists it") from None
+
+
 def run(opts: dict, command: list[str], client_of) -> None:
     """Submit one job (or dry-run it) and print the answer as `xcecli submit` does.
 
@@ -348,16 +376,17 @@ def run(opts: dict, command: list[str], client_of) -> None:
     for w in out.get("warnings") or []:
         err(f"warning: {w}")
     as_json, wait = opts["json"], opts["wait"]
-    if as_json and not wait:
-        print(json.dumps(out, indent=2))
-    elif as_json:
-        pass
-    elif opts["parsable"]:
-        print(out["job_id"], flush=True)
-    else:
-        n = out.get("array_size") or 0
-        what = f"Job array <{out['job_id']}> ({n} elements)" if n else f"Job <{out['job_id']}>"
-        print(f"{what} is submitted to queue <{out['queue']}>.", flush=True)
+    with _told(f"job {out['job_id']} was submitted"):
+        if as_json and not wait:
+            print(json.dumps(out, indent=2), flush=True)
+        elif as_json:
+            pass
+        elif opts["parsable"]:
+            print(out["job_id"], flush=True)
+        else:
+            n = out.get("array_size") or 0
+            what = f"Job array <{out['job_id']}> ({n} elements)" if n else f"Job <{out['job_id']}>"
+            print(f"{what} is submitted to queue <{out['queue']}>.", flush=True)
     if wait:
         if not as_json:
             err("<<Waiting for dispatch ...>>")
@@ -527,14 +556,16 @@ def run_pack(opts: dict, command: list[str], client_of) -> None:
     for n, j in zip(numbers, jobs):
         for w in j.get("warnings") or []:
             err(f"warning: line {n}: {w}")
-    if opts["json"]:
-        print(json.dumps(out, indent=2))
-    elif opts["parsable"]:
-        print("\n".join(str(j["job_id"]) for j in jobs), flush=True)
-    else:
-        lines = []
-        for j in jobs:
-            k = j.get("array_size") or 0
-            what = f"Job array <{j['job_id']}> ({k} elements)" if k else f"Job <{j['job_id']}>"
-            lines.append(f"{what} is submitted to queue <{j['queue']}>.")
-        print("\n".join(lines), flush=True)
+    ids = [j["job_id"] for j in jobs]
+    with _told(f"the pack's {len(ids)} jobs were submitted (jobs {ids[0]} to {ids[-1]})"):
+        if opts["json"]:
+            print(json.dumps(out, indent=2), flush=True)
+        elif opts["parsable"]:
+            print("\n".join(str(i) for i in ids), flush=True)
+        else:
+            lines = []
+            for j in jobs:
+                k = j.get("array_size") or 0
+                what = f"Job array <{j['job_id']}> ({k} elements)" if k else f"Job <{j['job_id']}>"
+                lines.append(f"{what} is submitted to queue <{j['queue']}>.")
+            print("\n".join(lines), flush=True)

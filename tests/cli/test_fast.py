@@ -290,6 +290,23 @@ def test_bad_listing_filters_are_usage_errors(shared_daemon):
     assert r.returncode == 2 and b"-u: a byte that is not UTF-8 at character 1" in r.stderr, r.stderr
 
 
+def test_a_submit_whose_answer_cannot_be_written_names_the_job(shared_daemon):
+    """`xcecli submit ... > /dev/full`: the job is made, and the error says which, on both paths
+    (a script must not submit it again blindly: JOB-10)."""
+    d = shared_daemon
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    code = "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"
+    for argv in ([XCECLI], [sys.executable, "-c", code]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([*argv, "submit", "--parsable", "-J", "full", "--", "true"], stdout=full,
+                               stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+        job = int(r.stderr.split("job ")[1].split(" ")[0])
+        assert "was submitted, but its answer could not be written to standard output (No space left on device)" \
+            in r.stderr
+        assert d.show(job)["name"] == "full"
+
+
 def test_a_closed_stdout_is_said_once(shared_daemon):
     env = {**os.environ, "XCE_TOPDIR": str(shared_daemon.top)}
     r = subprocess.run(f"{XCECLI} jobs >&-", shell=True, capture_output=True, text=True, env=env)
