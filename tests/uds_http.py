@@ -5,7 +5,6 @@ the standard library's http.client with its socket replaced by an AF_UNIX one.""
 from __future__ import annotations
 
 import http.client
-import socket
 
 
 class UnixConnection(http.client.HTTPConnection):
@@ -16,11 +15,6 @@ class UnixConnection(http.client.HTTPConnection):
         self._path = path
 
     def connect(self) -> None:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        try:
-            s.connect(self._path)
-        except OSError:
-            s.close()
-            raise
-        self.sock = s
+        from xced.api.client import _Connection  # the client's own way onto the socket
+
+        self.sock = _Connection(self._path, self.timeout)._open()
