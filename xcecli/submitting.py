@@ -40,8 +40,6 @@ def _which(prog: str, path: str) -> str | None:
     PATH value; an empty entry is the current directory), as a shell's command search finds
     it; None when there is none or `path` is empty. What shutil.which does for a name without a slash, without
     importing shutil, which brings bz2 and lzma and costs about 4 ms of a submit's 50 (CLI-7)."""
-    import os
-
     if not path:
         return None
     for d in path.split(os.pathsep):
@@ -55,8 +53,6 @@ def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]
     """The command as the job will run it. A path to an existing script is made absolute
     (and run with /bin/sh when it is not executable); a missing script or a program not
     on PATH is refused here, before anything is submitted."""
-    import os
-
     prog = argv[0]
     if not prog:
         raise Usage("the command is empty")
@@ -212,8 +208,6 @@ def wait_exit_code(elements) -> int:
 def client_env() -> dict[str, str]:
     """The submitter's environment, which a job gets (JOB-3): os.environ, less what xcecli set
     for its own start-up (XCE_CLI_SET_PYDANTIC and the PYDANTIC_DISABLE_PLUGINS it set)."""
-    import os
-
     env = dict(os.environ)
     if env.pop("XCE_CLI_SET_PYDANTIC", None):  # set by xcecli itself for its start-up, not the user's
         env.pop("PYDANTIC_DISABLE_PLUGINS", None)
@@ -222,8 +216,6 @@ def client_env() -> dict[str, str]:
 
 def current_dir() -> str:
     """The directory the job runs in: the submitter's. Raises Usage when it was removed."""
-    import os
-
     try:
         return os.getcwd()
     except FileNotFoundError:
@@ -232,8 +224,6 @@ def current_dir() -> str:
 
 def current_umask() -> int:
     """The submitter's umask (D-7: the job makes its files with it, as in LSF and Slurm)."""
-    import os
-
     umask = os.umask(0o022)
     os.umask(umask)
     return umask
@@ -277,6 +267,14 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
         body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
     body["umask"] = umask
     return body, values, sources, preset, given
+
+
+def submitted_line(answer: dict) -> str:
+    """What `xcecli submit` prints for a submit's answer (a SubmitResponse dict), as LSF's
+    bsub: `Job <N> is submitted to queue <Q>.`, or `Job array <N> (K elements) ...`."""
+    n = answer.get("array_size") or 0
+    what = f"Job array <{answer['job_id']}> ({n} elements)" if n else f"Job <{answer['job_id']}>"
+    return f"{what} is submitted to queue <{answer['queue']}>."
 
 
 class AnswerNotWritten(InvalidRequest):
@@ -384,9 +382,7 @@ def run(opts: dict, command: list[str], client_of) -> None:
         elif opts["parsable"]:
             print(out["job_id"], flush=True)
         else:
-            n = out.get("array_size") or 0
-            what = f"Job array <{out['job_id']}> ({n} elements)" if n else f"Job <{out['job_id']}>"
-            print(f"{what} is submitted to queue <{out['queue']}>.", flush=True)
+            print(submitted_line(out), flush=True)
     if wait:
         if not as_json:
             err("<<Waiting for dispatch ...>>")
@@ -563,9 +559,4 @@ def run_pack(opts: dict, command: list[str], client_of) -> None:
         elif opts["parsable"]:
             print("\n".join(str(i) for i in ids), flush=True)
         else:
-            lines = []
-            for j in jobs:
-                k = j.get("array_size") or 0
-                what = f"Job array <{j['job_id']}> ({k} elements)" if k else f"Job <{j['job_id']}>"
-                lines.append(f"{what} is submitted to queue <{j['queue']}>.")
-            print("\n".join(lines), flush=True)
+            print("\n".join(submitted_line(j) for j in jobs), flush=True)
