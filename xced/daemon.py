@@ -421,7 +421,10 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     fastapi_app = create_app(ctl)
     cfg = uvicorn.Config(fastapi_app, http=PeerCredProtocol, lifespan="off", ws="websockets-sansio",
                          access_log=False, log_level="warning", timeout_graceful_shutdown=2,
-                         timeout_keep_alive=KEEP_ALIVE_S)
+                         timeout_keep_alive=KEEP_ALIVE_S,
+                         # no proxy stands in front of the socket: its X-Forwarded-* headers are
+                         # not read (one ASGI layer fewer per request; issue 17 part 5)
+                         proxy_headers=False)
     server = uvicorn.Server(cfg)
     print(f"xced: cluster {config.settings.cluster_name!r} ({config.settings.mode} mode), "
           f"TopDir {top}, {'host ' + local if local else 'no jobs on this machine'}, socket {sock}{tcp_note}",
