@@ -117,6 +117,11 @@ def test_bkill_0_kills_every_unfinished_job_of_the_caller_only(shared_daemon):
     r = lsf(d, "bkill", "0", user="alice0")
     assert (r.returncode, r.stdout) == (255, "") and "No unfinished job found" in r.stderr
     assert lsf(d, "bkill", "-J", "nosuchname", user="bob0").returncode == 255
+    named = d.submit("-J", "named0", "--", "sleep", "60", user="bob0")
+    r = lsf(d, "bkill", "-J", "named*", user="bob0")  # bkill.1: -J without an ID, the last job of that name
+    assert (r.returncode, r.stdout) == (0, f"Job <{named}> is being terminated\n"), r.stderr
+    assert d.wait_state(named, ("EXIT",), user="bob0")["state"] == "EXIT"
+    assert d.show(b)["state"] in ("PEND", "RUN")
     assert lsf(d, "bkill", str(b), user="bob0").returncode == 0
     d.wait_state(b, ("EXIT",))
 
