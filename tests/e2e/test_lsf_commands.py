@@ -375,7 +375,36 @@ def test_nextflows_kill_is_bkill_of_several_ids_and_its_exit_code(shared_daemon)
     assert r.returncode == 255 and "Job <987657>: No matching job found" in r.stderr
 
 
-@pytest.mark.parametrize("cmd", [("bkill", "987658"), ("bhosts",), ("lsid",), ("bwait", "-w", "ended(987659)")])
+def test_the_kill_route_takes_a_signal_and_refuses_an_unknown_one(shared_daemon):
+    """D-2, CLI-3: POST /jobs/ID/kill takes `signal` (xced.api.models.KillRequest): an unknown
+    one is a 422 naming the field and the valid signals; a pending job takes only the
+    signals that kill, stop or resume it, others are a 409 saying so (LSF: "You cannot send
+    arbitrary signals to a pending job", docs/lsf-behaviour.md section 5 [59])."""
+    from xced.api.client import Client
+    from xced.api.errors import Conflict, InvalidRequest
+
+    d = shared_daemon
+    blocker = running(d, "sleep", "60")
+    waiting = d.submit("-w", f"done({blocker})", "--", "true")
+    with Client.connect(topdir=str(d.top)) as c:
+        with pytest.raises(InvalidRequest) as e:
+            c.request("POST", f"/jobs/{blocker}/kill", json={"signal": "SIGFOO"})
+        assert e.value.field is not None and "signal" in e.value.field and "USR1 (10)" in e.value.message
+        with pytest.raises(Conflict) as e:
+            c.request("POST", f"/jobs/{waiting}/kill", json={"signal": "USR1"})
+        assert "pending" in e.value.message and "SIGUSR1 goes to running jobs" in e.value.message
+        r = c.request("POST", f"/jobs/{waiting}/kill", json={"signal": "TERM"}).json()
+        assert r["affected"] == [str(waiting)] and r["message"] == f"SIGTERM sent: {waiting}"
+        assert d.show(waiting)["state"] == "EXIT"
+        r = c.request("POST", f"/jobs/{blocker}/kill", json={"signal": "STOP"}).json()
+        assert r["message"].startswith("stopped") and d.show(blocker)["state"] == "USUSP"
+        c.request("POST", f"/jobs/{blocker}/kill", json={})
+    d.wait_state(blocker, ("EXIT",))
+
+
+@pytest.mark.parametrize("cmd", [("bkill", "987658"), ("bstop", "987662"), ("bhosts",), ("bqueues",), ("lsid",),
+                                 ("bparams",), ("bhist", "987660"), ("bpeek", "987661"),
+                                 ("bwait", "-w", "ended(987659)")])
 def test_lsf_commands_import_no_pydantic_rich_or_typer(shared_daemon, cmd):
     """CLI-7: the LSF commands start within the CLI's budget: neither pydantic, rich, typer
     nor click (nor orjson, http.client, httpx) is imported on their path (the same check as
