@@ -73,12 +73,13 @@ def _phrase(ev: dict, el: dict, master: str, job: dict) -> str | None:
                 f"CWD <{job['cwd']}>;")
     if kind == "DISPATCH":
         hosts = " ".join(f"{a['slots']}*{a['host']}" if a["slots"] > 1 else a["host"] for a in el.get("alloc") or [])
-        return f"Dispatched to <{hosts or reason.removeprefix('dispatched to ')}>;\n{'':20}Starting;"
+        return f"Dispatched to <{hosts or reason.removeprefix('dispatched to ')}>;\nStarting;"
     if kind in ("STOP",):
         return "Suspended by the job owner or the LSF administrator;"
     if kind == "HOLD":
-        return "Suspended by the job owner or the LSF administrator while pending;" if "user" in reason or \
-            "suspended" in reason.lower() else f"Suspended by the system: {reason};"
+        if "by user" in reason:  # xced.controller.machine: "The job was suspended by user while pending"
+            return "Suspended by the job owner or the LSF administrator while pending;"
+        return f"Suspended by the system: {reason};"
     if kind == "RESUME":
         return "Running;"
     if kind in ("RELEASE", "RELEASE_ONE"):
@@ -122,8 +123,8 @@ def _long(job: dict, events: list[dict], master: str, now: float) -> list[str]:
                  f"Command <{shlex.join(job['argv'])}>"]
         for ev in mine:
             p = _phrase(ev, el, master, job)
-            if p is not None:
-                lines.append(f"{lsf_time(ev['time'])}: {p}")
+            for line in (p.split("\n") if p is not None else ()):  # a dispatch is two lines: and Starting
+                lines.append(f"{lsf_time(ev['time'])}: {line}")
         end = el.get("end_time") if el["state"] in ("DONE", "EXIT") else None
         d = durations(mine, end if end is not None else now)
         lines.append("")

@@ -1,5 +1,6 @@
-"""`brequeue` (CLI-8): LSF's brequeue on XCE. Requeues jobs: a running (or stopped) job is killed and pends again with the same job ID and submit time; a finished one pends again at once
-(xcecli requeue; D-5).
+"""`brequeue` (CLI-8): LSF's brequeue on XCE. Requeues jobs: a running (or stopped) job is
+killed and pends again with the same job ID and submit time; a finished one pends again at
+once (xcecli requeue; D-5).
 
     brequeue [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
 

@@ -1,5 +1,5 @@
-"""`bresume` (CLI-8): LSF's bresume on XCE. Resumes jobs that bstop stopped or held: USUSP goes back to RUN (SIGCONT), PSUSP to PEND
-(xcecli resume; D-5).
+"""`bresume` (CLI-8): LSF's bresume on XCE. Resumes jobs that bstop stopped or held: USUSP goes
+back to RUN (SIGCONT), PSUSP to PEND (xcecli resume; D-5).
 
     bresume [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
 

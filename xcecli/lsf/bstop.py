@@ -1,5 +1,5 @@
-"""`bstop` (CLI-8): LSF's bstop on XCE. Stops (suspends) jobs: a running job gets SIGSTOP and is USUSP; a pending one is held, PSUSP
-(xcecli stop; D-5).
+"""`bstop` (CLI-8): LSF's bstop on XCE. Stops (suspends) jobs: a running job gets SIGSTOP and
+is USUSP; a pending one is held, PSUSP (xcecli stop; D-5).
 
     bstop [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
 

@@ -130,8 +130,9 @@ def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, s
             print(f"Job <{ref}>: {_reason('signal' if signal else action, e)}", file=sys.stderr)
             rc = LSF_FAILED
             continue
-        verb = BEING["signal" if signal is not None and " sent: " in res.get("message", "") else action]
-        if signal is not None and res.get("message", "").startswith(("stopped", "resumed")):
-            verb = BEING["stop" if res["message"].startswith("stopped") else "resume"]
+        verb = BEING[action]
+        if signal is not None:  # STOP, TSTP and CONT are a stop and a resume (KillRequest)
+            msg = res.get("message", "")
+            verb = BEING["stop" if msg.startswith("stopped") else "resume" if msg.startswith("resumed") else "signal"]
         print(f"Job <{ref}> is being {verb}")
     return rc
