@@ -66,6 +66,28 @@ def test_bkill_terminates_a_running_job_and_names_an_unknown_one(shared_daemon):
     assert r.returncode == 255 and "12x: Illegal job ID" in r.stderr and r.stdout == ""
 
 
+def test_bkill_of_an_array_element_kills_that_element_only(shared_daemon):
+    """CLI-8, JOB-4: `bkill "ID[INDEX]"` kills one element of an array (bkill.1's synopsis:
+    "job_ID[index]"), printing `Job <ID[INDEX]> is being terminated`; the other elements
+    go on; an index the array does not have is refused (255)."""
+    d = shared_daemon
+    jid = d.submit("-J", "arr[1-2]", "--", "sleep", "60")
+    deadline = time.monotonic() + 20
+    while d.show(jid)["counts"].get("RUN", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r = lsf(d, "bkill", f"{jid}[2]")
+    assert (r.returncode, r.stdout) == (0, f"Job <{jid}[2]> is being terminated\n"), r.stderr
+    deadline = time.monotonic() + 20
+    while d.show(jid)["elements"][1]["state"] != "EXIT" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    els = d.show(jid)["elements"]
+    assert [(e["index"], e["state"]) for e in els] == [(1, "RUN"), (2, "EXIT")]
+    r = lsf(d, "bkill", f"{jid}[7]")
+    assert r.returncode == 255 and r.stderr.startswith(f"Job <{jid}[7]>: No matching job found")
+    assert lsf(d, "bkill", str(jid)).stdout == f"Job <{jid}> is being terminated\n"
+    d.wait_state(jid, ("EXIT",))
+
+
 def test_bkill_s_usr1_reaches_the_job_which_goes_on(shared_daemon, tmp_path):
     """CLI-8, CLI-3: `bkill -s USR1 ID` sends that one signal: a job that traps it sees it
     and goes on running, then ends DONE; `bkill -s 10` is the same signal by number; an
