@@ -107,11 +107,17 @@ def register(app: typer.Typer) -> None:
     def peek(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID, 123 or 123[4]"),
              stderr: bool = typer.Option(False, "-e", "--stderr", help="show stderr instead of stdout"),
              max_bytes: int = typer.Option(65536, "--bytes", metavar="N", min=1, max=16 * 2**20,
-                                           help="at most the last N bytes (1 to 16 MiB)")) -> None:
-        """Output of a job so far (LSF bpeek)."""
+                                           help="at most the last N bytes (1 to 16 MiB)"),
+             follow: bool = typer.Option(False, "-f", "--follow", help="go on printing what the job writes until "
+                                         "it ends, as tail -f (LSF bpeek -f); waits for a pending job to start")) -> None:
+        """Output of a job so far (LSF bpeek); -f follows it until the job ends."""
         import sys
 
         jid, idx = _job_ref(job)
+        if follow:
+            from xcecli.follow import follow as follow_output
+
+            raise typer.Exit(follow_output(ctx.obj.client(), jid, idx, "stderr" if stderr else "stdout"))
         text = ctx.obj.client().output(jid, idx, "stderr" if stderr else "stdout", max_bytes)
         sys.stdout.write(text)
 

@@ -165,6 +165,26 @@ class JobAction(RequestBody):
     index: int | None = None
 
 
+class KillRequest(JobAction):
+    """POST /jobs/{id}/kill (`xcecli kill`, LSF bkill). Without `signal`, LSF's kill sequence
+    (INT, TERM, KILL spaced by kill_interval). With one (`bkill -s SIG`), that signal alone:
+    to running and stopped elements as it is; to pending ones only KILL, TERM or INT (which
+    end them EXIT, as a kill does), STOP (a user hold) or CONT (its release), as LSF sends
+    pending jobs no other signal. A name (`USR1`, `SIGUSR1`) or a number (`10`); anything
+    else is refused (422) listing the valid ones (xced.model.signals)."""
+
+    signal: str | None = Field(None, max_length=16, description="a signal by name (TERM, SIGUSR1) or number (15)")
+
+    @field_validator("signal")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from xced.model.signals import parse_signal
+
+        return parse_signal(v)[1]
+
+
 class LaunchRequest(RequestBody):
     """POST /jobs/{id}/launch (`xcecli launch`, LSF blaunch): run `argv` as one task of the
     running element `index` on `host`, one of the job's hosts. `token` is the element's
@@ -575,6 +595,18 @@ class Info(Body):
     is_admin: bool
     topdir: str
     daemon_user: str
+
+
+class ClusterParams(Body):
+    """GET /params (LSF `lsid`, `bparams`, `badmin showconf mbd`; CLI-8): the cluster's name, the
+    host the controller runs on (LSF's master host), XCE's version, and the settings of
+    config/xce.yaml in force (xced.model.config.ClusterSettings, as JSON: `clean_period_s`,
+    `kill_interval_s` ...), which any user may read, as LSF's bparams shows lsb.params."""
+
+    cluster_name: str
+    master_host: str = Field(description="the name of the machine the controller runs on")
+    version: str
+    settings: dict = Field(description="ClusterSettings in force, as JSON")
 
 
 class ApplyConfigRequest(RequestBody):

@@ -64,6 +64,51 @@ class ActionsMixin:
         self.kick()  # a killed pending job may have been the head that blocked its queue
         return [e.ref for e, _, _ in changes]
 
+    def send_signal(self, job_id: int, index: int | None, signum: int, name: str,
+                    caller: Caller) -> tuple[str, list[str]]:
+        """`xcecli kill -s SIG` (LSF `bkill -s`): signal `signum` (`name`, "SIGUSR1") to the
+        job or element `index`. Returns (the action it was, for the answer: "kill", or "stop"
+        / "resume" for STOP, TSTP and CONT, which are `stop` and `resume` so that the state
+        follows, USUSP and back; the elements acted on).
+
+        Running and stopped elements get the signal on their first host, to their process
+        group, with a SIGNAL event ("signal SIGUSR1 requested by USER"; LSF's bhist shows
+        "Signal <USR1> requested by user or administrator <USER>"); the job goes on unless
+        the signal ends it, and then ends as its processes do (EXIT, killed by that signal).
+        No state changes here, so this is a note of the shell, not a transition. Pending
+        elements take only KILL, TERM or INT, which kill them (EXIT at once), as LSF sends
+        pending jobs no other signal ("You cannot send arbitrary signals to a pending job":
+        https://www.ibm.com/docs/en/spectrum-lsf/10.1.0?topic=execution-send-signal-job).
+        Needs job:kill (RBAC-3; PermissionDenied naming who may). Raises Conflict when no
+        element could take it (all finished, or pending and another signal)."""
+        import signal as _sig
+
+        if signum in (_sig.SIGSTOP, _sig.SIGTSTP):
+            return "stop", self.stop(job_id, index, caller)
+        if signum == _sig.SIGCONT:
+            return "resume", self.resume(job_id, index, caller)
+        job, actor = self._begin_action(job_id, caller, "job:kill", "send it a signal")
+        els = self._elements(job, index)
+        pending = [e for e in els if e.state in PENDING]
+        changes = []
+        if pending and signum in (_sig.SIGKILL, _sig.SIGTERM, _sig.SIGINT):
+            changes += self._changes(pending, self._stim(m.Kill, "kill", actor, user=caller.user))
+        stim = self._stim(m.Kill, "signal", actor, user=caller.user)  # the request the events name
+        for e in els:
+            if e.state in ACTIVE:
+                changes.append((e, stim, m.Outcome(e.state, {}, {}, [m.Event(
+                    "SIGNAL", None, None, f"signal {name} requested by {caller.user}")], [m.SignalElement(signum)])))
+        if not changes:
+            ref, state = _subject(job, index)
+            if pending:
+                raise Conflict(f"job {ref} is pending ({state}): only KILL, TERM or INT (which kill it), STOP or "
+                               f"CONT can be sent to a pending job, as in LSF; {name} goes to running jobs")
+            raise Conflict(f"job {ref} has already finished ({state}); nothing to signal")
+        self._commit(changes)
+        self._job_changed(job)
+        self.kick()
+        return "kill", [e.ref for e, _, _ in changes]
+
     def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli stop` (LSF bstop): a running element is stopped (SIGSTOP, USUSP); a pending
         one gets a `user` hold (PSUSP). Needs job:modify (RBAC-3; PermissionDenied naming who may).

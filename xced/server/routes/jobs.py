@@ -24,6 +24,7 @@ from xced.api.models import (
     JobList,
     JobOut,
     JobTable,
+    KillRequest,
     LaunchRequest,
     LaunchResult,
     PackRequest,
@@ -314,7 +315,32 @@ def _action(name: str):
     return route
 
 
+@router.post("/jobs/{job_id:jobid}/kill", response_model=ActionResult, responses=errors(BODY, JOB, 409))
+async def kill_job(job_id: int, request: Request, body: KillRequest | None = None,
+                   full: bool = Query(False, description="list every element acted on in `affected`, however many "
+                                                         "(past 100 the answer gives counts and index runs only)"),
+                   caller: Caller = Depends(requires(ACTION_PERMISSIONS["kill"], _DOING["kill"]))) -> ActionResult:
+    """`xcecli kill` (LSF bkill): the kill sequence, or with `signal` that one signal (`bkill -s`,
+    KillRequest); the answer's message then reads "SIGUSR1 sent: 12"."""
+    index = body.index if body else None
+    ctl = _ctl(request)
+    await ctl.recall(job_id)  # a purged job is finished: the kill says so, not "not found"
+    if body is None or body.signal is None:
+        return action_answer("kill", ctl.job(job_id), ctl.kill(job_id, index, caller), index, full)
+    from xced.model.signals import parse_signal
+
+    num, name = parse_signal(body.signal)
+    done, affected = ctl.send_signal(job_id, index, num, name, caller)
+    res = action_answer(done, ctl.job(job_id), affected, index, full)
+    if done == "kill":
+        head, _, tail = res.message.partition(": ")
+        res.message = f"{name} sent: {tail}" if tail else res.message
+    return res
+
+
 for _name in ACTION_PERMISSIONS:
+    if _name == "kill":
+        continue
     router.add_api_route(f"/jobs/{{job_id:jobid}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult,
                          responses=errors(BODY, JOB, 409))
 
