@@ -183,8 +183,9 @@ _LSF_CELLS = {
     "exit_signal": lambda j, e, h: e.exit_signal if e is not None else None,
 }
 
-#: the cells that differ on a row per element (`per_element`): the element's own state
-_ELEMENT_CELLS = {"state": lambda j, e, h: e.state.value}
+#: the cells that differ on a row per element (`per_element`): the element's own state and name
+_ELEMENT_CELLS = {"state": lambda j, e, h: e.state.value,
+                  "name": lambda j, e, h: f"{j.name or ''}[{e.index}]" if j.is_array else _job_name(j)}
 
 
 def table_rows(jobs, cols: list[str], hosts=None, *, per_element: bool = False) -> list[list[object]]:
