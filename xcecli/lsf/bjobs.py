@@ -322,8 +322,9 @@ def _table(rows: list[dict], wide: bool, noheader: bool, pending: bool) -> list[
         if extra:  # continuation lines start where this row's EXEC_HOST did
             at = sum(max(len(v), w) + 1 for v, w in zip(vals[:at_exec], widths))
             lines += [" " * at + h for h in extra]
-        if pending and r["state"] in ("PEND", "PSUSP") and r.get("reason"):
-            reason = r["reason"]
+        if pending and r["state"] in ("PEND", "PSUSP"):
+            reason = r.get("reason") or ("The job was suspended by user while pending" if r["state"] == "PSUSP"
+                                         else "New job is waiting for scheduling")
             lines.append(" " + reason + ("" if reason.endswith(";") else ";"))
     return lines
 
