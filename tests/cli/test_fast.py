@@ -229,6 +229,9 @@ def test_both_paths_print_the_same_bytes_and_exit_codes(shared_daemon):
              ("show", "-v", str(arr)), ("show", str(arr), "--verbose"),
              # refusals: the same message and exit code
              ("show", "999999"), ("show", f"{arr}[9]"), ("show", "x1"), ("jobs", "-q", "nope"), ("jobs", "-s", "FOO"),
+             # issue 18: job IDs, an element's row, unknown IDs and users
+             ("jobs", str(plain), f"{arr}[2]", str(held)), ("jobs", "--json", f"{arr}[3]"), ("jobs", "999999", str(plain)),
+             ("jobs", "x1"), ("jobs", "-u", "no-such-user-xce"),
              ("jobs", "-o", "bogus"), ("submit", "-q", "nope", "--", "true"), ("submit", "-n", "0", "--", "true"),
              ("submit", "--", "no-such-program-xce"), ("submit", "-w", "done(", "--", "true"),
              ("submit", "-M", "100000TB", "--", "true"), ("--topdir", "/nonexistent", "jobs")]
