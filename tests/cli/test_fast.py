@@ -181,7 +181,8 @@ def test_submit_jobs_and_show_import_no_parser_library_model_or_rich(shared_daem
     assert r.returncode == 0 and r.stdout.strip().isdigit(), r.stderr[-2000:]
     assert "xcecli.fast" in mods and _heavy(mods) == []
     job = r.stdout.strip()
-    for args in (("jobs",), ("jobs", "-u", "all", "-o", "id state name"), ("show", job), ("show", job, "--json")):
+    for args in (("jobs",), ("jobs", "-u", "all", "-o", "id state name"), ("jobs", job), ("show", job),
+                 ("show", job, "--json")):
         r, mods = _imported(d, *args)
         assert r.returncode == 0 and job in r.stdout, (args, r.stderr[-2000:])
         assert _heavy(mods) == [], args
