@@ -209,6 +209,9 @@ def test_no_job_found(jobs):
     assert (r.returncode, r.stdout, r.stderr.strip()) == (0, "", "No unfinished job found")
     r = bjobs(d, "-a", user="nobody", env={"LSB_BJOBS_CONSISTENT_EXIT_CODE": "Y"})
     assert (r.returncode, r.stdout, r.stderr.strip()) == (255, "", "No job found")
+    # a test-mode user (D-6) naming itself is no unknown user, account or not
+    r = bjobs(d, "-u", "ghost-xce", user="ghost-xce")
+    assert (r.returncode, r.stdout, r.stderr.strip()) == (0, "", "No unfinished job found")
 
 
 def test_custom_columns_with_a_delimiter_and_widths(jobs):

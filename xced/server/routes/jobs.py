@@ -162,20 +162,21 @@ async def _listed_jobs(request: Request, caller: Caller, user: str | None, queue
         jobs = sorted(jobs + await ctl.stored_jobs(want_user, queue, project, set(state) if state else None),
                       key=lambda j: j.id)
     if not jobs:
-        _check_names(ctl, user, queue)
+        _check_names(ctl, caller, user, queue)
     return jobs
 
 
-def _check_names(ctl, user: str | None, queue: str | None) -> None:
+def _check_names(ctl, caller: Caller, user: str | None, queue: str | None) -> None:
     """An empty listing's filters are checked (CLI-3; issue 18): a queue the config does not
     have, or a user with no account on this machine (who has no job either, or the listing
-    would not be empty), is refused naming it and what would be valid, never answered with
-    an empty table. Raises InvalidRequest (field `queue` or `user`)."""
+    would not be empty; never the caller, who may be a test-mode user, D-6), is refused
+    naming it and what would be valid, never answered with an empty table. Raises
+    InvalidRequest (field `queue` or `user`)."""
     if queue is not None and not any(q.name == queue for q in ctl.config.queues):
         names = ", ".join(q.name for q in ctl.config.queues)
         raise InvalidRequest(f"queue {queue!r}: no such queue (LSF bjobs -q says the same); the queues are: {names}",
                              field="queue")
-    if user is not None and user != "all":
+    if user is not None and user not in ("all", caller.user):
         import pwd
 
         try:
