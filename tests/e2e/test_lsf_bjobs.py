@@ -310,6 +310,23 @@ def test_xcecli_jobs_takes_job_ids_and_refuses_unknown_queues_and_users(jobs):
     assert r.returncode == 255 and "no such user" in r.stderr
 
 
+def test_a_killed_job_exits_with_128_plus_its_signal(jobs):
+    """A job ended by a signal (`xcecli kill`: INT, then TERM, then KILL, as LSF's bkill
+    sends them, docs/lsf-behaviour.md section 5) is EXIT with EXIT_CODE 128 plus the
+    signal's number, as its shell reports it (docs/lsf-behaviour.md section 6). Runs last
+    in this module: it ends the 2-slot job the other tests see running."""
+    import signal
+
+    d, ids = jobs
+    d.cli("kill", str(ids["two"]), check=True)
+    el = d.wait_state(ids["two"], ("EXIT",))["elements"][0]
+    assert el["exit_signal"], el
+    code = 128 + int(getattr(signal, el["exit_signal"]))
+    r = bjobs(d, "-o", "jobid stat exit_code delimiter=' '", "-noheader", str(ids["two"]))
+    assert r.stdout == f"{ids['two']} EXIT {code}\n"
+    assert re.search(rf": Exited with exit code {code}\.", bjobs(d, "-l", str(ids["two"])).stdout)
+
+
 def test_a_job_past_the_clean_period_is_still_reported_by_id(topdir):
     """JOB-11 (LSF CLEAN_PERIOD): a finished job that left the daemon's memory is no longer
     listed, but `bjobs ID`, `bjobs -l ID` and `xcecli jobs ID` still report it, read back
