@@ -14,10 +14,10 @@ What it prints, and the sources (docs/lsf-behaviour.md section 5 has the URLs):
 - `-w` cuts nothing (a value longer than its column pushes the rest of the row right, one
   blank after it) and gives EXEC_HOST one host name per slot joined by `:` on one line
   (Nextflow's `bjobs -w` sample).
-- `-p` lists pending jobs with each job's pending reason under its row (LSF drops the
-  EXEC_HOST column there); `-r` running, `-s` suspended, `-d` finished ones, `-a` all
-  (unfinished ones and those finished within the clean period); by default the unfinished
-  jobs. `-u USER|all`, `-q QUEUE`, `-P PROJECT`, `-J NAME` (`*` matches any text) filter.
+- `-p` lists pending (PEND) jobs with each job's pending reason under its row (LSF drops
+  the EXEC_HOST column there); `-r` running, `-s` suspended (PSUSP, USUSP; `-ps` both),
+  `-d` finished ones, `-a` all (unfinished ones and those finished within the clean
+  period); by default the unfinished jobs. `-u USER|all`, `-q QUEUE`, `-P PROJECT`, `-J NAME` (`*` matches any text) filter.
 - Job IDs as arguments (`123`, `123[4]`, `"123[1-3,5]"`) show those jobs in any state and of
   any age: a job that left the daemon's memory after the clean period is read back from
   the store with its final state (JOB-11). An array is shown as a row per element, JOBID
@@ -487,8 +487,8 @@ def bjobs(argv: list[str]) -> int:
     refs = job_args(args)
     fmt, delim = parse_format(opts["format"]) if opts.get("format") else (None, None)
     states: set[str] | None = set()
-    if opts.get("pending"):
-        states |= {"PEND", "PSUSP"}
+    if opts.get("pending"):  # PEND only: a held job is suspended (-s); `-ps` gives both (IBM bjobs -s)
+        states |= {"PEND"}
     if opts.get("running"):
         states |= {"RUN"}
     if opts.get("suspended"):
