@@ -17,7 +17,8 @@ What it prints, and the sources (docs/lsf-behaviour.md section 5 has the URLs):
 - `-p` lists pending (PEND) jobs with each job's pending reason under its row (LSF drops
   the EXEC_HOST column there); `-r` running, `-s` suspended (PSUSP, USUSP; `-ps` both),
   `-d` finished ones, `-a` all (unfinished ones and those finished within the clean
-  period); by default the unfinished jobs. `-u USER|all`, `-q QUEUE`, `-P PROJECT`, `-J NAME` (`*` matches any text) filter.
+  period); by default the unfinished jobs. `-u USER|all`, `-q QUEUE`, `-P PROJECT` and
+  `-J NAME` (`*` matches any text) filter.
 - Job IDs as arguments (`123`, `123[4]`, `"123[1-3,5]"`) show those jobs in any state and of
   any age: a job that left the daemon's memory after the clean period is read back from
   the store with its final state (JOB-11). An array is shown as a row per element, JOBID
