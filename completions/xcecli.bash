@@ -114,6 +114,7 @@ declare -gA _xcecli_vals=(
 # positional arguments in order: what completes each; ... repeats the last
 declare -gA _xcecli_args=(
     ['xcecli submit']='command...'
+    ['xcecli jobs']='jobs...'
     ['xcecli show']='jobs'
     ['xcecli why']='jobs'
     ['xcecli hist']='jobs'

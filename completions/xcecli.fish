@@ -116,7 +116,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -s a -l all -d 'include fini
 complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -s o -r -F -d 'fields, space or comma separated: id user state queue project hosts...'
 complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -s h -l help -d 'show this help and exit'
-complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -f
+complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -f -a '(__xcecli_values jobs)'
 complete -c xcecli -n '__xcecli_at \'xcecli show\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli show\'' -s v -l verbose -d 'one row per element, however many (past 100 an array\'s elements are...'
 complete -c xcecli -n '__xcecli_at \'xcecli show\'' -s h -l help -d 'show this help and exit'

@@ -33,6 +33,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def jobs(
         ctx: typer.Context,
+        ids: List[str] = typer.Argument(None, metavar="[JOB]...", show_default=False,
+                                        help="only these jobs, 123 or 123[4], of any user, state and age (LSF bjobs ID)"),
         user: Optional[str] = typer.Option(None, "-u", "--user", help="whose jobs: a user name or 'all' (default: yours)"),
         queue: Optional[str] = typer.Option(None, "-q", "--queue", metavar="QUEUE", help="only the jobs of this queue"),
         project: Optional[str] = typer.Option(None, "-P", "--project", help="jobs of that very project, e.g. /physics/hep"),
@@ -41,12 +43,12 @@ def register(app: typer.Typer) -> None:
         fields: Optional[str] = typer.Option(None, "-o", metavar="FIELDS", help=f"fields, space or comma separated: {' '.join(FIELDS)}"),
         as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
     ) -> None:
-        """List jobs (LSF bjobs): your unfinished jobs and those that finished in the last hour."""
+        """List jobs (LSF bjobs): your unfinished jobs and those that finished in the last hour, or the JOBs named."""
         from xcecli import views
 
         with _usage():
             views.jobs(ctx.obj.client, user=user, queue=queue, project=project, state=state, all_=all_,
-                       fields=fields, as_json=as_json)
+                       fields=fields, as_json=as_json, ids=ids or [])
 
     @app.command()
     def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),

@@ -361,6 +361,9 @@ class JobTable(Body):
 
     fields: list[str]
     rows: list[list[int | float | str | None]]
+    missing: list[int] = Field(default_factory=list,
+                               description="the job IDs asked for with `id` that the cluster does not know "
+                                           "(LSF bjobs: 'Job <ID> is not found')")
 
 
 class EventOut(Body):
