@@ -264,8 +264,11 @@ class ElementOut(Body):
     host_problem: str | None = Field(None, description="for a running element, why one of its hosts is not ok "
                                                        "(its worker left; its key was revoked or expired, KEY-4): "
                                                        "the element stays RUN until the host rejoins")
-    stdout: str | None = None
-    stderr: str | None = None
+    stdout: str | None = Field(None, description="the file its stdout goes to (JOB-12: -o with %J/%I expanded, "
+                                                 "a directory resolved to DIR/ID.out; once it started, the "
+                                                 "path its host opened, the job directory's file when the job "
+                                                 "names none); null: no -o and not started")
+    stderr: str | None = Field(None, description="the file its stderr goes to (the stdout file without -e)")
 
 
 class ReserveOut(Body):

@@ -87,6 +87,8 @@ class StartedMsg(_Msg):
     containment: Literal["cgroup-v2", "cgroup-v1", "subreaper"] | None = None
     #: the dispatch this copy came from (null from a worker that names none: taken as current)
     attempt: int | None = Field(None, ge=0)
+    #: the (stdout, stderr) paths the job writes (JOB-12; null from a worker that names none)
+    outputs: tuple[Annotated[str, Field(max_length=4096)], Annotated[str, Field(max_length=4096)]] | None = None
 
 
 class FinishedMsg(_Msg):
