@@ -174,6 +174,10 @@ class LaunchRequest(RequestBody):
     host: str
     argv: list[str] = Field(min_length=1)
     token: str | None = None
+    rank: int | None = Field(None, ge=0, le=2**31,
+                             description="the task's place in the job's LSB_HOSTS (0 = the first slot), which must "
+                                         "be a slot on `host`: its XCE_TASK_ID (`launch --all`, XCE_TASK_STARTER); "
+                                         "null: the next task number of the job")
 
 
 # ---------------------------------------------------------------- responses

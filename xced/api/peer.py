@@ -130,6 +130,8 @@ class LaunchMsg(_Msg):
     argv: list[str] = Field(min_length=1, max_length=4096)
     token: str = Field(max_length=256)
     uid: int | None = Field(None, ge=0, le=2**32)
+    #: the task's place in LSB_HOSTS (LaunchRequest.rank), null: none given
+    rank: int | None = Field(None, ge=0, le=2**31)
 
 
 class ReplyMsg(_Msg):

@@ -155,7 +155,8 @@ def relay_launch(ctl, link: RemoteWorkerLink, msg: LaunchMsg) -> bool:
         from xced.api.errors import XceError
 
         try:
-            result = await ctl.launch(msg.job_id, msg.index, msg.host, list(msg.argv), msg.token, None, msg.uid)
+            result = await ctl.launch(msg.job_id, msg.index, msg.host, list(msg.argv), msg.token, None, msg.uid,
+                                      rank=msg.rank)
             link._send({"op": "launched", "lid": msg.lid, "result": result})
         except XceError as err:
             link._send({"op": "launched", "lid": msg.lid, "error": {"status": err.status, "code": err.code,

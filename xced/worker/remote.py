@@ -111,7 +111,7 @@ class LaunchRelay:
 
         lid = next(self._lids)
         msg = {"op": "launch", "lid": lid, "job_id": job_id, "index": body["index"], "host": body["host"],
-               "argv": body["argv"], "token": body["token"], "uid": uid}
+               "argv": body["argv"], "token": body["token"], "uid": uid, "rank": body.get("rank")}
         try:  # what the controller would refuse unanswered is answered here
             LaunchMsg.model_validate(msg)
         except ValidationError as e:
