@@ -112,3 +112,21 @@ def test_a_pending_job_shows_the_paths_its_options_give(shared_daemon, tmp_path)
     [e] = d.show(plain)["elements"]
     assert e["stdout"] is None and e["stderr"] is None
     d.cli("kill", str(blocker), str(jid), str(plain), check=True)
+
+
+def test_peek_reads_the_file_in_the_directory_an_o_dir_resolved_to(shared_daemon, tmp_path):
+    """JOB-12, CLI-3 (LSF bpeek shows a running job's output): for `-o DIR` resolved on the
+    execution host to DIR/JOBID.out, `xcecli peek` reads that file."""
+    d = shared_daemon
+    (tmp_path / "logs").mkdir()
+    jid = d.submit("-o", "logs", "--", "sh", "-c", "echo peeked-$LSB_JOBID; sleep 60", cwd=tmp_path)
+    d.wait_state(jid, ("RUN",))
+    _wait_file(tmp_path / "logs" / f"{jid}.out")
+    deadline = time.monotonic() + 10
+    while True:
+        r = d.cli("peek", str(jid))
+        if f"peeked-{jid}" in r.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    d.cli("kill", str(jid), check=True)
+    assert r.returncode == 0 and f"peeked-{jid}\n" in r.stdout, (r.stdout, r.stderr)

@@ -184,7 +184,8 @@ def hook_environment(env: Mapping[str, str], jobdir: str, host_ntasks: int | Non
 
 def task_starter_line() -> str:
     """XCE_TASK_STARTER (JOB-7): an mpirun-style prefix that runs a command once per slot of
-    the job through `xcecli launch`, with this installation's xcecli."""
+    the job through `xcecli launch --all`, with this installation's xcecli; each task's
+    XCE_TASK_ID is its slot's place in LSB_HOSTS (xced.controller.actions launch)."""
     import shutil
     import sys
 
