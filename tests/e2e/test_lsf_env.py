@@ -11,6 +11,7 @@ docs/lsf-behaviour.md section 6 (rusage per task). A real xced on a Unix socket,
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import stat
@@ -132,3 +133,23 @@ def test_xceadmin_build_writes_lsf_conf_and_a_stale_one_is_replaced(tmp_path):
     assert stat.S_IMODE(conf.stat().st_mode) == 0o644
     assert _parse_conf(conf)["LSF_UNIT_FOR_LIMITS"] == "MB" and _dask_units(tmp_path / "top") == "m"
     assert [p.name for p in (tmp_path / "top").iterdir() if p.name.startswith(".lsf.conf")] == []
+
+
+def test_a_launch_rank_that_is_not_a_slot_of_the_host_is_refused_naming_the_valid_ranks(shared_daemon, tmp_path):
+    """JOB-7 (issue 18): a launch's rank is its slot's place in LSB_HOSTS, so a rank past the
+    job's slots is a conflict (exit 1) naming LSB_HOSTS and the valid ranks; a valid one runs
+    with XCE_TASK_ID = that rank and XCE_HOST_TASK_INDEX = 0 (the job's only host, IBM
+    LSB_HOSTS: one name per slot)."""
+    d = shared_daemon
+    jid = d.submit("-n", "2", "--", "sleep", "60", cwd=tmp_path)
+    j = d.wait_state(jid, ("RUN",))
+    host = j["elements"][0]["alloc"][0]["host"]
+    bad = json.dumps({"host": host, "argv": ["true"], "rank": 2})
+    r = d.cli("api", "POST", f"/jobs/{jid}/launch", "-d", bad)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert f"rank 2 is not a slot of {host} in job {jid}'s LSB_HOSTS ({host} {host}); ranks go from 0 to 1" \
+        in r.stdout + r.stderr, (r.stdout, r.stderr)
+    good = json.dumps({"host": host, "argv": ["sh", "-c", "echo $XCE_TASK_ID/$XCE_HOST_TASK_INDEX"], "rank": 1})
+    r = d.cli("api", "POST", f"/jobs/{jid}/launch", "-d", good, check=True)
+    assert json.loads(r.stdout)["output"] == "1/0\n"
+    d.cli("kill", str(jid), check=True)
