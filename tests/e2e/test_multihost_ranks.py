@@ -90,6 +90,20 @@ def test_a_launched_task_sees_its_hosts_first_task_index(two_hosts, tmp_path):
     assert "second=2/2\n" in text and "first=0/2\n" in text, text
 
 
+def test_a_remote_workers_start_report_carries_the_output_path_it_resolved(two_hosts, tmp_path):
+    """JOB-12 across the channel: `-o DIR` naming an existing directory is resolved by the
+    worker host to DIR/JOBID.out (LSF's job_ID.out, "Specifying a directory for job
+    output"), and show --json on the controller gives that path."""
+    d = two_hosts.ctl
+    (tmp_path / "outs").mkdir()
+    jid = d.submit("-o", str(tmp_path / "outs"), "--", "sh", "-c", "echo hi", cwd=tmp_path)
+    j = d.wait_state(jid, ("DONE", "EXIT"), timeout=30)
+    assert j["state"] == "DONE", j
+    out = tmp_path / "outs" / f"{jid}.out"
+    assert out.read_text() == "hi\n"
+    assert (j["elements"][0]["stdout"], j["elements"][0]["stderr"]) == (str(out), str(out))
+
+
 def test_the_profiles_job_starter_wraps_launched_tasks_too(two_hosts, tmp_path):
     """JOB-7 (LSF JOB_STARTER; issue 18: tasks ran bare): with a profile whose job starter
     writes a marker, the marker has a line for the job itself, one per task that
