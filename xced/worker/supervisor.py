@@ -423,7 +423,7 @@ class Supervisor:
             return self.open_output(path, ident), path
         except IsADirectoryError:
             name = (self.spec.get("dir_names") or {}).get(stream)
-            if not name or path in (self.jobdir,):
+            if not name:
                 raise
             inner = os.path.join(path, name)
             return self.open_output(inner, ident), inner
