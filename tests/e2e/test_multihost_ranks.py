@@ -2,7 +2,7 @@
 profile's job starter around them (issue 18 part 4, last bullet; JOB-7, JOB-6, JOB-3).
 
 A controller and two real `xced --roles worker` processes (tests/e2e/test_multihost.py's
-Cluster). LSF: LSB_HOSTS lists one host name per slot, the job's first host first (IBM
+Cluster); one single-host xced of 34 slots for a job wider than 32 ranks. LSF: LSB_HOSTS lists one host name per slot, the job's first host first (IBM
 "Environment variables set for job execution", docs/lsf-behaviour.md section 3 [25, 26]);
 MPI launchers number their ranks in that order. LSF's JOB_STARTER wraps the job's command
 (lsb.queues/lsb.applications JOB_STARTER, docs/lsf-behaviour.md section 3 [21]); XCE's
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import XCED, short_tmpdir
+from tests.conftest import XCED, _daemon_fixture, short_tmpdir
 from tests.e2e.test_multihost import Cluster
 
 pytestmark = pytest.mark.timeout(150)
@@ -118,3 +118,28 @@ def test_the_profiles_job_starter_wraps_launched_tasks_too(two_hosts, tmp_path):
     assert lines[0] == "starter job first"
     assert sorted(lines[1:5]) == sorted(f"starter {i} {h}" for i, h in enumerate(hosts))
     assert len(lines) == 6 and lines[5].startswith("starter ") and lines[5].endswith(f" {hosts[2]}"), lines
+
+
+@pytest.fixture
+def wide_host(topdir):
+    """One xced with a 34-slot host: more ranks than the 32 threads `launch --all` once used."""
+    yield from _daemon_fixture(topdir, slots=34)
+
+
+def test_every_rank_of_a_wide_job_runs_at_once(wide_host, tmp_path):
+    """JOB-7 (issue 18, MPI-style ranks): XCE_TASK_STARTER starts all 34 ranks at once, so
+    ranks that wait for each other (a barrier: each waits until all 34 have arrived) all
+    finish; each rank is its slot's place in LSB_HOSTS (0 to 33)."""
+    d = wide_host
+    bar = tmp_path / "barrier"
+    bar.mkdir()
+    rank = (f'touch {bar}/$XCE_TASK_ID; n=0; while [ $(ls {bar} | wc -l) -lt 34 ]; do '
+            f'n=$((n+1)); [ $n -gt 600 ] && exit 9; sleep 0.05; done; echo rank=$XCE_TASK_ID')
+    script = tmp_path / "wide.sh"
+    script.write_text(f"#!/bin/sh\n$XCE_TASK_STARTER sh -c '{rank}'\necho starter=$?\n")
+    script.chmod(0o755)
+    jid = d.submit("-n", "34", "-o", str(tmp_path / "out"), str(script), cwd=tmp_path)
+    j = d.wait_state(jid, ("DONE", "EXIT"), timeout=60)
+    text = (tmp_path / "out").read_text()
+    assert j["state"] == "DONE" and "starter=0\n" in text, text
+    assert [ln for ln in text.splitlines() if ln.startswith("rank=")] == [f"rank={i}" for i in range(34)]

@@ -13,6 +13,9 @@ import typer
 
 #: a launched task may run as long as the job; the request waits for its end (seconds)
 LAUNCH_TIMEOUT_S = 30 * 24 * 3600.0
+#: tasks `--all` starts at once (one thread and one request each, held until the task ends):
+#: a job of more slots starts its later ranks as earlier ones end
+MAX_AT_ONCE = 4096
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +70,9 @@ def register(app: typer.Typer) -> None:
         if len(hosts) == 1:
             results = [one(hosts[0], ranks[0])]
         else:
-            with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
+            # every task at once: MPI-style ranks wait for each other, so none may queue behind
+            # another's end (each request is answered when its task ends)
+            with ThreadPoolExecutor(max_workers=min(MAX_AT_ONCE, len(hosts))) as pool:
                 results = list(pool.map(one, hosts, ranks))
         code = 0
         for r in results:
