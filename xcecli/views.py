@@ -230,6 +230,9 @@ def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> N
                   for i, r in enumerate(j["reserve"])]
     if j.get("dependency"):  # LSF bjobs -l: "Dependency Condition"
         lines.append(("Dependency", j["dependency"]))
+    if len(els) == 1 and (els[0].get("stdout") or els[0].get("stderr")):  # JOB-12; LSF bjobs -l "Output File"
+        lines.append(("Output", els[0].get("stdout") or "-"))
+        lines.append(("Errors", els[0].get("stderr") or "-"))
     kept = sorted({e["containment"] for e in els if e.get("containment")})
     if kept:  # JOB-1: how the job's processes are kept together and ended with it
         lines.append(("Containment", ", ".join(kept)))
@@ -253,6 +256,9 @@ def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> N
                      e.get("exit_code"), e.get("exit_signal"), why])
     print()
     table(["ID", "STAT", "HOSTS", "START", "END", "EXIT", "SIGNAL", "REASON"], rows)
+    if len(els) > 1 and any(e.get("stdout") or e.get("stderr") for e in els):  # each element's files (JOB-12)
+        print()
+        table(["ID", "OUTPUT", "ERRORS"], [[e["id"], e.get("stdout"), e.get("stderr")] for e in els])
     for e in els:
         pend = e.get("pend_reason")
         if pend and pend.get("hosts"):

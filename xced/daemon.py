@@ -123,6 +123,19 @@ def secure_topdir(top: Path, dirs: tuple[str, ...] | None = None) -> None:
                            "socket); refusing to start:\n  " + "\n  ".join(str(p) for p in problems))
 
 
+def write_lsf_conf_or_warn(top: Path) -> None:
+    """Write `<TopDir>/lsf.conf` (xced.config.lsfconf: XCE's semantics for LSF tools that
+    read LSF_ENVDIR, issue 18 part 5) at every start; a TopDir where it cannot be written
+    is a warning on stderr, not a refusal: the daemon does not need it."""
+    from xced.config.lsfconf import write_lsf_conf
+
+    try:
+        write_lsf_conf(top)
+    except OSError as e:
+        print(f"xced: warning: cannot write {top / 'lsf.conf'} (for LSF tools through LSF_ENVDIR): "
+              f"{e.strerror or e}", file=sys.stderr)
+
+
 def _lock_topdir(top: Path) -> int:
     run = top / "run"
     fd = os.open(run / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -622,6 +635,7 @@ def run(
             print(str(w), file=sys.stderr)
         secure_topdir(top)
         lock_fd = _lock_topdir(top)
+        write_lsf_conf_or_warn(top)
         try:
             asyncio.run(serve(top, result.config, host_name, run_jobs_here))
         finally:
@@ -723,6 +737,7 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
     try:
         secure_topdir(top, ("", "run", "jobs", "keys"))
         lock_fd = _lock_topdir(top)
+        write_lsf_conf_or_warn(top)
     except StartupError as e:
         _die(str(e))
     except OSError as e:
@@ -780,6 +795,7 @@ def _run_login(topdir: str | None, controller: str, controller_key: str | None, 
     try:
         secure_topdir(top, LOGIN_DIRS)
         lock_fd = _lock_topdir(top)
+        write_lsf_conf_or_warn(top)
     except StartupError as e:
         _die(str(e))
     except OSError as e:

@@ -194,6 +194,10 @@ class LaunchRequest(RequestBody):
     host: str
     argv: list[str] = Field(min_length=1)
     token: str | None = None
+    rank: int | None = Field(None, ge=0, le=2**31,
+                             description="the task's place in the job's LSB_HOSTS (0 = the first slot), which must "
+                                         "be a slot on `host`: its XCE_TASK_ID (`launch --all`, XCE_TASK_STARTER); "
+                                         "null: the next task number of the job")
 
 
 # ---------------------------------------------------------------- responses
@@ -284,8 +288,11 @@ class ElementOut(Body):
     host_problem: str | None = Field(None, description="for a running element, why one of its hosts is not ok "
                                                        "(its worker left; its key was revoked or expired, KEY-4): "
                                                        "the element stays RUN until the host rejoins")
-    stdout: str | None = None
-    stderr: str | None = None
+    stdout: str | None = Field(None, description="the file its stdout goes to (JOB-12: -o with %J/%I expanded, "
+                                                 "a directory resolved to DIR/ID.out; once it started, the "
+                                                 "path its host opened, the job directory's file when the job "
+                                                 "names none); null: no -o and not started")
+    stderr: str | None = Field(None, description="the file its stderr goes to (the stdout file without -e)")
 
 
 class ReserveOut(Body):

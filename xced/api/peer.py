@@ -87,6 +87,8 @@ class StartedMsg(_Msg):
     containment: Literal["cgroup-v2", "cgroup-v1", "subreaper"] | None = None
     #: the dispatch this copy came from (null from a worker that names none: taken as current)
     attempt: int | None = Field(None, ge=0)
+    #: the (stdout, stderr) paths the job writes (JOB-12; null from a worker that names none)
+    outputs: tuple[Annotated[str, Field(max_length=4096)], Annotated[str, Field(max_length=4096)]] | None = None
 
 
 class FinishedMsg(_Msg):
@@ -128,6 +130,8 @@ class LaunchMsg(_Msg):
     argv: list[str] = Field(min_length=1, max_length=4096)
     token: str = Field(max_length=256)
     uid: int | None = Field(None, ge=0, le=2**32)
+    #: the task's place in LSB_HOSTS (LaunchRequest.rank), null: none given
+    rank: int | None = Field(None, ge=0, le=2**31)
 
 
 class ReplyMsg(_Msg):

@@ -241,11 +241,19 @@ class ActionsMixin:
         return e, text
 
     async def launch(self, job_id: int, index: int, host: str, argv: list[str], token: str | None,
-                     caller: Caller | None, peer_uid: int | None = None) -> dict:
+                     caller: Caller | None, peer_uid: int | None = None, rank: int | None = None) -> dict:
         """`xcecli launch HOST -- CMD` (LSF blaunch, JOB-7): start one task of running element
         (job_id, index) on `host`, one of the job's hosts, as the job's user, and return how
         it ended: {"host", "task_id", "exit_code", "signal", "reason", "output"} (output capped
         at 1 MB).
+
+        The task's names (JOB-7, JOB-6): XCE_TASK_ID is `rank`, its place in the job's
+        LSB_HOSTS (0 = the first slot; what `launch --all`, so XCE_TASK_STARTER, gives each
+        task: MPI-style ranks in LSB_HOSTS order, the same from run to run), or without a
+        rank the job's next task number (from 1); XCE_HOST_TASK_INDEX is the place in
+        LSB_HOSTS of `host`'s first slot, as the host hooks see it; XCE_TASK_HOST is `host`.
+        The profile's job starter wraps the task's command as it wraps the job's (JOB-7:
+        tasks start inside it, as LSF's JOB_STARTER wraps the job).
 
         Who may (D-7): the job's owner (`caller`, without a token), or a process inside the
         job, which proves it with the element's launch token (XCE_JOB_TOKEN) and, on the Unix
@@ -276,8 +284,19 @@ class ActionsMixin:
         w = self.workers.get(host)
         if w is None:
             raise Conflict(f"host {host} is not reachable now (its worker has not joined)")
+        slots = [h for h, n in e.alloc for _ in range(n)]  # LSB_HOSTS
+        if rank is not None and (rank >= len(slots) or slots[rank] != host):
+            raise Conflict(f"rank {rank} is not a slot of {host} in job {e.ref}'s LSB_HOSTS "
+                           f"({' '.join(slots[:64])}{' ...' if len(slots) > 64 else ''}); ranks go from 0 to "
+                           f"{len(slots) - 1}, in that order")
         self._task_ids[(job_id, index)] = tid = self._task_ids.get((job_id, index), 0) + 1
-        task = self._task_spec(e, tid, argv, {"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host})
+        profile = self.config.applications.get(job.spec.app) if job.spec.app else None
+        if profile is not None and profile.job_starter:
+            from xced.controller.dispatch import wrap_with_job_starter
+
+            argv = wrap_with_job_starter(profile.job_starter, list(argv))
+        task = self._task_spec(e, tid, argv, {"XCE_TASK_ID": str(tid if rank is None else rank), "XCE_TASK_HOST": host,
+                                              "XCE_HOST_TASK_INDEX": str(slots.index(host))})
         self.store_event_only(job_id, index, "LAUNCH", f"user:{job.user}" if caller is None else f"user:{caller.user}",
                               f"task {tid} on {host}: {' '.join(argv)[:200]}")
         result = await w.launch_task(task)

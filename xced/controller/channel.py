@@ -124,7 +124,8 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
                     "is not running" if host is None else f"runs on {host}, not on {link.host}")
         return False
     if isinstance(msg, StartedMsg):
-        ctl.on_started(msg.job_id, msg.index, msg.start_time, msg.containment, attempt=msg.attempt)
+        ctl.on_started(msg.job_id, msg.index, msg.start_time, msg.containment, attempt=msg.attempt,
+                       outputs=msg.outputs)
     elif isinstance(msg, FinishedMsg):
         st = msg.status
         ctl.on_finished(msg.job_id, msg.index, EndStatus(st.exit_code, st.signal_name, st.start_time, st.end_time,
@@ -154,7 +155,8 @@ def relay_launch(ctl, link: RemoteWorkerLink, msg: LaunchMsg) -> bool:
         from xced.api.errors import XceError
 
         try:
-            result = await ctl.launch(msg.job_id, msg.index, msg.host, list(msg.argv), msg.token, None, msg.uid)
+            result = await ctl.launch(msg.job_id, msg.index, msg.host, list(msg.argv), msg.token, None, msg.uid,
+                                      rank=msg.rank)
             link._send({"op": "launched", "lid": msg.lid, "result": result})
         except XceError as err:
             link._send({"op": "launched", "lid": msg.lid, "error": {"status": err.status, "code": err.code,

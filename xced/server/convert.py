@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 from fastapi import Response
 
-from xced.model.jobs import ACTIVE, format_job_ref
+from xced.model.jobs import ACTIVE, format_job_ref, resolve_output_path
 
 
 def json_response(obj: object) -> Response:
@@ -49,8 +49,23 @@ def element_dict(e, hosts=None) -> dict:
         "pend_reason": {"main": pr.main, "hint": pr.hint, "hosts": [
             {"host": s.host, "resource": s.resource, "free": s.free, "needed": s.needed, "message": s.message}
             for s in pr.hosts]} if pr else None,
-        "host_problem": host_problem(e, hosts), "stdout": None, "stderr": None,
+        "host_problem": host_problem(e, hosts), **dict(zip(("stdout", "stderr"), output_paths(e))),
     }
+
+
+def output_paths(e) -> tuple[str | None, str | None]:
+    """ElementOut.stdout/stderr (JOB-12): the files element `e` writes. Once it has started,
+    the paths its supervisor opened (a -o DIR resolved to DIR/ID.out on the execution host,
+    the job directory's own files when the job names none); before that, or when the daemon
+    has restarted since, what the -o/-e text says (xced.model.jobs.resolve_output_path:
+    %J, %I, %% expanded, DIR/ resolved, relative to the job's cwd), None for a stream the
+    job names no file for. Without -e, stderr goes with stdout (LSF bsub -o)."""
+    if e.outputs is not None:
+        return e.outputs
+    sp = e.job.spec
+    out = resolve_output_path(sp.stdout, e.job.id, e.index, sp.cwd, "stdout") if sp.stdout else None
+    err = resolve_output_path(sp.stderr, e.job.id, e.index, sp.cwd, "stderr") if sp.stderr else out
+    return out, err
 
 
 def reserve_list(job) -> list[dict]:

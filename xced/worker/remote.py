@@ -72,9 +72,10 @@ class ChannelReporter:
         return dropped
 
     def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None,
-                   attempt: int | None = None) -> None:
+                   attempt: int | None = None, outputs: tuple[str, str] | None = None) -> None:
         self.queue.put_nowait({"op": "started", "job_id": job_id, "index": index, "start_time": start_time,
-                               "containment": containment, "attempt": attempt})
+                               "containment": containment, "attempt": attempt,
+                               "outputs": list(outputs) if outputs else None})
 
     def on_finished(self, job_id: int, index: int, st: EndStatus, attempt: int | None = None) -> None:
         self.queue.put_nowait({"op": "finished", "job_id": job_id, "index": index, "status": {
@@ -110,7 +111,7 @@ class LaunchRelay:
 
         lid = next(self._lids)
         msg = {"op": "launch", "lid": lid, "job_id": job_id, "index": body["index"], "host": body["host"],
-               "argv": body["argv"], "token": body["token"], "uid": uid}
+               "argv": body["argv"], "token": body["token"], "uid": uid, "rank": body.get("rank")}
         try:  # what the controller would refuse unanswered is answered here
             LaunchMsg.model_validate(msg)
         except ValidationError as e:

@@ -416,5 +416,6 @@ async def launch_task(job_id: int, body: LaunchRequest, request: Request) -> Lau
         caller, peer_uid = None, peer[1] if peer is not None else None
     else:
         caller, peer_uid = await caller_of(request, TOKEN_OR_OWNER), None
-    res = await _ctl(request).launch(job_id, body.index, body.host, body.argv, body.token, caller, peer_uid)
+    res = await _ctl(request).launch(job_id, body.index, body.host, body.argv, body.token, caller, peer_uid,
+                                     rank=body.rank)
     return LaunchResult(**res)
