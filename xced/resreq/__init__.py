@@ -40,6 +40,9 @@ Decisions where LSF is ambiguous or XCE differs (sources: IBM Spectrum LSF 10.1
 - A bare name compared with ``type``, ``model`` or ``hname`` is a string literal
   (``type==X86_64``) and is not alias-rewritten; elsewhere ``swap``, ``idle``,
   ``login``, ``cpu`` become ``swp``, ``it``, ``ls``, ``r1m`` in every section.
+- Unquoted string values may hold dots and digits (``type==LINUX2.4``,
+  ``model==PC6000``, RES-7): a word with a ``.`` is a string and may only be one side
+  of ``==`` or ``!=``; elsewhere it is an error at its column.
 - ``type==local`` / ``type==any`` (and ``model``) are kept as written; the
   evaluator gives them meaning (``any`` matches all; ``local`` compares with the
   submitting host's attributes when given, else matches all).

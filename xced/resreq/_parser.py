@@ -22,7 +22,10 @@ Grammar (whitespace — space, tab, CR, LF — is allowed between any two tokens
     primary     := number [unit] | 'string' | "string" | name | "defined" "(" name ")"
                  | "(" expr ")"
 
-Names are ASCII ``[A-Za-z_][A-Za-z0-9_]*``; numbers are ASCII decimals.
+Names are ASCII ``[A-Za-z_][A-Za-z0-9_]*``; numbers are ASCII decimals. A name followed
+by ``.word``s (``LINUX2.4``, RES-7) is an unquoted string value, read as one ``Name``; it
+may only be one side of ``==``/``!=`` (LSF writes host types so: docs/lsf-behaviour.md
+section 1).
 
 Bounds (D-8; the values are in xced.model.units). The work is linear in the text: a chain
 of ``&&`` or ``||`` is read in a loop into one ``BoolOp``, every other construct nests
@@ -109,6 +112,8 @@ _COMPOUND_START = re.compile(r"[0-9]+[ \t\r\n]*\*[ \t\r\n]*\{")
 #: profile's select ANDed with the job's adds a level) always reads back.
 MAX_PARSE_DEPTH = 2 * MAX_SELECT_DEPTH
 _MAX_NUMBER_CHARS = 40
+#: the longest unquoted dotted value (``LINUX2.4``) a select may hold
+_MAX_WORD_CHARS = 255
 _VALUE_WORDS = "a value (number, resource name, quoted string, '(', '!', '-' or defined(name))"
 
 
@@ -695,6 +700,8 @@ class _Parser:
         ident = self.ident_at(start)
         if ident is not None:
             self.pos = start + len(ident)
+            if self.peek() == ".":
+                return self.dotted_word(start), 1
             nxt = self.next_non_ws(self.pos)
             if ident == "defined" and nxt < self.n and self.text[nxt] == "(":
                 self.pos = nxt + 1
@@ -713,6 +720,41 @@ class _Parser:
             self.too_deep(start, depth + 1)  # around an expression that is deep already
             return expr, depth + 1
         raise self.fail(start, _VALUE_WORDS)
+
+    def dotted_word(self, start: int) -> Name:
+        """An unquoted string value with dots (``LINUX2.4``, ``node1.cluster``), the name
+        at ``start`` read up to a ``.``: ``word(.word)+`` of ASCII letters, digits and
+        ``_`` (RES-7; LSF writes ``type==LINUX2.4`` unquoted, docs/lsf-behaviour.md
+        section 1). It is a string, so it may only be one side of ``==`` or ``!=``
+        (``type==LINUX2.4``, ``LINUX2.4!=model``); anywhere else it is an error at its
+        column, as is a ``.`` not followed by a letter or digit (``LINUX2.``)."""
+        text, n = self.text, self.n
+        pos = self.pos
+        while pos < n and text[pos] == ".":
+            end = pos + 1
+            while end < n and text[end] in _IDENT_CHARS:
+                end += 1
+            if end == pos + 1:
+                raise self.fail(pos + 1, "letters or digits after '.' in an unquoted value such as LINUX2.4",
+                                found=self.found(pos + 1))
+            pos = end
+        word = text[start:pos]
+        if len(word) > _MAX_WORD_CHARS:
+            raise self.fail(start, f"an unquoted value of at most {_MAX_WORD_CHARS} characters",
+                            found="a longer value")
+        self.pos = pos
+        before = text[:start].rstrip(_WS)
+        after = text[self.next_non_ws(pos):]
+        eq_before = before.endswith(("==", "!=")) or (before.endswith("=") and not before.endswith(("<=", ">=")))
+        eq_after = after.startswith(("=", "!="))
+        op_after = bool(after) and after[0] in "+-*/<>"
+        op_before = before.endswith(("+", "-", "*", "/", "<", ">", "<=", ">=", "!"))
+        if not ((eq_before and not op_after) or (eq_after and not op_before)):
+            raise self.fail(start, f"a number, a resource name, or {word!r} as a string value beside == or != "
+                                   f"(type=={word})",
+                            reason=f"{word!r} is an unquoted string value (it holds a '.'); it can only be compared "
+                                   f"with == or != (type=={word}, model!={word}); quote it ('{word}') or compare it")
+        return Name(word)
 
 
 def canonical(expr: Expr) -> Expr:
