@@ -6,7 +6,7 @@ mode the controller sends `challenge` (nonce, cluster, purpose), and the worker'
 carries its key's fingerprint and signature of it (KEY-3). After `joined` both sides send
 messages at any time:
 
-    worker -> controller   join, started, finished, start_failed, launch, reply, heartbeat
+    worker -> controller   join, started, finished, start_failed, launch, reply, heartbeat, load
     controller -> worker   challenge, joined, refused, start, kill, signal, reattach, end_tasks, request,
                            launched
 
@@ -18,6 +18,9 @@ dispatch count the start carried): a report of another attempt is a stale copy's
 
 `request`/`reply` carry an `rid` and are how the controller asks a worker something
 (e.g. `read_output` for `xcecli peek`). Units: seconds, MB, slots.
+
+The worker's join carries its first measure of LSF's load indices (`load`), and a `load`
+message every LOAD_REPORT_S brings the next (RES-7; names and units: xced.model.load).
 
 Every message after the join is one of the typed unions below, `WorkerMessage` (worker ->
 controller) and `ControllerMessage` (controller -> worker), parsed strictly at the end
@@ -56,6 +59,9 @@ class Join(_Msg):
     tags: list[str] = Field(default_factory=list)
     running: list[tuple[int, int, int] | tuple[int, int]] = Field(default_factory=list, max_length=1_000_000)
     version: str = ""
+    #: the host's load indices now (RES-7, xced.model.load; checked by check_load); null
+    #: from a worker that measures none
+    load: dict[str, float] | None = Field(None, max_length=64)
     #: production mode (KEY-3): the role, the key's fingerprint, and its signature of the
     #: controller's challenge (xced.auth.keys.join_payload, purpose "worker-channel")
     role: str = Field("worker", max_length=32)
@@ -115,6 +121,15 @@ class HeartbeatMsg(_Msg):
     op: Literal["heartbeat"]
 
 
+class LoadMsg(_Msg):
+    """The host's load indices now (RES-7): {index: value}, names and units of
+    xced.model.load (checked there: an unknown name or a value out of range refuses the
+    message). Sent every LOAD_REPORT_S seconds (xced.worker.load)."""
+
+    op: Literal["load"]
+    values: dict[str, float] = Field(max_length=64)
+
+
 class LaunchMsg(_Msg):
     """A process of a job running on this worker asks for a task on one of the job's hosts
     (`xcecli launch`, LSF blaunch, JOB-7), through the worker's own socket: relayed with its
@@ -138,7 +153,7 @@ class ReplyMsg(_Msg):
     result: Any = None
 
 
-WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, LaunchMsg, ReplyMsg, HeartbeatMsg],
+WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, LaunchMsg, ReplyMsg, HeartbeatMsg, LoadMsg],
                           Field(discriminator="op")]
 #: parses one worker -> controller message; raises pydantic.ValidationError
 WORKER_MESSAGE: TypeAdapter = TypeAdapter(WorkerMessage)

@@ -71,7 +71,7 @@ from xced.model.units import (
     MAX_SELECT_DEPTH,
 )
 
-__all__ = ["MAX_PARSE_DEPTH", "parse", "parse_job", "parse_select"]
+__all__ = ["MAX_PARSE_DEPTH", "order_keys_at", "parse", "parse_job", "parse_select"]
 
 SECTIONS = ("select", "order", "rusage", "span", "same")
 UNSUPPORTED_SECTIONS = ("cu", "affinity")
@@ -156,6 +156,8 @@ class _Parser:
         self.terms = 0
         #: terms of the job's earlier -R strings, which count towards max_terms too
         self.terms_before = terms_before
+        #: (order key, 1-based column) of each order[] key read, when asked for (order_keys_at)
+        self.order_at: list[tuple[str, int]] | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -438,6 +440,8 @@ class _Parser:
             raw = self.read_ident("a load index name ([-]name[:[-]name]...)")
             self.term(start)
             name = ALIASES.get(raw, raw)
+            if self.order_at is not None:
+                self.order_at.append((name, start + 1))
             if name in seen:
                 raise self.fail(start, "each load index once in order[...]",
                                 reason=f"'{name}' appears twice in order[...]")
@@ -866,6 +870,27 @@ def parse_job(texts: list[str] | tuple[str, ...]) -> ResReq:
         reqs.append(req)
         used_before += used
     return merge(reqs)
+
+
+def order_keys_at(text: str) -> list[tuple[str, int]]:
+    """The ``order[...]`` keys of one requirement string with their 1-based columns, in
+    written order, names canonical (``cpu`` -> ``r1m``): ``"select[x>1] order[-ut:foo]"``
+    gives ``[("ut", 20), ("foo", 23)]`` (the column of the name, after any ``-``). For the
+    submit-time check that every key names a resource some host has (RES-1, RES-7).
+
+    Raises:
+        ResReqError: when the text does not parse (as ``parse``, uncapped).
+    """
+    if not isinstance(text, str):
+        raise _not_a_string(text)
+    p = _Parser(text)
+    p.order_at = []
+    try:
+        p.parse()
+    except RecursionError:  # pragma: no cover - the depth bounds keep the parser well inside the limit
+        raise ResReqError(text, None, "a less deeply nested requirement",
+                          reason="requirement nested too deeply") from None
+    return p.order_at
 
 
 def parse_select(text: str, *, capped: bool = False) -> Expr:

@@ -201,6 +201,9 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
     if relay is not None:
         relay.reporter = reporter
     worker = LocalWorker(join.host, topdir, reporter, job_env if job_env is not None else {"XCE_CONTROLLER": url})
+    from xced.worker.load import LoadSampler
+
+    sampler = LoadSampler()  # RES-7: kept across rejoins, so its averages go on
     delay = REJOIN_DELAY_S
     refused_said: str | None = None  # the duplicate-name refusal last logged (logged once)
     ssl_ctx = None
@@ -223,7 +226,7 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                             _save_pin(topdir, pin)
 
                     try:
-                        await _serve_channel(ws, join, worker, reporter, topdir, stop, key, joined, relay)
+                        await _serve_channel(ws, join, worker, reporter, topdir, stop, key, joined, relay, sampler)
                     finally:
                         if relay is not None:
                             relay.lost()
@@ -306,8 +309,12 @@ async def _enroll(url: str, pin: str | None, key, host: str, token: str) -> None
 
 
 async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topdir: Path, stop: asyncio.Event,
-                         key=None, on_joined=None, relay: LaunchRelay | None = None) -> None:
-    hello = join.model_copy(update={"running": running_elements(topdir / "jobs")})
+                         key=None, on_joined=None, relay: LaunchRelay | None = None, sampler=None) -> None:
+    from xced.worker.load import report_load, safe_sample
+
+    # RES-7: the join carries the host's load indices now, a `load` message the next ones
+    load = safe_sample(sampler) if sampler is not None else None
+    hello = join.model_copy(update={"running": running_elements(topdir / "jobs"), "load": load})
     if key is not None:  # a keyed join (KEY-3): the controller's challenge comes first
         from xced.auth.keys import fingerprint, join_payload, sign
 
@@ -396,6 +403,9 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
 
     tasks = {asyncio.create_task(sender()), asyncio.create_task(receiver()), asyncio.create_task(stop.wait()),
              asyncio.create_task(heartbeat())}
+    if sampler is not None:
+        tasks.add(asyncio.create_task(report_load(
+            sampler, lambda values: reporter.queue.put_nowait({"op": "load", "values": values}))))
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for t in done:
