@@ -94,7 +94,7 @@ def test_a_bad_load_report_is_refused_naming_what_is_wrong(bad, words):
         check_load(bad)
     assert words in str(got.value)
     assert check_load({"ut": 0.5, "r1m": 2}) == {"ut": 0.5, "r1m": 2.0}
-    assert WORKER_MESSAGE.validate_python({"op": "load", "values": {"r1m": 1.5}}).values == {"r1m": 1.5}
+    assert WORKER_MESSAGE.validate_python({"op": "heartbeat", "load": {"r1m": 1.5}}).load == {"r1m": 1.5}
 
 
 def host(name, load=None, slots=4, **attrs):
@@ -175,11 +175,17 @@ def test_the_controller_keeps_reports_and_refuses_order_on_what_no_host_has(two)
     """RES-7: a worker's report becomes its host's load (shown by `hosts`); a bad one is
     dropped whole; RES-1: `order[foo]` is refused at submit with its column, load indices
     are taken even before any report."""
+    from xced.controller.channel import handle_worker_message
+
     c = two
-    assert c.host_load(c.links["h1"], {"r1m": 0.25, "ut": 0.5})
+    assert handle_worker_message(c, c.links["h1"], {"op": "heartbeat", "load": {"r1m": 0.25, "ut": 0.5}})
     assert c.host_view(c.hosts["h1"])["load"] == {"r1m": 0.25, "ut": 0.5}
-    assert not c.host_load(c.links["h1"], {"r1m": -3})
+    assert 0 < c.host_view(c.hosts["h1"])["load_at"] <= c.clock()
+    handle_worker_message(c, c.links["h1"], {"op": "heartbeat", "load": {"r1m": -3}})  # refused whole
+    handle_worker_message(c, c.links["h1"], {"op": "heartbeat"})  # a heartbeat without: kept
     assert c.hosts["h1"].load == {"r1m": 0.25, "ut": 0.5}
+    assert not c.host_load(Link("h2"), {"r1m": 1})  # a channel that does not serve h2 (replaced): dropped
+    assert c.hosts["h2"].load == {}
     assert c.host_view(c.hosts["h2"])["load"] is None
     with pytest.raises(InvalidRequest) as got:
         c.submit(req(resreq=["order[r15s:foo]"]), ALICE)

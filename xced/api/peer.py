@@ -6,7 +6,7 @@ mode the controller sends `challenge` (nonce, cluster, purpose), and the worker'
 carries its key's fingerprint and signature of it (KEY-3). After `joined` both sides send
 messages at any time:
 
-    worker -> controller   join, started, finished, start_failed, launch, reply, heartbeat, load
+    worker -> controller   join, started, finished, start_failed, launch, reply, heartbeat
     controller -> worker   challenge, joined, refused, start, kill, signal, reattach, end_tasks, request,
                            launched
 
@@ -19,8 +19,8 @@ dispatch count the start carried): a report of another attempt is a stale copy's
 `request`/`reply` carry an `rid` and are how the controller asks a worker something
 (e.g. `read_output` for `xcecli peek`). Units: seconds, MB, slots.
 
-The worker's join carries its first measure of LSF's load indices (`load`), and a `load`
-message every LOAD_REPORT_S brings the next (RES-7; names and units: xced.model.load).
+The worker's join carries its first measure of LSF's load indices (`load`), and each
+heartbeat the next (RES-7; names and units: xced.model.load).
 
 Every message after the join is one of the typed unions below, `WorkerMessage` (worker ->
 controller) and `ControllerMessage` (controller -> worker), parsed strictly at the end
@@ -116,18 +116,13 @@ class StartFailedMsg(_Msg):
 
 
 class HeartbeatMsg(_Msg):
-    """The worker is alive (every `heartbeat_s` seconds, SCHED-4)."""
+    """The worker is alive (every `heartbeat_s` seconds, SCHED-4), with its host's load
+    indices now (RES-7: {index: value}, names and units of xced.model.load, checked there;
+    null from a worker that measures none). LSF's LIM updates most indices every 15 s; the
+    heartbeat's 10 s is as often, and measuring costs well under a millisecond."""
 
     op: Literal["heartbeat"]
-
-
-class LoadMsg(_Msg):
-    """The host's load indices now (RES-7): {index: value}, names and units of
-    xced.model.load (checked there: an unknown name or a value out of range refuses the
-    message). Sent every LOAD_REPORT_S seconds (xced.worker.load)."""
-
-    op: Literal["load"]
-    values: dict[str, float] = Field(max_length=64)
+    load: dict[str, float] | None = Field(None, max_length=64)
 
 
 class LaunchMsg(_Msg):
@@ -153,7 +148,7 @@ class ReplyMsg(_Msg):
     result: Any = None
 
 
-WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, LaunchMsg, ReplyMsg, HeartbeatMsg, LoadMsg],
+WorkerMessage = Annotated[Union[StartedMsg, FinishedMsg, StartFailedMsg, LaunchMsg, ReplyMsg, HeartbeatMsg],
                           Field(discriminator="op")]
 #: parses one worker -> controller message; raises pydantic.ValidationError
 WORKER_MESSAGE: TypeAdapter = TypeAdapter(WorkerMessage)

@@ -7,7 +7,7 @@ serves otherwise. The table is the rule; `route_allowed` and `message_allowed` r
 and the API server asks them before any route runs.
 
 - `worker`: the worker channel only (the `peer` marker), and on it the worker's own
-  messages (started, finished, start_failed, reply, heartbeat, load) and the launches it relays for the
+  messages (started, finished, start_failed, reply, heartbeat) and the launches it relays for the
   jobs running on it (launch: with the job's token; xced.controller.channel). A worker cannot submit, kill, read
   jobs, or change config.
 - `apiserver`: a login host's API server acts for the users it identified by SO_PEERCRED
@@ -42,7 +42,7 @@ ROLE_ROUTES: dict[str, frozenset[str]] = {
 }
 #: role -> the worker-channel messages (xced.api.peer.WorkerMessage ops) it may send
 ROLE_MESSAGES: dict[str, frozenset[str]] = {
-    "worker": frozenset({"started", "finished", "start_failed", "launch", "reply", "heartbeat", "load"}),
+    "worker": frozenset({"started", "finished", "start_failed", "launch", "reply", "heartbeat"}),
     "apiserver": frozenset(),
     "admin": frozenset(),
     "scheduler": frozenset(),

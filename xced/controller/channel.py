@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from xced.api.peer import WORKER_MESSAGE, FinishedMsg, HeartbeatMsg, LaunchMsg, LoadMsg, ReplyMsg, StartedMsg
+from xced.api.peer import WORKER_MESSAGE, FinishedMsg, HeartbeatMsg, LaunchMsg, ReplyMsg, StartedMsg
 from xced.model.jobs import ACTIVE
 from xced.model.state import EndStatus, StartInfo
 
@@ -107,9 +107,9 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
                     ".".join(str(x) for x in err.get("loc", ())) or "op", err.get("msg"))
         return False
     if isinstance(msg, HeartbeatMsg):  # any message counts as one (the channel's route notes the time)
+        if msg.load:  # RES-7: the host's load indices now
+            ctl.host_load(link, msg.load)
         return True
-    if isinstance(msg, LoadMsg):  # RES-7: the host's load indices now
-        return ctl.host_load(link, msg.values)
     if isinstance(msg, ReplyMsg):
         link.resolve(msg.rid, msg.result)
         return True

@@ -202,8 +202,8 @@ class HostsMixin:
             h.last_heard = self.clock()
 
     def host_load(self, link: WorkerLink, values: dict) -> bool:
-        """`link`'s worker reported its host's load indices (RES-7; its join, then every
-        xced.worker.load.LOAD_REPORT_S): kept in memory as the host's `load` (what select and
+        """`link`'s worker reported its host's load indices (RES-7; at its join and with each
+        heartbeat, or every xced.worker.load.LOAD_REPORT_S for the daemon's own): kept in memory as the host's `load` (what select and
         order read, and `xcecli hosts --load` shows) with the time. A report that
         xced.model.load.check_load refuses (an unknown index, a value out of range) is logged
         and dropped whole; so is one from a channel another worker has replaced. Returns

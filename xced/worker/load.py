@@ -29,8 +29,10 @@ https://www.ibm.com/docs/en/spectrum-lsf/10.1.0?topic=resources-load-indices):
 The first call has no earlier counters: rates are then the averages since boot. A source
 that cannot be read (not Linux, a container without /proc/diskstats) leaves its indices out
 of the report rather than guessing: a select on them is then false on the host, and says so.
-Cost: a few small files read per call (well under a millisecond); the worker samples every
-LOAD_SAMPLE_S and reports every LOAD_REPORT_S (LSF's LIM updates most indices every 15 s).
+Cost: a few small files read per call (well under a millisecond). A worker host measures at
+its join and at each heartbeat (every 10 s, xced.api.peer), and sends the values with them;
+the daemon's own worker samples every LOAD_SAMPLE_S and reports every LOAD_REPORT_S (LSF's
+LIM updates most indices every 15 s).
 """
 
 from __future__ import annotations
@@ -245,8 +247,8 @@ def safe_sample(sampler: LoadSampler) -> dict[str, float] | None:
 async def report_load(sampler: LoadSampler, send, *, sample_s: float = LOAD_SAMPLE_S,
                       report_s: float = LOAD_REPORT_S) -> None:
     """Sample every `sample_s` seconds and call `send(values)` every `report_s` (RES-7), until
-    cancelled. `send` is the controller's `host_load` for the daemon's own worker, a put on
-    the channel's queue for a worker host."""
+    cancelled: the daemon's own worker, `send` being the controller's `host_load` (a worker
+    host sends its values with its heartbeats instead)."""
     import asyncio
 
     since = 0.0

@@ -310,9 +310,9 @@ async def _enroll(url: str, pin: str | None, key, host: str, token: str) -> None
 
 async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topdir: Path, stop: asyncio.Event,
                          key=None, on_joined=None, relay: LaunchRelay | None = None, sampler=None) -> None:
-    from xced.worker.load import report_load, safe_sample
+    from xced.worker.load import safe_sample
 
-    # RES-7: the join carries the host's load indices now, a `load` message the next ones
+    # RES-7: the join carries the host's load indices now, each heartbeat the next ones
     load = safe_sample(sampler) if sampler is not None else None
     hello = join.model_copy(update={"running": running_elements(topdir / "jobs"), "load": load})
     if key is not None:  # a keyed join (KEY-3): the controller's challenge comes first
@@ -399,13 +399,11 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
         # SCHED-4: a controller that hears nothing for HEARTBEAT_MISSES beats drops the channel
         while True:
             await asyncio.sleep(beat)
-            reporter.queue.put_nowait({"op": "heartbeat"})
+            now = safe_sample(sampler) if sampler is not None else None
+            reporter.queue.put_nowait({"op": "heartbeat", "load": now} if now else {"op": "heartbeat"})
 
     tasks = {asyncio.create_task(sender()), asyncio.create_task(receiver()), asyncio.create_task(stop.wait()),
              asyncio.create_task(heartbeat())}
-    if sampler is not None:
-        tasks.add(asyncio.create_task(report_load(
-            sampler, lambda values: reporter.queue.put_nowait({"op": "load", "values": values}))))
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for t in done:
