@@ -106,3 +106,21 @@ def test_order_on_a_resource_no_host_has_is_refused(two_hosts, tmp_path):
     r = d.cli("submit", "--dry-run", "-R", "order[-gpu:ut:it:tmp:swp:ncpus:maxtmp:slots:mem]", "--", "true",
               cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_daemons_own_worker_reports_too(tmp_path):
+    """RES-7: a single-host xced (all roles, the default) measures its own host's load at
+    start, so `select[r1m < 1000]` runs and `order[r15s]` is taken there as on worker hosts."""
+    from tests.conftest import Daemon, write_config
+
+    top = short_tmpdir("xce-load1-")
+    write_config(top)
+    d = Daemon(top).start()
+    try:
+        hosts = json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]
+        assert len(hosts) == 1 and set(hosts[0]["load"]) == set(INDICES), hosts
+        r = d.cli("submit", "-K", "-R", "select[r1m < 1000] order[r15s]", "--", "true", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    finally:
+        d.stop()
+        shutil.rmtree(top, ignore_errors=True)

@@ -11,6 +11,8 @@ and IBM's select string page https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_admin/se
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xced.resreq import Binary, Name, ResReqError, explain_select, parse, parse_select, render, select_matches
 
@@ -63,3 +65,17 @@ def test_what_is_still_invalid_is_an_error_at_its_column(text, column, words):
         parse(text)
     assert got.value.column == column
     assert words in str(got.value)
+
+_WORD = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}(\.[A-Za-z0-9_]{1,4}){1,3}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_WORD, st.sampled_from(["type", "model", "hname"]), st.sampled_from(["==", "!=", "="]))
+def test_any_dotted_word_reads_back_and_compares_as_a_string(word, attr, op):
+    """RES-7: every word(.word)+ is one string value beside == / != (either side), reads
+    back from its canonical text, and compares equal to exactly itself."""
+    req = parse(f"{attr}{op}{word}")
+    assert parse(render(req)) == req
+    assert select_matches(req, {attr: word}) == (op != "!=")
+    assert select_matches(req, {attr: word + "x"}) == (op == "!=")
+    assert parse(f"{word} {op} {attr}") == parse(render(parse(f"{word} {op} {attr}")))
