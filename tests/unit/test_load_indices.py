@@ -127,6 +127,14 @@ def test_order_by_a_load_index_sorts_best_first_by_its_direction(rr, first):
     assert alloc(place(PlacementRequest(1, 1, parse(rr)), HOSTS))[0][0] == first
 
 
+def test_order_by_a_tag_puts_the_hosts_with_it_first():
+    """RES-1 (an order key a host has, a boolean resource: 1 where set): hosts with the tag
+    first, '-' last."""
+    hosts = [HostSupply("a", 4, 4, 4096, 4096), HostSupply("b", 2, 2, 4096, 4096, tags=frozenset({"ssd"}))]
+    assert alloc(place(PlacementRequest(1, 1, parse("order[ssd]")), hosts))[0][0] == "b"
+    assert alloc(place(PlacementRequest(1, 1, parse("order[-ssd]")), hosts))[0][0] == "a"
+
+
 def test_order_puts_hosts_without_the_index_last_either_way():
     """RES-7: a host that has not reported the index sorts after those that have."""
     hosts = [host("a"), *HOSTS[1:]]

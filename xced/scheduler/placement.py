@@ -50,7 +50,8 @@ sections 1-2; where XCE differs, SPEC wins):
   indices (RES-7, xced.model.load) best first by their direction (``r15s``, ``r1m``,
   ``r15m``, ``ut``, ``pg``, ``io``, ``ls`` least first; ``it``, ``tmp``, ``swp``,
   ``ncpus``, ``maxswp``, ``maxtmp`` most first; a host that has not reported the index
-  after the others; a load index no host has reported is ignored), and ``-`` (``OrderKey.desc``) reverses a key (``order[-slots]``
+  after the others; a load index no host has reported is ignored), a tag puts the hosts
+  that have it first, and ``-`` (``OrderKey.desc``) reverses a key (``order[-slots]``
   packs onto the fullest hosts, as in LSF). Several keys sort lexicographically, then
   by name. A key no host has is refused at submit (RES-1); one that reaches the planner
   anyway is ignored, and when no key is usable the default order applies.
@@ -428,6 +429,8 @@ def _sort_key(order: tuple[OrderKey, ...], sup: _Counters) -> Callable[[int], tu
             getters.append(lambda i, n=n, sign=sign: (0, sign * hosts[i].load[n]) if n in hosts[i].load
                            else (1, 0.0))
             continue
+        elif any(n in h.tags for h in hosts):
+            g = lambda i, n=n: 1.0 if n in hosts[i].tags else 0.0  # type: ignore[misc]  # a tag: hosts with it first
         else:
             g = None  # no host has it (a load index none has reported; from an older job): ignored
         if g is not None:
