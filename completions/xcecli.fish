@@ -161,6 +161,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli release\'' -s v -l verbose -d 'name 
 complete -c xcecli -n '__xcecli_at \'xcecli release\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli release\'' -f -a '(__xcecli_values jobs)'
 complete -c xcecli -n '__xcecli_at \'xcecli hosts\'' -l json -d 'print the answer as JSON (the API\'s model)'
+complete -c xcecli -n '__xcecli_at \'xcecli hosts\'' -l load -d 'show LSF\'s load indices instead (lsload): r15s r1m r15m ut pg io ls...'
 complete -c xcecli -n '__xcecli_at \'xcecli hosts\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli hosts\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli queues\'' -l json -d 'print the answer as JSON (the API\'s model)'

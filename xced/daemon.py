@@ -452,8 +452,19 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
               f"{closed.stat().st_mode & 0o777:04o}); only root's clients can submit (D-7)", file=sys.stderr, flush=True)
     orig_startup = server.startup
 
+    load_task = None
+
     async def startup(sockets=None):
+        nonlocal load_task
         await orig_startup(sockets)
+        if worker is not None:  # RES-7: this host's load indices, measured now and every LOAD_REPORT_S
+            from xced.worker.load import LoadSampler, report_load, safe_sample
+
+            sampler = LoadSampler()
+            first = safe_sample(sampler)
+            if first is not None:
+                ctl.host_load(worker, first)
+            load_task = asyncio.create_task(report_load(sampler, lambda values: ctl.host_load(worker, values)))
         if tcp is not None:  # the TCP port has TLS in production (KEY-6); the Unix socket never
             srv = await asyncio.get_running_loop().create_server(
                 lambda: cfg.http_protocol_class(config=cfg, server_state=server.server_state,
@@ -468,6 +479,8 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     try:
         await server.serve(sockets=listeners)
     finally:
+        if load_task is not None:
+            load_task.cancel()
         if worker is not None:
             await worker.close()
         store.close()

@@ -421,6 +421,12 @@ class HostOut(Body):
                                                        "(or served) it over its channel: its join, a report, or a "
                                                        "heartbeat, which an idle worker sends every 10 s (SCHED-4); "
                                                        "null for the controller's own worker")
+    load: dict[str, float] | None = Field(None, description="LSF's load indices its worker last reported (RES-7): "
+                                                            "r15s, r1m, r15m (run queue), ut (CPU, 0..1), pg "
+                                                            "(pages/s), io (KB/s), ls (users), it (idle minutes), "
+                                                            "tmp, swp (free MB), ncpus, maxmem, maxswp, maxtmp (MB); "
+                                                            "null before its first report")
+    load_at: float | None = Field(None, description="when that report came")
     jobs: list[str] = Field(default_factory=list, description="the jobs running there (IDs as 12 or 12[3]; the "
                                                               "first 1,000)")
 

@@ -107,6 +107,8 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
                     ".".join(str(x) for x in err.get("loc", ())) or "op", err.get("msg"))
         return False
     if isinstance(msg, HeartbeatMsg):  # any message counts as one (the channel's route notes the time)
+        if msg.load:  # RES-7: the host's load indices now
+            ctl.host_load(link, msg.load)
         return True
     if isinstance(msg, ReplyMsg):
         link.resolve(msg.rid, msg.result)

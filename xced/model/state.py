@@ -130,6 +130,10 @@ class HostState:
     #: daemon-clock time the controller last heard from its worker over the channel (its join,
     #: a report, or a heartbeat every heartbeat_s, SCHED-4); kept after the worker has gone
     last_heard: float | None = None
+    #: LSF's load indices its worker last reported (RES-7, xced.model.load; memory only)
+    load: dict[str, float] = field(default_factory=dict)
+    #: daemon-clock time of that report; None: none yet
+    load_at: float | None = None
 
 
 @dataclass(slots=True)
