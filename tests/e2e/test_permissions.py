@@ -130,7 +130,7 @@ def _route_cases(jobs: dict[str, int], cwd: str):
                "token-or-owner", {409})
         yield (("POST", jp + "/requeue"), "POST", f"/jobs/{jid}/requeue", {}, None, job, "job:requeue", {200, 409})
     for path in ("/info", "/hosts", "/hosts/events", "/queues", "/apps", "/apps/default", "/jobs", "/jobs/table",
-                 "/projects"):
+                 "/projects", "/params"):
         key = ("GET", "/xce/v1/apps/{name}" if path == "/apps/default" else "/xce/v1" + path)
         yield (key, "GET", path, None, {"user": "all"} if path.startswith("/jobs") else None, None, view, {200})
     # RBAC-4: preset routes need no permission (the cluster has no server preset: 404 for a name)
