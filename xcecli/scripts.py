@@ -190,7 +190,8 @@ def options_of(found: list[Directive], where: str, xce_spec, bsub_read) -> tuple
                     opts.setdefault(name, []).extend(values)
                 else:
                     opts[name] = value
-                lines.setdefault(name, []).append(d.line)
+                if lines.get(name, [0])[-1] != d.line:
+                    lines.setdefault(name, []).append(d.line)
             warnings += [f"{where}:{d.line}: {w}" for w in extra]
         except OptionError as e:
             raise ScriptError(f"{head}: {e.message}") from None
