@@ -157,3 +157,27 @@ def test_submit_with_no_command_and_an_empty_stdin_says_so(shared_daemon, tmp_pa
     """CLI-1: no command and nothing on standard input is a usage error, exit 2."""
     r = _cli(shared_daemon, "submit", "-q", "normal", input="", cwd=tmp_path)
     assert r.returncode == 2 and "no command" in r.stderr and "standard input is empty" in r.stderr, r.stderr
+
+
+def test_the_typer_path_takes_a_script_on_stdin_as_the_fast_path_does(shared_daemon, tmp_path):
+    """CLI-7: the Typer command (what runs when the fast path declines) reads a script on
+    standard input too, and refuses a bad directive with the same message and exit code."""
+    import sys
+
+    d = shared_daemon
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    env.pop("XCE_SOCKET", None)
+    env.pop("XCE_TEST_USER", None)
+    code = "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"
+
+    def typer(text: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, "submit", "--parsable"], input=text, capture_output=True,
+                              text=True, env=env, timeout=60, cwd=str(tmp_path))
+
+    r = typer("#BSUB -J typer_path\ntrue\n")
+    assert r.returncode == 0, r.stderr
+    assert d.show(int(r.stdout))["name"] == "typer_path"
+    bad = "#BSUB -n x\ntrue\n"
+    slow, fast = typer(bad), _cli(d, "submit", "--parsable", input=bad, cwd=tmp_path)
+    assert (slow.returncode, slow.stderr) == (fast.returncode, fast.stderr) and slow.returncode == 2, slow.stderr
+    assert "standard input:1: #BSUB -n x: -n 'x'" in slow.stderr
