@@ -99,6 +99,7 @@ def test_bsub_warns_about_an_option_xce_ignores(shared_daemon, tmp_path):
     (("-a", "myesub", "true"), "-a (esub application (XCE's application profile is -app)) is not supported"),
     (("-Is", "bash"), "-Is (interactive job) is not supported by XCE"),
     (("-Z", "true"), "-Z: not an option this command takes"),
+    (("-q", "normal short", "true"), "-q 'normal short': XCE takes one queue per job"),
 ])
 def test_bsub_refuses_an_option_whose_ignoring_would_change_the_job(shared_daemon, tmp_path, args, says):
     """CLI-8: an LSF option XCE cannot honour and that changes what the job does (exclusive

@@ -18,7 +18,7 @@ Taken              how XCE runs it
 =================  ========================================================================
 -n MIN[,MAX]       tasks (RES-3)
 -R RES_REQ         repeatable, merged as LSF merges several -R (RES-1)
--q QUEUE           one queue (a list of queues is refused by the daemon as an unknown name)
+-q QUEUE           one queue (LSF's list of queues to choose from is refused)
 -J NAME[IDX]%N     job name and arrays (JOB-4)
 -o FILE, -e FILE   output files with %J and %I
 -oo FILE, -eo FILE the same files; XCE appends to them, and bsub warns that it does
@@ -118,7 +118,7 @@ def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, s
     """bsub's option values (read with SPEC) -> (the submit options they give, by
     xcecli submit's long names, in xcecli.submitting.run's `opts` form; warnings, one per
     ignored option; the -env value or None; the -cwd value or None). Raises LsfUsage for a
-    refused option (naming it and why) or for -o with -oo (or -e with -eo)."""
+    refused option (naming it and why), -o with -oo (or -e with -eo), or a list of queues."""
     opts: dict = {}
     warnings: list[str] = []
     for flag, (kind, why) in REFUSED.items():
@@ -136,6 +136,9 @@ def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, s
         if oo in values:
             values = {**values, name: values[oo]}
             warnings.append(f"{b} (overwrite) is taken as {a}: XCE appends to the file")
+    queue = values.get("queue")
+    if isinstance(queue, str) and len(queue.split()) > 1:
+        raise LsfUsage(f"-q {queue!r}: XCE takes one queue per job, not a list to choose from; give one of them")
     for name, value in values.items():
         if name in ("stdout_oo", "stderr_eo", "lsf_env", "lsf_cwd") or name.startswith("-"):
             continue
