@@ -101,9 +101,9 @@ def directives(text: str, where: str) -> tuple[list[Directive], list[str]]:
             except ValueError as e:
                 raise ScriptError(f"{where}:{n}: {stripped}: {e} (quote a value as a shell would)") from None
             found.append(Directive(n, p, stripped, words))
-        elif _prefix(line) is not None:
-            warnings.append(f"{where}:{n}: {stripped[:80]}: not read: directives come before the script's first "
-                            f"command line (LSF reads them there too); move it up")
+        elif _prefix(line) is not None and "\0" not in text:  # not in a binary's bytes
+            warnings.append(f"{where}:{n}: {stripped[:80]}: not read: directives end at the script's first command "
+                            f"line; move it above that line if it is meant for this job")
     return found, warnings
 
 

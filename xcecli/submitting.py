@@ -316,8 +316,9 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
     option values after the preset and the script, where each came from
     (submit_options.merge_values; "from script line N" for a directive's), the LocalPreset
     or None, the values the command line gave, warnings about the script, and the values
-    the script gave (with "_lines": the line numbers of each option's directives). Raises Usage for a malformed value, a
-    bad directive, an unknown preset, a missing script or program."""
+    the script gave (with "_lines": the line numbers of each option's directives). Raises
+    Usage for a malformed value, a bad directive, an unknown preset, a missing script or
+    program."""
     from xced.api.submit_options import OptionError, check_values, merge_values
 
     given = given_values(opts)
@@ -379,8 +380,8 @@ def read_stdin_script() -> str | None:
     LSF's bsub reads "the job commands from standard input" when no command is given:
     https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html),
     or None when standard input is a terminal or closed (then there is no script). Raises
-    ScriptRefused (exit 2; standard input is read, so the fast path must not decline) for an empty script, one over MAX_SCRIPT_CHARS characters, or one that is not
-    UTF-8 text."""
+    ScriptRefused (exit 2; standard input is read, so the fast path must not decline) for
+    an empty script, one over MAX_SCRIPT_CHARS characters, or one that is not UTF-8 text."""
     import sys
 
     from xcecli.scripts import MAX_SCRIPT_CHARS
@@ -399,11 +400,11 @@ def read_stdin_script() -> str | None:
     except UnicodeDecodeError as e:
         raise ScriptRefused(f"standard input: the script is not UTF-8 text (byte {e.start + 1})") from None
     if len(text) > MAX_SCRIPT_CHARS:
-        raise ScriptRefused(f"standard input: the script has more than {MAX_SCRIPT_CHARS} characters, the most a submit "
-                    f"carries; keep it in a file and submit its path")
+        raise ScriptRefused(f"standard input: the script has more than {MAX_SCRIPT_CHARS} characters, the most a "
+                            f"submit carries; keep it in a file and submit its path")
     if not text.strip():
-        raise ScriptRefused("no command: none was given and standard input is empty; give the command and its arguments, "
-                    "a script path, or a script on standard input")
+        raise ScriptRefused("no command: none was given and standard input is empty; give the command and its "
+                            "arguments, a script path, or a script on standard input")
     return text
 
 
@@ -626,12 +627,14 @@ def _pack_text(path: str) -> tuple[str, str]:
         raise Usage(f"--pack: {where} is not UTF-8 text (byte {e.start + 1})") from None
 
 
-def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask: int) -> tuple[list[dict], list[int]]:
+def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask: int,
+                notes: list[str] | None = None) -> tuple[list[dict], list[int]]:
     """The submit bodies of a pack's lines (LSF bsub -pack: one job per line, each line the
     options and command of one `bsub`), in order, and the line number of each. A line is
     split as a shell would (shlex), read through submit's option table (`_line_options`)
     and prepared as a single submit is (`prepare`: presets, checks, the command's look-up);
-    blank lines and lines whose first word starts with # are skipped. Raises PackRefused
+    blank lines and lines whose first word starts with # are skipped; `notes` (when given)
+    gets the warnings of a line's script (xcecli.scripts), its line named. Raises PackRefused
     naming the first bad line (its number and what was wrong), or saying that no line holds a
     job; nothing is sent then."""
     import shlex
@@ -661,7 +664,10 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
                                  f"beside --pack)")
             if not command:
                 raise ValueError("no command: a line is a submit's options, then the command and its arguments")
-            body = prepare(opts, command, base_env, cwd, umask)[0]
+            prepared = prepare(opts, command, base_env, cwd, umask)
+            body = prepared[0]
+            if notes is not None:  # a line's script's warnings (JOB-12), said with the line
+                notes += [f"{where}, line {n}: {w}" for w in prepared[5]]
         except (ValueError, Usage) as e:
             raise PackRefused(f"{where}, line {n}: {e.message if isinstance(e, Usage) else e}; nothing was submitted")
         bodies.append(body)
@@ -703,7 +709,10 @@ def run_pack(opts: dict, command: list[str], client_of) -> None:
         raise Usage(f"--pack takes each job's options from its line; {', '.join(beside)} cannot be given beside it")
     text, where = _pack_text(opts["pack"])
     base_env = client_env()
-    bodies, numbers = pack_bodies(text, where, base_env, current_dir(), current_umask())
+    notes: list[str] = []
+    bodies, numbers = pack_bodies(text, where, base_env, current_dir(), current_umask(), notes)
+    for w in notes:
+        err(f"warning: {w}")
     from xced.api.idempotency import new_key
 
     try:

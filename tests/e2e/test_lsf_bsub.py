@@ -160,3 +160,14 @@ def test_bsub_imports_no_parser_library_model_or_rich(shared_daemon, tmp_path):
     mods = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     assert "xcecli.lsf.bsub" in mods and "xcecli.submitting" in mods
     assert sorted(m for m in mods if m.split(".")[0] in HEAVY or m in HEAVY) == []
+
+
+def test_bsub_names_a_bad_directive_of_a_script_on_stdin(shared_daemon, tmp_path):
+    """JOB-12 with bsub: a bad #BSUB line of a script on stdin names its line; bsub exits with
+    LSF's 255 and nothing is submitted."""
+    d = shared_daemon
+    before = _ids(d)
+    r = bsub(d, input="#!/bin/sh\n#BSUB -J ok\n#BSUB -n 0\ntrue\n", cwd=tmp_path)
+    assert r.returncode == 255 and r.stdout == "", r.stderr
+    assert r.stderr == "bsub: standard input:3: #BSUB -n 0: -n 0: the task count must be at least 1\n"
+    assert _ids(d) == before

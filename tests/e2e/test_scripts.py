@@ -130,7 +130,7 @@ def test_a_directive_below_the_first_command_is_not_read_and_said(shared_daemon,
     d = shared_daemon
     r = _cli(d, "submit", "--parsable", input="#!/bin/sh\n#BSUB -J top\necho hi\n#BSUB -n 3\n", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "standard input:4: #BSUB -n 3: not read: directives come before the script's first command" in r.stderr
+    assert "standard input:4: #BSUB -n 3: not read: directives end at the script's first command line" in r.stderr
     j = d.show(int(r.stdout))
     assert (j["name"], j["ntasks_min"]) == ("top", 1)
 
@@ -181,3 +181,18 @@ def test_the_typer_path_takes_a_script_on_stdin_as_the_fast_path_does(shared_dae
     slow, fast = typer(bad), _cli(d, "submit", "--parsable", input=bad, cwd=tmp_path)
     assert (slow.returncode, slow.stderr) == (fast.returncode, fast.stderr) and slow.returncode == 2, slow.stderr
     assert "standard input:1: #BSUB -n x: -n 'x'" in slow.stderr
+
+
+def test_a_pack_line_naming_a_script_reads_its_directives(shared_daemon, tmp_path):
+    """JOB-12 with CLI-7's packs: a pack line whose command is a script gets its directives, and
+    a warning of that script is said with the pack's line (never dropped)."""
+    d = shared_daemon
+    script = tmp_path / "job.lsf"
+    script.write_text("#!/bin/sh\n#BSUB -J from_pack_script\n#BSUB -G grp\ntrue\n")
+    pack = tmp_path / "jobs.pack"
+    pack.write_text(f"-W 2 {script}\n")
+    r = _cli(d, "submit", "--parsable", "--pack", str(pack), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"warning: {pack}, line 1: {script}:3: -G (user group) is not supported by XCE and was ignored" in r.stderr
+    j = d.show(int(r.stdout))
+    assert (j["name"], j["run_limit_s"]) == ("from_pack_script", 120)

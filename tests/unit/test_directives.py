@@ -34,8 +34,8 @@ def test_directives_are_read_from_the_top_up_to_the_first_command():
     assert opts == {"ntasks": "4", "queue": "normal", "resreq": ["span[hosts=1]", "rusage[mem=100]"],
                     "env": ["A=1", "B=two words"]}
     assert lines == {"ntasks": [4], "queue": [4], "resreq": [6, 7], "env": [8]}
-    assert warnings == ["job.lsf:10: #BSUB -W 5: not read: directives come before the script's first command line "
-                        "(LSF reads them there too); move it up"]
+    assert warnings == ["job.lsf:10: #BSUB -W 5: not read: directives end at the script's first command line; move "
+                        "it above that line if it is meant for this job"]
 
 
 def test_the_last_directive_of_a_one_value_option_wins():

@@ -203,7 +203,7 @@ def bsub(argv: list[str]) -> int | None:
     SystemExit (-K: the job's exit code) or the API's typed errors."""
     from xced.api.submit_options import OPTIONS
     from xcecli.fast import _client_of
-    from xcecli.submitting import client_env, run
+    from xcecli.submitting import ScriptRefused, client_env, run
     from xcecli.usage import Usage
 
     if argv in (["-h"], ["--help"]):
@@ -233,7 +233,7 @@ def bsub(argv: list[str]) -> int | None:
             raise LsfUsage(f"-cwd {values['lsf_cwd']!r}: no such directory")
     try:
         run(opts, list(command), _client_of({}), base_env=base, cwd=cwd, say=_line, prog="bsub")
-    except Usage as e:
+    except (Usage, ScriptRefused) as e:  # LSF's exit code for a refused bsub, 255
         raise LsfUsage(e.message) from None
     return None
 
