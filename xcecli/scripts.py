@@ -152,8 +152,8 @@ def options_of(found: list[Directive], where: str, xce_spec, bsub_read) -> tuple
     `xce_spec`: the fast reader's table of `#XCE` lines (xcecli.fast.submit_spec()).
     `bsub_read(words) -> (opts, arguments, warnings)`: reads a `#BSUB` line's words with bsub's table
     (xcecli.lsf.bsub.directive_options) and raises ValueError for what it refuses.
-    A directive may give job options only (no `--dry-run`, `-K`, `--preset`, `--pack` ...:
-    they say how the command runs). Raises ScriptError naming the script and the line."""
+    A directive may give job options only, and -H (no `--dry-run`, `-K`, `--preset`,
+    `--pack` ...: they say how the command runs). Raises ScriptError naming the script and the line."""
     from xced.api.submit_options import OptionError, by_name, check, from_cli, spelling
     from xcecli.fast import Decline, read
 
@@ -178,8 +178,12 @@ def options_of(found: list[Directive], where: str, xce_spec, bsub_read) -> tuple
                 raise ValueError(f"{args[0]!r} is not an option: a directive gives options only (the command is "
                                  f"the script itself)")
             for name, value in given.items():
+                if name == "_cwd":  # #BSUB -cwd: the job's working directory (xcecli.lsf.bsub)
+                    opts[name] = value
+                    lines[name] = [d.line]
+                    continue
                 opt = by_name(name)
-                if not opt.preset_field:
+                if not opt.preset_field and name != "hold":  # -H is what the job is, not a preset's
                     raise ValueError(f"{spelling(name)} says how the command runs, not what the job is; give it on "
                                      f"the command line")
                 values = value if isinstance(value, list) else [value]

@@ -128,7 +128,12 @@ def script_values(text: str, where: str) -> tuple[dict, dict[str, list[int]], li
         opts, lines, warnings = options_of(found, where, submit_spec(), bsub_read)
     except ScriptError as e:
         raise Usage(e.message) from None
-    return given_values(opts), lines, late + warnings
+    values = given_values(opts)
+    if opts.get("hold"):  # -H: not a preset's option, but a script's (LSF bsub -H)
+        values["hold"] = True
+    if opts.get("_cwd"):  # #BSUB -cwd DIR
+        values["_cwd"] = opts["_cwd"]
+    return values, lines, late + warnings
 
 
 def _over(script: dict, given: dict) -> dict:
@@ -298,7 +303,7 @@ def current_umask() -> int:
 
 
 def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, umask: int,
-            script: str | None = None):
+            script: str | None = None, cwd_given: bool = False):
     """The submit body of one job from its options (`opts`, as `run` takes them) and command,
     built without importing pydantic (CLI-6); the daemon validates it strictly (D-2).
     `base_env`: the environment the job starts from (`client_env()`), which the body does
@@ -310,7 +315,9 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
     directives read (`script_values`); their values lie between a preset's and the command
     line's (the command line wins, as in LSF). A stdin script is sent in the body's
     `script` field; its argv is the interpreter its `#!` line names, or /bin/sh, and the
-    worker appends the path of the copy it keeps in the job's directory.
+    worker appends the path of the copy it keeps in the job's directory. A `#BSUB -cwd DIR`
+    sets the job's working directory (relative to `cwd`) unless `cwd_given` (bsub's own
+    -cwd on the command line).
 
     Returns (body, values, sources, preset, given, warnings, from_script): the canonical
     option values after the preset and the script, where each came from
@@ -340,6 +347,15 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
     from_script, lines, warnings = script_values(text, "standard input" if script is not None else command[0]) \
         if text is not None else ({}, {}, [])
     values, sources = merge_values(preset.values if preset else {}, _over(from_script, given))
+    if from_script.get("_cwd") and not cwd_given:  # #BSUB -cwd DIR; the script path stays as found
+        where = "standard input" if script is not None else command[0]
+        job_cwd = os.path.normpath(os.path.join(cwd, os.path.expanduser(from_script["_cwd"])))
+        if not os.path.isdir(job_cwd):
+            raise Usage(f"{where}:{lines['_cwd'][0]}: #BSUB -cwd {from_script['_cwd']!r}: no such directory "
+                        f"({job_cwd})")
+        if path is not None:
+            command = [path] + list(command[1:])
+        cwd = job_cwd
     if lines:
         from xcecli.scripts import origin
 
@@ -369,6 +385,8 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
         body["env"] = added
     if script is not None:
         body["script"] = script
+    if opts.get("hold") or from_script.get("hold"):  # LSF bsub -H: PSUSP until resumed (D-5)
+        body["hold"] = True
     if preset is not None:  # PRE-2: the server keeps meta untouched and never reads it
         body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
     body["umask"] = umask
@@ -482,7 +500,7 @@ def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] |
     base_env = client_env() if base_env is None else base_env
     try:
         body, values, sources, preset, given, notes, from_script = prepare(
-            opts, command, base_env, cwd or current_dir(), current_umask(), script)
+            opts, command, base_env, cwd or current_dir(), current_umask(), script, cwd_given=cwd is not None)
     except Usage as e:
         if script is None:
             raise
@@ -517,6 +535,13 @@ def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] |
             for k in ("stdout", "stderr", "pre_exec", "post_exec"):
                 origin = _origin_of(eff, k, None, sources, preset_name) if k in values else ""
                 print(f"{k + ':':<17}{values.get(k, '-')}" + (f"  ({origin})" if origin else ""))
+            if body.get("hold"):  # -H (LSF bsub -H): where it came from, as the values above
+                held_by = "command line" if opts.get("hold") else None
+                if held_by is None:
+                    from xcecli.scripts import origin as script_origin
+
+                    held_by = script_origin(from_script["_lines"].get("hold") or [0])
+                print(f"{'hold:':<17}PSUSP until xcecli resume  ({held_by})")
             params = eff.get("app_params") or {}
             origins = eff.get("origins") or {}
             def own(opt: str, n: str) -> str:  # per NAME: the command line's wins over the script's, the preset's

@@ -94,7 +94,6 @@ def test_bsub_warns_about_an_option_xce_ignores(shared_daemon, tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (("-x", "true"), "-x (exclusive host) is not supported by XCE"),
-    (("-H", "true"), "-H (hold at submit) is not supported by XCE"),
     (("-m", "h1", "true"), "-m (host selection) is not supported by XCE"),
     (("-a", "myesub", "true"), "-a (esub application (XCE's application profile is -app)) is not supported"),
     (("-Is", "bash"), "-Is (interactive job) is not supported by XCE"),
@@ -171,3 +170,39 @@ def test_bsub_names_a_bad_directive_of_a_script_on_stdin(shared_daemon, tmp_path
     assert r.returncode == 255 and r.stdout == "", r.stderr
     assert r.stderr == "bsub: standard input:3: #BSUB -n 0: -n 0: the task count must be at least 1\n"
     assert _ids(d) == before
+
+
+def test_bsub_H_holds_the_job_until_it_is_resumed(shared_daemon, tmp_path):
+    """LSF bsub -H (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.__h.1.html: "Holds
+    the job in the PSUSP state when the job is submitted"), D-5: the job is PSUSP with a user
+    hold from its submit on, never dispatched, until `xcecli resume` (bresume) releases it;
+    a #BSUB -H line of a script on stdin does the same."""
+    import time
+
+    d = shared_daemon
+    r = bsub(d, "-H", "echo", "held", cwd=tmp_path)
+    job = int(LSF_LINE.fullmatch(r.stdout).group(1))
+    time.sleep(0.5)  # a session would have started a PEND job on the idle host by now
+    j = d.show(job)
+    assert (j["state"], j["elements"][0]["holds"], j["elements"][0]["start_time"]) == ("PSUSP", ["user"], None), j
+    d.cli("resume", str(job), check=True)
+    assert d.wait_state(job, ("DONE", "EXIT"))["state"] == "DONE"
+    r = bsub(d, input="#!/bin/sh\n#BSUB -H\ntrue\n", cwd=tmp_path)
+    assert d.show(int(LSF_LINE.fullmatch(r.stdout).group(1)))["state"] == "PSUSP"
+
+
+def test_a_bsub_cwd_line_sets_the_jobs_directory_unless_the_command_line_does(shared_daemon, tmp_path):
+    """LSF bsub -cwd in a script's #BSUB line (relative to the submission directory); the
+    command line's -cwd wins over it, as every command-line option does."""
+    d = shared_daemon
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    script = "#!/bin/sh\n#BSUB -cwd a\npwd\n"
+    r = bsub(d, "-K", "-o", str(tmp_path / "o1"), input=script, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "o1").read_text() == f"{tmp_path / 'a'}\n"
+    r = bsub(d, "-K", "-cwd", str(tmp_path / "b"), "-o", str(tmp_path / "o2"), input=script, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "o2").read_text() == f"{tmp_path / 'b'}\n"
+    r = bsub(d, input="#BSUB -cwd nowhere\ntrue\n", cwd=tmp_path)
+    assert r.returncode == 255 and "standard input:1: #BSUB -cwd 'nowhere': no such directory" in r.stderr, r.stderr

@@ -196,3 +196,17 @@ def test_a_pack_line_naming_a_script_reads_its_directives(shared_daemon, tmp_pat
     assert f"warning: {pack}, line 1: {script}:3: -G (user group) is not supported by XCE and was ignored" in r.stderr
     j = d.show(int(r.stdout))
     assert (j["name"], j["run_limit_s"]) == ("from_pack_script", 120)
+
+
+def test_a_hold_from_the_script_is_shown_by_the_dry_run_and_kept(shared_daemon, tmp_path):
+    """D-5 with JOB-12: `#BSUB -H` (LSF bsub -H) holds the job at submit; --dry-run names the
+    line it came from; `xcecli submit -H` holds a job too."""
+    d = shared_daemon
+    text = "#!/bin/sh\n#BSUB -J held\n#BSUB -H\ntrue\n"
+    r = _cli(d, "submit", "--dry-run", input=text, cwd=tmp_path)
+    assert r.returncode == 0 and "hold:            PSUSP until xcecli resume  (from script line 3)" in r.stdout, r
+    r = _cli(d, "submit", "--parsable", input=text, cwd=tmp_path)
+    assert d.show(int(r.stdout))["state"] == "PSUSP"
+    job = d.submit("-H", "--", "true")
+    assert d.show(job)["elements"][0]["holds"] == ["user"]
+    d.cli("kill", str(job), check=True)

@@ -64,6 +64,7 @@ def test_a_prefix_must_be_a_word_of_its_own():
     ("#BSUB -W soon", "job.lsf:2: #BSUB -W soon: -W 'soon': "),
     ("#BSUB -Q 3", "job.lsf:2: #BSUB -Q 3: -Q (requeue exit values) is not supported by XCE"),
     ("#BSUB -K", "job.lsf:2: #BSUB -K: -K is taken on the bsub command line only"),
+    ("#BSUB -env none", "job.lsf:2: #BSUB -env none: -env is taken on the bsub command line only"),
     ("#BSUB -n", "job.lsf:2: #BSUB -n: -n: not an option this command takes, or its value is missing"),
     ("#BSUB", "job.lsf:2: #BSUB: the directive gives no option"),
     ("#BSUB ./run.sh", "job.lsf:2: #BSUB ./run.sh: './run.sh' is not an option: a directive gives options only"),

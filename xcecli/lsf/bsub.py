@@ -32,6 +32,7 @@ Taken              how XCE runs it
 -env SPEC          "all" (the default), "none", "all, VAR=val, ..." or "VAR[=val], ...":
                    the environment the job starts from and what it adds
 -cwd DIR           the job's working directory
+-H                 hold the job at submit: PSUSP with a user hold until `xcecli resume` (D-5)
 =================  ========================================================================
 
 Accepted with a warning on stderr, naming the option (the job runs as it would in LSF, only
@@ -41,13 +42,16 @@ without the bookkeeping or notice): -B, -N, -u (mail), -G (user group), -g (job 
 -k (checkpoint), -Zs (spool the command file: a script on stdin is stored with the job
 anyway), -ul (pass the user's limits: the job keeps the submitter's environment).
 
-Refused, because ignoring them would change what the job does: -x (exclusive host) and -H
-(hold at submit), which XCE does not have; -I, -Ip, -Is, -IS, -ISp, -ISs, -IX (interactive);
+Refused, because ignoring them would change what the job does: -x (exclusive host), which
+XCE does not have (SPEC has no exclusive placement); -I, -Ip, -Is, -IS, -ISp, -ISs, -IX (interactive);
 -m (hosts), -b (begin time), -t (termination time), -i, -is (stdin file), -Q (requeue exit
 values), -c, -p, -C, -D, -F, -S, -T, -v (per-process and CPU limits), -wa, -wt (warning
 action), -a (esub), -f (file transfer), -U (reservation), -ext, -extsched, -gpu, -data,
 -L (login shell), -XF (X11), -jsdl, -jsdl_strict, -mig, -pack (use `xcecli submit --pack`).
-Any other option is a usage error listing the options bsub takes.
+Any other option is a usage error listing the options bsub takes. A script's `#BSUB` lines
+take the same table (xcecli.scripts), but -K and -env, which are taken on the command line
+only; a `#BSUB -cwd DIR` is relative to the submission directory, and -cwd on the command
+line wins over it.
 
 Exit codes: LSF's 255 for a usage error or a refused option (xcecli.lsf.common.LsfUsage),
 also for a bad `#BSUB` line of the script, which names the script and the line; the
@@ -68,7 +72,7 @@ TAKEN = {"-n": ("ntasks", "one"), "-R": ("resreq", "list"), "-q": ("queue", "one
          "-eo": ("stderr_eo", "one"), "-W": ("run_limit", "one"), "-M": ("memory", "one"),
          "-P": ("project", "one"), "-app": ("app", "one"), "-w": ("dependency", "one"), "-K": ("wait", "flag"),
          "-E": ("pre_exec", "one"), "-Ep": ("post_exec", "one"), "-env": ("lsf_env", "one"),
-         "-cwd": ("lsf_cwd", "one")}
+         "-cwd": ("lsf_cwd", "one"), "-H": ("hold", "flag")}
 
 #: options accepted and ignored with a warning: option -> (kind, what it is in LSF)
 WARNED = {"-B": ("flag", "mail at dispatch"), "-N": ("flag", "mail at the job's end"),
@@ -82,8 +86,6 @@ WARNED = {"-B": ("flag", "mail at dispatch"), "-N": ("flag", "mail at the job's 
 #: options refused: option -> (kind, why ignoring it would change what the job does)
 REFUSED = {
     "-x": ("flag", "exclusive host: XCE has no exclusive placement, so the job could share its hosts"),
-    "-H": ("flag", "hold at submit: XCE has no submit-time hold, so the job could start at once; submit it and "
-                   "hold it with xcecli stop, or make it wait with -w"),
     "-I": ("flag", "interactive job"), "-Ip": ("flag", "interactive job"), "-Is": ("flag", "interactive job"),
     "-IS": ("flag", "interactive job"), "-ISp": ("flag", "interactive job"), "-ISs": ("flag", "interactive job"),
     "-IX": ("flag", "interactive job"), "-XF": ("flag", "X11 forwarding"),
@@ -176,19 +178,22 @@ def environment(spec: str | None, base: dict[str, str]) -> tuple[dict[str, str],
 
 
 def directive_options(words: list[str]) -> tuple[dict, list[str], list[str]]:
-    """A `#BSUB` line's words -> (submit options, arguments, warnings), for xcecli.scripts.
-    -K, -env and -cwd are taken on the command line only (they say how bsub runs, or where
-    the job starts: both are fixed before the script is read). Raises ValueError for an
+    """A `#BSUB` line's words -> (submit options, arguments, warnings), for xcecli.scripts;
+    a -cwd DIR is given as option "_cwd" (the job's working directory, which the command
+    line's -cwd overrides). -K and -env are taken on the command line only (they say how
+    bsub runs and what it sends, fixed before the script is read). Raises ValueError for an
     option bsub refuses or does not know."""
     try:
         values, args = read_options(words, SPEC, interspersed=True)
-        for name in ("wait", "lsf_env", "lsf_cwd"):
+        for name in ("wait", "lsf_env"):
             if name in values:
-                flag = {"wait": "-K", "lsf_env": "-env", "lsf_cwd": "-cwd"}[name]
+                flag = {"wait": "-K", "lsf_env": "-env"}[name]
                 raise LsfUsage(f"{flag} is taken on the bsub command line only, not in a script")
-        opts, warnings, _, _ = translate(values)
+        opts, warnings, _, cwd = translate(values)
     except LsfUsage as e:
         raise ValueError(str(e)) from None
+    if cwd is not None:
+        opts["_cwd"] = cwd
     return opts, args, warnings
 
 

@@ -96,6 +96,9 @@ class SubmitRequest(RequestBody):
     dependency: str | None = Field(None, max_length=MAX_DEPENDENCY_LENGTH,
                                    description="-w: dependency expression, e.g. 'done(12) && ended(13[2])' (JOB-5, "
                                                "LSF bsub -w); every job it names must exist")
+    hold: bool = Field(False, strict=True, description="-H: the job is held at submit, PSUSP with a user hold (D-5, "
+                                                       "LSF bsub -H), in the submit's own transaction; `xcecli "
+                                                       "resume` releases it; not taken in a pack")
     script: str | None = Field(None, max_length=MAX_SCRIPT_TEXT,
                                description="a job script read from standard input (JOB-12: `bsub < job.lsf`): kept "
                                            "with the job; the worker writes it to a file of the job's directory, "
