@@ -210,3 +210,35 @@ def test_a_hold_from_the_script_is_shown_by_the_dry_run_and_kept(shared_daemon, 
     job = d.submit("-H", "--", "true")
     assert d.show(job)["elements"][0]["holds"] == ["user"]
     d.cli("kill", str(job), check=True)
+
+
+@pytest.fixture
+def two_daemons():
+    """A controller that runs no jobs and one `xced --roles worker` host w1 joined over TCP
+    (tests/e2e/test_multihost.Cluster), each with its own TopDir."""
+    import shutil
+
+    from tests.conftest import short_tmpdir
+    from tests.e2e.test_multihost import Cluster
+
+    top = short_tmpdir("xce-sc-")
+    c = Cluster(top)
+    try:
+        yield c.start({"w1": ["--slots", "2"]})
+    finally:
+        c.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_script_on_stdin_runs_on_a_worker_of_another_topdir(two_daemons, tmp_path):
+    """JOB-12 across hosts (D-1): the script travels with the start to the worker host, which
+    keeps it in its own job directory and runs it there."""
+    c = two_daemons
+    out = tmp_path / "out"
+    r = c.ctl.cli("submit", "--parsable", "-o", str(out), input="#!/bin/bash\n#BSUB -J remote\necho \"$0\"\n",
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    job = int(r.stdout)
+    j = c.ctl.wait_state(job, ("DONE", "EXIT"))
+    assert (j["state"], j["name"]) == ("DONE", "remote"), j
+    assert out.read_text() == f"{c.top / 'w1' / 'jobs' / str(job) / '0' / 'script'}\n"
