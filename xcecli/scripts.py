@@ -15,7 +15,8 @@ The rules, as LSF's bsub has them:
   (IBM, bsub `job_script`: https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.job_script.1.html).
 - They are read from the top of the script up to its first command line: the `#!` line,
   blank lines and other comments are skipped; the first line that is not a comment ends
-  them. A directive below that line is not read, and `warnings` says so (never silently).
+  them. A directive below that line, or an indented one (LSF reads `#BSUB` "at the
+  beginning of each line"), is not read, and `warnings` says so (never silently).
 - A line's words are split as a shell splits them (quotes; a word starting with `#`
   begins a trailing comment). A directive gives options only; an unknown option, a
   missing or malformed value, or a word that is not an option is an error naming the
@@ -93,6 +94,9 @@ def directives(text: str, where: str) -> tuple[list[Directive], list[str]]:
                 continue
             p = _prefix(line)
             if p is None:
+                if _prefix(stripped) is not None:  # "  #BSUB ...": LSF reads #BSUB at a line's start only
+                    warnings.append(f"{where}:{n}: {stripped[:80]}: not read: a directive starts at the "
+                                    f"beginning of its line; remove the blanks before it")
                 continue
             import shlex
 

@@ -55,8 +55,10 @@ def test_bsub_spellings_map_to_xcecli_options():
 
 def test_a_prefix_must_be_a_word_of_its_own():
     """`#BSUBX` or `# BSUB` or a lower-case `#bsub` is a comment, as in LSF (upper case,
-    at the line's start)."""
+    at the line's start); an indented `#BSUB` is not read either, and said."""
     assert _read("#BSUBX -n 2\n# BSUB -n 2\n#bsub -n 2\n#XCEL -n 2\n")[0] == {}
+    assert _read("  #BSUB -n 2\n") == ({}, {}, ["job.lsf:1: #BSUB -n 2: not read: a directive starts at the "
+                                                "beginning of its line; remove the blanks before it"])
 
 
 @pytest.mark.parametrize("line, says", [
