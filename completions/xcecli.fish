@@ -7,7 +7,7 @@
 
 
 set -g __xcecli_paths 'xcecli submit' 'xcecli jobs' 'xcecli show' 'xcecli why' 'xcecli hist' 'xcecli peek' 'xcecli wait' 'xcecli kill' 'xcecli stop' 'xcecli resume' 'xcecli requeue' 'xcecli release' 'xcecli hosts' 'xcecli queues' 'xcecli api' 'xcecli launch' 'xcecli projects' 'xcecli apps' 'xcecli presets' 'xcecli apps show' 'xcecli presets create' 'xcecli presets show' 'xcecli presets edit' 'xcecli presets rm' 'xcecli presets list' 'xcecli presets pull' 'xcecli presets export' 'xcecli presets import' 'xcecli presets report'
-set -g __xcecli_valopts 'xcecli --topdir' 'xcecli --as-user' 'xcecli submit -n' 'xcecli submit -q' 'xcecli submit --queue' 'xcecli submit -P' 'xcecli submit --project' 'xcecli submit -J' 'xcecli submit --name' 'xcecli submit -o' 'xcecli submit -e' 'xcecli submit -W' 'xcecli submit -M' 'xcecli submit -R' 'xcecli submit -a' 'xcecli submit --app' 'xcecli submit --app-param' 'xcecli submit -E' 'xcecli submit -Ep' 'xcecli submit -w' 'xcecli submit --dependency' 'xcecli submit --env' 'xcecli submit --preset' 'xcecli submit --pack' 'xcecli jobs -u' 'xcecli jobs --user' 'xcecli jobs -q' 'xcecli jobs --queue' 'xcecli jobs -P' 'xcecli jobs --project' 'xcecli jobs -s' 'xcecli jobs --state' 'xcecli jobs -o' 'xcecli peek --bytes' 'xcecli wait --timeout' 'xcecli api -d' 'xcecli api --data' 'xcecli launch --job' 'xcecli presets create -n' 'xcecli presets create -q' 'xcecli presets create --queue' 'xcecli presets create -P' 'xcecli presets create --project' 'xcecli presets create -J' 'xcecli presets create --name' 'xcecli presets create -o' 'xcecli presets create -e' 'xcecli presets create -W' 'xcecli presets create -M' 'xcecli presets create -R' 'xcecli presets create -a' 'xcecli presets create --app' 'xcecli presets create --app-param' 'xcecli presets create -E' 'xcecli presets create -Ep' 'xcecli presets create -w' 'xcecli presets create --dependency' 'xcecli presets create --env' 'xcecli presets pull --as' 'xcecli presets export -o' 'xcecli presets export --output' 'xcecli presets import --as'
+set -g __xcecli_valopts 'xcecli --topdir' 'xcecli --as-user' 'xcecli submit -n' 'xcecli submit -q' 'xcecli submit --queue' 'xcecli submit -P' 'xcecli submit --project' 'xcecli submit -J' 'xcecli submit --name' 'xcecli submit -o' 'xcecli submit -e' 'xcecli submit -W' 'xcecli submit -M' 'xcecli submit -R' 'xcecli submit -a' 'xcecli submit --app' 'xcecli submit --app-param' 'xcecli submit -E' 'xcecli submit -Ep' 'xcecli submit -w' 'xcecli submit --dependency' 'xcecli submit --env' 'xcecli submit --preset' 'xcecli submit --pack' 'xcecli jobs -u' 'xcecli jobs --user' 'xcecli jobs -q' 'xcecli jobs --queue' 'xcecli jobs -P' 'xcecli jobs --project' 'xcecli jobs -s' 'xcecli jobs --state' 'xcecli jobs -o' 'xcecli peek --bytes' 'xcecli wait --timeout' 'xcecli kill -s' 'xcecli kill --signal' 'xcecli api -d' 'xcecli api --data' 'xcecli launch --job' 'xcecli presets create -n' 'xcecli presets create -q' 'xcecli presets create --queue' 'xcecli presets create -P' 'xcecli presets create --project' 'xcecli presets create -J' 'xcecli presets create --name' 'xcecli presets create -o' 'xcecli presets create -e' 'xcecli presets create -W' 'xcecli presets create -M' 'xcecli presets create -R' 'xcecli presets create -a' 'xcecli presets create --app' 'xcecli presets create --app-param' 'xcecli presets create -E' 'xcecli presets create -Ep' 'xcecli presets create -w' 'xcecli presets create --dependency' 'xcecli presets create --env' 'xcecli presets pull --as' 'xcecli presets export -o' 'xcecli presets export --output' 'xcecli presets import --as'
 set -g __xcecli_nointer 'xcecli' 'xcecli submit' 'xcecli launch' 'xcecli apps' 'xcecli presets'
 
 # the command path of the line so far ("xcecli apps"), then whether the rest is a job's command
@@ -117,7 +117,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -s a -l all -d 'include fini
 complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -s o -r -F -d 'fields, space or comma separated: id user state queue project hosts...'
 complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -s h -l help -d 'show this help and exit'
-complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -f
+complete -c xcecli -n '__xcecli_at \'xcecli jobs\'' -f -a '(__xcecli_values jobs)'
 complete -c xcecli -n '__xcecli_at \'xcecli show\'' -l json -d 'print the answer as JSON (the API\'s model)'
 complete -c xcecli -n '__xcecli_at \'xcecli show\'' -s v -l verbose -d 'one row per element, however many (past 100 an array\'s elements are...'
 complete -c xcecli -n '__xcecli_at \'xcecli show\'' -s h -l help -d 'show this help and exit'
@@ -133,12 +133,14 @@ complete -c xcecli -n '__xcecli_at \'xcecli hist\' 0' -f -a '(__xcecli_values jo
 complete -c xcecli -n 'not __xcecli_at \'xcecli hist\' 0; and __xcecli_at \'xcecli hist\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli peek\'' -s e -l stderr -d 'show stderr instead of stdout'
 complete -c xcecli -n '__xcecli_at \'xcecli peek\'' -l bytes -r -F -d 'at most the last N bytes (1 to 16 MiB)'
+complete -c xcecli -n '__xcecli_at \'xcecli peek\'' -s f -l follow -d 'go on printing what the job writes until it ends, as tail -f (LSF b...'
 complete -c xcecli -n '__xcecli_at \'xcecli peek\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli peek\' 0' -f -a '(__xcecli_values jobs)'
 complete -c xcecli -n 'not __xcecli_at \'xcecli peek\' 0; and __xcecli_at \'xcecli peek\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli wait\'' -l timeout -r -F -d 'give up after this many seconds (exit 1)'
 complete -c xcecli -n '__xcecli_at \'xcecli wait\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli wait\'' -f -a '(__xcecli_values jobs)'
+complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -s s -l signal -r -F -d 'send this one signal instead of the kill sequence (LSF bkill -s): a...'
 complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -l json -d 'print the answer as JSON (the API\'s model, a list: every element ac...'
 complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -s v -l verbose -d 'name every element acted on, however many (past 100 elements an arr...'
 complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -s h -l help -d 'show this help and exit'
@@ -160,6 +162,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli release\'' -s v -l verbose -d 'name 
 complete -c xcecli -n '__xcecli_at \'xcecli release\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli release\'' -f -a '(__xcecli_values jobs)'
 complete -c xcecli -n '__xcecli_at \'xcecli hosts\'' -l json -d 'print the answer as JSON (the API\'s model)'
+complete -c xcecli -n '__xcecli_at \'xcecli hosts\'' -l load -d 'show LSF\'s load indices instead (lsload): r15s r1m r15m ut pg io ls...'
 complete -c xcecli -n '__xcecli_at \'xcecli hosts\'' -s h -l help -d 'show this help and exit'
 complete -c xcecli -n '__xcecli_at \'xcecli hosts\'' -f
 complete -c xcecli -n '__xcecli_at \'xcecli queues\'' -l json -d 'print the answer as JSON (the API\'s model)'

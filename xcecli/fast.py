@@ -143,9 +143,7 @@ def _jobs(argv: list[str], client_of):
     from xcecli.views import jobs
 
     given, args = read(argv, JOBS, interspersed=True)
-    if args:
-        raise Decline(args[0])
-    return lambda: jobs(client_of, **given)  # type: ignore[arg-type]
+    return lambda: jobs(client_of, **given, ids=args)  # type: ignore[arg-type]
 
 
 def _show(argv: list[str], client_of):

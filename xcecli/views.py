@@ -27,17 +27,24 @@ def job_ref(text: str) -> tuple[int, int | None]:
 
 
 def jobs(client_of, *, user: str | None = None, queue: str | None = None, project: str | None = None,
-         state: list[str] = (), all_: bool = False, fields: str | None = None, as_json: bool = False) -> None:
+         state: list[str] = (), all_: bool = False, fields: str | None = None, as_json: bool = False,
+         ids: list[str] = ()) -> None:
     """`xcecli jobs` (LSF bjobs): your unfinished jobs and those that finished in the last
     hour, or those of `user` ("all": everyone's), `queue`, `project` and the `state`s given
     (each may hold several, space or comma separated; any case); `all_`: finished ones of any
-    age. `fields`: the `-o` columns (xced.api.listing.parse_fields). Prints a table of the
-    columns the daemon computed (GET /jobs/table), or with `as_json` the GET /jobs answer as
-    it came. Raises Usage for an empty value, an unknown state or field; the daemon's typed
-    errors otherwise. The request is retried while the daemon is away, up to
-    XCE_CONNECT_TIMEOUT (a read is safe to repeat: JOB-10)."""
+    age. `ids` (`123`, `123[4]`): those jobs only, in that order, of any user, state and age
+    (a job past the clean period is read back from the store, JOB-11), an element as its own
+    row `123[4]` (LSF's `bjobs ID...`; the other filters still apply). `fields`: the `-o`
+    columns (xced.api.listing.parse_fields). Prints a table of the columns the daemon
+    computed (GET /jobs/table), or with `as_json` the GET /jobs answer as it came (with `ids`,
+    a JobList of each job's GET /jobs/ID answer, an element's job with that element only).
+    Raises Usage for an empty value, a malformed ID, an unknown state or field; NotFound,
+    after printing the others, naming the jobs the cluster does not know; the daemon's
+    typed errors otherwise (an unknown queue or user is refused, never an empty table). The
+    request is retried while the daemon is away, up to XCE_CONNECT_TIMEOUT (a read is safe
+    to repeat: JOB-10)."""
     from xced.model.states import JobState
-    from xcecli.output import err, table
+    from xcecli.output import err
 
     for opt, val in (("-u", user), ("-q", queue), ("-P", project), ("-o", fields)):
         if val is None:
@@ -58,12 +65,16 @@ def jobs(client_of, *, user: str | None = None, queue: str | None = None, projec
             if part.upper() not in JobState.__members__:
                 raise Usage(f"-s {part!r}: valid states are {', '.join(JobState.__members__)}")
             states.append(part.upper())
-    from xced.api.listing import FIELDS, TIME_FIELDS, parse_fields
+    from xced.api.listing import parse_fields
 
     try:
         cols = parse_fields(fields)
     except ValueError as e:
         raise Usage(f"-o: {e}") from None
+    refs = [job_ref(t) for t in ids]
+    if refs:
+        return _jobs_by_id(client_of(), refs, cols, user=user, queue=queue, project=project, states=states,
+                           as_json=as_json)
     client = client_of()
     if as_json:
         res = client.jobs_raw(user=user, queue=queue, states=states or None, all=all_, project=project,
@@ -75,7 +86,13 @@ def jobs(client_of, *, user: str | None = None, queue: str | None = None, projec
               "state": states or None, "all": "true" if all_ else None}
     res = client.request_retried("GET", "/jobs/table", params={k: v for k, v in params.items() if v},
                                  on_lost=err)
-    rows = res.json()["rows"]
+    _print_rows(cols, res.json()["rows"])
+
+
+def _print_rows(cols: list[str], rows: list[list]) -> None:
+    from xced.api.listing import FIELDS, TIME_FIELDS
+    from xcecli.output import table
+
     timed = [i for i, c in enumerate(cols) if c in TIME_FIELDS]
     if timed:
         from xcecli.output import fmt_time
@@ -84,6 +101,72 @@ def jobs(client_of, *, user: str | None = None, queue: str | None = None, projec
             for i in timed:
                 r[i] = fmt_time(r[i])
     table([FIELDS[f] for f in cols], rows)
+
+
+def _jobs_by_id(client, refs: list[tuple[int, int | None]], cols: list[str], *, user, queue, project, states,
+                as_json: bool) -> None:
+    """`xcecli jobs ID...` (see `jobs`): the rows of `refs` in order, each once."""
+    import json
+
+    from xced.api.errors import NotFound
+    from xcecli.output import err
+
+    missing: list[str] = []
+    if as_json:
+        out = []
+        for jid, idx in dict.fromkeys(refs):
+            try:
+                j = client.request_retried("GET", f"/jobs/{jid}", on_lost=err).json()
+            except NotFound:
+                missing.append(f"{jid}" if idx is None else f"{jid}[{idx}]")
+                continue
+            if idx is not None:
+                j["elements"] = [e for e in j["elements"] if e["index"] == idx]
+                if not j["elements"]:
+                    missing.append(f"{jid}[{idx}]")
+                    continue
+            out.append(j)
+        print(json.dumps({"jobs": out}, ensure_ascii=False, separators=(",", ":")))
+    else:
+        base = {"user": user, "queue": queue, "project": project, "state": states or None}
+        base = {k: v for k, v in base.items() if v}
+        want = list(dict.fromkeys(refs))
+        plain = list(dict.fromkeys(j for j, i in want if i is None))
+        elems = list(dict.fromkeys(j for j, i in want if i is not None))
+        by_job: dict[int, list] = {}
+        by_el: dict[tuple[int, int], list] = {}
+        gone: set[int] = set()
+        if plain:
+            body = client.request_retried("GET", "/jobs/table", params={
+                **base, "fields": " ".join(["id", *cols]), "id": [str(j) for j in plain]}, on_lost=err).json()
+            for r in body["rows"]:
+                by_job[r[0]] = r[1:]
+            gone.update(body["missing"])
+        if elems:
+            body = client.request_retried("GET", "/jobs/table", params={
+                **base, "fields": " ".join(["id", "index", *cols]), "elements": "true",
+                "id": [str(j) for j in elems]}, on_lost=err).json()
+            for r in body["rows"]:
+                by_el[(r[0], r[1])] = r[2:]
+            gone.update(body["missing"])
+        rows = []
+        for jid, idx in want:
+            if idx is None:
+                r = by_job.get(jid)
+            else:
+                r = by_el.get((jid, idx))
+                if r is not None and "id" in cols:
+                    r = list(r)
+                    r[cols.index("id")] = f"{jid}[{idx}]"
+            if r is not None:
+                rows.append(r)
+            elif jid in gone or idx is not None and not base:  # else left out by a filter, as in a listing
+                missing.append(f"{jid}" if idx is None else f"{jid}[{idx}]")
+        if rows or not missing:
+            _print_rows(cols, rows)
+    if missing:
+        raise NotFound(f"job(s) not found: {', '.join(missing)}; `xcecli jobs -a -u all` lists the jobs the cluster "
+                       f"knows")
 
 
 def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> None:
@@ -147,6 +230,9 @@ def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> N
                   for i, r in enumerate(j["reserve"])]
     if j.get("dependency"):  # LSF bjobs -l: "Dependency Condition"
         lines.append(("Dependency", j["dependency"]))
+    if len(els) == 1 and (els[0].get("stdout") or els[0].get("stderr")):  # JOB-12; LSF bjobs -l "Output File"
+        lines.append(("Output", els[0].get("stdout") or "-"))
+        lines.append(("Errors", els[0].get("stderr") or "-"))
     kept = sorted({e["containment"] for e in els if e.get("containment")})
     if kept:  # JOB-1: how the job's processes are kept together and ended with it
         lines.append(("Containment", ", ".join(kept)))
@@ -170,6 +256,9 @@ def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> N
                      e.get("exit_code"), e.get("exit_signal"), why])
     print()
     table(["ID", "STAT", "HOSTS", "START", "END", "EXIT", "SIGNAL", "REASON"], rows)
+    if len(els) > 1 and any(e.get("stdout") or e.get("stderr") for e in els):  # each element's files (JOB-12)
+        print()
+        table(["ID", "OUTPUT", "ERRORS"], [[e["id"], e.get("stdout"), e.get("stderr")] for e in els])
     for e in els:
         pend = e.get("pend_reason")
         if pend and pend.get("hosts"):

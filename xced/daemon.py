@@ -123,6 +123,19 @@ def secure_topdir(top: Path, dirs: tuple[str, ...] | None = None) -> None:
                            "socket); refusing to start:\n  " + "\n  ".join(str(p) for p in problems))
 
 
+def write_lsf_conf_or_warn(top: Path) -> None:
+    """Write `<TopDir>/lsf.conf` (xced.config.lsfconf: XCE's semantics for LSF tools that
+    read LSF_ENVDIR, issue 18 part 5) at every start; a TopDir where it cannot be written
+    is a warning on stderr, not a refusal: the daemon does not need it."""
+    from xced.config.lsfconf import write_lsf_conf
+
+    try:
+        write_lsf_conf(top)
+    except OSError as e:
+        print(f"xced: warning: cannot write {top / 'lsf.conf'} (for LSF tools through LSF_ENVDIR): "
+              f"{e.strerror or e}", file=sys.stderr)
+
+
 def _lock_topdir(top: Path) -> int:
     run = top / "run"
     fd = os.open(run / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -421,7 +434,10 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     fastapi_app = create_app(ctl)
     cfg = uvicorn.Config(fastapi_app, http=PeerCredProtocol, lifespan="off", ws="websockets-sansio",
                          access_log=False, log_level="warning", timeout_graceful_shutdown=2,
-                         timeout_keep_alive=KEEP_ALIVE_S)
+                         timeout_keep_alive=KEEP_ALIVE_S,
+                         # no proxy stands in front of the socket: its X-Forwarded-* headers are
+                         # not read (one ASGI layer fewer per request; issue 17 part 5)
+                         proxy_headers=False)
     server = uvicorn.Server(cfg)
     print(f"xced: cluster {config.settings.cluster_name!r} ({config.settings.mode} mode), "
           f"TopDir {top}, {'host ' + local if local else 'no jobs on this machine'}, socket {sock}{tcp_note}",
@@ -436,8 +452,19 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
               f"{closed.stat().st_mode & 0o777:04o}); only root's clients can submit (D-7)", file=sys.stderr, flush=True)
     orig_startup = server.startup
 
+    load_task = None
+
     async def startup(sockets=None):
+        nonlocal load_task
         await orig_startup(sockets)
+        if worker is not None:  # RES-7: this host's load indices, measured now and every LOAD_REPORT_S
+            from xced.worker.load import LoadSampler, report_load, safe_sample
+
+            sampler = LoadSampler()
+            first = safe_sample(sampler)
+            if first is not None:
+                ctl.host_load(worker, first)
+            load_task = asyncio.create_task(report_load(sampler, lambda values: ctl.host_load(worker, values)))
         if tcp is not None:  # the TCP port has TLS in production (KEY-6); the Unix socket never
             srv = await asyncio.get_running_loop().create_server(
                 lambda: cfg.http_protocol_class(config=cfg, server_state=server.server_state,
@@ -452,6 +479,8 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     try:
         await server.serve(sockets=listeners)
     finally:
+        if load_task is not None:
+            load_task.cancel()
         if worker is not None:
             await worker.close()
         store.close()
@@ -619,6 +648,7 @@ def run(
             print(str(w), file=sys.stderr)
         secure_topdir(top)
         lock_fd = _lock_topdir(top)
+        write_lsf_conf_or_warn(top)
         try:
             asyncio.run(serve(top, result.config, host_name, run_jobs_here))
         finally:
@@ -720,6 +750,7 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
     try:
         secure_topdir(top, ("", "run", "jobs", "keys"))
         lock_fd = _lock_topdir(top)
+        write_lsf_conf_or_warn(top)
     except StartupError as e:
         _die(str(e))
     except OSError as e:
@@ -777,6 +808,7 @@ def _run_login(topdir: str | None, controller: str, controller_key: str | None, 
     try:
         secure_topdir(top, LOGIN_DIRS)
         lock_fd = _lock_topdir(top)
+        write_lsf_conf_or_warn(top)
     except StartupError as e:
         _die(str(e))
     except OSError as e:

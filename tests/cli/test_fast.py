@@ -107,19 +107,26 @@ def _jobs_argv(draw):
     words: list[str] = []
     for opt in draw(st.lists(_option_words(JOBS), max_size=5)):
         words += opt
+        if draw(st.integers(0, 3)) == 0:  # job IDs among the options (issue 18: `xcecli jobs ID...`)
+            words.append(draw(st.sampled_from(["12", "12[3]", "x", "-", "1"])))
+    if draw(st.booleans()):
+        words += ["--", *draw(st.lists(st.sampled_from(["7", "-u", "8[1]"]), max_size=2))]
     return words
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_jobs_argv())
 def test_the_fast_reader_reads_jobs_as_typer_does(argv):
+    """The options and the job IDs (issue 18) alike."""
     defaults = {"user": None, "queue": None, "project": None, "state": [], "all_": False, "fields": None,
                 "as_json": False}
-    fast = _fast_params(argv, JOBS, defaults, True, "_args")
+    fast = _fast_params(argv, JOBS, defaults, True, "ids")
     if fast is None:
         return
-    assert fast.pop("_args") == []  # `jobs` takes no argument: any would have been declined by _jobs
-    assert _typer_params("jobs", argv) == fast, argv
+    typer_params = _typer_params("jobs", argv)
+    if typer_params is not None and typer_params["ids"] is None:
+        typer_params["ids"] = []
+    assert typer_params == fast, argv
 
 
 @pytest.mark.parametrize("argv", [
@@ -174,7 +181,8 @@ def test_submit_jobs_and_show_import_no_parser_library_model_or_rich(shared_daem
     assert r.returncode == 0 and r.stdout.strip().isdigit(), r.stderr[-2000:]
     assert "xcecli.fast" in mods and _heavy(mods) == []
     job = r.stdout.strip()
-    for args in (("jobs",), ("jobs", "-u", "all", "-o", "id state name"), ("show", job), ("show", job, "--json")):
+    for args in (("jobs",), ("jobs", "-u", "all", "-o", "id state name"), ("jobs", job), ("show", job),
+                 ("show", job, "--json")):
         r, mods = _imported(d, *args)
         assert r.returncode == 0 and job in r.stdout, (args, r.stderr[-2000:])
         assert _heavy(mods) == [], args
@@ -222,6 +230,9 @@ def test_both_paths_print_the_same_bytes_and_exit_codes(shared_daemon):
              ("show", "-v", str(arr)), ("show", str(arr), "--verbose"),
              # refusals: the same message and exit code
              ("show", "999999"), ("show", f"{arr}[9]"), ("show", "x1"), ("jobs", "-q", "nope"), ("jobs", "-s", "FOO"),
+             # issue 18: job IDs, an element's row, unknown IDs and users
+             ("jobs", str(plain), f"{arr}[2]", str(held)), ("jobs", "--json", f"{arr}[3]"), ("jobs", "999999", str(plain)),
+             ("jobs", "x1"), ("jobs", "-u", "no-such-user-xce"),
              ("jobs", "-o", "bogus"), ("submit", "-q", "nope", "--", "true"), ("submit", "-n", "0", "--", "true"),
              ("submit", "--", "no-such-program-xce"), ("submit", "-w", "done(", "--", "true"),
              ("submit", "-M", "100000TB", "--", "true"), ("--topdir", "/nonexistent", "jobs")]

@@ -58,6 +58,7 @@ REQUESTS: dict[tuple[str, str], tuple[str, dict | None]] = {
     ("GET", "/xce/v1/hosts"): ("/hosts", None),
     ("GET", "/xce/v1/hosts/events"): ("/hosts/events", None),
     ("GET", "/xce/v1/queues"): ("/queues", None),
+    ("GET", "/xce/v1/params"): ("/params", None),
     ("GET", "/xce/v1/apps"): ("/apps", None),
     ("GET", "/xce/v1/apps/{name}"): ("/apps/no-such-app", None),
     ("GET", "/xce/v1/projects"): ("/projects", None),

@@ -270,6 +270,7 @@ ROUTES = {
     ("POST", "/xce/v1/jobs/{job_id:jobid}/release"): "cluster:admin",
     ("POST", "/xce/v1/jobs/{job_id:jobid}/launch"): auth.TOKEN_OR_OWNER,
     ("GET", "/xce/v1/info"): "cluster:view",
+    ("GET", "/xce/v1/params"): "cluster:view",  # CLI-8: lsid, bparams
     ("GET", "/xce/v1/hosts"): "cluster:view",
     ("GET", "/xce/v1/hosts/events"): "cluster:view",
     ("GET", "/xce/v1/queues"): "cluster:view",

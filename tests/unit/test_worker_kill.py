@@ -22,7 +22,7 @@ class Recorder:
     def __init__(self):
         self.started, self.finished, self.failed = [], [], []
 
-    def on_started(self, job_id, index, start_time, containment=None, attempt=None):
+    def on_started(self, job_id, index, start_time, containment=None, attempt=None, outputs=None):
         self.started.append((job_id, index))
 
     def on_finished(self, job_id, index, status, attempt=None):

@@ -55,6 +55,8 @@ def build(
     top = resolve_topdir(topdir)
     result = load_cluster_config(top)
     presets = _check_presets(top, result)
+    if result.ok:
+        _write_lsf_conf(top)
     if apply and result.ok and result.config is not None:
         _apply(top, result, as_json)
         return
@@ -76,6 +78,21 @@ def build(
             if n > 1:
                 typer.echo(f"config has {n} errors; nothing compiled", err=True)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _write_lsf_conf(top) -> None:
+    """`<TopDir>/lsf.conf` for LSF tools reading LSF_ENVDIR (issue 18 part 5; the daemon
+    writes it at start too): a TopDir the caller cannot write is a warning, not a failure of
+    the build."""
+    import sys
+
+    from xced.config.lsfconf import write_lsf_conf
+
+    try:
+        write_lsf_conf(top)
+    except OSError as e:
+        print(f"warning: cannot write {top / 'lsf.conf'} (for LSF tools through LSF_ENVDIR): {e.strerror or e}",
+              file=sys.stderr)
 
 
 def _check_presets(top, result) -> int:

@@ -29,16 +29,39 @@ def _comment(h) -> str | None:
     return "; ".join(parts) or None
 
 
+def _load_row(h) -> list:
+    """One host's row of `xcecli hosts --load` (RES-7), as LSF's lsload shows it: run queue
+    lengths with one decimal, ut in percent, pg and io per second, ls users, it minutes,
+    tmp, swp and XCE's free memory in MB; "-" for what the worker has not reported."""
+    load = h.load or {}
+
+    def f(name: str, fmt: str):
+        v = load.get(name)
+        return None if v is None else fmt.format(v * 100 if name == "ut" else v)
+
+    mem = f"{max(h.memory_mb - h.memory_used_mb, 0)}M"
+    return [h.name, h.status, f("r15s", "{:.1f}"), f("r1m", "{:.1f}"), f("r15m", "{:.1f}"), f("ut", "{:.0f}%"),
+            f("pg", "{:.1f}"), f("io", "{:.0f}"), f("ls", "{:.0f}"), f("it", "{:.0f}"), f("tmp", "{:.0f}M"),
+            f("swp", "{:.0f}M"), mem]
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
-    def hosts(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)")) -> None:
+    def hosts(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
+              load: bool = typer.Option(False, "--load", help="show LSF's load indices instead (lsload): r15s r1m r15m ut pg io ls it tmp swp mem")) -> None:
         """List hosts (LSF bhosts): status (ok, closed_Adm, unavail), slots (MAX total, RUN used),
-        jobs, memory, and why a host is closed or unavailable (COMMENT, last)."""
+        jobs, memory, and why a host is closed or unavailable (COMMENT, last). With --load, the
+        load indices each host's worker last reported (LSF lsload; RES-7), which select[] and
+        order[] read."""
         from xcecli.output import print_json, table
 
         res = ctx.obj.client().hosts()
         if as_json:
             print_json(res)
+            return
+        if load:
+            table(["HOST_NAME", "STATUS", "r15s", "r1m", "r15m", "ut", "pg", "io", "ls", "it", "tmp", "swp", "mem"],
+                  [_load_row(h) for h in res.hosts])
             return
         table(["HOST_NAME", "STATUS", "MAX", "NJOBS", "RUN", "MEM_MB", "MEM_USED_MB", "ATTRIBUTES", "JOBS", "COMMENT"],
               [[h.name, h.status, h.slots, h.njobs, h.slots_used, h.memory_mb, h.memory_used_mb,

@@ -3,12 +3,12 @@ Slurm scontrol release)."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import typer
 
 _HELP = {
-    "kill": "Kill jobs (LSF bkill): SIGINT, SIGTERM, then SIGKILL, spaced by the cluster's kill interval; pending jobs end at once.",
+    "kill": "Kill jobs (LSF bkill): SIGINT, SIGTERM, then SIGKILL, spaced by the cluster's kill interval; pending jobs end at once. With -s SIG, send that one signal instead.",
     "stop": "Stop jobs (LSF bstop): running jobs get SIGSTOP (USUSP); pending jobs are held (PSUSP).",
     "resume": "Resume stopped or held jobs (LSF bresume).",
     "requeue": "Requeue jobs (LSF brequeue): running jobs are killed and pend again with the same ID.",
@@ -24,49 +24,79 @@ def _refused(jid: int, text: str, e) -> dict:
             "skipped": [], "note": None, "refused": {"id": text.strip(), "code": e.code, "reason": e.message}}
 
 
+def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose: bool, sig: str | None = None) -> None:
+    """Ask for action `name` on each JOB and print one line per job (or --json); `sig`
+    (kill -s) turns the kill into that one signal (xced.api.models.KillRequest)."""
+    from xced.api.errors import XceError
+    from xcecli.commands.jobs import _job_ref
+    from xcecli.output import err
+
+    if sig is not None:
+        from xced.model.signals import parse_signal
+
+        try:
+            parse_signal(sig)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="'-s' / '--signal'") from None
+    refs = [_job_ref(j) for j in jobs]
+    client = ctx.obj.client()
+    full = as_json or verbose
+    results, failed = [], None
+    for text, (jid, idx) in zip(jobs, refs):
+        body: dict = {"index": idx} if idx is not None else {}
+        if sig is not None:
+            body["signal"] = sig
+        try:
+            # plain JSON (no model parsing); past 100 elements the daemon answers counts and
+            # index runs unless asked for the full list (issue 17 part 4, CLI-7)
+            res = client.request("POST", f"/jobs/{jid}/{name}", json=body, params={"full": "true"} if full else None)
+            results.append(res.json())
+        except XceError as e:
+            if e.exit_code == 3:
+                raise
+            err(f"xcecli: error: {e.message}")
+            if as_json:
+                results.append(_refused(jid, text, e))
+            failed = e
+    if as_json:
+        import json
+
+        print(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            if r.get("complete", True):
+                print(f"Job <{r['job_id']}>: {r['message']}")
+            else:
+                from xced.api.arrays import action_lines
+
+                print("\n".join(action_lines(r["job_id"], name, [(g["state"], g["count"], g["indices"]) for g in r["states"]],
+                                             [(g["state"], g["count"], g["indices"]) for g in r["skipped"]], r["note"])))
+    if failed is not None:
+        raise typer.Exit(failed.exit_code)
+
+
+_JOBS = typer.Argument(..., metavar="JOB...", help="job IDs, 123 or 123[4]")
+_JSON_HELP = ("print the answer as JSON (the API's model, a list: every element acted on, and each JOB refused "
+              "with the reason)")
+_VERBOSE_HELP = "name every element acted on, however many (past 100 elements an array is summarised by state and index range)"
+
+
 def _make(name: str):
-    def command(ctx: typer.Context, jobs: List[str] = typer.Argument(..., metavar="JOB...", help="job IDs, 123 or 123[4]"),
-                as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model, a list: "
-                                             "every element acted on, and each JOB refused with the reason)"),
-                verbose: bool = typer.Option(False, "-v", "--verbose", help="name every element acted on, however many "
-                                             "(past 100 elements an array is summarised by state and index range)")) -> None:
-        from xced.api.errors import XceError
-        from xcecli.commands.jobs import _job_ref
-        from xcecli.output import err
-
-        refs = [_job_ref(j) for j in jobs]
-        client = ctx.obj.client()
-        full = as_json or verbose
-        results, failed = [], None
-        for text, (jid, idx) in zip(jobs, refs):
-            body = {"index": idx} if idx is not None else {}
-            try:
-                # plain JSON (no model parsing); past 100 elements the daemon answers counts and
-                # index runs unless asked for the full list (issue 17 part 4, CLI-7)
-                res = client.request("POST", f"/jobs/{jid}/{name}", json=body, params={"full": "true"} if full else None)
-                results.append(res.json())
-            except XceError as e:
-                if e.exit_code == 3:
-                    raise
-                err(f"xcecli: error: {e.message}")
-                if as_json:
-                    results.append(_refused(jid, text, e))
-                failed = e
-        if as_json:
-            import json
-
-            print(json.dumps(results, indent=2))
-        else:
-            for r in results:
-                if r.get("complete", True):
-                    print(f"Job <{r['job_id']}>: {r['message']}")
-                else:
-                    from xced.api.arrays import action_lines
-
-                    print("\n".join(action_lines(r["job_id"], name, [(g["state"], g["count"], g["indices"]) for g in r["states"]],
-                                                 [(g["state"], g["count"], g["indices"]) for g in r["skipped"]], r["note"])))
-        if failed is not None:
-            raise typer.Exit(failed.exit_code)
+    if name == "kill":
+        def command(ctx: typer.Context, jobs: List[str] = _JOBS,
+                    sig: Optional[str] = typer.Option(None, "-s", "--signal", metavar="SIG",
+                                                      help="send this one signal instead of the kill sequence (LSF "
+                                                           "bkill -s): a name (TERM, USR1, SIGUSR1) or a number; a "
+                                                           "pending job takes only KILL, TERM, INT (it is killed), "
+                                                           "STOP or CONT"),
+                    as_json: bool = typer.Option(False, "--json", help=_JSON_HELP),
+                    verbose: bool = typer.Option(False, "-v", "--verbose", help=_VERBOSE_HELP)) -> None:
+            _run(ctx, name, jobs, as_json, verbose, sig)
+    else:
+        def command(ctx: typer.Context, jobs: List[str] = _JOBS,
+                    as_json: bool = typer.Option(False, "--json", help=_JSON_HELP),
+                    verbose: bool = typer.Option(False, "-v", "--verbose", help=_VERBOSE_HELP)) -> None:
+            _run(ctx, name, jobs, as_json, verbose)
 
     command.__doc__ = _HELP[name] + (" Past 100 elements, an array prints one line per state of its elements "
                                      "(`Job <12[1-500]>: ...`); -v or --json name every element.")

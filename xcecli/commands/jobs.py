@@ -33,6 +33,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def jobs(
         ctx: typer.Context,
+        ids: List[str] = typer.Argument(None, metavar="[JOB]...", show_default=False,
+                                        help="only these jobs, 123 or 123[4], of any user, state and age (LSF bjobs ID)"),
         user: Optional[str] = typer.Option(None, "-u", "--user", help="whose jobs: a user name or 'all' (default: yours)"),
         queue: Optional[str] = typer.Option(None, "-q", "--queue", metavar="QUEUE", help="only the jobs of this queue"),
         project: Optional[str] = typer.Option(None, "-P", "--project", help="jobs of that very project, e.g. /physics/hep"),
@@ -41,12 +43,12 @@ def register(app: typer.Typer) -> None:
         fields: Optional[str] = typer.Option(None, "-o", metavar="FIELDS", help=f"fields, space or comma separated: {' '.join(FIELDS)}"),
         as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
     ) -> None:
-        """List jobs (LSF bjobs): your unfinished jobs and those that finished in the last hour."""
+        """List jobs (LSF bjobs): your unfinished jobs and those that finished in the last hour, or the JOBs named."""
         from xcecli import views
 
         with _usage():
             views.jobs(ctx.obj.client, user=user, queue=queue, project=project, state=state, all_=all_,
-                       fields=fields, as_json=as_json)
+                       fields=fields, as_json=as_json, ids=ids or [])
 
     @app.command()
     def show(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID"), as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (the API's model)"),
@@ -107,11 +109,17 @@ def register(app: typer.Typer) -> None:
     def peek(ctx: typer.Context, job: str = typer.Argument(..., metavar="JOB", help="job ID, 123 or 123[4]"),
              stderr: bool = typer.Option(False, "-e", "--stderr", help="show stderr instead of stdout"),
              max_bytes: int = typer.Option(65536, "--bytes", metavar="N", min=1, max=16 * 2**20,
-                                           help="at most the last N bytes (1 to 16 MiB)")) -> None:
-        """Output of a job so far (LSF bpeek)."""
+                                           help="at most the last N bytes (1 to 16 MiB)"),
+             follow: bool = typer.Option(False, "-f", "--follow", help="go on printing what the job writes until "
+                                         "it ends, as tail -f (LSF bpeek -f); waits for a pending job to start")) -> None:
+        """Output of a job so far (LSF bpeek); -f follows it until the job ends."""
         import sys
 
         jid, idx = _job_ref(job)
+        if follow:
+            from xcecli.follow import follow as follow_output
+
+            raise typer.Exit(follow_output(ctx.obj.client(), jid, idx, "stderr" if stderr else "stdout"))
         text = ctx.obj.client().output(jid, idx, "stderr" if stderr else "stdout", max_bytes)
         sys.stdout.write(text)
 

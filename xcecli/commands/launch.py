@@ -1,7 +1,9 @@
 """`xcecli launch HOST -- CMD` (CLI-3, JOB-7): LSF's blaunch. From inside a running parallel
 job, start a task on one of the job's hosts through that host's worker; its output and
 exit status come back. `--all` starts the command once per slot of the job, on every host
-(what XCE_TASK_STARTER runs, mpirun style)."""
+(what XCE_TASK_STARTER runs, mpirun style), each task with its rank (XCE_TASK_ID): its
+slot's place in XCE_HOSTS / LSB_HOSTS, from 0, so ranks follow the host list and are the
+same from run to run; the outputs are printed in rank order."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import typer
 
 #: a launched task may run as long as the job; the request waits for its end (seconds)
 LAUNCH_TIMEOUT_S = 30 * 24 * 3600.0
+#: tasks `--all` starts at once (one thread and one request each, held until the task ends):
+#: a job of more slots starts its later ranks as earlier ones end
+MAX_AT_ONCE = 4096
 
 
 def register(app: typer.Typer) -> None:
@@ -53,17 +58,22 @@ def register(app: typer.Typer) -> None:
             if not argv:
                 raise typer.BadParameter("expected HOST -- CMD [ARGS...]: the command is missing")
 
-        def one(host: str) -> dict:
+        def one(host: str, rank: int | None) -> dict:
             body = {"index": idx, "host": host, "argv": argv}
             if token:
                 body["token"] = token
+            if rank is not None:
+                body["rank"] = rank
             return ctx.obj.client_fresh().request("POST", f"/jobs/{jid}/launch", json=body, timeout=LAUNCH_TIMEOUT_S).json()
 
+        ranks = list(range(len(hosts))) if all_ else [None]
         if len(hosts) == 1:
-            results = [one(hosts[0])]
+            results = [one(hosts[0], ranks[0])]
         else:
-            with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
-                results = list(pool.map(one, hosts))
+            # every task at once: MPI-style ranks wait for each other, so none may queue behind
+            # another's end (each request is answered when its task ends)
+            with ThreadPoolExecutor(max_workers=min(MAX_AT_ONCE, len(hosts))) as pool:
+                results = list(pool.map(one, hosts, ranks))
         code = 0
         for r in results:
             sys.stdout.write(r.get("output") or "")

@@ -31,17 +31,31 @@ ALIASES: dict[str, str] = {h.lower(): f for f, h in FIELDS.items()} | {"stat": "
 #: the fields whose cells are epoch seconds
 TIME_FIELDS = frozenset({"submit_time", "start_time", "end_time"})
 
+#: Fields GET /jobs/table also gives, for LSF's `bjobs` (CLI-8, xcecli.lsf.bjobs), beside
+#: FIELDS; `xcecli jobs -o` does not offer them. FROM_HOST: the host of the API server that
+#: answers (XCE does not record a job's submission host); JOB_NAME: LSF's job name, the
+#: name (an array element's with its `[index]`) or else the command line, as bsub names a
+#: job that has no -J; COMMAND: the command line, quoted as a shell would need it;
+#: JOBINDEX: an array element's index, 0 for a plain job (LSF's jobindex field);
+#: EXIT_REASON and EXIT_SIGNAL: why an element ended and the signal that ended it.
+LSF_FIELDS: dict[str, str] = {
+    "from_host": "FROM_HOST", "job_name": "JOB_NAME", "command": "COMMAND", "index": "JOBINDEX",
+    "exit_reason": "EXIT_REASON", "exit_signal": "EXIT_SIGNAL",
+}
 
-def parse_fields(text: str | None) -> list[str]:
+
+def parse_fields(text: str | None, *, lsf: bool = False) -> list[str]:
     """The fields of `-o TEXT` (names or headers, any case, space or comma separated), in
-    order; DEFAULT_FIELDS for None. Raises ValueError naming the unknown ones and listing the
-    valid fields, or for a TEXT that names none."""
+    order; DEFAULT_FIELDS for None. With `lsf`, the LSF_FIELDS too (by name only). Raises
+    ValueError naming the unknown ones and listing the valid fields, or for a TEXT that
+    names none."""
     if text is None:
         return list(DEFAULT_FIELDS)
-    cols = [ALIASES.get(f.lower(), f.lower()) for f in text.replace(",", " ").split()]
-    bad = [f for f in cols if f not in FIELDS]
+    known = {**FIELDS, **LSF_FIELDS} if lsf else FIELDS
+    cols = [f if lsf and f in LSF_FIELDS else ALIASES.get(f, f) for f in text.lower().replace(",", " ").split()]
+    bad = [f for f in cols if f not in known]
     if bad:
-        raise ValueError(f"unknown field(s) {', '.join(bad)}; valid fields: {' '.join(FIELDS)}")
+        raise ValueError(f"unknown field(s) {', '.join(bad)}; valid fields: {' '.join(known)}")
     if not cols:
-        raise ValueError(f"no field named; valid fields: {' '.join(FIELDS)}")
+        raise ValueError(f"no field named; valid fields: {' '.join(known)}")
     return cols

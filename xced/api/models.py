@@ -175,6 +175,26 @@ class JobAction(RequestBody):
     index: int | None = None
 
 
+class KillRequest(JobAction):
+    """POST /jobs/{id}/kill (`xcecli kill`, LSF bkill). Without `signal`, LSF's kill sequence
+    (INT, TERM, KILL spaced by kill_interval). With one (`bkill -s SIG`), that signal alone:
+    to running and stopped elements as it is; to pending ones only KILL, TERM or INT (which
+    end them EXIT, as a kill does), STOP (a user hold) or CONT (its release), as LSF sends
+    pending jobs no other signal. A name (`USR1`, `SIGUSR1`) or a number (`10`); anything
+    else is refused (422) listing the valid ones (xced.model.signals)."""
+
+    signal: str | None = Field(None, max_length=16, description="a signal by name (TERM, SIGUSR1) or number (15)")
+
+    @field_validator("signal")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from xced.model.signals import parse_signal
+
+        return parse_signal(v)[1]
+
+
 class LaunchRequest(RequestBody):
     """POST /jobs/{id}/launch (`xcecli launch`, LSF blaunch): run `argv` as one task of the
     running element `index` on `host`, one of the job's hosts. `token` is the element's
@@ -184,6 +204,10 @@ class LaunchRequest(RequestBody):
     host: str
     argv: list[str] = Field(min_length=1)
     token: str | None = None
+    rank: int | None = Field(None, ge=0, le=2**31,
+                             description="the task's place in the job's LSB_HOSTS (0 = the first slot), which must "
+                                         "be a slot on `host`: its XCE_TASK_ID (`launch --all`, XCE_TASK_STARTER); "
+                                         "null: the next task number of the job")
 
 
 # ---------------------------------------------------------------- responses
@@ -274,8 +298,11 @@ class ElementOut(Body):
     host_problem: str | None = Field(None, description="for a running element, why one of its hosts is not ok "
                                                        "(its worker left; its key was revoked or expired, KEY-4): "
                                                        "the element stays RUN until the host rejoins")
-    stdout: str | None = None
-    stderr: str | None = None
+    stdout: str | None = Field(None, description="the file its stdout goes to (JOB-12: -o with %J/%I expanded, "
+                                                 "a directory resolved to DIR/ID.out; once it started, the "
+                                                 "path its host opened, the job directory's file when the job "
+                                                 "names none); null: no -o and not started")
+    stderr: str | None = Field(None, description="the file its stderr goes to (the stdout file without -e)")
 
 
 class ReserveOut(Body):
@@ -351,6 +378,9 @@ class JobTable(Body):
 
     fields: list[str]
     rows: list[list[int | float | str | None]]
+    missing: list[int] = Field(default_factory=list,
+                               description="the job IDs asked for with `id` that the cluster does not know "
+                                           "(LSF bjobs: 'Job <ID> is not found')")
 
 
 class EventOut(Body):
@@ -401,6 +431,12 @@ class HostOut(Body):
                                                        "(or served) it over its channel: its join, a report, or a "
                                                        "heartbeat, which an idle worker sends every 10 s (SCHED-4); "
                                                        "null for the controller's own worker")
+    load: dict[str, float] | None = Field(None, description="LSF's load indices its worker last reported (RES-7): "
+                                                            "r15s, r1m, r15m (run queue), ut (CPU, 0..1), pg "
+                                                            "(pages/s), io (KB/s), ls (users), it (idle minutes), "
+                                                            "tmp, swp (free MB), ncpus, maxmem, maxswp, maxtmp (MB); "
+                                                            "null before its first report")
+    load_at: float | None = Field(None, description="when that report came")
     jobs: list[str] = Field(default_factory=list, description="the jobs running there (IDs as 12 or 12[3]; the "
                                                               "first 1,000)")
 
@@ -585,6 +621,18 @@ class Info(Body):
     is_admin: bool
     topdir: str
     daemon_user: str
+
+
+class ClusterParams(Body):
+    """GET /params (LSF `lsid`, `bparams`, `badmin showconf mbd`; CLI-8): the cluster's name, the
+    host the controller runs on (LSF's master host), XCE's version, and the settings of
+    config/xce.yaml in force (xced.model.config.ClusterSettings, as JSON: `clean_period_s`,
+    `kill_interval_s` ...), which any user may read, as LSF's bparams shows lsb.params."""
+
+    cluster_name: str
+    master_host: str = Field(description="the name of the machine the controller runs on")
+    version: str
+    settings: dict = Field(description="ClusterSettings in force, as JSON")
 
 
 class ApplyConfigRequest(RequestBody):

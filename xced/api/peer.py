@@ -19,6 +19,9 @@ dispatch count the start carried): a report of another attempt is a stale copy's
 `request`/`reply` carry an `rid` and are how the controller asks a worker something
 (e.g. `read_output` for `xcecli peek`). Units: seconds, MB, slots.
 
+The worker's join carries its first measure of LSF's load indices (`load`), and each
+heartbeat the next (RES-7; names and units: xced.model.load).
+
 Every message after the join is one of the typed unions below, `WorkerMessage` (worker ->
 controller) and `ControllerMessage` (controller -> worker), parsed strictly at the end
 that receives it: a message that fits neither is refused and logged, never half applied.
@@ -56,6 +59,9 @@ class Join(_Msg):
     tags: list[str] = Field(default_factory=list)
     running: list[tuple[int, int, int] | tuple[int, int]] = Field(default_factory=list, max_length=1_000_000)
     version: str = ""
+    #: the host's load indices now (RES-7, xced.model.load; checked by check_load); null
+    #: from a worker that measures none
+    load: dict[str, float] | None = Field(None, max_length=64)
     #: production mode (KEY-3): the role, the key's fingerprint, and its signature of the
     #: controller's challenge (xced.auth.keys.join_payload, purpose "worker-channel")
     role: str = Field("worker", max_length=32)
@@ -87,6 +93,8 @@ class StartedMsg(_Msg):
     containment: Literal["cgroup-v2", "cgroup-v1", "subreaper"] | None = None
     #: the dispatch this copy came from (null from a worker that names none: taken as current)
     attempt: int | None = Field(None, ge=0)
+    #: the (stdout, stderr) paths the job writes (JOB-12; null from a worker that names none)
+    outputs: tuple[Annotated[str, Field(max_length=4096)], Annotated[str, Field(max_length=4096)]] | None = None
 
 
 class FinishedMsg(_Msg):
@@ -110,9 +118,13 @@ class StartFailedMsg(_Msg):
 
 
 class HeartbeatMsg(_Msg):
-    """The worker is alive (every `heartbeat_s` seconds, SCHED-4)."""
+    """The worker is alive (every `heartbeat_s` seconds, SCHED-4), with its host's load
+    indices now (RES-7: {index: value}, names and units of xced.model.load, checked there;
+    null from a worker that measures none). LSF's LIM updates most indices every 15 s; the
+    heartbeat's 10 s is as often, and measuring costs well under a millisecond."""
 
     op: Literal["heartbeat"]
+    load: dict[str, float] | None = Field(None, max_length=64)
 
 
 class LaunchMsg(_Msg):
@@ -128,6 +140,8 @@ class LaunchMsg(_Msg):
     argv: list[str] = Field(min_length=1, max_length=4096)
     token: str = Field(max_length=256)
     uid: int | None = Field(None, ge=0, le=2**32)
+    #: the task's place in LSB_HOSTS (LaunchRequest.rank), null: none given
+    rank: int | None = Field(None, ge=0, le=2**31)
 
 
 class ReplyMsg(_Msg):

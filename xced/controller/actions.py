@@ -64,6 +64,51 @@ class ActionsMixin:
         self.kick()  # a killed pending job may have been the head that blocked its queue
         return [e.ref for e, _, _ in changes]
 
+    def send_signal(self, job_id: int, index: int | None, signum: int, name: str,
+                    caller: Caller) -> tuple[str, list[str]]:
+        """`xcecli kill -s SIG` (LSF `bkill -s`): signal `signum` (`name`, "SIGUSR1") to the
+        job or element `index`. Returns (the action it was, for the answer: "kill", or "stop"
+        / "resume" for STOP, TSTP and CONT, which are `stop` and `resume` so that the state
+        follows, USUSP and back; the elements acted on).
+
+        Running and stopped elements get the signal on their first host, to their process
+        group, with a SIGNAL event ("signal SIGUSR1 requested by USER"; LSF's bhist shows
+        "Signal <USR1> requested by user or administrator <USER>"); the job goes on unless
+        the signal ends it, and then ends as its processes do (EXIT, killed by that signal).
+        No state changes here, so this is a note of the shell, not a transition. Pending
+        elements take only KILL, TERM or INT, which kill them (EXIT at once), as LSF sends
+        pending jobs no other signal ("You cannot send arbitrary signals to a pending job":
+        https://www.ibm.com/docs/en/spectrum-lsf/10.1.0?topic=execution-send-signal-job).
+        Needs job:kill (RBAC-3; PermissionDenied naming who may). Raises Conflict when no
+        element could take it (all finished, or pending and another signal)."""
+        import signal as _sig
+
+        if signum in (_sig.SIGSTOP, _sig.SIGTSTP):
+            return "stop", self.stop(job_id, index, caller)
+        if signum == _sig.SIGCONT:
+            return "resume", self.resume(job_id, index, caller)
+        job, actor = self._begin_action(job_id, caller, "job:kill", "send it a signal")
+        els = self._elements(job, index)
+        pending = [e for e in els if e.state in PENDING]
+        changes = []
+        if pending and signum in (_sig.SIGKILL, _sig.SIGTERM, _sig.SIGINT):
+            changes += self._changes(pending, self._stim(m.Kill, "kill", actor, user=caller.user))
+        stim = self._stim(m.Kill, "signal", actor, user=caller.user)  # the request the events name
+        for e in els:
+            if e.state in ACTIVE:
+                changes.append((e, stim, m.Outcome(e.state, {}, {}, [m.Event(
+                    "SIGNAL", None, None, f"signal {name} requested by {caller.user}")], [m.SignalElement(signum)])))
+        if not changes:
+            ref, state = _subject(job, index)
+            if pending:
+                raise Conflict(f"job {ref} is pending ({state}): only KILL, TERM or INT (which kill it), STOP or "
+                               f"CONT can be sent to a pending job, as in LSF; {name} goes to running jobs")
+            raise Conflict(f"job {ref} has already finished ({state}); nothing to signal")
+        self._commit(changes)
+        self._job_changed(job)
+        self.kick()
+        return "kill", [e.ref for e, _, _ in changes]
+
     def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
         """`xcecli stop` (LSF bstop): a running element is stopped (SIGSTOP, USUSP); a pending
         one gets a `user` hold (PSUSP). Needs job:modify (RBAC-3; PermissionDenied naming who may).
@@ -196,11 +241,19 @@ class ActionsMixin:
         return e, text
 
     async def launch(self, job_id: int, index: int, host: str, argv: list[str], token: str | None,
-                     caller: Caller | None, peer_uid: int | None = None) -> dict:
+                     caller: Caller | None, peer_uid: int | None = None, rank: int | None = None) -> dict:
         """`xcecli launch HOST -- CMD` (LSF blaunch, JOB-7): start one task of running element
         (job_id, index) on `host`, one of the job's hosts, as the job's user, and return how
         it ended: {"host", "task_id", "exit_code", "signal", "reason", "output"} (output capped
         at 1 MB).
+
+        The task's names (JOB-7, JOB-6): XCE_TASK_ID is `rank`, its place in the job's
+        LSB_HOSTS (0 = the first slot; what `launch --all`, so XCE_TASK_STARTER, gives each
+        task: MPI-style ranks in LSB_HOSTS order, the same from run to run), or without a
+        rank the job's next task number (from 1); XCE_HOST_TASK_INDEX is the place in
+        LSB_HOSTS of `host`'s first slot, as the host hooks see it; XCE_TASK_HOST is `host`.
+        The profile's job starter wraps the task's command as it wraps the job's (JOB-7:
+        tasks start inside it, as LSF's JOB_STARTER wraps the job).
 
         Who may (D-7): the job's owner (`caller`, without a token), or a process inside the
         job, which proves it with the element's launch token (XCE_JOB_TOKEN) and, on the Unix
@@ -231,8 +284,19 @@ class ActionsMixin:
         w = self.workers.get(host)
         if w is None:
             raise Conflict(f"host {host} is not reachable now (its worker has not joined)")
+        slots = [h for h, n in e.alloc for _ in range(n)]  # LSB_HOSTS
+        if rank is not None and (rank >= len(slots) or slots[rank] != host):
+            raise Conflict(f"rank {rank} is not a slot of {host} in job {e.ref}'s LSB_HOSTS "
+                           f"({' '.join(slots[:64])}{' ...' if len(slots) > 64 else ''}); ranks go from 0 to "
+                           f"{len(slots) - 1}, in that order")
         self._task_ids[(job_id, index)] = tid = self._task_ids.get((job_id, index), 0) + 1
-        task = self._task_spec(e, tid, argv, {"XCE_TASK_ID": str(tid), "XCE_TASK_HOST": host})
+        profile = self.config.applications.get(job.spec.app) if job.spec.app else None
+        if profile is not None and profile.job_starter:
+            from xced.controller.dispatch import wrap_with_job_starter
+
+            argv = wrap_with_job_starter(profile.job_starter, list(argv))
+        task = self._task_spec(e, tid, argv, {"XCE_TASK_ID": str(tid if rank is None else rank), "XCE_TASK_HOST": host,
+                                              "XCE_HOST_TASK_INDEX": str(slots.index(host))})
         self.store_event_only(job_id, index, "LAUNCH", f"user:{job.user}" if caller is None else f"user:{caller.user}",
                               f"task {tid} on {host}: {' '.join(argv)[:200]}")
         result = await w.launch_task(task)

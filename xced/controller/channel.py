@@ -107,6 +107,8 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
                     ".".join(str(x) for x in err.get("loc", ())) or "op", err.get("msg"))
         return False
     if isinstance(msg, HeartbeatMsg):  # any message counts as one (the channel's route notes the time)
+        if msg.load:  # RES-7: the host's load indices now
+            ctl.host_load(link, msg.load)
         return True
     if isinstance(msg, ReplyMsg):
         link.resolve(msg.rid, msg.result)
@@ -124,7 +126,8 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
                     "is not running" if host is None else f"runs on {host}, not on {link.host}")
         return False
     if isinstance(msg, StartedMsg):
-        ctl.on_started(msg.job_id, msg.index, msg.start_time, msg.containment, attempt=msg.attempt)
+        ctl.on_started(msg.job_id, msg.index, msg.start_time, msg.containment, attempt=msg.attempt,
+                       outputs=msg.outputs)
     elif isinstance(msg, FinishedMsg):
         st = msg.status
         ctl.on_finished(msg.job_id, msg.index, EndStatus(st.exit_code, st.signal_name, st.start_time, st.end_time,
@@ -154,7 +157,8 @@ def relay_launch(ctl, link: RemoteWorkerLink, msg: LaunchMsg) -> bool:
         from xced.api.errors import XceError
 
         try:
-            result = await ctl.launch(msg.job_id, msg.index, msg.host, list(msg.argv), msg.token, None, msg.uid)
+            result = await ctl.launch(msg.job_id, msg.index, msg.host, list(msg.argv), msg.token, None, msg.uid,
+                                      rank=msg.rank)
             link._send({"op": "launched", "lid": msg.lid, "result": result})
         except XceError as err:
             link._send({"op": "launched", "lid": msg.lid, "error": {"status": err.status, "code": err.code,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import shlex
 
 from xced.controller import machine as m
 from xced.controller.retry import SESSION_KEY, STORE_ERRORS
@@ -27,8 +28,6 @@ S = JobState
 def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
     """JOB-7 (LSF JOB_STARTER): run the job command through the profile's job starter, a
     shell command line in which `%USRCMD` stands for the job's command (appended when absent)."""
-    import shlex
-
     cmd = shlex.join(argv)
     line = starter.replace("%USRCMD", cmd) if "%USRCMD" in starter else f"{starter} {cmd}"
     return ["/bin/sh", "-c", line]
@@ -255,4 +254,5 @@ class DispatchMixin:
                          list(e.alloc), sp.run_as, sp.run_uid, sp.run_gid,
                          st.kill_interval_s, st.limit_grace_s, e.token or "", sp.umask,
                          dict(eff.profile_env), dict(eff.export_env), sp.app or None,
-                         self._hooks(profile, sp), sp.project, e.attempt, script)
+                         self._hooks(profile, sp), sp.project, e.attempt, eff.ntasks_max, shlex.join(sp.argv),
+                         script)

@@ -43,6 +43,8 @@ log = logging.getLogger("xced.controller")
 
 #: the longest gap between two looks for lost hosts, seconds (a step of the test clock looks at once)
 LOST_CHECK_S = 5.0
+#: the shortest gap between two sessions that load reports ask for (RES-7), seconds
+LOAD_KICK_S = 15.0
 #: test mode only: seconds between a worker's heartbeats instead of xced.api.peer.HEARTBEAT_S
 ENV_TEST_HEARTBEAT = "XCE_TEST_HEARTBEAT_S"
 
@@ -149,6 +151,8 @@ class HostsMixin:
                 for e in job.elements.values():
                     if e.state in ACTIVE and link.host in (e.reserve or dict(e.alloc)):
                         self._use(e, +1, only=link.host)
+        if getattr(offer, "load", None):
+            self.host_load(link, offer.load)
         self._fence(link, getattr(offer, "running", None) or ())
         self._host_stimulus(self._stim(m.HostJoined, "host", f"worker:{link.host}", host=link.host,
                                        declared=declared), link)
@@ -196,6 +200,31 @@ class HostsMixin:
         h = self.hosts.get(link.host)
         if h is not None and self.workers.get(link.host) is link:
             h.last_heard = self.clock()
+
+    def host_load(self, link: WorkerLink, values: dict) -> bool:
+        """`link`'s worker reported its host's load indices (RES-7; at its join and with each
+        heartbeat, or every xced.worker.load.LOAD_REPORT_S for the daemon's own): kept in memory as the host's `load` (what select and
+        order read, and `xcecli hosts --load` shows) with the time. A report that
+        xced.model.load.check_load refuses (an unknown index, a value out of range) is logged
+        and dropped whole; so is one from a channel another worker has replaced. Returns
+        whether it was taken. A session follows (a pending job's select on a load index may
+        hold now), at most one per LOAD_KICK_S however many hosts report."""
+        from xced.model.load import check_load
+
+        h = self.hosts.get(link.host)
+        if h is None or self.workers.get(link.host, link) is not link:
+            return False
+        try:
+            h.load = check_load(values)
+        except ValueError as e:
+            log.warning("worker %s sent a load report that is refused: %s", link.host, e)
+            return False
+        now = h.load_at = self.clock()
+        last = getattr(self, "_load_kicked_at", None)
+        if last is None or not 0 <= now - last < LOAD_KICK_S:
+            self._load_kicked_at = now
+            self.kick()
+        return True
 
     def is_joined(self, host: str) -> bool:
         """Whether a worker serves `host` now (host names are unique among joined workers)."""
@@ -474,7 +503,7 @@ class HostsMixin:
                 "status_reason": h.status_reason, "closed_by": closed[0].split(":", 1)[-1] if closed else None,
                 "closed_reason": closed[1] if closed else None, "closed_at": closed[2] if closed else None,
                 "draining": h.draining, "away_since": h.away_since, "lost_at": h.lost_at,
-                "last_heard": h.last_heard,
+                "last_heard": h.last_heard, "load": h.load or None, "load_at": h.load_at,
                 "jobs": jobs[:1000]}
 
     def host_supplies(self, idle: bool = False) -> list[HostSupply]:
@@ -490,7 +519,8 @@ class HostsMixin:
         free = dict(h.resources) if idle else {k: v - h.resources_used.get(k, 0.0) for k, v in h.resources.items()}
         return HostSupply(h.name, h.slots, h.slots if idle else h.slots - h.slots_used, h.memory_mb,
                           h.memory_mb if idle else h.memory_mb - h.mem_used_mb, dict(h.resources), free,
-                          dict(h.attributes), frozenset(h.tags), "ok" if idle else h.status)
+                          dict(h.attributes), frozenset(h.tags), "ok" if idle else h.status,
+                          {} if idle else h.load)
 
     def _fits(self, reserve: dict[str, dict[str, float]], taken: dict[str, dict[str, float]]) -> bool:
         """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the

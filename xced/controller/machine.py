@@ -106,6 +106,8 @@ class Started(Stimulus):
 
     start_time: float = 0.0
     containment: str | None = None
+    #: the stdout and stderr paths the job writes, as its supervisor opened them (JOB-12)
+    outputs: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +236,7 @@ STORED = frozenset({"state", "holds", "start_time", "end_time", "exit_code", "ex
                     "action", "token_hash", "reserve", "containment", "attempt", "failures"})
 #: memory-only element fields an outcome may set (a start time the worker saw is kept in memory
 #: only: the end's record carries it durably)
-MEMORY = frozenset({"pend_reason", "token", "start_time", "failures", "retry_at", "containment"})
+MEMORY = frozenset({"pend_reason", "token", "start_time", "failures", "retry_at", "containment", "outputs"})
 
 
 @dataclass(slots=True)
@@ -283,7 +285,7 @@ def _dispatch(e: Element, s: Dispatch) -> Outcome:
     out = _move(e, S.RUN, "DISPATCH", "dispatched to " + " ".join(f"{h}:{n}" for h, n in alloc) + s.note,
                 alloc=alloc, start_time=s.time, end_time=None, exit_code=None, exit_signal=None, exit_reason=None,
                 action=None, token_hash=s.token_hash, reserve=dict(s.reserve), attempt=e.attempt + 1)
-    out.memory.update(pend_reason=None, retry_at=None, token=s.token, containment=None)
+    out.memory.update(pend_reason=None, retry_at=None, token=s.token, containment=None, outputs=None)
     out.effects.append(StartElement())
     return out
 
@@ -328,7 +330,10 @@ def _pending(e: Element, s: Pending) -> Outcome | None:
 
 def _started(e: Element, s: Started) -> Outcome:
     """unchanged; the start time the worker saw is kept in memory, and its failures in a row end."""
-    return Outcome(e.state, {}, {"start_time": s.start_time, "failures": 0, "containment": s.containment})
+    mem = {"start_time": s.start_time, "failures": 0, "containment": s.containment}
+    if s.outputs is not None:
+        mem["outputs"] = s.outputs
+    return Outcome(e.state, {}, mem)
 
 
 def _finished(e: Element, s: Finished) -> Outcome:

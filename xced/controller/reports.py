@@ -37,18 +37,19 @@ class ReportsMixin:
         return True
 
     def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None,
-                   attempt: int | None = None) -> None:
+                   attempt: int | None = None, outputs: tuple[str, str] | list[str] | None = None) -> None:
         """The worker saw the job's process start: show the real start time and how its
         processes are kept together (`containment`: "cgroup-v2", "cgroup-v1", "subreaper",
         JOB-1). Kept in memory only (no transaction per start); the end's record carries the
         start time durably, and after a restart the worker reports both again from the
-        supervisor's job.json. A report of another `attempt` than the element's is a stale
-        copy's and is ignored (SCHED-4)."""
+        supervisor's job.json. `outputs`: the (stdout, stderr) paths the supervisor opened
+        (JOB-12: `show` gives them). A report of another `attempt` than the element's is a
+        stale copy's and is ignored (SCHED-4)."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
         if e is not None and e.state in ACTIVE and not self._stale(e, attempt, "start"):
             stim = m.Started("report", "worker", 0.0, start_time=start_time,  # writes nothing: no ID needed
-                             containment=containment)
+                             containment=containment, outputs=tuple(outputs) if outputs else None)
             self._commit([(e, stim, transition(e, stim))])
 
     def on_start_failed(self, job_id: int, index: int, reason: str, attempt: int | None = None) -> None:

@@ -7,7 +7,6 @@ runs on the event loop thread and changes state only through the shell (`_commit
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -115,14 +114,17 @@ def _check_utf8(req: dict) -> None:
     or process environment could carry again, so the submit is refused naming the field (D-8).
     Walks nested values without recursion. Raises InvalidRequest.
 
-    First one C-speed pass over the whole request (JSON text without escaping, strictly
-    encoded: only a lone surrogate can fail it), half the cost of the walk on a submit with
-    the submitter's whole environment (issue 17 part 5, CLI-7); the walk, which names the
-    field, runs only when that pass fails or the request holds what JSON cannot write."""
+    First one C-speed pass over the whole request: orjson writes UTF-8 and refuses a lone
+    surrogate (a fifth of the cost of the json module's pass on a submit with the
+    submitter's whole environment, issue 17 part 5, CLI-7); the walk, which names the field,
+    runs only when that pass fails or the request holds what orjson cannot write (a key
+    that is not a string, an integer over 64 bits)."""
+    import orjson  # the daemon's (the client never checks this way)
+
     try:
-        json.dumps(req, ensure_ascii=False, check_circular=False).encode("utf-8")
+        orjson.dumps(req)
         return
-    except (UnicodeEncodeError, TypeError, ValueError):
+    except (TypeError, ValueError):
         pass
     stack: list[tuple[str, object]] = [(k, v) for k, v in req.items()]
     while stack:
@@ -338,6 +340,8 @@ class SubmitMixin:
         _check_own_values(req)
         texts = list(req.get("resreq") or [])
         resreq, nmin, nmax = _submit_resreq(texts, req.get("ntasks_min"), req.get("ntasks_max"))
+        if any("order" in t for t in texts):  # RES-1: order[] keys name what hosts have
+            self._check_order_names(texts)
         job_values = OwnValues(nmin, nmax if nmax is not None else nmin, req.get("run_limit_s"),
                                req.get("memory_limit_mb"), dict(req.get("app_params") or {}), req.get("exdata"))
         job_env = dict(req.get("env") or {}) if base_env is None else _laid_over(base_env, req.get("env"))
@@ -393,6 +397,35 @@ class SubmitMixin:
             if why:
                 return f"the job can never start: {why}", "resreq"
         return None
+
+    def _check_order_names(self, texts: list[str]) -> None:
+        """Every ``order[]`` key of the job's -R strings names something a host has, as a
+        ``select`` on a resource no host has is refused (RES-1, RES-7): slots, maxslots, mem,
+        maxmem, LSF's load indices (xced.model.load: LSF knows them whatever the hosts
+        report), a numeric resource of some host (``gpu``, and ``maxgpu``) or a tag. LSF's
+        order string takes "any built-in or external load index or static resource" (LSF
+        6.2 Administration Guide p. 268; docs/lsf-behaviour.md section 1). Raises
+        InvalidRequest naming the -R string, the key's column and what would be valid."""
+        from xced.model.load import LOAD_INDICES
+        from xced.resreq import order_keys_at
+
+        known = {"slots", "maxslots", "mem", "maxmem", *LOAD_INDICES}
+        for h in self.hosts.values():
+            known.update(h.resources)
+            known.update("max" + r for r in h.resources)
+            known.update(h.tags)
+        for text in texts:
+            if not text.strip():
+                continue
+            for name, column in order_keys_at(text):
+                if name in known:
+                    continue
+                others = sorted(known - {"slots", "maxslots", "mem", "maxmem", *LOAD_INDICES})
+                err = ResReqError(text, column, "a resource to order by", reason=(
+                    f"order[{name}]: no host has resource {name!r} to order by; order by slots, maxslots, mem, "
+                    f"maxmem, a load index ({', '.join(n for n in LOAD_INDICES if n != 'maxmem')})"
+                    + (f" or a host resource ({', '.join(others[:20])})" if others else "")))
+                raise InvalidRequest(f"-R: {err}", field="resreq")
 
     def _check_can_start(self, nmin: int, nmax: int, resreq, host_limit: int | None) -> None:
         """A submit no host could ever run is refused (MERGE-2). Raises InvalidRequest."""

@@ -139,6 +139,58 @@ def parse_job_name(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> tuple[s
     return m.group("name"), ArraySpec(m.group("name"), tuple(sorted(indices)), limit, text)
 
 
+def expand_output_template(template: str, job_id: int, index: int) -> str:
+    """An `-o/-e` path with LSF's patterns replaced (JOB-12; IBM bsub -o: "%J is replaced by
+    the job ID ... %I is replaced by the index of the job in the array ... Otherwise, %I is
+    replaced by 0"): `%J` -> `job_id`, `%I` -> `index` (0 for a plain job), `%%` -> a literal
+    `%`, read left to right in one pass (so `%%J` is `%J`); any other `%` is kept as
+    written. Works in directory names as in file names: `logs/%J/` -> `logs/12/`."""
+    if "%" not in template:
+        return template
+    out: list[str] = []
+    i, n = 0, len(template)
+    while i < n:
+        c = template[i]
+        if c == "%" and i + 1 < n and template[i + 1] in "JI%":
+            nxt = template[i + 1]
+            out.append(str(job_id) if nxt == "J" else str(index) if nxt == "I" else "%")
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def output_file_name(job_id: int, index: int, stream: str) -> str:
+    """The file an `-o DIR/` (`stream` "stdout") or `-e DIR/` ("stderr") writes in DIR
+    (JOB-12): `ID.out` / `ID.err` as LSF ("Specifying a directory for job output": "Standard
+    output: output_directory/job_ID.out, Standard error: error_directory/job_ID.err"); an
+    array element (index >= 1; array indices start at 1) gets `ID_INDEX.out`, so its
+    elements do not share one file: LSF's documented form for per-element files
+    (LSB_JOB_TMPDIR: "arrayID_arrayIndex"). Raises ValueError for another `stream`."""
+    if stream not in ("stdout", "stderr"):
+        raise ValueError(f"output stream {stream!r}: expected 'stdout' or 'stderr'")
+    ext = "out" if stream == "stdout" else "err"
+    return f"{job_id}.{ext}" if index == 0 else f"{job_id}_{index}.{ext}"
+
+
+def resolve_output_path(template: str, job_id: int, index: int, cwd: str, stream: str) -> str:
+    """Where element (job_id, index) writes `stream` ("stdout"/"stderr") for an `-o/-e`
+    value `template`, as far as the text tells (JOB-12, IBM bsub -o): the patterns expanded
+    (expand_output_template); a path ending in `/` names a directory, and the file is
+    `DIR/ID.out` (output_file_name; LSF: "Make the final character in the path a slash");
+    a relative path is relative to the job's working directory `cwd` ("If only a file name
+    is specified, LSF writes the output file to the current working directory"). A path
+    without the slash that names an existing directory is found so only on the execution
+    host, by its supervisor (xced.worker.supervisor), which writes `DIR/ID.out` then."""
+    import posixpath
+
+    p = expand_output_template(template, job_id, index)
+    if p.endswith("/"):
+        p = p + output_file_name(job_id, index, stream)
+    return posixpath.normpath(posixpath.join(cwd, p))
+
+
 def format_job_ref(job_id: int, index: int) -> str:
     """Display form: `123` for a plain job (index 0), `123[4]` for an array element."""
     return str(job_id) if index == 0 else f"{job_id}[{index}]"

@@ -62,6 +62,9 @@ class Element:
     #: how its processes were kept together, as its supervisor reported at the start
     #: ("cgroup-v2", "cgroup-v1", "subreaper"; JOB-1); stored with its end (migration 0009)
     containment: str | None = None
+    #: the stdout and stderr paths its last run writes, as its supervisor reported at the start
+    #: (JOB-12: a -o DIR resolved on the execution host); in memory only, None before
+    outputs: tuple[str, str] | None = None
     #: how many times it has been dispatched (stored, migration 0011): every dispatch carries
     #: it to the worker, and a copy or report of another attempt is stale and fenced (SCHED-4)
     attempt: int = 0
@@ -143,6 +146,10 @@ class HostState:
     #: daemon-clock time the controller last heard from its worker over the channel (its join,
     #: a report, or a heartbeat every heartbeat_s, SCHED-4); kept after the worker has gone
     last_heard: float | None = None
+    #: LSF's load indices its worker last reported (RES-7, xced.model.load; memory only)
+    load: dict[str, float] = field(default_factory=dict)
+    #: daemon-clock time of that report; None: none yet
+    load_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -183,6 +190,10 @@ class StartInfo:
     #: the element's dispatch count (SCHED-4 fencing): the worker keeps it in spec.json and
     #: sends it with every report; a report of another attempt is ignored
     attempt: int = 0
+    #: the most tasks the job asked for (-n MIN,MAX: MAX): LSB_MAX_NUM_PROCESSORS; None: its slots
+    ntasks_max: int | None = None
+    #: the job's command line as submitted (before a job starter): LSB_JOBNAME of a job without -J
+    command: str | None = None
     #: the job's script (JOB-12: one read from standard input), which the worker writes to
     #: the job's directory and puts where argv holds SCRIPT_ARG; None: the job has none
     script: str | None = None
@@ -222,6 +233,9 @@ class TaskSpec:
     #: the element's attempt (its dispatch count) the task belongs to: a task of another
     #: attempt found on a rejoining host is a stale copy's, fenced (SCHED-4)
     attempt: int = 0
+    #: as on StartInfo: LSB_MAX_NUM_PROCESSORS and LSB_JOBNAME of a job without -J
+    ntasks_max: int | None = None
+    command: str | None = None
 
 
 @dataclass(slots=True)

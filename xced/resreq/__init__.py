@@ -6,6 +6,7 @@ Public API::
     parse(text, capped=False) -> ResReq    one -R string; raises only ResReqError
     parse_job([text, ...]) -> ResReq       a job's -R strings, held to the request caps, merged
     parse_select(text, capped=False) -> Expr  a bare select expression
+    order_keys_at(text) -> [(name, column)]  the order[] keys of a string, with their columns
     merge([ResReq, ...]) -> ResReq         several -R strings, as LSF merges them
     render(req) -> str                     canonical text; parse(render(r)) == r
     render_expr(expr) -> str               canonical select expression text
@@ -40,6 +41,9 @@ Decisions where LSF is ambiguous or XCE differs (sources: IBM Spectrum LSF 10.1
 - A bare name compared with ``type``, ``model`` or ``hname`` is a string literal
   (``type==X86_64``) and is not alias-rewritten; elsewhere ``swap``, ``idle``,
   ``login``, ``cpu`` become ``swp``, ``it``, ``ls``, ``r1m`` in every section.
+- Unquoted string values may hold dots and digits (``type==LINUX2.4``,
+  ``model==PC6000``, RES-7): a word with a ``.`` is a string and may only be one side
+  of ``==`` or ``!=``; elsewhere it is an error at its column.
 - ``type==local`` / ``type==any`` (and ``model``) are kept as written; the
   evaluator gives them meaning (``any`` matches all; ``local`` compares with the
   submitting host's attributes when given, else matches all).
@@ -96,7 +100,7 @@ from ._ast import (
 )
 from ._errors import ResReqError
 from ._merge import merge
-from ._parser import MAX_PARSE_DEPTH, parse, parse_job, parse_select
+from ._parser import MAX_PARSE_DEPTH, order_keys_at, parse, parse_job, parse_select
 from ._render import render, render_expr, to_json
 from ._reserve import DEFAULT_PER, Reserved, reserve_line, reserve_terms, reserve_ways
 from ._select import explain_select, select_matches
@@ -125,6 +129,7 @@ __all__ = [
     "Unary",
     "explain_select",
     "merge",
+    "order_keys_at",
     "parse",
     "parse_job",
     "parse_select",

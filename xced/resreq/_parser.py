@@ -22,7 +22,10 @@ Grammar (whitespace — space, tab, CR, LF — is allowed between any two tokens
     primary     := number [unit] | 'string' | "string" | name | "defined" "(" name ")"
                  | "(" expr ")"
 
-Names are ASCII ``[A-Za-z_][A-Za-z0-9_]*``; numbers are ASCII decimals.
+Names are ASCII ``[A-Za-z_][A-Za-z0-9_]*``; numbers are ASCII decimals. A name followed
+by ``.word``s (``LINUX2.4``, RES-7) is an unquoted string value, read as one ``Name``; it
+may only be one side of ``==``/``!=`` (LSF writes host types so: docs/lsf-behaviour.md
+section 1).
 
 Bounds (D-8; the values are in xced.model.units). The work is linear in the text: a chain
 of ``&&`` or ``||`` is read in a loop into one ``BoolOp``, every other construct nests
@@ -68,7 +71,7 @@ from xced.model.units import (
     MAX_SELECT_DEPTH,
 )
 
-__all__ = ["MAX_PARSE_DEPTH", "parse", "parse_job", "parse_select"]
+__all__ = ["MAX_PARSE_DEPTH", "order_keys_at", "parse", "parse_job", "parse_select"]
 
 SECTIONS = ("select", "order", "rusage", "span", "same")
 UNSUPPORTED_SECTIONS = ("cu", "affinity")
@@ -109,6 +112,8 @@ _COMPOUND_START = re.compile(r"[0-9]+[ \t\r\n]*\*[ \t\r\n]*\{")
 #: profile's select ANDed with the job's adds a level) always reads back.
 MAX_PARSE_DEPTH = 2 * MAX_SELECT_DEPTH
 _MAX_NUMBER_CHARS = 40
+#: the longest unquoted dotted value (``LINUX2.4``) a select may hold
+_MAX_WORD_CHARS = 255
 _VALUE_WORDS = "a value (number, resource name, quoted string, '(', '!', '-' or defined(name))"
 
 
@@ -151,6 +156,8 @@ class _Parser:
         self.terms = 0
         #: terms of the job's earlier -R strings, which count towards max_terms too
         self.terms_before = terms_before
+        #: (order key, 1-based column) of each order[] key read, when asked for (order_keys_at)
+        self.order_at: list[tuple[str, int]] | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -433,6 +440,8 @@ class _Parser:
             raw = self.read_ident("a load index name ([-]name[:[-]name]...)")
             self.term(start)
             name = ALIASES.get(raw, raw)
+            if self.order_at is not None:
+                self.order_at.append((name, start + 1))
             if name in seen:
                 raise self.fail(start, "each load index once in order[...]",
                                 reason=f"'{name}' appears twice in order[...]")
@@ -695,6 +704,8 @@ class _Parser:
         ident = self.ident_at(start)
         if ident is not None:
             self.pos = start + len(ident)
+            if self.peek() == ".":
+                return self.dotted_word(start), 1
             nxt = self.next_non_ws(self.pos)
             if ident == "defined" and nxt < self.n and self.text[nxt] == "(":
                 self.pos = nxt + 1
@@ -713,6 +724,41 @@ class _Parser:
             self.too_deep(start, depth + 1)  # around an expression that is deep already
             return expr, depth + 1
         raise self.fail(start, _VALUE_WORDS)
+
+    def dotted_word(self, start: int) -> Name:
+        """An unquoted string value with dots (``LINUX2.4``, ``node1.cluster``), the name
+        at ``start`` read up to a ``.``: ``word(.word)+`` of ASCII letters, digits and
+        ``_`` (RES-7; LSF writes ``type==LINUX2.4`` unquoted, docs/lsf-behaviour.md
+        section 1). It is a string, so it may only be one side of ``==`` or ``!=``
+        (``type==LINUX2.4``, ``LINUX2.4!=model``); anywhere else it is an error at its
+        column, as is a ``.`` not followed by a letter or digit (``LINUX2.``)."""
+        text, n = self.text, self.n
+        pos = self.pos
+        while pos < n and text[pos] == ".":
+            end = pos + 1
+            while end < n and text[end] in _IDENT_CHARS:
+                end += 1
+            if end == pos + 1:
+                raise self.fail(pos + 1, "letters or digits after '.' in an unquoted value such as LINUX2.4",
+                                found=self.found(pos + 1))
+            pos = end
+        word = text[start:pos]
+        if len(word) > _MAX_WORD_CHARS:
+            raise self.fail(start, f"an unquoted value of at most {_MAX_WORD_CHARS} characters",
+                            found="a longer value")
+        self.pos = pos
+        before = text[:start].rstrip(_WS)
+        after = text[self.next_non_ws(pos):]
+        eq_before = before.endswith(("==", "!=")) or (before.endswith("=") and not before.endswith(("<=", ">=")))
+        eq_after = after.startswith(("=", "!="))
+        op_after = bool(after) and after[0] in "+-*/<>"
+        op_before = before.endswith(("+", "-", "*", "/", "<", ">", "<=", ">=", "!"))
+        if not ((eq_before and not op_after) or (eq_after and not op_before)):
+            raise self.fail(start, f"a number, a resource name, or {word!r} as a string value beside == or != "
+                                   f"(type=={word})",
+                            reason=f"{word!r} is an unquoted string value (it holds a '.'); it can only be compared "
+                                   f"with == or != (type=={word}, model!={word}); quote it ('{word}') or compare it")
+        return Name(word)
 
 
 def canonical(expr: Expr) -> Expr:
@@ -824,6 +870,27 @@ def parse_job(texts: list[str] | tuple[str, ...]) -> ResReq:
         reqs.append(req)
         used_before += used
     return merge(reqs)
+
+
+def order_keys_at(text: str) -> list[tuple[str, int]]:
+    """The ``order[...]`` keys of one requirement string with their 1-based columns, in
+    written order, names canonical (``cpu`` -> ``r1m``): ``"select[x>1] order[-ut:foo]"``
+    gives ``[("ut", 20), ("foo", 23)]`` (the column of the name, after any ``-``). For the
+    submit-time check that every key names a resource some host has (RES-1, RES-7).
+
+    Raises:
+        ResReqError: when the text does not parse (as ``parse``, uncapped).
+    """
+    if not isinstance(text, str):
+        raise _not_a_string(text)
+    p = _Parser(text)
+    p.order_at = []
+    try:
+        p.parse()
+    except RecursionError:  # pragma: no cover - the depth bounds keep the parser well inside the limit
+        raise ResReqError(text, None, "a less deeply nested requirement",
+                          reason="requirement nested too deeply") from None
+    return p.order_at
 
 
 def parse_select(text: str, *, capped: bool = False) -> Expr:

@@ -23,6 +23,10 @@ What a ``select[]`` sees on a host (the mapping given to ``select_matches`` /
     <attr>     each string attribute (``type``, ``model``, ...)
     hname      the host name
     <tag>      True for each tag (a boolean resource; absent tags are undefined)
+    r15s r1m r15m ut pg io ls it tmp swp ncpus maxswp maxtmp
+               LSF's load indices the host's worker last reported (RES-7; ut in
+               percent, 0..100, as LSF's select string page says; undefined until
+               reported). ``maxmem`` stays the declared memory above.
 
 A host is a candidate only when its status is ``"ok"``, its select is true, it has
 every resource its rusage names (``mem`` always exists) and it defines every
@@ -42,11 +46,19 @@ sections 1-2; where XCE differs, SPEC wins):
   places (at any count in the range) wins; ``Plan.alternative`` says which.
 - Host order (RES-4, capacity-driven): most free slots first, ties by host name.
   ``order[...]`` keys replace that: ``slots``, ``mem`` and consumable resources sort
-  most-free first, ``maxslots``/``maxmem``/``max<res>`` largest first, and ``-``
-  (``OrderKey.desc``) reverses a key (``order[-slots]`` packs onto the fullest hosts,
-  as in LSF). Several keys sort lexicographically, then by name. Keys that are not
-  one of these (LSF load indices such as ``r15s``, ``ut``, ``pg``) are ignored; when
-  no key is usable the default order applies.
+  most-free first, ``maxslots``/``maxmem``/``max<res>`` largest first, LSF's load
+  indices (RES-7, xced.model.load) best first by their direction (``r15s``, ``r1m``,
+  ``r15m``, ``ut``, ``pg``, ``io``, ``ls`` least first; ``it``, ``tmp``, ``swp``,
+  ``ncpus``, ``maxswp``, ``maxtmp`` most first; a host that has not reported the index
+  after the others; a load index no host has reported is ignored), a tag puts the hosts
+  that have it first, and ``-`` (``OrderKey.desc``) reverses a key (``order[-slots]``
+  packs onto the fullest hosts, as in LSF). Several keys sort lexicographically, then
+  by name. A key no host has is refused at submit (RES-1); one that reaches the planner
+  anyway is ignored, and when no key is usable the default order applies.
+- Load indices in a select (RES-7): the values the host's worker last reported, ``ut``
+  in percent (LSF's select string page). The never-satisfiable check leaves out what
+  reads a load index (it may hold later, or the host has not reported yet): such a job
+  pends, with a reason naming the index, instead of being refused.
 - span (RES-4): none or ``hosts=-1`` fills hosts in order, each taking as many tasks
   as its slots and per-task rusage allow. ``ptile=N``: N tasks on every host but one,
   which takes the remainder when the count is not a multiple of N (``-n 10
@@ -93,9 +105,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import HINT_START_WITH, HostShortfall, PendReason
+from xced.model.load import INCREASING, LOAD_INDICES, NOT_PLACED, select_value
 from xced.scheduler.snapshot import HostSupply
 from xced.resreq import (
     Binary,
@@ -276,6 +289,9 @@ class _Counters:
         """What the select sees on host i (see the module docstring)."""
         h = self.hosts[i]
         v: dict[str, object] = dict(h.attributes)
+        for k, x in h.load.items():  # RES-7: LSF's load indices (ut in percent, as a select reads it)
+            if k not in NOT_PLACED:
+                v[k] = select_value(k, x)
         free = self.res[i]
         for r, tot in h.resources.items():
             v[r] = free.get(r, 0.0)
@@ -385,10 +401,14 @@ def _same_text(attrs: tuple[str, ...]) -> str:
 
 
 def _sort_key(order: tuple[OrderKey, ...], sup: _Counters) -> Callable[[int], tuple]:
+    """Host i's sort key for ``order[...]`` (RES-4, RES-7): each key best first (LSF's order
+    string sorts each index by its direction, docs/lsf-behaviour.md section 1); ``-``
+    reverses it. A host without the load index sorts after those with it, either way."""
     hosts = sup.hosts
-    getters: list[tuple[Callable[[int], float], int]] = []
+    getters: list[Callable[[int], object]] = []
     for k in order:
         n = k.name
+        s = 1 if k.desc else -1  # slots, memory, resources: most first
         g: Callable[[int], float] | None
         if n == "slots":
             g = sup.slots.__getitem__
@@ -402,14 +422,23 @@ def _sort_key(order: tuple[OrderKey, ...], sup: _Counters) -> Callable[[int], tu
             g = lambda i, n=n: sup.res[i].get(n, 0.0)  # type: ignore[misc]
         elif n.startswith("max") and any(n[3:] in h.resources for h in hosts):
             g = lambda i, r=n[3:]: hosts[i].resources.get(r, 0.0)  # type: ignore[misc]
+        elif n in LOAD_INDICES and any(n in h.load for h in hosts):
+            # RES-7: r15s, r1m, r15m, ut, pg, io, ls grow with load (least first); it, tmp,
+            # swp, ncpus, maxswp, maxtmp are better larger (most first)
+            sign = (1 if n in INCREASING else -1) * (-1 if k.desc else 1)
+            getters.append(lambda i, n=n, sign=sign: (0, sign * hosts[i].load[n]) if n in hosts[i].load
+                           else (1, 0.0))
+            continue
+        elif any(n in h.tags for h in hosts):
+            g = lambda i, n=n: 1.0 if n in hosts[i].tags else 0.0  # type: ignore[misc]  # a tag: hosts with it first
         else:
-            g = None  # an LSF load index XCE does not track: ignored
+            g = None  # no host has it (a load index none has reported; from an older job): ignored
         if g is not None:
-            getters.append((g, 1 if k.desc else -1))
+            getters.append(lambda i, g=g, s=s: s * g(i))
     if not getters:
         slots = sup.slots
         return lambda i: (-slots[i], hosts[i].name)
-    return lambda i: (*(s * g(i) for g, s in getters), hosts[i].name)
+    return lambda i: (*(g(i) for g in getters), hosts[i].name)
 
 
 # --------------------------------------------------------------------------- filling
@@ -647,6 +676,8 @@ def _lookup(sup: _Counters, i: int, name: str) -> object:
         return sup.res[i].get(name, 0.0)
     if name.startswith("max") and name[3:] in h.resources:
         return h.resources[name[3:]]
+    if name in h.load and name not in NOT_PLACED:
+        return select_value(name, h.load[name])
     return h.attributes.get(name, _MISSING)
 
 
@@ -884,9 +915,38 @@ def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply]) -> str
     if err is not None:
         return err
     idle = _Counters(hosts, idle=True)
-    if _place_rr(req.resreq, idle, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
+    rr = _without_load(req.resreq)
+    if _place_rr(rr, idle, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
         return None
-    return _diagnose(req.resreq, idle, req.ntasks_min, req.ntasks_max, req.host_limit).never
+    return _diagnose(rr, idle, req.ntasks_min, req.ntasks_max, req.host_limit).never
+
+
+#: the load index names a select may read (RES-7): unknown until a worker reports them
+_LOAD_NAMES = frozenset(LOAD_INDICES) - NOT_PLACED
+
+
+def _static_select(sel: Expr | None) -> Expr | None:
+    """``sel`` without what reads a load index (RES-7): load changes, and a host may not
+    have reported yet, so the never-satisfiable check (MERGE-2) judges only the rest. Of an
+    ``&&`` chain the operands that read none are kept; any other expression that reads one
+    is dropped whole (None: no condition)."""
+    if sel is None or not _LOAD_NAMES.intersection(_select_names(sel)):
+        return sel
+    if isinstance(sel, BoolOp) and sel.op == "&&":
+        kept = [o for o in sel.operands if not _LOAD_NAMES.intersection(_select_names(o))]
+        if not kept:
+            return None
+        return kept[0] if len(kept) == 1 else BoolOp("&&", tuple(kept))
+    return None
+
+
+def _without_load(rr: ResReq) -> ResReq:
+    """``rr`` with each select made ``_static_select`` (itself when none reads a load index)."""
+    if rr.kind == "simple":
+        sel = _static_select(rr.select)
+        return rr if sel is rr.select else replace(rr, select=sel)
+    parts = tuple(replace(p, resreq=_without_load(p.resreq)) for p in rr.parts)
+    return rr if all(a.resreq is b.resreq for a, b in zip(parts, rr.parts)) else replace(rr, parts=parts)
 
 
 # --------------------------------------------------------------------------- explaining

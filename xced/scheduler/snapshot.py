@@ -23,7 +23,9 @@ class HostSupply:
     planner read. Memory in MB. ``resources``: totals of numeric consumable resources
     (gpu, licences); ``resources_free``: what is free of them; ``attributes``: string
     attributes (type, model); ``tags``: boolean resources; ``status``: ``"ok"`` is
-    usable, anything else (closed, unavail, ...) is not. Never changed once made: the
+    usable, anything else (closed, unavail, ...) is not; ``load``: LSF's load indices its
+    worker last reported (RES-7, names and units of xced.model.load; empty: none, as in
+    the simulator). Never changed once made: the
     scheduler's working copies replace a host's record rather than write to it."""
 
     name: str
@@ -36,6 +38,7 @@ class HostSupply:
     attributes: dict[str, str] = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
     status: str = "ok"
+    load: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -165,7 +165,10 @@ def public_routes(app: FastAPI) -> set[str]:
 def create_app(controller) -> FastAPI:
     """The ASGI app serving `controller` under API_PREFIX, OpenAPI at `/xce/v1/openapi.json`."""
     app = FastAPI(title="XCE", version=__version__, openapi_url=f"{API_PREFIX}/openapi.json",
-                  docs_url=f"{API_PREFIX}/docs", redoc_url=None)
+                  docs_url=f"{API_PREFIX}/docs", redoc_url=None,
+                  # FastAPI's OpenTelemetry hooks, which XCE does not use: off, or every request
+                  # asks OpenTelemetry whether a provider is set (issue 17 part 5)
+                  telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.controller = controller
     from xced.config.presets import presets_directory
     from xced.server.presets import PresetShelf

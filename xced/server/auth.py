@@ -32,12 +32,31 @@ AS_USER_HEADER = "x-xce-as-user"
 PEER_KEY = "xce.peer"  # scope key: (pid, uid, gid) of a Unix-socket peer, or None
 
 
-def peer_credentials(sock: socket.socket | None) -> tuple[int, int, int] | None:
+class Peer(tuple):
+    """(pid, uid, gid) of a Unix-socket peer, as SO_PEERCRED gives them when it connects, with
+    its user name once looked up (`name`): the peer of a connection cannot change, so the
+    name is looked up once per connection, not at every request on it (getpwuid reads the
+    user database each time; issue 17 part 5)."""
+
+    name: str | None = None
+
+
+def peer_credentials(sock: socket.socket | None) -> Peer | None:
     """(pid, uid, gid) of the process at the other end of a Unix socket, or None (TCP)."""
     if sock is None or sock.family != socket.AF_UNIX:
         return None
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", raw)
+    return Peer(struct.unpack("3i", raw))
+
+
+def _peer_name(peer: tuple[int, int, int]) -> str:
+    """The user name of `peer`'s uid (`_user_name`), kept on a Peer for its next request."""
+    name = getattr(peer, "name", None)
+    if name is None:
+        name = _user_name(peer[1])
+        if isinstance(peer, Peer):
+            peer.name = name
+    return name
 
 
 class PeerCredProtocol(HttpToolsProtocol):
@@ -171,7 +190,7 @@ def unix_identity(peer: tuple[int, int, int], asserted: str | None, *, mode: str
                                    f"not starting with '@', which names a group, or '-')")
         return name, None, None, True
     _, uid, gid = peer
-    return _user_name(uid), uid, gid, False
+    return _peer_name(peer), uid, gid, False
 
 
 async def caller_of(request: Request, declared: str = "cluster:view") -> Caller:

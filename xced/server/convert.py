@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 from fastapi import Response
 
-from xced.model.jobs import ACTIVE, format_job_ref
+from xced.model.jobs import ACTIVE, format_job_ref, resolve_output_path
 
 
 def json_response(obj: object) -> Response:
@@ -49,8 +49,23 @@ def element_dict(e, hosts=None) -> dict:
         "pend_reason": {"main": pr.main, "hint": pr.hint, "hosts": [
             {"host": s.host, "resource": s.resource, "free": s.free, "needed": s.needed, "message": s.message}
             for s in pr.hosts]} if pr else None,
-        "host_problem": host_problem(e, hosts), "stdout": None, "stderr": None,
+        "host_problem": host_problem(e, hosts), **dict(zip(("stdout", "stderr"), output_paths(e))),
     }
+
+
+def output_paths(e) -> tuple[str | None, str | None]:
+    """ElementOut.stdout/stderr (JOB-12): the files element `e` writes. Once it has started,
+    the paths its supervisor opened (a -o DIR resolved to DIR/ID.out on the execution host,
+    the job directory's own files when the job names none); before that, or when the daemon
+    has restarted since, what the -o/-e text says (xced.model.jobs.resolve_output_path:
+    %J, %I, %% expanded, DIR/ resolved, relative to the job's cwd), None for a stream the
+    job names no file for. Without -e, stderr goes with stdout (LSF bsub -o)."""
+    if e.outputs is not None:
+        return e.outputs
+    sp = e.job.spec
+    out = resolve_output_path(sp.stdout, e.job.id, e.index, sp.cwd, "stdout") if sp.stdout else None
+    err = resolve_output_path(sp.stderr, e.job.id, e.index, sp.cwd, "stderr") if sp.stderr else out
+    return out, err
 
 
 def reserve_list(job) -> list[dict]:
@@ -149,14 +164,64 @@ _CELLS = {
 }
 
 
-def table_rows(jobs, cols: list[str], hosts=None) -> list[list[object]]:
-    """The rows of a listing projected to `cols` (fields of xced.api.listing.FIELDS), one per
-    job of `jobs`, each cell computed from the job itself (GET /jobs/table, issue 17): a
-    listing of 10,000 jobs costs what its columns cost, not 10,000 JobOuts. `hosts` (name ->
-    HostState) for PEND_REASON's host problems. Raises KeyError for an unknown field."""
-    fns = [_CELLS[c] for c in cols]
+def _command(j) -> str:
+    import shlex
+
+    return shlex.join(j.spec.argv)
+
+
+def _lsf_name(j, e) -> str:
+    """LSF's JOB_NAME (bsub -J, else the command line); an array element's `name[index]`."""
+    if j.is_array:
+        return f"{j.name or ''}[{e.index}]" if e is not None else _job_name(j) or _command(j)
+    return j.name or _command(j)
+
+
+#: the host name FROM_HOST gives (xced.api.listing.LSF_FIELDS), found once
+_FROM_HOST: list[str] = []
+
+
+def _from_host() -> str:
+    if not _FROM_HOST:
+        import socket
+
+        _FROM_HOST.append(socket.gethostname())
+    return _FROM_HOST[0]
+
+
+#: the cells of xced.api.listing.LSF_FIELDS (bjobs, CLI-8), as _CELLS
+_LSF_CELLS = {
+    "from_host": lambda j, e, h: _from_host(), "job_name": lambda j, e, h: _lsf_name(j, e),
+    "command": lambda j, e, h: _command(j),
+    "index": lambda j, e, h: (e.index if j.is_array else 0) if e is not None else None,
+    "exit_reason": lambda j, e, h: e.exit_reason if e is not None else None,
+    "exit_signal": lambda j, e, h: e.exit_signal if e is not None else None,
+}
+
+#: the cells that differ on a row per element (`per_element`): the element's own state and name
+_ELEMENT_CELLS = {"state": lambda j, e, h: e.state.value,
+                  "name": lambda j, e, h: f"{j.name or ''}[{e.index}]" if j.is_array else _job_name(j)}
+
+
+def table_rows(jobs, cols: list[str], hosts=None, *, per_element: bool = False) -> list[list[object]]:
+    """The rows of a listing projected to `cols` (fields of xced.api.listing.FIELDS and
+    LSF_FIELDS), one per job of `jobs`, each cell computed from the job itself (GET
+    /jobs/table, issue 17): a listing of 10,000 jobs costs what its columns cost, not 10,000
+    JobOuts. With `per_element`, one row per element instead, by index (LSF's bjobs shows
+    each element of an array as a row: CLI-8), its cells the element's (STAT its state,
+    JOB_NAME `name[index]`). `hosts` (name -> HostState) for PEND_REASON's host problems.
+    Raises KeyError for an unknown field."""
+    cells = {**_CELLS, **_LSF_CELLS}
+    if per_element:
+        cells.update(_ELEMENT_CELLS)
+    fns = [cells[c] for c in cols]
     out = []
     for j in jobs:
+        if per_element and j.is_array:
+            for i in sorted(j.elements):
+                e = j.elements[i]
+                out.append([f(j, e, hosts) for f in fns])
+            continue
         e = None
         if not j.is_array and len(j.elements) == 1:
             e = next(iter(j.elements.values()))

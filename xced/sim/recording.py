@@ -30,6 +30,7 @@ from typing import Any, Iterator
 from xced.model.jobs import PendReason
 from xced.resreq import parse, render
 from xced.scheduler.session import SessionResult, schedule
+from xced.model.load import check_load
 from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot
 
 __all__ = ["RecordingError", "Difference", "Recorder", "header_line", "session_line", "read_recording", "verify",
@@ -73,7 +74,7 @@ def snapshot_to_json(s: Snapshot) -> dict:
     come along; without, they are left out, as recordings made before projects have them."""
     out = {
         "hosts": [[h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, h.status, h.resources,
-                   h.resources_free, h.attributes, sorted(h.tags)] for h in s.hosts],
+                   h.resources_free, h.attributes, sorted(h.tags)] + ([h.load] if h.load else []) for h in s.hosts],
         "queues": [[q.name, q.priority, q.position, q.host_limit, q.backfill] for q in s.queues],
         "pending": [[j.job_id, j.index, j.queue, j.submit_time, j.ntasks_min, j.ntasks_max, render(j.resreq),
                      j.array_limit, j.held, j.profile_hash, j.run_limit_s]
@@ -113,8 +114,10 @@ def snapshot_from_json(d: dict) -> Snapshot:
         from xced.model.project import ProjectsConfig
 
         projects = ProjectsConfig.model_validate(d["projects"])  # a ValidationError is a ValueError
-    hosts = [HostSupply(n, sl, sf, m, mf, dict(r), dict(rf), dict(a), frozenset(t), st)
-             for n, sl, sf, m, mf, st, r, rf, a, t in d["hosts"]]
+    # a host row ends with its load indices when it had any (RES-7; older recordings have none)
+    hosts = [HostSupply(n, sl, sf, m, mf, dict(r), dict(rf), dict(a), frozenset(t), st,
+                        check_load(load[0]) if load else {})
+             for n, sl, sf, m, mf, st, r, rf, a, t, *load in d["hosts"]]
     for h in hosts:
         if not (isinstance(h.slots, int) and isinstance(h.slots_free, int) and 0 <= h.slots_free <= h.slots
                 and isinstance(h.mem_mb, int) and h.mem_mb >= 0):

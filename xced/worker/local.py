@@ -14,6 +14,7 @@ import stat
 import time
 from pathlib import Path
 
+from xced.model.jobs import output_file_name
 from xced.model.state import SCRIPT_ARG, with_script
 from xced.worker import procs
 from xced.worker.env import (element_environment, expand_output_path, hosts_per_slot, task_environment,
@@ -74,6 +75,12 @@ def spec_attempt(jd: Path) -> int:
         return int(json.loads((jd / "spec.json").read_bytes()).get("attempt") or 0)
     except (OSError, ValueError, TypeError, AttributeError):
         return 0
+
+
+def _outputs(started: dict) -> tuple[str, str] | None:
+    """The (stdout, stderr) paths a supervisor's job.json names (JOB-12), or None."""
+    out, err = started.get("stdout"), started.get("stderr")
+    return (out, err) if isinstance(out, str) and isinstance(err, str) and out and err else None
 
 
 #: seconds a start waits for a stale copy of the same element (fenced, SCHED-4) to end in
@@ -199,12 +206,15 @@ class LocalWorker:
                 if info.script is None:
                     raise ValueError("the job's script is not in the store (the daemon's log says more)")
                 argv = with_script(argv, str(write_script(jd, info.script, info.run_uid, info.run_gid)))
-            env = element_environment(info, hostfile, self.client_env, self.task_starter)
-            out = expand_output_path(info.stdout, info.job_id, info.index, info.cwd) if info.stdout else str(jd / "stdout")
-            if info.stderr:
-                err = expand_output_path(info.stderr, info.job_id, info.index, info.cwd)
-            else:
-                err = out if info.stdout else str(jd / "stderr")
+            # JOB-12: -o/-e with %J, %I, %% expanded and DIR/ resolved to DIR/ID.out here; a
+            # path naming an existing directory without the slash is resolved by the
+            # supervisor, as the job's user (dir_names below)
+            own_out = expand_output_path(info.stdout, info.job_id, info.index, info.cwd) if info.stdout else None
+            own_err = (expand_output_path(info.stderr, info.job_id, info.index, info.cwd, "stderr")
+                       if info.stderr else None)
+            out = own_out or str(jd / "stdout")
+            err = own_err or (out if info.stdout else str(jd / "stderr"))
+            env = element_environment(info, hostfile, self.client_env, self.task_starter, own_out, own_err)
             # the job directory stays the daemon's: a job's user must not be able to forge
             # spec.json, job.json or status.json (D-7: see make_jobdir)
             spec = {
@@ -216,6 +226,8 @@ class LocalWorker:
                 "uid": info.run_uid, "gid": info.run_gid,
                 "groups": groups_of(info.run_as, info.run_uid, info.run_gid),
                 "umask": info.umask, "attempt": info.attempt,
+                "dir_names": {"stdout": output_file_name(info.job_id, info.index, "stdout"),
+                              "stderr": output_file_name(info.job_id, info.index, "stderr")},
             }
         except (OSError, ValueError) as e:
             self._start_failed(info, e)
@@ -275,7 +287,7 @@ class LocalWorker:
         started = await handle.started(timeout=60.0)
         if started is not None:
             self.controller.on_started(job_id, index, started["start_time"], started.get("containment"),
-                                       attempt=attempt)
+                                       attempt=attempt, outputs=_outputs(started))
         st = await handle.wait()
         self._report(job_id, index, st, attempt)
 
@@ -373,7 +385,7 @@ class LocalWorker:
             if isinstance(started, dict) and started.get("start_time") is not None:
                 # ended while the daemon was down: its start (and containment, JOB-1) is known too
                 self.controller.on_started(job_id, index, started["start_time"], started.get("containment"),
-                                           attempt=attempt)
+                                           attempt=attempt, outputs=_outputs(started))
             self._report(job_id, index, res, attempt)
         else:
             await self._watch(job_id, index, res, attempt)
@@ -408,6 +420,10 @@ class LocalWorker:
         except (OSError, ValueError):
             return None
         path = spec.get(stream)
+        try:  # the path the supervisor opened (a -o DIR resolved to DIR/ID.out, JOB-12)
+            path = json.loads((jd / "job.json").read_bytes()).get(stream) or path
+        except (OSError, ValueError, AttributeError):
+            pass
         owner = spec.get("uid") if spec.get("uid") is not None else os.geteuid()
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

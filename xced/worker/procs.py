@@ -88,6 +88,9 @@ _SPEC_DEFAULTS: dict[str, Any] = {
     "umask": 0o022,
     #: the dispatch count (SCHED-4): what the worker reports the element's copy as
     "attempt": 0,
+    #: the files an output path that is an existing directory gets in it (JOB-12):
+    #: {"stdout": "ID.out", "stderr": "ID.err"}; None: such a path fails as before
+    "dir_names": None,
 }
 #: Files a previous run in the same JOBDIR may have left; launch() removes them.
 _STALE = (STATUS_FILE, JOB_FILE, PID_FILE, KILL_FILE, contain.CONTAIN_FILE)

@@ -72,9 +72,10 @@ class ChannelReporter:
         return dropped
 
     def on_started(self, job_id: int, index: int, start_time: float, containment: str | None = None,
-                   attempt: int | None = None) -> None:
+                   attempt: int | None = None, outputs: tuple[str, str] | None = None) -> None:
         self.queue.put_nowait({"op": "started", "job_id": job_id, "index": index, "start_time": start_time,
-                               "containment": containment, "attempt": attempt})
+                               "containment": containment, "attempt": attempt,
+                               "outputs": list(outputs) if outputs else None})
 
     def on_finished(self, job_id: int, index: int, st: EndStatus, attempt: int | None = None) -> None:
         self.queue.put_nowait({"op": "finished", "job_id": job_id, "index": index, "status": {
@@ -110,7 +111,7 @@ class LaunchRelay:
 
         lid = next(self._lids)
         msg = {"op": "launch", "lid": lid, "job_id": job_id, "index": body["index"], "host": body["host"],
-               "argv": body["argv"], "token": body["token"], "uid": uid}
+               "argv": body["argv"], "token": body["token"], "uid": uid, "rank": body.get("rank")}
         try:  # what the controller would refuse unanswered is answered here
             LaunchMsg.model_validate(msg)
         except ValidationError as e:
@@ -201,6 +202,9 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
     if relay is not None:
         relay.reporter = reporter
     worker = LocalWorker(join.host, topdir, reporter, job_env if job_env is not None else {"XCE_CONTROLLER": url})
+    from xced.worker.load import LoadSampler
+
+    sampler = LoadSampler()  # RES-7: kept across rejoins, so its averages go on
     delay = REJOIN_DELAY_S
     refused_said: str | None = None  # the duplicate-name refusal last logged (logged once)
     ssl_ctx = None
@@ -223,7 +227,7 @@ async def run_worker(url: str, join: Join, topdir: Path, stop: asyncio.Event, *,
                             _save_pin(topdir, pin)
 
                     try:
-                        await _serve_channel(ws, join, worker, reporter, topdir, stop, key, joined, relay)
+                        await _serve_channel(ws, join, worker, reporter, topdir, stop, key, joined, relay, sampler)
                     finally:
                         if relay is not None:
                             relay.lost()
@@ -306,8 +310,12 @@ async def _enroll(url: str, pin: str | None, key, host: str, token: str) -> None
 
 
 async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topdir: Path, stop: asyncio.Event,
-                         key=None, on_joined=None, relay: LaunchRelay | None = None) -> None:
-    hello = join.model_copy(update={"running": running_elements(topdir / "jobs")})
+                         key=None, on_joined=None, relay: LaunchRelay | None = None, sampler=None) -> None:
+    from xced.worker.load import safe_sample
+
+    # RES-7: the join carries the host's load indices now, each heartbeat the next ones
+    load = safe_sample(sampler) if sampler is not None else None
+    hello = join.model_copy(update={"running": running_elements(topdir / "jobs"), "load": load})
     if key is not None:  # a keyed join (KEY-3): the controller's challenge comes first
         from xced.auth.keys import fingerprint, join_payload, sign
 
@@ -392,7 +400,8 @@ async def _serve_channel(ws, join: Join, worker, reporter: ChannelReporter, topd
         # SCHED-4: a controller that hears nothing for HEARTBEAT_MISSES beats drops the channel
         while True:
             await asyncio.sleep(beat)
-            reporter.queue.put_nowait({"op": "heartbeat"})
+            now = safe_sample(sampler) if sampler is not None else None
+            reporter.queue.put_nowait({"op": "heartbeat", "load": now} if now else {"op": "heartbeat"})
 
     tasks = {asyncio.create_task(sender()), asyncio.create_task(receiver()), asyncio.create_task(stop.wait()),
              asyncio.create_task(heartbeat())}

@@ -19,7 +19,8 @@ The job directory protocol (JOBDIR is created by the caller):
      "env": {str: str}, "stdout": str, "stderr": str,
      "run_limit_s": float | null, "memory_limit_mb": int | null, "grace_s": float,
      "kill_interval_s": float, "uid": int | null, "gid": int | null, "groups": [int] | null,
-     "umask": int, "hooks": {...} | null, "host": str | null, "host_ntasks": int | null}
+     "umask": int, "hooks": {...} | null, "host": str | null, "host_ntasks": int | null,
+     "dir_names": {"stdout": "ID.out", "stderr": "ID.err"} | absent}
 
     Relative output paths are taken relative to ``cwd``. When ``stderr`` names
     the same file as ``stdout`` the file is opened once and both streams share
@@ -27,7 +28,10 @@ The job directory protocol (JOBDIR is created by the caller):
     umask (missing parent directories are created); only the default ``stdout``,
     ``stderr`` and a task's ``output`` directly in JOBDIR are made by the
     supervisor itself (0600) and handed to that user (D-7). Every file of the
-    protocol is 0600 and never written through a symlink.
+    protocol is 0600 and never written through a symlink. An output path that
+    turns out to be an existing directory (`-o DIR` without the slash, JOB-12)
+    is written as DIR/<dir_names[stream]>, and the job's LSB_OUTPUTFILE /
+    LSB_ERRORFILE name that file.
 
 ``lock``  the supervisor holds ``flock(LOCK_EX)`` on it for its whole life;
     a held lock means "a supervisor is alive here" without trusting PIDs.
@@ -36,8 +40,9 @@ The job directory protocol (JOBDIR is created by the caller):
 ``supervisor.pid``  the supervisor's pid, written after taking the lock and
     after its signal handlers are in place.
 
-``job.json``  ``{"pid": int, "pgid": int, "start_time": float, "containment": str}``
-    written as soon as the job has started (epoch seconds). The job leads its own
+``job.json``  ``{"pid": int, "pgid": int, "start_time": float, "containment": str,
+    "stdout": str, "stderr": str}`` written as soon as the job has started (epoch
+    seconds; the output paths it writes, a directory resolved). The job leads its own
     session and process group (pgid == pid). ``containment`` names how its processes
     are kept together: ``"cgroup-v2"``, ``"cgroup-v1"`` or ``"subreaper"``
     (``xced.worker.contain``).
@@ -292,6 +297,8 @@ class Supervisor:
         self.pgid = 0
         self.pidfd = -1
         self.start_time: float | None = None
+        #: the stdout and stderr paths the job writes (a -o DIR resolved, JOB-12)
+        self.outputs: tuple[str, str] = ("", "")
         self.reason: str | None = None
         self.run_deadline: float | None = None
         self.mem_limit_kb: int | None = None
@@ -406,21 +413,40 @@ class Supervisor:
         with _AsUser(ident):
             return _open_append(path)
 
+    def open_in_dir(self, path: str, stream: str, ident: tuple[int, int, list[int]] | None) -> tuple[int, str]:
+        """Open output `path` (open_output); when it names a directory that exists (`-o DIR`
+        without the trailing slash), open DIR/ID.out (DIR/ID.err for "stderr") in it instead,
+        as `-o DIR/` does (JOB-12; LSF: "Standard output: output_directory/job_ID.out"). Only
+        here, on the execution host and as the job's user, is it known whether DIR exists.
+        Returns (fd, the path opened). Raises OSError."""
+        try:
+            return self.open_output(path, ident), path
+        except IsADirectoryError:
+            name = (self.spec.get("dir_names") or {}).get(stream)
+            if not name:
+                raise
+            inner = os.path.join(path, name)
+            return self.open_output(inner, ident), inner
+
     def open_outputs(self, ident: tuple[int, int, list[int]] | None) -> tuple[int, int]:
+        """Open the job's stdout and stderr files (one file when both name the same); the
+        paths opened are kept in self.outputs (a directory resolved, JOB-12)."""
         cwd = self.spec["cwd"]
         out_path = os.path.normpath(os.path.join(cwd, self.spec["stdout"]))
         err_path = os.path.normpath(os.path.join(cwd, self.spec["stderr"]))
         path = out_path
         try:
-            out = self.open_output(out_path, ident)
+            out, out_path2 = self.open_in_dir(out_path, "stdout", ident)
             if err_path == out_path:
+                self.outputs = (out_path2, out_path2)
                 return out, out
             path = err_path
             try:
-                err = self.open_output(err_path, ident)
+                err, err_path2 = self.open_in_dir(err_path, "stderr", ident)
             except BaseException:
                 os.close(out)
                 raise
+            self.outputs = (out_path2, err_path2)
             return out, err
         except OSError as e:
             raise _Setup(1, f"cannot open output: {e.strerror}: {path}") from None
@@ -450,7 +476,12 @@ class Supervisor:
         if ident is not None:
             kwargs = {"user": ident[0], "group": ident[1], "extra_groups": ident[2]}
         self.make_cgroup()
-        popen_kwargs = dict(cwd=spec["cwd"], env={str(k): str(v) for k, v in spec["env"].items()},
+        env = {str(k): str(v) for k, v in spec["env"].items()}
+        for var, given, opened in (("LSB_OUTPUTFILE", spec["stdout"], self.outputs[0]),
+                                   ("LSB_ERRORFILE", spec["stderr"], self.outputs[1])):
+            if var in env and os.path.normpath(os.path.join(spec["cwd"], given)) != opened:
+                env[var] = opened  # -o DIR resolved to DIR/ID.out above (JOB-12)
+        popen_kwargs = dict(cwd=spec["cwd"], env=env,
                             stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True,
                             start_new_session=True, **kwargs)
         try:
@@ -499,7 +530,8 @@ class Supervisor:
         self.record()
         self.scan_at = start_mono + self.scan_interval()
         write_json_atomic(self.path(JOB_FILE), {"pid": self.pid, "pgid": self.pgid, "start_time": self.start_time,
-                                                "containment": self.containment}, durable=False)
+                                                "containment": self.containment, "stdout": self.outputs[0],
+                                                "stderr": self.outputs[1]}, durable=False)
         log(f"job {spec.get('job_id')}[{spec.get('index')}] started: pid {self.pid}, contained by {self.containment}")
 
     # ---- containment (JOB-1, issue 15) ------------------------------------------

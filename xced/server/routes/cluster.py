@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Request
 
 import xced
 from xced.api.errors import Conflict, InvalidRequest, NotFound
-from xced.api.models import (ApplyConfigRequest, ApplyConfigResult, AppList, AppOut, HostControlRequest,
+from xced.api.models import (ApplyConfigRequest, ApplyConfigResult, AppList, AppOut, ClusterParams, HostControlRequest,
                              HostEventList, HostEventOut,
                              HostControlResult, HostList, HostOut, Info, QueueList, QueueOut, RecordRequest,
                              RecordResult)
@@ -30,6 +30,16 @@ async def info(request: Request, caller: Caller = Depends(requires("cluster:view
     return Info(cluster_name=s.cluster_name, mode=s.mode, version=xced.__version__,
                 config_hash=ctl.config.content_hash(), user=caller.user, asserted_user=caller.asserted,
                 is_admin=caller.is_admin, topdir=str(ctl.topdir), daemon_user=ctl.daemon_user)
+
+
+@router.get("/params", response_model=ClusterParams, responses=errors())
+async def params(request: Request, _: Caller = Depends(requires("cluster:view"))) -> ClusterParams:
+    """The settings in force (LSF bparams, badmin showconf mbd, lsid; CLI-8)."""
+    import socket
+
+    ctl = request.app.state.controller
+    return ClusterParams(cluster_name=ctl.config.settings.cluster_name, master_host=socket.gethostname(),
+                         version=xced.__version__, settings=ctl.config.settings.model_dump(mode="json"))
 
 
 @router.put("/config", response_model=ApplyConfigResult, responses=errors(BODY))

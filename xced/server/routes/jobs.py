@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from starlette.convertors import IntegerConvertor, register_url_convertor
 
-from xced.api.errors import InvalidRequest
+from xced.api.errors import InvalidRequest, NotFound
 from xced.api.models import (
     ActionResult,
     DryRun,
@@ -24,6 +24,7 @@ from xced.api.models import (
     JobList,
     JobOut,
     JobTable,
+    KillRequest,
     LaunchRequest,
     LaunchResult,
     PackRequest,
@@ -161,11 +162,60 @@ async def _listed_jobs(request: Request, caller: Caller, user: str | None, queue
     if all:  # bjobs -a: finished jobs out of memory too (past clean_period), from the store
         jobs = sorted(jobs + await ctl.stored_jobs(want_user, queue, project, set(state) if state else None),
                       key=lambda j: j.id)
-    if not jobs and queue is not None and not any(q.name == queue for q in ctl.config.queues):  # `all` is the -a flag here
+    if not jobs:
+        _check_names(ctl, caller, user, queue)
+    return jobs
+
+
+def _check_names(ctl, caller: Caller, user: str | None, queue: str | None) -> None:
+    """An empty listing's filters are checked (CLI-3; issue 18): a queue the config does not
+    have, or a user with no account on this machine (who has no job either, or the listing
+    would not be empty; never the caller, who may be a test-mode user, D-6), is refused
+    naming it and what would be valid, never answered with an empty table. Raises
+    InvalidRequest (field `queue` or `user`)."""
+    if queue is not None and not any(q.name == queue for q in ctl.config.queues):
         names = ", ".join(q.name for q in ctl.config.queues)
         raise InvalidRequest(f"queue {queue!r}: no such queue (LSF bjobs -q says the same); the queues are: {names}",
                              field="queue")
-    return jobs
+    if user is not None and user not in ("all", caller.user):
+        import pwd
+
+        try:
+            pwd.getpwnam(user)
+        except (KeyError, ValueError):  # ValueError: a name with a NUL
+            raise InvalidRequest(f"user {user!r}: no such user (no account on this machine, and no job); give a "
+                                 f"user name of this machine, or 'all' for every user's jobs", field="user") from None
+
+
+async def _jobs_by_id(request: Request, caller: Caller, ids: list[int], user: str | None, queue: str | None,
+                      project: str | None, state: list[JobState] | None) -> tuple[list, list[int]]:
+    """The jobs of `ids` in the order given, each once, whatever their state or age (LSF's
+    `bjobs ID`; a job that left memory after the clean period is read back from the store,
+    JOB-11), kept only when they pass the filters given (`user` when not 'all', `queue`,
+    `project`, an element in one of `state`); and the IDs the cluster does not know."""
+    check_path(project)
+    ctl = _ctl(request)
+    out, missing, seen = [], [], set()
+    want = set(state) if state else None
+    for jid in ids:
+        if not 0 <= jid < 2**63:
+            raise InvalidRequest(f"id {jid}: not a job ID; job IDs are whole numbers from 0 to 2^63-1", field="id")
+        if jid in seen:
+            continue
+        seen.add(jid)
+        await ctl.recall(jid)
+        try:
+            job = ctl.job(jid)
+        except NotFound:
+            missing.append(jid)
+            continue
+        if user not in (None, "all") and job.user != user or queue is not None and job.queue != queue \
+                or project is not None and job.spec.project != project:
+            continue
+        if want is not None and not any(e.state in want for e in job.elements.values()):
+            continue
+        out.append(job)
+    return out, missing
 
 
 async def _listed(request: Request, caller: Caller, user: str | None, queue: str | None, project: str | None,
@@ -195,18 +245,29 @@ async def job_table(request: Request, caller: Caller = Depends(requires("cluster
               queue: str | None = None,
               project: str | None = Query(None, description="that very project's jobs (bjobs -P)"),
               state: list[JobState] | None = Query(None),
-              all: bool = Query(False, description="include finished jobs of any age")) -> Response:
+              all: bool = Query(False, description="include finished jobs of any age"),
+              id: list[int] | None = Query(None, max_length=10000, description=(
+                  "only these jobs, in this order, in any state and of any age (LSF bjobs ID...; other filters "
+                  "still apply, the default user does not); those the cluster does not know are in `missing`")),
+              elements: bool = Query(False, description=(
+                  "one row per element, an array's elements each their own row (LSF bjobs)"))) -> Response:
     """The listing of GET /jobs, filtered alike, projected to `fields` (issue 17: a tenth of
-    the bytes for the default columns); an unknown field is refused naming the valid ones."""
+    the bytes for the default columns); an unknown field is refused naming the valid ones.
+    `fields` may also name xced.api.listing.LSF_FIELDS (for bjobs, CLI-8)."""
     from xced.api.listing import parse_fields
     from xced.server.convert import table_rows
 
     try:
-        cols = parse_fields(fields)
+        cols = parse_fields(fields, lsf=True)
     except ValueError as e:
         raise InvalidRequest(f"fields {fields!r}: {e}", field="fields") from None
-    jobs = await _listed_jobs(request, caller, user, queue, project, state, all)
-    return json_response({"fields": cols, "rows": table_rows(jobs, cols, _ctl(request).hosts)})
+    missing: list[int] = []
+    if id:
+        jobs, missing = await _jobs_by_id(request, caller, id, user, queue, project, state)
+    else:
+        jobs = await _listed_jobs(request, caller, user, queue, project, state, all)
+    return json_response({"fields": cols, "rows": table_rows(jobs, cols, _ctl(request).hosts, per_element=elements),
+                          "missing": missing})
 
 
 @router.get("/jobs/{job_id:jobid}", response_model=JobOut, responses=errors(JOB))
@@ -314,7 +375,32 @@ def _action(name: str):
     return route
 
 
+@router.post("/jobs/{job_id:jobid}/kill", response_model=ActionResult, responses=errors(BODY, JOB, 409))
+async def kill_job(job_id: int, request: Request, body: KillRequest | None = None,
+                   full: bool = Query(False, description="list every element acted on in `affected`, however many "
+                                                         "(past 100 the answer gives counts and index runs only)"),
+                   caller: Caller = Depends(requires(ACTION_PERMISSIONS["kill"], _DOING["kill"]))) -> ActionResult:
+    """`xcecli kill` (LSF bkill): the kill sequence, or with `signal` that one signal (`bkill -s`,
+    KillRequest); the answer's message then reads "SIGUSR1 sent: 12"."""
+    index = body.index if body else None
+    ctl = _ctl(request)
+    await ctl.recall(job_id)  # a purged job is finished: the kill says so, not "not found"
+    if body is None or body.signal is None:
+        return action_answer("kill", ctl.job(job_id), ctl.kill(job_id, index, caller), index, full)
+    from xced.model.signals import parse_signal
+
+    num, name = parse_signal(body.signal)
+    done, affected = ctl.send_signal(job_id, index, num, name, caller)
+    res = action_answer(done, ctl.job(job_id), affected, index, full)
+    if done == "kill":
+        head, _, tail = res.message.partition(": ")
+        res.message = f"{name} sent: {tail}" if tail else res.message
+    return res
+
+
 for _name in ACTION_PERMISSIONS:
+    if _name == "kill":
+        continue
     router.add_api_route(f"/jobs/{{job_id:jobid}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult,
                          responses=errors(BODY, JOB, 409))
 
@@ -330,5 +416,6 @@ async def launch_task(job_id: int, body: LaunchRequest, request: Request) -> Lau
         caller, peer_uid = None, peer[1] if peer is not None else None
     else:
         caller, peer_uid = await caller_of(request, TOKEN_OR_OWNER), None
-    res = await _ctl(request).launch(job_id, body.index, body.host, body.argv, body.token, caller, peer_uid)
+    res = await _ctl(request).launch(job_id, body.index, body.host, body.argv, body.token, caller, peer_uid,
+                                     rank=body.rank)
     return LaunchResult(**res)

@@ -1,0 +1,72 @@
+"""`bkill` (CLI-8): LSF's bkill on XCE. Kills jobs with LSF's sequence (SIGINT, SIGTERM, then
+SIGKILL, spaced by the cluster's kill_interval, LSF's JOB_TERMINATE_INTERVAL), or sends one
+signal with `-s SIG`.
+
+    bkill [-s SIG | -r | -d] [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
+
+- `ID`, `"ID[INDEX]"`: the jobs or array elements; `0`: every unfinished job of the caller
+  (with -J, those of that name); `-J NAME` without an ID: the caller's last submitted
+  unfinished job of that name (`*` a wildcard).
+- `-s SIG`: send SIG (a name, `USR1` or `SIGUSR1`, or a number) instead of the sequence; to a
+  running job as it is, to a pending one only KILL, TERM or INT (which kill it), STOP or
+  CONT (xced.api.models.KillRequest). An unknown signal is a usage error listing the valid ones.
+- `-r`: LSF removes the job at once without waiting for its processes to end; XCE kills it
+  with the usual sequence and says so on stderr: a job is EXIT only when its processes
+  have ended (JOB-1), so nothing is left running unseen.
+- `-d`: LSF kills the job and records it DONE (so that jobs depending on `done()` run).
+  XCE refuses it: a killed job is always EXIT (JOB-1, D-5), and recording a kill as a
+  success would start the job's dependants on a lie. The message says so; nothing is killed.
+
+Prints LSF's `Job <N> is being terminated` (`is being signaled` with -s) per job, and
+`Job <N>: No matching job found` / `Job <N>: Job has already finished` on stderr for a job
+refused. Exit codes: 0 all acted on, 255 (LSF_FAILED) any refused or a usage error, 3 daemon
+unreachable. Source: https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bkill.1.html
+(docs/lsf-behaviour.md section 5, [44]). Nextflow's LSF executor calls `bkill ID [ID...]`
+and only looks at the exit code (nextflow-io/nextflow, AbstractGridExecutor.killTask).
+
+Start-up (CLI-7): no pydantic, rich or typer on this path (tests/e2e/test_lsf_commands.py).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from xcecli.lsf.common import LsfUsage, read_options, run
+
+SPEC = {"-s": ("signal", "one"), "-J": ("name", "one"), "-r": ("remove", "flag"), "-d": ("done", "flag")}
+
+
+def bkill(argv: list[str]) -> int:
+    """Run `bkill ARGV` (module docstring); returns the exit code. Raises LsfUsage."""
+    from xcecli.lsf.jobctl import act, client, targets
+
+    opts, args = read_options(argv, SPEC, interspersed=True)
+    sig = opts.get("signal")
+    if sum(1 for k in ("signal", "remove", "done") if opts.get(k)) > 1:
+        raise LsfUsage("-r, -s and -d exclude each other (LSF: [-r | -s signal | -d]); give one")
+    if opts.get("done"):
+        raise LsfUsage("-d (kill the job and record it DONE) is not supported: XCE records a killed job EXIT, "
+                       "never DONE, so that its dependants on done() do not start on a killed job; nothing was "
+                       "killed. Use bkill without -d to kill it (EXIT)")
+    if sig is not None:
+        from xced.model.signals import parse_signal
+
+        try:
+            parse_signal(str(sig))
+        except ValueError as e:
+            raise LsfUsage(str(e)) from None
+    c = client()
+    refs = targets(c, args, opts.get("name"))  # type: ignore[arg-type]
+    if opts.get("remove"):
+        print("bkill: -r: XCE kills the job with the usual sequence and records it EXIT once its processes have "
+              "ended; it does not remove a job whose processes still run", file=sys.stderr)
+    return act("bkill", "kill", refs, c, signal=sig)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    """The `bkill` console script."""
+    run("bkill", lambda: bkill(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

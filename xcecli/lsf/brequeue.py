@@ -1,0 +1,40 @@
+"""`brequeue` (CLI-8): LSF's brequeue on XCE. Requeues jobs: a running (or stopped) job is
+killed and pends again with the same job ID and submit time; a finished one pends again at
+once (xcecli requeue; D-5).
+
+    brequeue [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
+
+`0` is every unfinished job of the caller (with -J, those of that name); `-J NAME`
+without an ID is the caller's last submitted unfinished job of that name. Prints LSF's
+`Job <N> is being requeued` per job, and `Job <N>: REASON` on stderr for a job refused
+(`No matching job found` for one the cluster does not know). Exit codes: 0 all acted on,
+255 (LSF_FAILED) any refused or a usage error, 3 daemon unreachable. Source: IBM's LSF 10.1
+command reference, https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/brequeue.1.html
+(docs/lsf-behaviour.md section 5). Start-up (CLI-7): no pydantic, rich or typer on this path.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from xcecli.lsf.common import read_options, run
+
+SPEC = {"-J": ("name", "one")}
+
+
+def brequeue(argv: list[str]) -> int:
+    """Run `brequeue ARGV` (module docstring); returns the exit code. Raises LsfUsage."""
+    from xcecli.lsf.jobctl import act, client, targets
+
+    opts, args = read_options(argv, SPEC, interspersed=True)
+    c = client()
+    return act("brequeue", "requeue", targets(c, args, opts.get("name")), c)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    """The `brequeue` console script."""
+    run("brequeue", lambda: brequeue(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
