@@ -101,6 +101,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -o Ep -r -F -d 'the job\'s
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s w -l dependency -r -F -d 'start only when EXPR is met, e.g. \'done(12) && ended(13[2])\': done/...'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l env -r -F -d 'added to the job\'s environment (repeatable)'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l preset -r -f -a '(__xcecli_values presets)' -d 'start from this local preset\'s values (xcecli presets list)'
+complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s H -l hold -d 'hold the job at submit (PSUSP, as LSF\'s bsub -H): it starts only af...'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s K -l wait -d 'wait for the job to end and exit with its exit code'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l parsable -d 'print only the job ID'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l json -d 'print the submit result as JSON'

@@ -123,12 +123,20 @@ def _submit(argv: list[str], client_of):
     from xcecli.submitting import run
 
     given, command = read(argv, submit_spec(), interspersed=False)
-    if not command:
-        raise Decline("no command")
+    if not command and (given.get("pack") is not None or sys.stdin is None or not _piped(sys.stdin)):
+        raise Decline("no command")  # Typer says so; with a script on stdin, run reads it (JOB-12)
     opts: dict[str, object] = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None
                                for o in OPTIONS}
     opts.update(given)
     return lambda: run(opts, command, client_of)
+
+
+def _piped(stdin) -> bool:
+    """Whether standard input may hold a job script: open and not a terminal."""
+    try:
+        return not stdin.isatty()
+    except (OSError, ValueError):
+        return False
 
 
 def _jobs(argv: list[str], client_of):

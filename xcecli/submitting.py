@@ -49,10 +49,11 @@ def _which(prog: str, path: str) -> str | None:
     return None
 
 
-def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
-    """The command as the job will run it. A path to an existing script is made absolute
-    (and run with /bin/sh when it is not executable); a missing script or a program not
-    on PATH is refused here, before anything is submitted."""
+def script_path(argv: list[str], env: dict[str, str], cwd: str) -> str | None:
+    """The absolute path of the script `argv` names, when its first word is a script file:
+    a path (it holds a slash), or a file of that name in `cwd` that is not a program on
+    PATH; None for a program found on PATH. Raises Usage for a missing script, a
+    directory or a file that is not regular, an empty command, or a program not on PATH."""
     prog = argv[0]
     if not prog:
         raise Usage("the command is empty")
@@ -64,15 +65,87 @@ def resolve_command(argv: list[str], env: dict[str, str], cwd: str) -> list[str]
             raise Usage(f"{prog!r} is not a regular file (a device or socket?), so it cannot be a script")
         if not os.path.isfile(path):
             raise Usage(f"script {prog!r} not found (looked for {path})")
-        if not os.access(path, os.X_OK):
-            return ["/bin/sh", path] + argv[1:]
-        return [path] + argv[1:]
+        return path
     if os.path.isfile(os.path.join(cwd, prog)) and _which(prog, env.get("PATH", "")) is None:
-        path = os.path.join(cwd, prog)
-        return ([path] if os.access(path, os.X_OK) else ["/bin/sh", path]) + argv[1:]
+        return os.path.join(cwd, prog)
     if _which(prog, env.get("PATH", os.defpath)) is None:
         raise Usage(f"command {prog!r} not found on PATH and no file of that name in {cwd}")
-    return argv
+    return None
+
+
+def resolve_command(argv: list[str], env: dict[str, str], cwd: str, text: str | None = None) -> list[str]:
+    """The command as the job will run it (JOB-12). A script file (`script_path`) is made
+    absolute; one that is not executable runs with the interpreter its `#!` line names
+    (`#!/usr/bin/env python3` -> ["/usr/bin/env", "python3", PATH, ARGS...]), or with
+    /bin/sh when it has no `#!` line, as LSF runs a job script that "does not have to be an
+    executable file" (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.job_script.1.html).
+    The interpreter is read here, at submit, from the script's text (`text`, or read from
+    the file): the worker execs the argv as given. A missing script or a program not on
+    PATH is refused here, before anything is submitted. Raises Usage."""
+    path = script_path(argv, env, cwd)
+    if path is None:
+        return argv
+    if os.access(path, os.X_OK):
+        return [path] + argv[1:]
+    if text is None:
+        text = _script_text(path, argv[0])
+    from xcecli.scripts import ScriptError, run_with
+
+    try:
+        return run_with(text) + [path] + argv[1:]
+    except ScriptError as e:
+        raise Usage(f"{argv[0]}: {e.message}") from None
+
+
+def _script_text(path: str, shown: str) -> str:
+    """The text of script `path` (xcecli.scripts.read_script_file). Raises Usage."""
+    from xcecli.scripts import ScriptError, read_script_file
+
+    try:
+        return read_script_file(path, shown)
+    except ScriptError as e:
+        raise Usage(e.message) from None
+
+
+def script_values(text: str, where: str) -> tuple[dict, dict[str, list[int]], list[str]]:
+    """The job options the `#BSUB`/`#XCE` directives at the top of script `text` give
+    (xcecli.scripts), as canonical values by long name (`given_values`' form), the line
+    numbers of each, and warnings (a directive below the first command, an LSF option XCE
+    ignores). Raises Usage naming the script and the line (`job.lsf:4: #BSUB -n x: ...`)."""
+    from xcecli.scripts import ScriptError, directives, options_of
+
+    try:
+        found, late = directives(text, where)
+        if not found:
+            return {}, {}, late
+        from xcecli.fast import submit_spec
+
+        def bsub_read(words):
+            from xcecli.lsf.bsub import directive_options
+
+            return directive_options(words)
+
+        opts, lines, warnings = options_of(found, where, submit_spec(), bsub_read)
+    except ScriptError as e:
+        raise Usage(e.message) from None
+    values = given_values(opts)
+    if opts.get("hold"):  # -H: not a preset's option, but a script's (LSF bsub -H)
+        values["hold"] = True
+    if opts.get("_cwd"):  # #BSUB -cwd DIR
+        values["_cwd"] = opts["_cwd"]
+    return values, lines, late + warnings
+
+
+def _over(script: dict, given: dict) -> dict:
+    """The command line's values over the script's (JOB-12, as LSF: "the command line
+    option overrides the option in the standard input"): a given option replaces the
+    script's, but for NAME=VALUE options (--env, --app-param), merged by NAME."""
+    from xced.api.submit_options import by_name
+
+    out = dict(script)
+    for k, v in given.items():
+        out[k] = {**out[k], **v} if k in out and by_name(k).kind == "map" else v
+    return out
 
 
 def _post(client, path: str, body: dict, key: str | None = None):
@@ -229,16 +302,30 @@ def current_umask() -> int:
     return umask
 
 
-def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, umask: int):
+def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, umask: int,
+            script: str | None = None, cwd_given: bool = False):
     """The submit body of one job from its options (`opts`, as `run` takes them) and command,
     built without importing pydantic (CLI-6); the daemon validates it strictly (D-2).
     `base_env`: the environment the job starts from (`client_env()`), which the body does
     NOT carry: its "env" holds only the `--env` (and preset) additions, so that a pack sends
-    the base once; the command is looked up on the PATH of the two together. Returns (body,
-    values, sources, preset, given): the canonical option values after the preset, where
-    each came from (submit_options.merge_values), the LocalPreset or None, and the values
-    the command line gave. Raises Usage for a malformed value, an unknown preset, a missing
-    script or program."""
+    the base once; the command is looked up on the PATH of the two together.
+
+    `script`: the text of a script read from standard input (JOB-12), or None. A script on
+    stdin, or a script file the command names (`script_path`), has its `#BSUB`/`#XCE`
+    directives read (`script_values`); their values lie between a preset's and the command
+    line's (the command line wins, as in LSF). A stdin script is sent in the body's
+    `script` field; its argv is the interpreter its `#!` line names, or /bin/sh, and the
+    worker appends the path of the copy it keeps in the job's directory. A `#BSUB -cwd DIR`
+    sets the job's working directory (relative to `cwd`) unless `cwd_given` (bsub's own
+    -cwd on the command line).
+
+    Returns (body, values, sources, preset, given, warnings, from_script): the canonical
+    option values after the preset and the script, where each came from
+    (submit_options.merge_values; "from script line N" for a directive's), the LocalPreset
+    or None, the values the command line gave, warnings about the script, and the values
+    the script gave (with "_lines": the line numbers of each option's directives). Raises
+    Usage for a malformed value, a bad directive, an unknown preset, a missing script or
+    program."""
     from xced.api.submit_options import OptionError, check_values, merge_values
 
     given = given_values(opts)
@@ -251,22 +338,101 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
             preset = load_fast(preset_name)
         except (PresetMissing, InvalidRequest) as e:  # a bad option value: a usage error, as any other
             raise Usage(e.message) from None
-    values, sources = merge_values(preset.values if preset else {}, given)
+    text = script
+    path = None
+    if script is None:
+        path = script_path(list(command), {**base_env, **(given.get("env") or {})}, cwd)
+        if path is not None:
+            text = _script_text(path, command[0])
+    from_script, lines, warnings = script_values(text, "standard input" if script is not None else command[0]) \
+        if text is not None else ({}, {}, [])
+    values, sources = merge_values(preset.values if preset else {}, _over(from_script, given))
+    if from_script.get("_cwd") and not cwd_given:  # #BSUB -cwd DIR; the script path stays as found
+        where = "standard input" if script is not None else command[0]
+        job_cwd = os.path.normpath(os.path.join(cwd, os.path.expanduser(from_script["_cwd"])))
+        if not os.path.isdir(job_cwd):
+            raise Usage(f"{where}:{lines['_cwd'][0]}: #BSUB -cwd {from_script['_cwd']!r}: no such directory "
+                        f"({job_cwd})")
+        if path is not None:
+            command = [path] + list(command[1:])
+        cwd = job_cwd
+    if lines:
+        from xcecli.scripts import origin
+
+        for k, ls in lines.items():
+            if k in given and (not isinstance(given[k], dict) or set(given[k]) >= set(from_script.get(k) or {})):
+                continue  # the command line's value replaced the script's
+            label = origin(ls) + ("+command line" if k in given else "")
+            sources[k] = label if sources.get(k) == "command line" else f"preset+{label}"
     try:
         fields = check_values(values)
     except OptionError as e:
         raise Usage(e.message + (f" (from preset {preset_name})" if sources.get(e.option) == "preset" else "")) \
             from None
     added = fields.pop("env", None) or {}
-    argv = resolve_command(list(command), {**base_env, **added} if added else base_env, cwd)
+    if script is not None:
+        from xcecli.scripts import ScriptError, run_with
+
+        try:
+            argv = run_with(script)
+        except ScriptError as e:
+            raise Usage(f"standard input: {e.message}") from None
+    else:
+        argv = resolve_command(list(command), {**base_env, **added} if added else base_env, cwd, text)
     body = {"argv": argv, "cwd": cwd, **fields}
     body = {k: v for k, v in body.items() if v is not None and v != []}
     if added:
         body["env"] = added
+    if script is not None:
+        body["script"] = script
+    if opts.get("hold") or from_script.get("hold"):  # LSF bsub -H: PSUSP until resumed (D-5)
+        body["hold"] = True
     if preset is not None:  # PRE-2: the server keeps meta untouched and never reads it
         body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
     body["umask"] = umask
-    return body, values, sources, preset, given
+    return body, values, sources, preset, given, warnings, {**from_script, "_lines": lines}
+
+
+def read_stdin_script() -> str | None:
+    """The job script on standard input (`xcecli submit < job.lsf`, `bsub < job.lsf`, as
+    LSF's bsub reads "the job commands from standard input" when no command is given:
+    https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html),
+    or None when standard input is a terminal or closed (then there is no script). Raises
+    ScriptRefused (exit 2; standard input is read, so the fast path must not decline) for
+    an empty script, one over MAX_SCRIPT_CHARS characters, or one that is not UTF-8 text."""
+    import sys
+
+    from xcecli.scripts import MAX_SCRIPT_CHARS
+
+    stdin = sys.stdin
+    if stdin is None:
+        return None
+    try:
+        if stdin.isatty():
+            return None
+        data = stdin.buffer.read(MAX_SCRIPT_CHARS * 4 + 1)
+    except (OSError, ValueError):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScriptRefused(f"standard input: the script is not UTF-8 text (byte {e.start + 1})") from None
+    if len(text) > MAX_SCRIPT_CHARS:
+        raise ScriptRefused(f"standard input: the script has more than {MAX_SCRIPT_CHARS} characters, the most a "
+                            f"submit carries; keep it in a file and submit its path")
+    if not text.strip():
+        raise ScriptRefused("no command: none was given and standard input is empty; give the command and its "
+                            "arguments, a script path, or a script on standard input")
+    return text
+
+
+class ScriptRefused(InvalidRequest):
+    """A submit of a script read from standard input, refused before it was sent (a bad
+    directive, a malformed option): a usage error, exit 2 (CLI-1), printed by the funnel
+    as one line. Not xcecli.usage.Usage: the fast path must not decline once it has read
+    standard input, which Typer could not read again."""
+
+    exit_code = 2
 
 
 def submitted_line(answer: dict) -> str:
@@ -302,27 +468,46 @@ def _told(done: str):
                                f"({e.strerror or e}); `xcecli jobs` lists it") from None
 
 
-def run(opts: dict, command: list[str], client_of) -> None:
+def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] | None = None, cwd: str | None = None,
+        say=None, prog: str = "xcecli") -> None:
     """Submit one job (or dry-run it) and print the answer as `xcecli submit` does.
 
     `opts`: every option of the submit table (xced.api.submit_options.OPTIONS) by long
     name: None (or [] or False) when not given, a string for "one", a list of strings for
     "list" and "map" (NAME=VALUE items), True for a given flag. `command`: the command and its
-    arguments, or a script path. `client_of()`: the API client (xced.api.client.Client),
-    made only once the request is ready. Raises Usage before sending; SystemExit with
-    `-K`'s code (`wait_exit_code`) or 1 after an unparsable -w was shown; the API's typed
-    errors otherwise."""
+    arguments, or a script path; empty: the script on standard input (`read_stdin_script`,
+    JOB-12). `client_of()`: the API client (xced.api.client.Client), made only once the
+    request is ready. `base_env` (default `client_env()`), `cwd` (default the current
+    directory), `say(answer) -> line` (default `submitted_line`) and `prog` (the name
+    warnings carry) are what `bsub` (xcecli.lsf.bsub) sets: its -env, -cwd and LSF's answer
+    line. Raises Usage before sending (ScriptRefused, exit 2, once standard input was read);
+    SystemExit with `-K`'s code (`wait_exit_code`) or 1 after an unparsable -w was shown;
+    the API's typed errors otherwise."""
     import json
 
     from xcecli.output import err
 
     if opts.get("pack") is not None:
         return run_pack(opts, command, client_of)
+    script = None
     if not command:
-        raise Usage("no command: give the command and its arguments, or a script path, after the options (put -- "
-                    "before a command that has options of its own), or --pack FILE for one job per line")
-    base_env = client_env()
-    body, values, sources, preset, given = prepare(opts, command, base_env, current_dir(), current_umask())
+        given_values(opts)  # a malformed option is said as such, before standard input is read
+        script = read_stdin_script()
+        if script is None:
+            raise Usage("no command: give the command and its arguments, or a script path, after the options (put -- "
+                        "before a command that has options of its own), a script on standard input, or --pack FILE "
+                        "for one job per line")
+    base_env = client_env() if base_env is None else base_env
+    try:
+        body, values, sources, preset, given, notes, from_script = prepare(
+            opts, command, base_env, cwd or current_dir(), current_umask(), script, cwd_given=cwd is not None)
+    except Usage as e:
+        if script is None:
+            raise
+        raise ScriptRefused(e.message) from None
+    warn = "warning:" if prog == "xcecli" else f"{prog}: warning:"
+    for w in notes:
+        err(f"{warn} {w}")
     body["env"] = {**base_env, **body.get("env", {})}
     preset_name = opts.get("preset")
     client = client_of()
@@ -350,10 +535,23 @@ def run(opts: dict, command: list[str], client_of) -> None:
             for k in ("stdout", "stderr", "pre_exec", "post_exec"):
                 origin = _origin_of(eff, k, None, sources, preset_name) if k in values else ""
                 print(f"{k + ':':<17}{values.get(k, '-')}" + (f"  ({origin})" if origin else ""))
+            if body.get("hold"):  # -H (LSF bsub -H): where it came from, as the values above
+                held_by = "command line" if opts.get("hold") else None
+                if held_by is None:
+                    from xcecli.scripts import origin as script_origin
+
+                    held_by = script_origin(from_script["_lines"].get("hold") or [0])
+                print(f"{'hold:':<17}PSUSP until xcecli resume  ({held_by})")
             params = eff.get("app_params") or {}
             origins = eff.get("origins") or {}
-            def own(opt: str, n: str) -> str:  # per NAME: the command line's wins over the preset's
-                return "command line" if n in (given.get(opt) or {}) else f"preset {preset_name}"
+            def own(opt: str, n: str) -> str:  # per NAME: the command line's wins over the script's, the preset's
+                if n in (given.get(opt) or {}):
+                    return "command line"
+                if n in (from_script.get(opt) or {}):
+                    from xcecli.scripts import origin
+
+                    return origin(from_script["_lines"].get(opt) or [0])
+                return f"preset {preset_name}"
 
             for n, v in params.items():
                 src = origins.get(f"param.{n}", "")
@@ -372,7 +570,7 @@ def run(opts: dict, command: list[str], client_of) -> None:
     res = post(client, "/jobs", body, new_key())  # one key per invocation, every retry sends it (JOB-10)
     out = res.json()
     for w in out.get("warnings") or []:
-        err(f"warning: {w}")
+        err(f"{warn} {w}")
     as_json, wait = opts["json"], opts["wait"]
     with _told(f"job {out['job_id']} was submitted"):
         if as_json and not wait:
@@ -382,7 +580,7 @@ def run(opts: dict, command: list[str], client_of) -> None:
         elif opts["parsable"]:
             print(out["job_id"], flush=True)
         else:
-            print(submitted_line(out), flush=True)
+            print((say or submitted_line)(out), flush=True)
     if wait:
         if not as_json:
             err("<<Waiting for dispatch ...>>")
@@ -454,12 +652,14 @@ def _pack_text(path: str) -> tuple[str, str]:
         raise Usage(f"--pack: {where} is not UTF-8 text (byte {e.start + 1})") from None
 
 
-def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask: int) -> tuple[list[dict], list[int]]:
+def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask: int,
+                notes: list[str] | None = None) -> tuple[list[dict], list[int]]:
     """The submit bodies of a pack's lines (LSF bsub -pack: one job per line, each line the
     options and command of one `bsub`), in order, and the line number of each. A line is
     split as a shell would (shlex), read through submit's option table (`_line_options`)
     and prepared as a single submit is (`prepare`: presets, checks, the command's look-up);
-    blank lines and lines whose first word starts with # are skipped. Raises PackRefused
+    blank lines and lines whose first word starts with # are skipped; `notes` (when given)
+    gets the warnings of a line's script (xcecli.scripts), its line named. Raises PackRefused
     naming the first bad line (its number and what was wrong), or saying that no line holds a
     job; nothing is sent then."""
     import shlex
@@ -489,7 +689,10 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
                                  f"beside --pack)")
             if not command:
                 raise ValueError("no command: a line is a submit's options, then the command and its arguments")
-            body = prepare(opts, command, base_env, cwd, umask)[0]
+            prepared = prepare(opts, command, base_env, cwd, umask)
+            body = prepared[0]
+            if notes is not None:  # a line's script's warnings (JOB-12), said with the line
+                notes += [f"{where}, line {n}: {w}" for w in prepared[5]]
         except (ValueError, Usage) as e:
             raise PackRefused(f"{where}, line {n}: {e.message if isinstance(e, Usage) else e}; nothing was submitted")
         bodies.append(body)
@@ -531,7 +734,10 @@ def run_pack(opts: dict, command: list[str], client_of) -> None:
         raise Usage(f"--pack takes each job's options from its line; {', '.join(beside)} cannot be given beside it")
     text, where = _pack_text(opts["pack"])
     base_env = client_env()
-    bodies, numbers = pack_bodies(text, where, base_env, current_dir(), current_umask())
+    notes: list[str] = []
+    bodies, numbers = pack_bodies(text, where, base_env, current_dir(), current_umask(), notes)
+    for w in notes:
+        err(f"warning: {w}")
     from xced.api.idempotency import new_key
 
     try:

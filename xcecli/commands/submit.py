@@ -49,12 +49,13 @@ def register(app: typer.Typer) -> None:
         "command", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=List[str],
         default=typer.Argument(None, show_default=False, metavar="[COMMAND [ARGS]...]",
                                help="command and arguments, or a script path (put -- before a command with options); "
-                                    "none with --pack"))
+                                    "none with --pack, or with a script on standard input; a script's #BSUB and "
+                                    "#XCE lines are read"))
 
     @app.command(context_settings={"allow_interspersed_args": False})
     @with_parameters(command_arg, options=OPTIONS)
     def submit(ctx: typer.Context, command: Optional[List[str]], **opts) -> None:
-        """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...], or one job per line: xcecli submit --pack FILE"""
+        """Submit a job: xcecli submit [OPTIONS] -- COMMAND [ARGS...], a script (a path, or on standard input: xcecli submit < job.lsf), or one job per line: xcecli submit --pack FILE"""
         from xcecli.submitting import run
         from xcecli.usage import Usage
 

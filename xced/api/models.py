@@ -21,6 +21,7 @@ from xced.model.units import (
     MAX_ENV_VARS,
     MAX_EXDATA_ITEMS,
     MAX_HOOK_TEXT,
+    MAX_SCRIPT_TEXT,
     MAX_MEMORY_MB,
     MAX_NAME_TEXT,
     MAX_PACK_JOBS,
@@ -95,6 +96,15 @@ class SubmitRequest(RequestBody):
     dependency: str | None = Field(None, max_length=MAX_DEPENDENCY_LENGTH,
                                    description="-w: dependency expression, e.g. 'done(12) && ended(13[2])' (JOB-5, "
                                                "LSF bsub -w); every job it names must exist")
+    hold: bool = Field(False, strict=True, description="-H: the job is held at submit, PSUSP with a user hold (D-5, "
+                                                       "LSF bsub -H), in the submit's own transaction; `xcecli "
+                                                       "resume` releases it; not taken in a pack")
+    script: str | None = Field(None, max_length=MAX_SCRIPT_TEXT,
+                               description="a job script read from standard input (JOB-12: `bsub < job.lsf`): kept "
+                                           "with the job; the worker writes it to a file of the job's directory, "
+                                           "readable by the job's user only (0700), and appends that file's path "
+                                           "to argv (the interpreter its #! line names, or /bin/sh); at most "
+                                           "MAX_SCRIPT_TEXT characters; not taken in a pack")
     umask: int = Field(0o022, ge=0, le=0o777, strict=True, description="the submitter's umask as an integer (18 for 022): the "
                                                            "job's output files are made with it and the job runs "
                                                            "with it (D-7, as in LSF and Slurm); default 0o022; "

@@ -16,7 +16,7 @@ from xced.controller import machine as m
 from xced.controller.retry import SESSION_KEY, STORE_ERRORS
 from xced.controller.machine import transition
 from xced.model.jobs import JobState
-from xced.model.state import Element, StartInfo
+from xced.model.state import SCRIPT_ARG, Element, StartInfo
 from xced.policy.projects import reserve_use
 from xced.scheduler.session import SessionResult, schedule
 from xced.scheduler.snapshot import JobSnap, QueueSnap, RunSnap, Snapshot, wall_clock
@@ -242,6 +242,10 @@ class DispatchMixin:
         sp, eff = job.spec, job.effective
         st = self.config.settings
         argv = list(sp.argv)
+        script = None
+        if sp.script_digest:  # JOB-12: the worker writes the script and puts its path here
+            argv.append(SCRIPT_ARG)
+            script = self.job_script(job)
         profile = self.config.applications.get(sp.app) if sp.app else None
         if profile is not None and profile.job_starter:
             argv = wrap_with_job_starter(profile.job_starter, argv)
@@ -250,4 +254,5 @@ class DispatchMixin:
                          list(e.alloc), sp.run_as, sp.run_uid, sp.run_gid,
                          st.kill_interval_s, st.limit_grace_s, e.token or "", sp.umask,
                          dict(eff.profile_env), dict(eff.export_env), sp.app or None,
-                         self._hooks(profile, sp), sp.project, e.attempt, eff.ntasks_max, shlex.join(sp.argv))
+                         self._hooks(profile, sp), sp.project, e.attempt, eff.ntasks_max, shlex.join(sp.argv),
+                         script)

@@ -60,3 +60,20 @@ class EnvsMixin:
                                                          "none of its own", job.id, digest)
             return {}
         return self._remember_env(digest, json.loads(text))
+
+    def job_script(self, job) -> str | None:
+        """The script `job` was submitted with (JOB-12: one read from standard input), read
+        from the store where it is kept beside the environments (xced.model.spec.script_record);
+        None when the job has none, or when its row is missing (a store damaged by hand:
+        logged, and the worker then refuses to start the job, saying so). Raises StoreBusy or
+        StoreUnavailable when the store cannot be read."""
+        digest = job.spec.script_digest
+        if not digest:
+            return None
+        text = self.store.env(digest)
+        if text is None:
+            import logging
+
+            logging.getLogger("xced.controller").warning("job %s: script %s is not in the store", job.id, digest)
+            return None
+        return json.loads(text)

@@ -16,7 +16,7 @@ from xced.api.errors import InvalidRequest
 from xced.controller import machine as m
 from xced.model import deps
 from xced.model.jobs import ArraySpecError, JobState, parse_job_name
-from xced.model.spec import EffectiveJob, JobSpec, OwnValues, env_record, to_record
+from xced.model.spec import EffectiveJob, JobSpec, OwnValues, env_record, script_record, to_record
 from xced.model.state import Element, Job
 from xced.policy.projects import least_need, never_fits, supply_totals
 from xced.policy.rbac import Caller
@@ -301,8 +301,10 @@ class SubmitMixin:
         if dry_run:
             return _dry_run(eff, spec, qname, app, name, len(indices) if array else 0, profile)
         job = self._record_submit(name, caller, qname, spec, self._effective(eff, profile), indices, eff.resreq,
-                                  dependency, env=(env_text, job_env), idempotency=idempotency)
-        self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
+                                  dependency, env=(env_text, job_env), idempotency=idempotency,
+                                  script=req.get("script"), hold=bool(req.get("hold")))
+        if not req.get("hold"):  # a held job waits for its resume, which asks for a session
+            self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
         return job
 
     def _check_submit(self, req: dict, caller: Caller, project: str | None, basis: str | None,
@@ -316,6 +318,12 @@ class SubmitMixin:
         `req["env"]` (the job's own --env) is laid over; `base_record` is its env_record,
         made once for the pack and used for each job that adds nothing to it."""
         _check_utf8(req)  # first: every message below may quote the request's text
+        if req.get("script") is not None and base_env is not None:
+            raise InvalidRequest("a job of a pack cannot carry a script read from standard input; give each line "
+                                 "the script's path", field="script")
+        if req.get("hold") and base_env is not None:
+            raise InvalidRequest("a job of a pack cannot be held at submit (-H); submit it alone, or hold it after "
+                                 "with xcecli stop", field="hold")
         if basis is None:
             if self.config.settings.mode != "test":
                 from xced.api.errors import PermissionDenied
@@ -451,7 +459,8 @@ class SubmitMixin:
             req.get("stdout"), req.get("stderr"), array.text if array else None, array.limit if array else None,
             tuple(texts), app, own_hooks, job_values, run_as, run_uid, run_gid, caller.asserted,
             deps.render(dependency) if dependency is not None else None,
-            req["umask"] if req.get("umask") is not None else DEFAULT_UMASK, project, basis)
+            req["umask"] if req.get("umask") is not None else DEFAULT_UMASK, project, basis,
+            script_record(req["script"])[0] if req.get("script") is not None else "")
 
     def _effective(self, eff: Effective, profile) -> EffectiveJob:
         """The one place a job's effective values (the merge's result, MERGE-1) are made, at
@@ -471,22 +480,39 @@ class SubmitMixin:
 
     def _record_submit(self, name, caller: Caller, qname: str, spec: JobSpec, effective: EffectiveJob, indices,
                        resreq, dependency, env: tuple[str, dict] = ("{}", {}),
-                       idempotency: tuple[str, str] | None = None) -> Job:
+                       idempotency: tuple[str, str] | None = None, script: str | None = None,
+                       hold: bool = False) -> Job:
         """Commit the job durably (D-3: acknowledged only after this), with its idempotency key
         when it has one (JOB-10: in the same transaction, so a key exists exactly when its job
         does), then keep it in memory. `env`: the environment's canonical text (stored once per
         distinct environment under spec.env_digest) and its dict (cached for the dispatch soon
-        after)."""
+        after). `script`: the job's script text (JOB-12), kept under spec.script_digest. `hold`
+        (LSF bsub -H): every element is held by its user (PSUSP, D-5) in the same transaction,
+        through the one transition table (a Stop stimulus on the new PEND elements), so a
+        held job is never seen pending, and a failed commit leaves nothing."""
         now = self.clock()
         jid = self.store.allocate_job_id()
         job = Job(jid, name, caller.user, qname, now, spec, effective)
         job.elements = {i: Element(job, i, S.PEND) for i in indices}
+        held = self._changes(list(job.elements.values()), self._stim(m.Stop, "submit", f"user:{caller.user}")) \
+            if hold else []
         with self.store.tx(durable=True):
             self.store.insert_job(jid, name, caller.user, qname, now, to_record(spec, effective), indices, "PEND")
             if spec.env_digest not in self._envs:  # one in the cache is in the store (xced.controller.envs)
                 self.store.put_env(spec.env_digest, env[0])
+            if script is not None:  # JOB-12: kept once per distinct script, beside the environments
+                self.store.put_env(*script_record(script))
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if spec.is_array else None, self._sid("submit"))
+            if held:  # LSF bsub -H: held in the submit's own transaction (the shell's writes, _commit)
+                from xced.controller.controller import _stored
+
+                for e, st, out in held:
+                    if out.fields:
+                        self.store.update_element(jid, e.index, **_stored(out.fields))
+                    for ev in out.events:
+                        self.store.add_event(st.time, jid, e.index, ev.kind, ev.from_state, ev.to_state,
+                                             ev.actor or st.actor, ev.reason, st.id)
             if idempotency is not None:
                 self.store.add_idempotency_key(caller.user, idempotency[0], jid, idempotency[1], now,
                                                submit_answer(job))
@@ -501,6 +527,11 @@ class SubmitMixin:
         job.unfinished = len(indices)
         self.jobs[jid] = job
         self.active[jid] = job
+        for e, _, out in held:  # only after the commit, as the shell does (DESIGN rule 2)
+            self._apply_memory(e, out)
+        for e, _, out in held:
+            for eff in out.effects:
+                self._effect(e, eff)
         return job
 
     def replay_submit(self, user: str, key: str, digest: str) -> dict | None:

@@ -80,6 +80,11 @@ class JobSpec:
     project: str | None = None
     #: how the submit was let in (SUBMIT-1): "member", "role:NAME@/scope", "open", "direct"
     auth_basis: str = "direct"
+    #: the key of the job's script (JOB-12: one read from standard input, `bsub < job.lsf`),
+    #: "" for none: the store keeps the text beside the environments, once per distinct
+    #: script (`script_record`), out of the daemon's memory; the worker writes it to the
+    #: job's directory and runs it (xced.model.state.SCRIPT_ARG)
+    script_digest: str = ""
 
     @property
     def is_array(self) -> bool:
@@ -133,6 +138,8 @@ def to_record(spec: JobSpec, eff: EffectiveJob) -> dict:
         "run_as": spec.run_as, "run_uid": spec.run_uid, "run_gid": spec.run_gid, "asserted": spec.asserted,
         "dependency": spec.dependency, "umask": spec.umask, "project": spec.project, "auth_basis": spec.auth_basis,
     }
+    if spec.script_digest:
+        rec["script_digest"] = spec.script_digest
     if eff.config_refused:
         rec["config_refused"] = True
     return rec
@@ -146,13 +153,22 @@ def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
         d.get("array_spec"), d.get("array_limit"), tuple(d.get("resreq") or ()), d.get("app") or "",
         dict(d.get("own_hooks") or {}), OwnValues.from_record(d.get("job_values")), d["run_as"], d.get("run_uid"),
         d.get("run_gid"), bool(d.get("asserted", False)), d.get("dependency"),
-        d["umask"] if d.get("umask") is not None else DEFAULT_UMASK, d.get("project"), d.get("auth_basis") or "direct")
+        d["umask"] if d.get("umask") is not None else DEFAULT_UMASK, d.get("project"), d.get("auth_basis") or "direct",
+        d.get("script_digest") or "")
     eff = EffectiveJob(
         d["ntasks_min"], d.get("ntasks_max", d["ntasks_min"]), d.get("run_limit_s"), d.get("memory_limit_mb"),
         dict(d.get("app_params") or {}), d.get("exdata"), d.get("effective_resreq") or "",
         dict(d.get("profile_env") or {}), dict(d.get("export_env") or {}), tuple(d.get("warnings") or ()),
         d.get("profile_hash"), d.get("config_hash"), bool(d.get("config_refused", False)))
     return spec, eff
+
+
+def script_record(script: str) -> tuple[str, str]:
+    """(key, text) under which the store keeps a job script (JOB-12) in its table of
+    environments (xced.controller.envs: a content-addressed table, one row per distinct
+    text): key "script-" and the first 128 bits of the script's SHA-256 in hex (never an
+    environment's digest, which is bare hex), text the script as a JSON string."""
+    return "script-" + hashlib.sha256(script.encode("utf-8")).hexdigest()[:32], json.dumps(script, ensure_ascii=False)
 
 
 #: the last environment env_record made a record of, with that record: (env, (digest, text))

@@ -12,6 +12,22 @@ from xced.model.spec import EffectiveJob, JobSpec
 
 S = JobState
 
+#: where the path of the job's script goes in a StartInfo's argv (JOB-12): the controller
+#: appends it to the argv of a job that has a script (before a job starter wraps it), and
+#: the worker replaces it (`with_script`) by the path of the copy it writes to the job's
+#: directory. NUL bytes: a submitted argv can never hold one (refused at submit).
+SCRIPT_ARG = "\0script\0"
+
+
+def with_script(argv: list[str], path: str) -> list[str]:
+    """`argv` with SCRIPT_ARG replaced by `path`: a word that is SCRIPT_ARG becomes `path`;
+    inside a job starter's shell line (xced.controller.dispatch.wrap_with_job_starter) the
+    shell-quoted SCRIPT_ARG becomes the shell-quoted path."""
+    import shlex
+
+    quoted, to = shlex.quote(SCRIPT_ARG), shlex.quote(path)
+    return [path if a == SCRIPT_ARG else a.replace(quoted, to).replace(SCRIPT_ARG, to) for a in argv]
+
 
 @dataclass(slots=True)
 class Element:
@@ -178,6 +194,9 @@ class StartInfo:
     ntasks_max: int | None = None
     #: the job's command line as submitted (before a job starter): LSB_JOBNAME of a job without -J
     command: str | None = None
+    #: the job's script (JOB-12: one read from standard input), which the worker writes to
+    #: the job's directory and puts where argv holds SCRIPT_ARG; None: the job has none
+    script: str | None = None
 
 
 @dataclass(slots=True)

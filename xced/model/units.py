@@ -32,6 +32,7 @@ __all__ = [
     "MAX_QUEUE_TEXT",
     "MAX_NAME_TEXT",
     "MAX_HOOK_TEXT",
+    "MAX_SCRIPT_TEXT",
     "MAX_RESREQ_TERMS",
     "MAX_SELECT_DEPTH",
     "MEMORY_FORMS",
@@ -124,6 +125,9 @@ MAX_RESREQ_STRINGS = 64
 MAX_QUEUE_TEXT = 256
 MAX_NAME_TEXT = 4096
 MAX_HOOK_TEXT = 65536
+#: the longest job script a submit carries (characters): a script read from standard input
+#: (`bsub < job.lsf`, `xcecli submit < job.lsf`; JOB-12), kept with the job
+MAX_SCRIPT_TEXT = 512 * 1024
 #: the most rusage `||` alternatives in one rusage[] section, and the most parts of one
 #: compound (`N*{...} + ...`) or alternative (`{...} || {...}`) requirement: the planner
 #: tries each in turn for every pending job in every session

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from xced.model.jobs import output_file_name
+from xced.model.state import SCRIPT_ARG, with_script
 from xced.worker import procs
 from xced.worker.env import (element_environment, expand_output_path, hosts_per_slot, task_environment,
                              task_starter_line)
@@ -33,6 +34,26 @@ def write_user_file(path: Path, text: str, uid: int | None, gid: int | None) -> 
         os.write(fd, text.encode())
     finally:
         os.close(fd)
+
+
+def write_script(jobdir: Path, text: str, uid: int | None, gid: int | None) -> Path:
+    """JOBDIR/script: the job's script (JOB-12: one read from standard input, `bsub <
+    job.lsf`, kept with the job), rewritten at each start of the element. Mode 0700 and
+    handed to the job's user when the daemon runs as root, so that only that user (and
+    root) can read it (D-7); JOBDIR stays the daemon's, so the user cannot replace it. Never
+    written through a symlink. Returns its path."""
+    path = jobdir / "script"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o700)
+    try:
+        if uid is not None and os.geteuid() == 0:
+            os.fchown(fd, uid, gid if gid is not None else -1)
+        os.fchmod(fd, 0o700)
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+    return path
 
 
 def write_hostfile(jobdir: Path, alloc, uid: int | None, gid: int | None) -> Path:
@@ -180,6 +201,11 @@ class LocalWorker:
         try:
             self.make_jobdir(info.job_id, info.index, info.run_uid, info.run_gid)
             hostfile = write_hostfile(jd, info.alloc, info.run_uid, info.run_gid)
+            argv = list(info.argv)
+            if info.script is not None or any(SCRIPT_ARG in a for a in argv):  # JOB-12
+                if info.script is None:
+                    raise ValueError("the job's script is not in the store (the daemon's log says more)")
+                argv = with_script(argv, str(write_script(jd, info.script, info.run_uid, info.run_gid)))
             # JOB-12: -o/-e with %J, %I, %% expanded and DIR/ resolved to DIR/ID.out here; a
             # path naming an existing directory without the slash is resolved by the
             # supervisor, as the job's user (dir_names below)
@@ -192,7 +218,7 @@ class LocalWorker:
             # the job directory stays the daemon's: a job's user must not be able to forge
             # spec.json, job.json or status.json (D-7: see make_jobdir)
             spec = {
-                "job_id": info.job_id, "index": info.index, "argv": list(info.argv), "cwd": info.cwd,
+                "job_id": info.job_id, "index": info.index, "argv": argv, "cwd": info.cwd,
                 "env": env, "stdout": out, "stderr": err, "run_limit_s": info.run_limit_s,
                 "memory_limit_mb": info.memory_limit_mb, "hooks": info.hooks or None, "host": self.host,
                 "host_ntasks": dict(info.alloc).get(self.host, 1),

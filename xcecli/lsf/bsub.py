@@ -1,0 +1,254 @@
+"""`bsub`: LSF's submit command on XCE (CLI-8, CLI-2, JOB-12), with LSF's spellings and its
+answer, `Job <N> is submitted to queue <Q>.`, so that job scripts and pipeline tools written
+for LSF (dask-jobqueue, Nextflow, Snakemake, Toil ...) submit unchanged.
+
+bsub reads its command line with the fast path's reader (xcecli.fast.read, through
+xcecli.lsf.common.read_options: `-app`, `-oo`, `-Ep`, `-env`, `-cwd` are read as whole
+tokens), translates LSF's options to `xcecli submit`'s (the one option table,
+xced.api.submit_options.OPTIONS) and runs the very submit code `xcecli submit` runs
+(xcecli.submitting.run): the same checks, `#BSUB`/`#XCE` directives of a script
+(xcecli.scripts), a script on standard input (`bsub < job.lsf`), `-K`'s wait. No pydantic,
+rich or typer on its path (CLI-7).
+
+LSF's options, from IBM's bsub reference (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.man_top.1.html,
+and the LSF 7.0.3 option list, http://www.cisl.ucar.edu/docs/LSF/7.0.3/command_reference/bsub.cmdref.html):
+
+=================  ========================================================================
+Taken              how XCE runs it
+=================  ========================================================================
+-n MIN[,MAX]       tasks (RES-3)
+-R RES_REQ         repeatable, merged as LSF merges several -R (RES-1)
+-q QUEUE           one queue (LSF's list of queues to choose from is refused)
+-J NAME[IDX]%N     job name and arrays (JOB-4)
+-o FILE, -e FILE   output files with %J and %I
+-oo FILE, -eo FILE the same files; XCE appends to them, and bsub warns that it does
+-W [H:]M           run limit (JOB-2)
+-M SIZE            memory limit, MB without a unit (XCE's lsf.conf: LSF_UNIT_FOR_LIMITS=MB)
+-P PROJECT         project path (PRJ-1)
+-app NAME          application profile (xcecli submit's -a; LSF's own -a is esub, refused)
+-w EXPR            dependencies (JOB-5)
+-K                 wait for the job and exit with its exit code (CLI-1)
+-E CMD, -Ep CMD    the job's own pre/post-exec (JOB-7)
+-env SPEC          "all" (the default), "none", "all, VAR=val, ..." or "VAR[=val], ...":
+                   the environment the job starts from and what it adds
+-cwd DIR           the job's working directory
+-H                 hold the job at submit: PSUSP with a user hold until `xcecli resume` (D-5)
+=================  ========================================================================
+
+Accepted with a warning on stderr, naming the option (the job runs as it would in LSF, only
+without the bookkeeping or notice): -B, -N, -u (mail), -G (user group), -g (job group),
+-sp (user priority), -r, -rn (rerunnable: XCE's profile says what a host failure does),
+-We (estimated run time), -Lp (licence project), -sla (service class), -s (window signal),
+-k (checkpoint), -Zs (spool the command file: a script on stdin is stored with the job
+anyway), -ul (pass the user's limits: the job keeps the submitter's environment).
+
+Refused, because ignoring them would change what the job does: -x (exclusive host), which
+XCE does not have (SPEC has no exclusive placement); -I, -Ip, -Is, -IS, -ISp, -ISs, -IX (interactive);
+-m (hosts), -b (begin time), -t (termination time), -i, -is (stdin file), -Q (requeue exit
+values), -c, -p, -C, -D, -F, -S, -T, -v (per-process and CPU limits), -wa, -wt (warning
+action), -a (esub), -f (file transfer), -U (reservation), -ext, -extsched, -gpu, -data,
+-L (login shell), -XF (X11), -jsdl, -jsdl_strict, -mig, -pack (use `xcecli submit --pack`).
+Any other option is a usage error listing the options bsub takes. A script's `#BSUB` lines
+take the same table (xcecli.scripts), but -K and -env, which are taken on the command line
+only; a `#BSUB -cwd DIR` is relative to the submission directory, and -cwd on the command
+line wins over it.
+
+Exit codes: LSF's 255 for a usage error or a refused option (xcecli.lsf.common.LsfUsage),
+also for a bad `#BSUB` line of the script, which names the script and the line; the
+daemon's refusals as xcecli's (1 refused, 3 daemon unreachable); with -K the job's own exit
+code, 126 when it was killed before it started (docs/lsf-behaviour.md section 5).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from xcecli.lsf.common import LsfUsage, read_options
+
+#: LSF's option -> (xcecli submit's long name, kind), for the options bsub takes
+TAKEN = {"-n": ("ntasks", "one"), "-R": ("resreq", "list"), "-q": ("queue", "one"), "-J": ("name", "one"),
+         "-o": ("stdout", "one"), "-e": ("stderr", "one"), "-oo": ("stdout_oo", "one"),
+         "-eo": ("stderr_eo", "one"), "-W": ("run_limit", "one"), "-M": ("memory", "one"),
+         "-P": ("project", "one"), "-app": ("app", "one"), "-w": ("dependency", "one"), "-K": ("wait", "flag"),
+         "-E": ("pre_exec", "one"), "-Ep": ("post_exec", "one"), "-env": ("lsf_env", "one"),
+         "-cwd": ("lsf_cwd", "one"), "-H": ("hold", "flag")}
+
+#: options accepted and ignored with a warning: option -> (kind, what it is in LSF)
+WARNED = {"-B": ("flag", "mail at dispatch"), "-N": ("flag", "mail at the job's end"),
+          "-u": ("one", "mail user"), "-G": ("one", "user group"), "-g": ("one", "job group"),
+          "-sp": ("one", "user-assigned job priority"), "-r": ("flag", "rerunnable job"),
+          "-rn": ("flag", "not rerunnable"), "-We": ("one", "estimated run time"),
+          "-Lp": ("one", "licence project"), "-sla": ("one", "service class"),
+          "-s": ("one", "signal at a run window's end"), "-k": ("one", "checkpointing"),
+          "-Zs": ("flag", "spooling the command file"), "-ul": ("flag", "passing the user's limits")}
+
+#: options refused: option -> (kind, why ignoring it would change what the job does)
+REFUSED = {
+    "-x": ("flag", "exclusive host: XCE has no exclusive placement, so the job could share its hosts"),
+    "-I": ("flag", "interactive job"), "-Ip": ("flag", "interactive job"), "-Is": ("flag", "interactive job"),
+    "-IS": ("flag", "interactive job"), "-ISp": ("flag", "interactive job"), "-ISs": ("flag", "interactive job"),
+    "-IX": ("flag", "interactive job"), "-XF": ("flag", "X11 forwarding"),
+    "-m": ("one", "host selection: the job could run on other hosts; use -R \"select[...]\""),
+    "-b": ("one", "begin time: the job could start before it"),
+    "-t": ("one", "termination time: the job would not be ended then"),
+    "-i": ("one", "standard input file"), "-is": ("one", "standard input file"),
+    "-Q": ("one", "requeue exit values"), "-c": ("one", "CPU time limit"), "-p": ("one", "process limit"),
+    "-C": ("one", "core file size limit"), "-D": ("one", "data segment limit"), "-F": ("one", "file size limit"),
+    "-S": ("one", "stack limit"), "-T": ("one", "thread limit"), "-v": ("one", "swap limit"),
+    "-wa": ("one", "warning action"), "-wt": ("one", "warning time"),
+    "-a": ("one", "esub application (XCE's application profile is -app)"),
+    "-f": ("one", "file transfer"), "-U": ("one", "advance reservation"), "-ext": ("one", "external scheduler"),
+    "-extsched": ("one", "external scheduler"), "-gpu": ("one", "GPU request"), "-data": ("one", "data requirement"),
+    "-L": ("one", "login shell"), "-jsdl": ("one", "JSDL file"), "-jsdl_strict": ("one", "JSDL file"),
+    "-mig": ("one", "migration threshold"),
+    "-pack": ("one", "job packs: use xcecli submit --pack FILE"),
+}
+
+#: the whole table the reader takes: flag -> (name, kind); warned and refused options are
+#: read under their own flag, so that a value after them is never taken for the command
+SPEC: dict[str, tuple[str, str]] = {**TAKEN, **{f: (f, k) for f, (k, _) in {**WARNED, **REFUSED}.items()}}
+#: what `-h` prints
+USAGE = ("Usage: bsub [options] command [arguments]\n"
+         "       bsub [options] script        (#BSUB and #XCE lines at its top are read)\n"
+         "       bsub [options] < script\n"
+         "Options: " + " ".join(TAKEN) + "\n"
+         "Accepted and ignored with a warning: " + " ".join(WARNED) + "\n")
+
+
+def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, str | None]:
+    """bsub's option values (read with SPEC) -> (the submit options they give, by
+    xcecli submit's long names, in xcecli.submitting.run's `opts` form; warnings, one per
+    ignored option; the -env value or None; the -cwd value or None). Raises LsfUsage for a
+    refused option (naming it and why), -o with -oo (or -e with -eo), or a list of queues."""
+    opts: dict = {}
+    warnings: list[str] = []
+    for flag, (kind, why) in REFUSED.items():
+        if flag in values:
+            raise LsfUsage(f"{flag} ({why.split(':')[0]}) is not supported by XCE"
+                           + (f": {why.split(':', 1)[1].strip()}" if ":" in why else "")
+                           + "; the job was not submitted")
+    for flag, (kind, what) in WARNED.items():
+        if flag in values:
+            warnings.append(f"{flag} ({what}) is not supported by XCE and was ignored")
+    for a, b, name in (("-o", "-oo", "stdout"), ("-e", "-eo", "stderr")):
+        oo = "stdout_oo" if name == "stdout" else "stderr_eo"
+        if name in values and oo in values:
+            raise LsfUsage(f"give {a} or {b}, not both")
+        if oo in values:
+            values = {**values, name: values[oo]}
+            warnings.append(f"{b} (overwrite) is taken as {a}: XCE appends to the file")
+    queue = values.get("queue")
+    if isinstance(queue, str) and len(queue.split()) > 1:
+        raise LsfUsage(f"-q {queue!r}: XCE takes one queue per job, not a list to choose from; give one of them")
+    for name, value in values.items():
+        if name in ("stdout_oo", "stderr_eo", "lsf_env", "lsf_cwd") or name.startswith("-"):
+            continue
+        opts[name] = value
+    return opts, warnings, values.get("lsf_env"), values.get("lsf_cwd")  # type: ignore[return-value]
+
+
+def environment(spec: str | None, base: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """LSF's -env (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.__env.1.html):
+    "none" (the job starts from no submission environment), "all" (the default: all of it),
+    "all, VAR=val, ..." (all of it, with these set), "VAR[=val], ..." (only these: a bare
+    VAR takes its submission value). Returns (the environment the job starts from, the
+    VAR=val settings as --env items). Raises LsfUsage for a malformed item."""
+    if spec is None:
+        return base, []
+    items = [i.strip() for i in spec.split(",")]
+    if items == ["none"]:
+        return {}, []
+    if "none" in items:
+        raise LsfUsage(f"-env {spec!r}: 'none' is given alone")
+    start = dict(base) if items and items[0] == "all" else {}
+    if items and items[0] == "all":
+        items = items[1:]
+    sets: list[str] = []
+    for item in items:
+        name, eq, _ = item.partition("=")
+        if not name.strip() or not name.replace("_", "a").isalnum() or name[0].isdigit():
+            raise LsfUsage(f"-env {spec!r}: {item!r} is not VAR or VAR=value; write -env \"none\", \"all\", "
+                           f"\"all, VAR=value\" or \"VAR1, VAR2=value\"")
+        if eq:
+            sets.append(item)
+        elif name in base:
+            start[name] = base[name]
+    return start, sets
+
+
+def directive_options(words: list[str]) -> tuple[dict, list[str], list[str]]:
+    """A `#BSUB` line's words -> (submit options, arguments, warnings), for xcecli.scripts;
+    a -cwd DIR is given as option "_cwd" (the job's working directory, which the command
+    line's -cwd overrides). -K and -env are taken on the command line only (they say how
+    bsub runs and what it sends, fixed before the script is read). Raises ValueError for an
+    option bsub refuses or does not know."""
+    try:
+        values, args = read_options(words, SPEC, interspersed=True)
+        for name in ("wait", "lsf_env"):
+            if name in values:
+                flag = {"wait": "-K", "lsf_env": "-env"}[name]
+                raise LsfUsage(f"{flag} is taken on the bsub command line only, not in a script")
+        opts, warnings, _, cwd = translate(values)
+    except LsfUsage as e:
+        raise ValueError(str(e)) from None
+    if cwd is not None:
+        opts["_cwd"] = cwd
+    return opts, args, warnings
+
+
+def _line(answer: dict) -> str:
+    """LSF's answer for a job or an array alike: `Job <N> is submitted to queue <Q>.`"""
+    return f"Job <{answer['job_id']}> is submitted to queue <{answer['queue']}>."
+
+
+def bsub(argv: list[str]) -> int | None:
+    """Run `bsub ARGV`: read LSF's options, warn about the ignored ones, and submit through
+    xcecli.submitting.run with LSF's answer line. Returns None (exit 0); raises LsfUsage,
+    SystemExit (-K: the job's exit code) or the API's typed errors."""
+    from xced.api.submit_options import OPTIONS
+    from xcecli.fast import _client_of
+    from xcecli.submitting import ScriptRefused, client_env, run
+    from xcecli.usage import Usage
+
+    if argv in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE)
+        return 0
+    if argv == ["-V"]:
+        from xced.version import version_line
+
+        print(version_line("bsub"), file=sys.stderr)  # LSF prints its version on stderr
+        return 0
+    values, command = read_options(argv, SPEC, interspersed=False)
+    given, warnings, env_spec, cwd = translate(values)
+    for w in warnings:
+        print(f"bsub: warning: {w}", file=sys.stderr)
+    base, sets = environment(env_spec, client_env())
+    opts: dict = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None for o in OPTIONS}
+    opts.update(given)
+    if sets:
+        opts["env"] = list(sets)
+    if cwd is not None:
+        try:
+            here = os.getcwd()
+        except FileNotFoundError:
+            here = "/"
+        cwd = os.path.normpath(os.path.join(here, os.path.expanduser(cwd)))
+        if not os.path.isdir(cwd):
+            raise LsfUsage(f"-cwd {values['lsf_cwd']!r}: no such directory")
+    try:
+        run(opts, list(command), _client_of({}), base_env=base, cwd=cwd, say=_line, prog="bsub")
+    except (Usage, ScriptRefused) as e:  # LSF's exit code for a refused bsub, 255
+        raise LsfUsage(e.message) from None
+    return None
+
+
+def main() -> None:
+    """Console entry point of `bsub` (and `python -m xcecli.lsf.bsub`). Never returns."""
+    from xcecli.lsf.common import run
+
+    run("bsub", lambda: bsub(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
