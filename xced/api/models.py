@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from xced.api.errors import CODES
 from xced.model.jobs import JobState
@@ -193,15 +193,16 @@ class KillRequest(JobAction):
 
         return parse_signal(v)[1]
 
-    @model_validator(mode="after")
-    def _done_without_signal(self) -> "KillRequest":
+    @field_validator("record_done")
+    @classmethod
+    def _done_without_signal(cls, v: bool, info: ValidationInfo) -> bool:
         """`record_done` goes with the kill sequence only (LSF: bkill [-r | -s signal | -d])."""
         from pydantic_core import PydanticCustomError
 
-        if self.record_done and self.signal is not None:
+        if v and info.data.get("signal") is not None:
             raise PydanticCustomError("done_with_signal", "record_done (bkill -d) goes with the kill sequence, not "
                                       "with a signal (LSF's -s and -d exclude each other); give one of them")
-        return self
+        return v
 
 
 class LaunchRequest(RequestBody):

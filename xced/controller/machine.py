@@ -29,8 +29,9 @@ The rules, as LSF states them (bkill, bstop, bresume, brequeue; "pending reasons
   pend reason names the failure, and after `max_dispatch_failures` (xce.yaml, default 5)
   in a row it gets a `system` hold (DISPATCH-2). The count is stored, so it survives a
   restart; a start of the job sets it to 0.
-- An element ends DONE on exit 0 with no signal and no reason, else EXIT with the reason
-  ("run limit", "killed by USER", "exited with code N", "killed by signal SIGTERM").
+- An element ends DONE on exit 0 with no signal and no reason, or when a kill that records
+  DONE ended it (bkill -d); else EXIT with the reason ("run limit", "killed by USER",
+  "exited with code N", "killed by signal SIGTERM").
 """
 
 from __future__ import annotations
