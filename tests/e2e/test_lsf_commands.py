@@ -148,17 +148,16 @@ def test_bkill_0_kills_every_unfinished_job_of_the_caller_only(shared_daemon):
     d.wait_state(b, ("EXIT",))
 
 
-def test_bkill_d_is_refused_and_r_kills_with_a_warning(shared_daemon):
-    """CLI-8, JOB-1: `bkill -d` (LSF: kill and record the job DONE) is refused with a
-    message saying why (XCE records a killed job EXIT) and kills nothing; `bkill -r` (LSF:
-    remove at once) kills with the usual sequence and says so on stderr; `-r` with `-s`
-    is a usage error (bkill.1's synopsis: [-r | -s signal | -d])."""
+def test_bkill_r_kills_with_a_warning_and_excludes_s_and_d(shared_daemon):
+    """CLI-8, JOB-1: `bkill -r` (LSF: remove at once) kills with the usual sequence and says
+    so on stderr; `-r` with `-s` or `-d` is a usage error that kills nothing (bkill.1's
+    synopsis: [-r | -s signal | -d]). `bkill -d` itself: tests/e2e/test_bkill_done.py."""
     d = shared_daemon
     jid = running(d, "sleep", "60")
-    r = lsf(d, "bkill", "-d", str(jid))
-    assert r.returncode == 255 and "-d (kill the job and record it DONE) is not supported" in r.stderr
-    assert r.stdout == "" and d.show(jid)["state"] == "RUN"
-    assert lsf(d, "bkill", "-r", "-s", "TERM", str(jid)).returncode == 255
+    for other in (["-s", "TERM"], ["-d"]):
+        r = lsf(d, "bkill", "-r", *other, str(jid))
+        assert r.returncode == 255 and "exclude each other" in r.stderr and r.stdout == ""
+    assert d.show(jid)["state"] == "RUN"
     r = lsf(d, "bkill", "-r", str(jid))
     assert (r.returncode, r.stdout) == (0, f"Job <{jid}> is being terminated\n")
     assert "-r: XCE kills the job with the usual sequence" in r.stderr

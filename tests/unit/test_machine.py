@@ -159,6 +159,41 @@ def test_kill():
     assert out.effects == [m.KillElement()]
 
 
+def test_a_kill_that_records_done_ends_the_element_done():
+    """CLI-8 (issue 18), LSF bkill -d: "Kills the jobs, and records the jobs as DONE after the
+    jobs exit" (https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bkill.1.html;
+    docs/lsf-behaviour.md section 6). A pending element ends DONE at once; a running one is
+    killed as usual, its wish stored in its action (so a restart keeps it), and ends DONE
+    with a reason saying so, whatever its processes' end; a plain kill still ends EXIT."""
+    out = transition(_el(S.PSUSP, holds=("user",)), _stim(m.Kill, user="alice", record_done=True))
+    why = "killed by alice while pending; recorded DONE (bkill -d)"
+    assert out.state is S.DONE and out.fields["state"] is S.DONE and out.fields["holds"] == set()
+    assert out.fields["exit_reason"] == why and _kinds(out) == [("KILL", "PSUSP", "DONE")] and out.events[0].reason == why
+    out = transition(_el(S.RUN), _stim(m.Kill, user="alice", record_done=True))
+    assert out.state is S.RUN and out.fields == {"action": "kill-done:alice"} and out.effects == [m.KillElement()]
+    assert _kinds(out) == [("KILL_REQUEST", None, None)] and out.events[0].reason == "recorded DONE when it ends (bkill -d)"
+    killed = EndStatus(130, None, T, T + 1, "killed")
+    out = transition(_el(S.RUN, action="kill-done:alice"), _stim(m.Finished, status=killed))
+    assert out.state is S.DONE and _kinds(out) == [("DONE", "RUN", "DONE")] and out.fields["action"] is None
+    assert out.fields["exit_reason"] == out.events[0].reason == "killed by alice; recorded DONE (bkill -d)"
+    assert out.fields["exit_code"] == 130 and out.effects == [m.EndTasks(("h1", "h2"))]
+    # a job whose SIGTERM handler exits 1 is recorded DONE too ("after the jobs exit")
+    out = transition(_el(S.USUSP, action="kill-done:bob"), _stim(m.Finished, status=EndStatus(1, None, T, T + 1, None)))
+    assert out.state is S.DONE and out.fields["exit_reason"] == "exited with code 1; killed by bob, recorded DONE (bkill -d)"
+    # the same end after a plain kill stays EXIT
+    assert transition(_el(S.RUN, action="kill:alice"), _stim(m.Finished, status=killed)).state is S.EXIT
+    # a supervisor lost under the kill: nobody knows how it ended, so it is not recorded DONE
+    lost = EndStatus(1, None, T, T + 1, "supervisor lost")
+    assert transition(_el(S.RUN, action="kill-done:alice"), _stim(m.Finished, status=lost)).state is S.EXIT
+    # its host lost while the kill was asked: recorded DONE at the loss; a rejoin asks the kill again
+    out = transition(_el(S.RUN, action="kill-done:alice"), m.HostLost("host-1", "system", T, host="h1"))
+    assert out.state is S.DONE and out.fields["exit_reason"] == "killed by alice; host h1 lost; recorded DONE (bkill -d)"
+    assert m.host_transition(_stim(m.HostJoined, host="h1"), [_el(S.RUN, action="kill-done:alice")]).effects == (
+        m.ReattachElement(7, 0, 0), m.KillAgain(7, 0))
+    assert m.killed_by("kill-done:alice") == ("alice", True) and m.killed_by("kill:bob") == ("bob", False)
+    assert m.killed_by("requeue:bob") is None and m.killed_by(None) is None
+
+
 def test_stop_and_resume_and_the_two_hold_kinds():
     out = transition(_el(S.RUN), _stim(m.Stop))
     assert out.state is S.USUSP and out.effects == [m.SignalElement(signal.SIGSTOP)]

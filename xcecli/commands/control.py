@@ -24,9 +24,11 @@ def _refused(jid: int, text: str, e) -> dict:
             "skipped": [], "note": None, "refused": {"id": text.strip(), "code": e.code, "reason": e.message}}
 
 
-def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose: bool, sig: str | None = None) -> None:
+def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose: bool, sig: str | None = None,
+         record_done: bool = False) -> None:
     """Ask for action `name` on each JOB and print one line per job (or --json); `sig`
-    (kill -s) turns the kill into that one signal (xced.api.models.KillRequest)."""
+    (kill -s) turns the kill into that one signal, `record_done` (kill --record-done, LSF
+    bkill -d) records the jobs it kills DONE (xced.api.models.KillRequest)."""
     from xced.api.errors import XceError
     from xcecli.commands.jobs import _job_ref
     from xcecli.output import err
@@ -38,6 +40,9 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
             parse_signal(sig)
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="'-s' / '--signal'") from None
+        if record_done:
+            raise typer.BadParameter("--record-done goes with the kill sequence, not with one signal (LSF's bkill "
+                                     "-s and -d exclude each other); give one of them", param_hint="'-s' / '--signal'")
     refs = [_job_ref(j) for j in jobs]
     client = ctx.obj.client()
     full = as_json or verbose
@@ -46,6 +51,8 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
         body: dict = {"index": idx} if idx is not None else {}
         if sig is not None:
             body["signal"] = sig
+        if record_done:
+            body["record_done"] = True
         try:
             # plain JSON (no model parsing); past 100 elements the daemon answers counts and
             # index runs unless asked for the full list (issue 17 part 4, CLI-7)
@@ -89,9 +96,13 @@ def _make(name: str):
                                                            "bkill -s): a name (TERM, USR1, SIGUSR1) or a number; a "
                                                            "pending job takes only KILL, TERM, INT (it is killed), "
                                                            "STOP or CONT"),
+                    record_done: bool = typer.Option(False, "--record-done",
+                                                     help="kill as usual but record each job killed DONE, not EXIT "
+                                                          "(LSF bkill -d), so jobs waiting on its done() start; not "
+                                                          "with -s"),
                     as_json: bool = typer.Option(False, "--json", help=_JSON_HELP),
                     verbose: bool = typer.Option(False, "-v", "--verbose", help=_VERBOSE_HELP)) -> None:
-            _run(ctx, name, jobs, as_json, verbose, sig)
+            _run(ctx, name, jobs, as_json, verbose, sig, record_done)
     else:
         def command(ctx: typer.Context, jobs: List[str] = _JOBS,
                     as_json: bool = typer.Option(False, "--json", help=_JSON_HELP),

@@ -13,9 +13,11 @@ signal with `-s SIG`.
 - `-r`: LSF removes the job at once without waiting for its processes to end; XCE kills it
   with the usual sequence and says so on stderr: a job is EXIT only when its processes
   have ended (JOB-1), so nothing is left running unseen.
-- `-d`: LSF kills the job and records it DONE (so that jobs depending on `done()` run).
-  XCE refuses it: a killed job is always EXIT (JOB-1, D-5), and recording a kill as a
-  success would start the job's dependants on a lie. The message says so; nothing is killed.
+- `-d`: "Kills the jobs, and records the jobs as DONE after the jobs exit" (IBM's bkill
+  page): the usual kill (the sequence for a running job, at once for a pending one), but
+  each job it ends is DONE, not EXIT, its exit reason "killed by USER; recorded DONE (bkill
+  -d)" (KillRequest.record_done); so jobs waiting on its `done()` start and those waiting
+  on its `exit()` never do.
 
 Prints LSF's `Job <N> is being terminated` (`is being signaled` with -s) per job, and
 `Job <N>: No matching job found` / `Job <N>: Job has already finished` on stderr for a job
@@ -44,10 +46,6 @@ def bkill(argv: list[str]) -> int:
     sig = opts.get("signal")
     if sum(1 for k in ("signal", "remove", "done") if opts.get(k)) > 1:
         raise LsfUsage("-r, -s and -d exclude each other (LSF: [-r | -s signal | -d]); give one")
-    if opts.get("done"):
-        raise LsfUsage("-d (kill the job and record it DONE) is not supported: XCE records a killed job EXIT, "
-                       "never DONE, so that its dependants on done() do not start on a killed job; nothing was "
-                       "killed. Use bkill without -d to kill it (EXIT)")
     if sig is not None:
         from xced.model.signals import parse_signal
 
@@ -60,7 +58,7 @@ def bkill(argv: list[str]) -> int:
     if opts.get("remove"):
         print("bkill: -r: XCE kills the job with the usual sequence and records it EXIT once its processes have "
               "ended; it does not remove a job whose processes still run", file=sys.stderr)
-    return act("bkill", "kill", refs, c, signal=sig)  # type: ignore[arg-type]
+    return act("bkill", "kill", refs, c, signal=sig, record_done=bool(opts.get("done")))  # type: ignore[arg-type]
 
 
 def main() -> None:

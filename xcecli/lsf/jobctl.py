@@ -110,11 +110,13 @@ def _reason(action: str, e) -> str:
     return e.message
 
 
-def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, signal: str | None = None) -> int:
+def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, signal: str | None = None,
+        record_done: bool = False) -> int:
     """Ask for `action` (kill, stop, resume, requeue) on each of `refs` and print LSF's line
     for each (module docstring); `signal` (a name or number, bkill -s) turns a kill into that
-    signal. Returns 0, or LSF_FAILED when any job was refused; a daemon that cannot be
-    reached raises (exit 3 through the funnel)."""
+    signal; `record_done` (bkill -d) records the jobs a kill ends DONE (KillRequest). Returns
+    0, or LSF_FAILED when any job was refused; a daemon that cannot be reached raises (exit 3
+    through the funnel)."""
     from xced.api.errors import XceError
 
     rc = 0
@@ -122,6 +124,8 @@ def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, s
         body: dict[str, object] = {"index": idx} if idx is not None else {}
         if signal is not None:
             body["signal"] = signal
+        if record_done:
+            body["record_done"] = True
         try:
             res = c.request("POST", f"/jobs/{jid}/{action}", json=body).json()
         except XceError as e:

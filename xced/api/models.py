@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from xced.api.errors import CODES
 from xced.model.jobs import JobState
@@ -181,9 +181,18 @@ class KillRequest(JobAction):
     to running and stopped elements as it is; to pending ones only KILL, TERM or INT (which
     end them EXIT, as a kill does), STOP (a user hold) or CONT (its release), as LSF sends
     pending jobs no other signal. A name (`USR1`, `SIGUSR1`) or a number (`10`); anything
-    else is refused (422) listing the valid ones (xced.model.signals)."""
+    else is refused (422) listing the valid ones (xced.model.signals).
+
+    `record_done` (`bkill -d`, `xcecli kill --record-done`): the kill sequence as usual (a
+    pending element ends at once), but each element it ends is recorded DONE, not EXIT, its
+    reason ending "recorded DONE (bkill -d)"; so jobs waiting on its done() start and those
+    on its exit() never do. IBM's bkill page: "-d: Kills the jobs, and records the jobs as
+    DONE after the jobs exit." With `signal` it is refused (422): LSF's synopsis makes -s
+    and -d exclusive."""
 
     signal: str | None = Field(None, max_length=16, description="a signal by name (TERM, SIGUSR1) or number (15)")
+    record_done: bool = Field(False, description="record each element the kill ends DONE, not EXIT (LSF bkill -d); "
+                                                 "not with `signal`")
 
     @field_validator("signal")
     @classmethod
@@ -193,6 +202,17 @@ class KillRequest(JobAction):
         from xced.model.signals import parse_signal
 
         return parse_signal(v)[1]
+
+    @field_validator("record_done")
+    @classmethod
+    def _done_without_signal(cls, v: bool, info: ValidationInfo) -> bool:
+        """`record_done` goes with the kill sequence only (LSF: bkill [-r | -s signal | -d])."""
+        from pydantic_core import PydanticCustomError
+
+        if v and info.data.get("signal") is not None:
+            raise PydanticCustomError("done_with_signal", "record_done (bkill -d) goes with the kill sequence, not "
+                                      "with a signal (LSF's -s and -d exclude each other); give one of them")
+        return v
 
 
 class LaunchRequest(RequestBody):

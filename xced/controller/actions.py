@@ -49,13 +49,16 @@ class ActionsMixin:
         self.policy.authorize_job(caller, permission, job.user, job.spec.project, f"job {job.id}", doing)
         return job, f"user:{caller.user}"
 
-    def kill(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+    def kill(self, job_id: int, index: int | None, caller: Caller, record_done: bool = False) -> list[str]:
         """`xcecli kill` (LSF bkill): pending elements end EXIT at once; running ones get
         INT, TERM, KILL spaced by kill_interval (the supervisor runs the sequence) and end when
-        their processes do. Needs job:kill (RBAC-3; PermissionDenied naming who may). Raises
-        Conflict when every element has finished."""
+        their processes do. With `record_done` (LSF `bkill -d`: "Kills the jobs, and records
+        the jobs as DONE after the jobs exit") each element ends DONE instead, its reason
+        ending "recorded DONE (bkill -d)" (machine.Kill). Needs job:kill (RBAC-3;
+        PermissionDenied naming who may). Raises Conflict when every element has finished."""
         job, actor = self._begin_action(job_id, caller, "job:kill", "kill it")
-        changes = self._changes(self._elements(job, index), self._stim(m.Kill, "kill", actor, user=caller.user))
+        changes = self._changes(self._elements(job, index),
+                                self._stim(m.Kill, "kill", actor, user=caller.user, record_done=record_done))
         if not changes:
             ref, state = _subject(job, index)
             raise Conflict(f"job {ref} has already finished ({state}); nothing to kill")

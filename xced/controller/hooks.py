@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 
+from xced.controller.machine import killed_by
 from xced.model.spec import JobSpec
 from xced.model.jobs import ACTIVE, EndReason
 from xced.model.state import EndStatus, Element, Job, StartInfo, TaskSpec
@@ -30,7 +31,7 @@ class HooksMixin:
         why = await self._host_hooks(e, "pre_host_exec", hook, hosts)
         if e.state not in ACTIVE:
             return
-        if (e.action or "").startswith("kill:"):  # killed while the hooks ran: the job never starts
+        if killed_by(e.action):  # killed while the hooks ran: the job never starts
             self.on_finished(e.job.id, e.index, EndStatus(130, None, None, self.clock(), EndReason.KILLED.value))
             return
         if why is None:

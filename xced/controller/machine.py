@@ -12,7 +12,12 @@ nothing to change in that state (stopping a job already held by its user).
 The rules, as LSF states them (bkill, bstop, bresume, brequeue; "pending reasons"):
 
 - A kill ends a pending element at once (EXIT, "killed by USER while pending"); a running
-  one gets LSF's kill sequence and ends when its processes do (KillRequested).
+  one gets LSF's kill sequence and ends when its processes do (KillRequested). A kill
+  that records DONE (`bkill -d`: "Kills the jobs, and records the jobs as DONE after the
+  jobs exit", IBM's bkill page) ends the element DONE instead, its reason and events
+  ending "recorded DONE (bkill -d)"; so its dependants on done() start and those on
+  exit() never do, as with LSF's record. A running element keeps that wish in its stored
+  action ("kill-done:USER"), so a daemon restart during the kill still ends it DONE.
 - A stop suspends a running element (USUSP, SIGSTOP) and puts a `user` hold on a pending
   one (PSUSP); a resume undoes only those: it never releases a `system` hold, which only an
   admin's release does (D-5, two hold kinds that never release each other).
@@ -24,8 +29,9 @@ The rules, as LSF states them (bkill, bstop, bresume, brequeue; "pending reasons
   pend reason names the failure, and after `max_dispatch_failures` (xce.yaml, default 5)
   in a row it gets a `system` hold (DISPATCH-2). The count is stored, so it survives a
   restart; a start of the job sets it to 0.
-- An element ends DONE on exit 0 with no signal and no reason, else EXIT with the reason
-  ("run limit", "killed by USER", "exited with code N", "killed by signal SIGTERM").
+- An element ends DONE on exit 0 with no signal and no reason, or when a kill that records
+  DONE ended it (bkill -d); else EXIT with the reason ("run limit", "killed by USER",
+  "exited with code N", "killed by signal SIGTERM").
 """
 
 from __future__ import annotations
@@ -119,9 +125,11 @@ class Finished(Stimulus):
 
 @dataclass(frozen=True, slots=True)
 class Kill(Stimulus):
-    """`xcecli kill` by `user` (LSF bkill)."""
+    """`xcecli kill` by `user` (LSF bkill); `record_done`: end the element DONE, not EXIT
+    (`bkill -d`, `xcecli kill --record-done`)."""
 
     user: str = ""
+    record_done: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +279,29 @@ def _move(e: Element, new: S, kind: str, reason: str | None, **fields) -> Outcom
     return out
 
 
+#: what ends the reason of an element killed with bkill -d (its end is recorded DONE)
+RECORDED_DONE = "recorded DONE (bkill -d)"
+#: the stored action of a running element being killed: "kill:USER", or "kill-done:USER"
+#: when its end is recorded DONE (bkill -d)
+KILL_ACTIONS = ("kill:", "kill-done:")
+
+
+def kill_action(user: str, record_done: bool) -> str:
+    """The stored action of a kill by `user` under way: "kill:USER", or "kill-done:USER" for
+    one that records the element DONE (bkill -d)."""
+    return f"{KILL_ACTIONS[1] if record_done else KILL_ACTIONS[0]}{user}"
+
+
+def killed_by(action: str | None) -> tuple[str, bool] | None:
+    """(user, record_done) of a stored kill action ("kill:alice" -> ("alice", False),
+    "kill-done:alice" -> ("alice", True)); None for any other action (a requeue, a lost
+    host) or none."""
+    for prefix in KILL_ACTIONS:
+        if action and action.startswith(prefix):
+            return action[len(prefix):], prefix == KILL_ACTIONS[1]
+    return None
+
+
 def _note(e: Element, kind: str, reason: str | None, **fields) -> Outcome:
     """An event that changes no state (a kill or requeue asked of a running element)."""
     return Outcome(e.state, dict(fields), {}, [Event(kind, None, None, reason)])
@@ -337,7 +368,7 @@ def _started(e: Element, s: Started) -> Outcome:
 
 
 def _finished(e: Element, s: Finished) -> Outcome:
-    """DONE on exit 0, else EXIT with the reason (LOST when the supervisor vanished); PEND again when a requeue asked for the end; its tasks end on every host."""
+    """DONE on exit 0, else EXIT with the reason (LOST when the supervisor vanished); DONE when a kill that records DONE asked for the end (bkill -d, "killed by USER; recorded DONE (bkill -d)"); PEND again when a requeue asked for the end; its tasks end on every host."""
     st = s.status
     assert st is not None, "Finished needs the status its supervisor recorded"
     action = e.action or ""
@@ -361,13 +392,18 @@ def _finished(e: Element, s: Finished) -> Outcome:
         out.effects.append(EndTasks(hosts))
         return out
     reason = st.reason
-    if action.startswith("kill:") and st.reason == EndReason.KILLED:
-        reason = f"killed by {action.split(':', 1)[1]}"
+    kill = killed_by(action)
+    if kill and st.reason == EndReason.KILLED:
+        reason = f"killed by {kill[0]}"
     elif reason is None and st.signal_name:
         reason = f"killed by signal {st.signal_name}"
     elif reason is None and st.exit_code != 0:
         reason = f"exited with code {st.exit_code}"
     done = st.exit_code == 0 and not st.signal_name and not st.reason
+    if kill and kill[1] and not done:  # bkill -d: recorded DONE however its processes ended
+        done = True
+        reason = (f"{reason}; {RECORDED_DONE}" if st.reason == EndReason.KILLED
+                  else f"{reason}; killed by {kill[0]}, {RECORDED_DONE}")
     out = _move(e, S.DONE if done else S.EXIT, "DONE" if done else "EXIT", reason,
                 start_time=st.start_time or e.start_time, end_time=st.end_time, exit_code=st.exit_code,
                 exit_signal=st.signal_name, exit_reason=reason, action=None, failures=0, containment=e.containment)
@@ -376,14 +412,17 @@ def _finished(e: Element, s: Finished) -> Outcome:
 
 
 def _kill_pending(e: Element, s: Kill) -> Outcome:
-    """EXIT at once, "killed by USER while pending", holds dropped."""
+    """EXIT at once, "killed by USER while pending", holds dropped; DONE for a kill that records DONE (bkill -d: "killed by USER while pending; recorded DONE (bkill -d)")."""
     why = f"killed by {s.user} while pending"
-    return _move(e, S.EXIT, "KILL", why, end_time=s.time, exit_reason=why, holds=set())
+    if s.record_done:
+        why = f"{why}; {RECORDED_DONE}"
+    return _move(e, S.DONE if s.record_done else S.EXIT, "KILL", why, end_time=s.time, exit_reason=why, holds=set())
 
 
 def _kill_running(e: Element, s: Kill) -> Outcome:
-    """unchanged, the kill asked for (KILL_REQUEST); the kill sequence runs on its first host."""
-    out = _note(e, "KILL_REQUEST", None, action=f"kill:{s.user}")
+    """unchanged, the kill asked for (KILL_REQUEST; stored action "kill:USER", or "kill-done:USER" when it records DONE, bkill -d); the kill sequence runs on its first host."""
+    out = _note(e, "KILL_REQUEST", "recorded DONE when it ends (bkill -d)" if s.record_done else None,
+                action=kill_action(s.user, s.record_done))
     out.effects.append(KillElement())
     return out
 
@@ -483,7 +522,7 @@ def _lost_end(e: Element, policy: str, host: str, end_time: float) -> Outcome:
 
 
 def _host_lost(e: Element, s: HostLost) -> Outcome | None:
-    """SCHED-4: as its profile's on_host_failure says, PEND again or EXIT at once when the lost host is its first (its copy there is fenced at its return); when another, still served, host is its first, that copy is killed and the end follows its processes' (LOST_HOST_KILL). A kill or requeue asked before wins over the policy; an element whose own kill is already under way is left to it."""
+    """SCHED-4: as its profile's on_host_failure says, PEND again or EXIT at once when the lost host is its first (its copy there is fenced at its return); when another, still served, host is its first, that copy is killed and the end follows its processes' (LOST_HOST_KILL). A kill or requeue asked before wins over the policy (a kill that records DONE, bkill -d, ends it DONE); an element whose own kill is already under way is left to it."""
     action = e.action or ""
     others = tuple(h for h, _ in e.alloc if h != s.host)
     if s.first_alive:
@@ -494,10 +533,11 @@ def _host_lost(e: Element, s: HostLost) -> Outcome | None:
                     action=f"lost:{s.policy}:{s.host}")
         out.effects.append(KillElement())
         return out
-    if action.startswith("kill:"):
-        why = f"killed by {action.split(':', 1)[1]}; host {s.host} lost"
-        out = _move(e, S.EXIT, "EXIT", why, end_time=s.time, exit_reason=why, action=None,
-                    containment=e.containment)
+    kill = killed_by(action)
+    if kill:
+        why = f"killed by {kill[0]}; host {s.host} lost" + (f"; {RECORDED_DONE}" if kill[1] else "")
+        out = _move(e, S.DONE if kill[1] else S.EXIT, "DONE" if kill[1] else "EXIT", why, end_time=s.time,
+                    exit_reason=why, action=None, containment=e.containment)
     elif action.startswith("requeue:"):
         out = _lost_end(e, "requeue", s.host, s.time)
         out.events[0] = Event("REQUEUE", str(e.state), str(S.PEND),
@@ -651,7 +691,7 @@ def host_transition(s: HostJoined | HostLeft, running_there: list[Element],
         for e in running_there:
             key = (e.job.id, e.index)
             effects.append(ReattachElement(*key, e.attempt))
-            if (e.action or "").startswith(("kill:", "requeue:", "lost:")):
+            if (e.action or "").startswith((*KILL_ACTIONS, "requeue:", "lost:")):
                 effects.append(KillAgain(*key))
             elif e.state is S.USUSP:
                 effects.append(SignalAgain(*key, int(signal.SIGSTOP)))
