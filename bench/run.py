@@ -10,7 +10,8 @@ Benchmarks (each starts its own xced in a fresh TopDir under /tmp and always sto
                the same run, alternated call by call: `xcecli submit --parsable -- true`, `xcecli
                --help` and `xcecli show ID` (30 each), 100 submits in a shell loop (median of 3),
                `xcecli submit --pack FILE` of 10,000 lines, and `xcecli jobs -u all` (plain and
-               --json) over those 10,000 pending jobs (11 each)
+               --json) over those 10,000 pending jobs (11 each); and LSF's `bsub true` (30)
+               and `bjobs -u all` (11) beside them on the same aims (issue 18 part 7, CLI-8)
   preset       what `submit --preset` adds to `xcecli submit` (PRE-1 aim: at most 10 ms):
                the two commands alternated (30 pairs), and the expansion in-process
   api_submit   API submits per second over one connection (1,000 jobs kept pending)
@@ -327,6 +328,13 @@ class Bench:
             jobs_py, jobs_t = alternated([XCECLI, "jobs", "-u", "all"], 11)
             json_py, json_t = alternated([XCECLI, "jobs", "-u", "all", "--json"], 11)
             sub_py, sub_t = alternated([XCECLI, "submit", "--parsable", "--", "true"], n, ids)
+
+            def lsf_id(r) -> None:
+                assert re.match(r"Job <\d+> is submitted to queue <\w+>\.$", r.stdout.strip()), r.stdout
+
+            # issue 18 part 7: LSF's own commands on the same aims as xcecli's (CLI-7, CLI-8)
+            bsub_py, bsub_t = alternated([str(BIN / "bsub"), "true"], n, lsf_id)
+            bjobs_py, bjobs_t = alternated([str(BIN / "bjobs"), "-u", "all"], 11)
             help_py, help_t = alternated([XCECLI, "--help"], n)
             show_py, show_t = alternated([XCECLI, "show", str(hold)], n)
             loop = f"for i in $(seq 100); do {shlex.quote(XCECLI)} submit --parsable -- true >/dev/null || exit 1; done"
@@ -351,6 +359,8 @@ class Bench:
         row("cli17_jobs", f"`xcecli jobs -u all`, {npack:,} pending", jobs_t, jobs_py, 150, 113, "11 calls")
         row("cli17_jobs_json", f"`xcecli jobs -u all --json`, {npack:,} pending", json_t, json_py, 150, None,
             "11 calls")
+        row("cli18_bsub", "`bsub true`", bsub_t, bsub_py, 50, 5, f"{n} calls")
+        row("cli18_bjobs", f"`bjobs -u all`, {npack:,} pending", bjobs_t, bjobs_py, 150, 113, "11 calls")
         res.metrics.append(Metric("cli17_loop", "100 sequential `xcecli submit` in a shell loop", median(loop_t), "s",
                                   True, p95=max(loop_t), slurm=0.5, aim=5, extra="median of 3; p95 column = max"))
         rate = npack / (pack_t[0] / 1000)
@@ -361,7 +371,8 @@ class Bench:
             "medians in ms, each beside `python -c pass` in the same run (command / pass): "
             + "; ".join(f"{name} {median(t):.1f} / {median(p):.1f}" for name, t, p in (
                 ("submit", sub_t, sub_py), ("--help", help_t, help_py), ("show", show_t, show_py),
-                ("jobs", jobs_t, jobs_py), ("jobs --json", json_t, json_py))),
+                ("jobs", jobs_t, jobs_py), ("jobs --json", json_t, json_py), ("bsub", bsub_t, bsub_py),
+                ("bjobs", bjobs_t, bjobs_py))),
             f"100 submits in a shell loop: {', '.join(f'{t:.2f}' for t in loop_t)} s",
             f"imports of one `xcecli submit` (`python -X importtime`): {total_imp:.0f} ms in all; largest top-level: "
             + ", ".join(f"{m} {ms:.1f} ms" for m, ms in sorted(imports, key=lambda x: -x[1])[:8]),
