@@ -12,6 +12,7 @@ xced.api.funnel) or SystemExit with the code to exit with.
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 
 from xced.api.errors import InvalidRequest
@@ -280,10 +281,28 @@ def wait_exit_code(elements) -> int:
 
 def client_env() -> dict[str, str]:
     """The submitter's environment, which a job gets (JOB-3): os.environ, less what xcecli set
-    for its own start-up (XCE_CLI_SET_PYDANTIC and the PYDANTIC_DISABLE_PLUGINS it set)."""
+    for its own start-up (XCE_CLI_SET_PYDANTIC and the PYDANTIC_DISABLE_PLUGINS it set), and
+    less any variable whose name or value is not UTF-8 text (a byte such as `\xe9` left by
+    a Latin-1 locale): XCE keeps environments as UTF-8 (D-8), so such a variable cannot
+    reach the job; it is left out with a warning on stderr naming it, rather than refusing
+    every submit from that shell (LSF would pass the bytes on; a job that needs them can be
+    given them re-encoded with --env)."""
     env = dict(os.environ)
     if env.pop("XCE_CLI_SET_PYDANTIC", None):  # set by xcecli itself for its start-up, not the user's
         env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    bad = []
+    for name, value in env.items():
+        try:
+            name.encode("utf-8")
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            bad.append(name)
+    if bad:
+        prog = os.path.basename(sys.argv[0]) or "xcecli"
+        shown = ", ".join(n.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace") for n in bad)
+        print(f"{prog}: warning: left out of the job's environment, not UTF-8 text: {shown}", file=sys.stderr)
+        for name in bad:
+            del env[name]
     return env
 
 

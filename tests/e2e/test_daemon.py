@@ -547,6 +547,20 @@ def test_a_command_with_a_byte_that_is_not_utf8_is_refused_by_the_cli_too(shared
     assert shared_daemon.cli("jobs", "-a").returncode == 0
 
 
+def test_a_variable_that_is_not_utf8_is_left_out_of_the_job_with_a_warning(shared_daemon, tmp_path):
+    """D-8, JOB-3: one Latin-1 variable in the submitter's shell (BADENV=caf\\xe9) once refused
+    every submit from it; the submit now goes ahead without it, and the warning names it."""
+    out = tmp_path / "env.out"
+    env = {**os.environ, "XCE_TOPDIR": str(shared_daemon.top), "BADENV": os.fsdecode(b"caf\xe9"), "GOODENV": "caf\u00e9"}
+    r = subprocess.run([XCECLI, "submit", "--parsable", "-o", str(out), "--", "env"], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    assert "warning: left out of the job's environment, not UTF-8 text: BADENV" in r.stderr, r.stderr
+    shared_daemon.wait_state(int(r.stdout), ("DONE",))
+    lines = out.read_text().splitlines()
+    assert "GOODENV=caf\u00e9" in lines and not any(x.startswith("BADENV=") for x in lines), lines
+
+
 def test_a_job_id_of_thousands_of_digits_is_an_unknown_route_not_a_500(shared_daemon):
     """D-8: Python refuses to convert a number of more than 4300 digits; that was a 500."""
     r = shared_daemon.cli("api", "GET", "/jobs/" + "9" * 5000)
