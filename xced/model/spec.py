@@ -85,6 +85,9 @@ class JobSpec:
     #: script (`script_record`), out of the daemon's memory; the worker writes it to the
     #: job's directory and runs it (xced.model.state.SCRIPT_ARG)
     script_digest: str = ""
+    #: an exclusive job (LSF bsub -x, docs/lsf-behaviour.md section 6): dispatched only to
+    #: hosts where no job runs, which take no other job while it runs
+    exclusive: bool = False
 
     @property
     def is_array(self) -> bool:
@@ -140,6 +143,8 @@ def to_record(spec: JobSpec, eff: EffectiveJob) -> dict:
     }
     if spec.script_digest:
         rec["script_digest"] = spec.script_digest
+    if spec.exclusive:
+        rec["exclusive"] = True
     if eff.config_refused:
         rec["config_refused"] = True
     return rec
@@ -154,7 +159,7 @@ def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
         dict(d.get("own_hooks") or {}), OwnValues.from_record(d.get("job_values")), d["run_as"], d.get("run_uid"),
         d.get("run_gid"), bool(d.get("asserted", False)), d.get("dependency"),
         d["umask"] if d.get("umask") is not None else DEFAULT_UMASK, d.get("project"), d.get("auth_basis") or "direct",
-        d.get("script_digest") or "")
+        d.get("script_digest") or "", bool(d.get("exclusive", False)))
     eff = EffectiveJob(
         d["ntasks_min"], d.get("ntasks_max", d["ntasks_min"]), d.get("run_limit_s"), d.get("memory_limit_mb"),
         dict(d.get("app_params") or {}), d.get("exdata"), d.get("effective_resreq") or "",
