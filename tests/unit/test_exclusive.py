@@ -125,3 +125,21 @@ def test_exclusive_request_is_its_own_sched2_cache_entry():
                                              "host h2 runs an exclusive job")
     assert [h.message for h in res.pend_reasons[(2, 0)].hosts] == ["exclusive job: host h1 has 1 job running",
                                                                    "host h2 runs an exclusive job"]
+
+
+def test_a_recorded_session_replays_exclusivity():
+    """The simulator's replay of a recorded session (D-4) sees what the live one saw: the
+    host running an exclusive job, its job count, and the exclusive pending job; a row of a
+    recording made before bsub -x reads as before."""
+    from xced.sim.recording import snapshot_from_json, snapshot_to_json
+
+    snap = Snapshot([host("h1", 4, 0, njobs=1, exclusive=True), host("h2", 2, 1, njobs=1), host("h3", 2)],
+                    [QueueSnap("normal", 0, 0)], [job(1, exclusive=True), job(2)])
+    back = snapshot_from_json(snapshot_to_json(snap))
+    assert [(h.name, h.njobs, h.exclusive) for h in back.hosts] == [("h1", 1, True), ("h2", 1, False),
+                                                                   ("h3", 0, False)]
+    assert [j.exclusive for j in back.pending] == [True, False]
+    assert schedule(back, 1.0).pend_reasons == schedule(snap, 1.0).pend_reasons
+    old = snapshot_to_json(snap)
+    old["hosts"][0] = old["hosts"][0][:10]
+    assert snapshot_from_json(old).hosts[0].exclusive is False

@@ -378,6 +378,8 @@ class JobOut(Body):
                                              "null in listings")
     dependency: str | None = Field(None, description="the -w dependency in canonical form (JOB-5), e.g. "
                                                      "'done(12) && ended(13[2])'; null: none")
+    exclusive: bool = Field(False, description="-x: an exclusive job (LSF bsub -x): it runs only on hosts where "
+                                               "no other job runs, and they take no other job meanwhile")
     counts: dict[str, int] = Field(default_factory=dict, description="elements per state")
     elements: list[ElementOut] = Field(default_factory=list)
     env: dict[str, str] | None = Field(None, description="the job's environment as submitted (D-7): in `show` "
