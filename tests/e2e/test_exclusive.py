@@ -99,3 +99,47 @@ def test_submit_x_dry_run_says_where_it_came_from(daemon, tmp_path):
     """`xcecli submit --dry-run -x` names the exclusive placement and its source (CLI-2)."""
     r = daemon.cli("submit", "--dry-run", "-x", "--", "true", cwd=tmp_path, check=True)
     assert "exclusive:       only on hosts where no other job runs  (command line)" in r.stdout, r.stdout
+
+
+@pytest.fixture
+def two_hosts():
+    """A controller and two real `xced --roles worker` processes, h1 and h2, 2 slots each
+    (tests/e2e/test_multihost.py's Cluster), queues normal and other; stopped by PID afterwards."""
+    import shutil
+
+    from tests.conftest import short_tmpdir
+    from tests.e2e.test_multihost import Cluster
+
+    top = short_tmpdir("xce-ex-")
+    c = Cluster(top)
+    with open(c.ctl_top / "config" / "queues.yaml", "a") as f:  # a second queue, not behind normal's head
+        f.write("  - name: other\n    priority: 20\n")
+    try:
+        yield c.start({"h1": ["--slots", "2", "--memory", "2GB"], "h2": ["--slots", "2", "--memory", "2GB"]})
+    finally:
+        c.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_bsub_x_takes_the_idle_host_of_two_and_the_next_one_waits(two_hosts, tmp_path):
+    """With h1 running a job (1 of 2 slots), `bsub -x` goes to the idle h2, not beside it;
+    a second exclusive job then pends naming both hosts; a plain job of another queue (not
+    behind that head, SCHED-1) still gets h1's free slot (IBM "Exclusive scheduling": only
+    hosts with no job running; no job joins one)."""
+    d = two_hosts.ctl
+    stop = tmp_path / "stop"
+    busy = d.submit("-R", "select[hname==h1]", "--", *_waiter(stop), cwd=tmp_path)
+    assert [a["host"] for a in d.wait_state(busy, ("RUN",))["elements"][0]["alloc"]] == ["h1"]
+    r = bsub(d, "-x", *_waiter(stop), cwd=tmp_path)
+    x = int(LSF_LINE.fullmatch(r.stdout).group(1))
+    assert d.wait_state(x, ("RUN",))["elements"][0]["alloc"] == [{"host": "h2", "slots": 1}]
+    r = bsub(d, "-x", "true", cwd=tmp_path)
+    x2 = int(LSF_LINE.fullmatch(r.stdout).group(1))
+    pr = _pend_reason(d, x2, "exclusive job: host h1 has 1 job running; host h2 runs an exclusive job")
+    assert [h["message"] for h in pr["hosts"]] == ["exclusive job: host h1 has 1 job running",
+                                                   "host h2 runs an exclusive job"]
+    plain = d.submit("-q", "other", "--", "true", cwd=tmp_path)
+    j = d.wait_state(plain, ("DONE", "EXIT"))
+    assert j["state"] == "DONE" and j["elements"][0]["alloc"] == [{"host": "h1", "slots": 1}]
+    stop.touch()
+    assert d.wait_state(x2, ("DONE", "EXIT"))["state"] == "DONE"

@@ -143,3 +143,30 @@ def test_a_recorded_session_replays_exclusivity():
     old = snapshot_to_json(snap)
     old["hosts"][0] = old["hosts"][0][:10]
     assert snapshot_from_json(old).hosts[0].exclusive is False
+
+
+def test_the_flag_survives_the_store_and_an_old_record_has_none():
+    """A job's record (D-5) keeps -x, so a restarted daemon still places it exclusively; a
+    record written before -x existed reads as not exclusive."""
+    from xced.model.spec import from_record, to_record
+
+    rec = {"argv": ["true"], "run_as": "u", "ntasks_min": 1, "exclusive": True}
+    spec, eff = from_record(rec)
+    assert spec.exclusive is True
+    again = to_record(spec, eff)
+    assert again["exclusive"] is True and from_record(again)[0].exclusive is True
+    del rec["exclusive"]
+    spec, eff = from_record(rec)
+    assert spec.exclusive is False and "exclusive" not in to_record(spec, eff)
+
+
+def test_a_pack_line_and_a_directive_take_x(tmp_path):
+    """`-x` on a pack line (LSF bsub -pack lines are bsub's options) and `#BSUB -x` in a
+    script (JOB-12) give the submit body's exclusive flag; without it the body has none."""
+    from xcecli.submitting import pack_bodies, script_values
+
+    bodies, numbers = pack_bodies("-x -- true\n-n 2 -- true\n", "pack.txt", {"PATH": "/usr/bin:/bin"},
+                                  str(tmp_path), 0o022)
+    assert [b.get("exclusive") for b in bodies] == [True, None] and numbers == [1, 2]
+    values, lines, _ = script_values("#!/bin/sh\n#BSUB -n 2\n#BSUB -x\necho hi\n", "job.lsf")
+    assert values["exclusive"] is True and lines["exclusive"] == [3]
