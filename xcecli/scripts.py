@@ -198,6 +198,7 @@ def options_of(found: list[Directive], where: str, xce_spec, bsub_read) -> tuple
                     opts.setdefault(name, []).extend(values)
                 else:
                     opts[name] = value
+                    _replace_counterpart(name, d.line, opts, lines)
                 if lines.get(name, [0])[-1] != d.line:
                     lines.setdefault(name, []).append(d.line)
             warnings += [f"{where}:{d.line}: {w}" for w in extra]
@@ -206,6 +207,24 @@ def options_of(found: list[Directive], where: str, xce_spec, bsub_read) -> tuple
         except ValueError as e:
             raise ScriptError(f"{head}: {e}") from None
     return opts, lines, warnings
+
+
+def _replace_counterpart(name: str, line: int, opts: dict, lines: dict[str, list[int]]) -> None:
+    """-o and -oo (-e and -eo) name the same file: a later directive giving one drops an
+    earlier line's other, as a later -o replaces an earlier -o. Raises ValueError when one
+    line gives both."""
+    from xced.api.submit_options import OVERWRITES, spelling
+
+    pairs = {**OVERWRITES, **{v: k for k, v in OVERWRITES.items()}}
+    other = pairs.get(name)
+    if other is None or other not in opts:
+        return
+    if lines.get(other, [0])[-1] == line:
+        plain, over = (other, name) if name in OVERWRITES else (name, other)
+        raise ValueError(f"give {spelling(plain)} or {spelling(over)}, not both: {spelling(plain)} appends to the "
+                         f"file, {spelling(over)} overwrites it")
+    del opts[other]
+    lines.pop(other, None)
 
 
 def origin(lines: list[int]) -> str:

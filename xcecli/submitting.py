@@ -142,9 +142,9 @@ def _over(script: dict, given: dict) -> dict:
     """The command line's values over the script's (JOB-12, as LSF: "the command line
     option overrides the option in the standard input"): a given option replaces the
     script's, but for NAME=VALUE options (--env, --app-param), merged by NAME."""
-    from xced.api.submit_options import by_name
+    from xced.api.submit_options import by_name, over_layer
 
-    out = dict(script)
+    out = dict(over_layer(script, given))  # -o on the command line replaces the script's -oo
     for k, v in given.items():
         out[k] = {**out[k], **v} if k in out and by_name(k).kind == "map" else v
     return out
@@ -537,8 +537,11 @@ def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] |
                     print(f"{'reserve:' if i == 0 else '':<17}{reserve_line(r, eff.get('ntasks_max'))}")
             # what the daemon passes through as given: from the values sent
             for k in ("stdout", "stderr", "pre_exec", "post_exec"):
-                origin = _origin_of(eff, k, None, sources, preset_name) if k in values else ""
-                print(f"{k + ':':<17}{values.get(k, '-')}" + (f"  ({origin})" if origin else ""))
+                over = k + "_overwrite"  # -oo/-eo: the same file, overwritten (LSF bsub -oo)
+                src = over if values.get(over) is not None else k
+                origin = _origin_of(eff, src, None, sources, preset_name) if src in values else ""
+                shown = f"{values[src]} (overwritten at each run's start)" if src == over else values.get(k, "-")
+                print(f"{k + ':':<17}{shown}" + (f"  ({origin})" if origin else ""))
             if body.get("hold"):  # -H (LSF bsub -H): where it came from, as the values above
                 held_by = "command line" if opts.get("hold") else None
                 if held_by is None:

@@ -45,11 +45,13 @@ def test_the_last_directive_of_a_one_value_option_wins():
 
 
 def test_bsub_spellings_map_to_xcecli_options():
-    """#BSUB takes LSF's spellings (-app as one token, -oo as -o with a warning); #XCE
-    xcecli's (-a, --app-param)."""
+    """#BSUB takes LSF's spellings (-app as one token, -oo as the overwrite form of -o, with
+    no warning: IBM bsub -oo); #XCE xcecli's (-a, --app-param, --eo)."""
     opts, _, warnings = _read("#BSUB -app pytorch -oo out.%J -Ep 'echo done'\n#XCE --app-param EPOCHS=3\n")
-    assert opts == {"app": "pytorch", "stdout": "out.%J", "post_exec": "echo done", "app_params": ["EPOCHS=3"]}
-    assert warnings == ["job.lsf:1: -oo (overwrite) is taken as -o: XCE appends to the file"]
+    assert opts == {"app": "pytorch", "stdout_overwrite": "out.%J", "post_exec": "echo done",
+                    "app_params": ["EPOCHS=3"]}
+    assert warnings == []
+    assert _read("#XCE --eo err.%J\n")[0] == {"stderr_overwrite": "err.%J"}
     assert _read("#XCE -a pytorch\n")[0] == {"app": "pytorch"}
 
 

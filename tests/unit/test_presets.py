@@ -61,11 +61,30 @@ def test_each_job_option_is_a_preset_key_that_reads_back():
     sample = {"ntasks": "2,8", "queue": "normal", "project": "/physics", "name": "train[1-4]", "stdout": "%J.out",
               "stderr": "%J.err", "run_limit": "2:00", "memory": "4GB", "resreq": ["rusage[mem=100]", "span[hosts=1]"],
               "app": "pytorch", "app_params": {"LR": "0.1"}, "pre_exec": "true", "post_exec": "true",
-              "dependency": "done(1)", "env": {"OMP_NUM_THREADS": "4"}}
+              "dependency": "done(1)", "env": {"OMP_NUM_THREADS": "4"},
+              "stdout_overwrite": "%J.o", "stderr_overwrite": "%J.e"}
     assert set(sample) == {o.name for o in so.JOB_OPTIONS}  # a new option needs a sample here
-    fields = so.check_values(sample)
+    fields = so.check_values({k: v for k, v in sample.items() if k not in so.OVERWRITES})
     assert fields["ntasks_min"] == 2 and fields["ntasks_max"] == 8 and fields["run_limit_s"] == 7200
     assert fields["memory_limit_mb"] == 4096 and fields["env"] == {"OMP_NUM_THREADS": "4"}
+    over = so.check_values({k: v for k, v in sample.items() if k not in ("stdout", "stderr")})
+    assert {k: over[k] for k in ("stdout", "stderr", "stdout_overwrite", "stderr_overwrite")} == \
+        {"stdout": "%J.o", "stderr": "%J.e", "stdout_overwrite": True, "stderr_overwrite": True}
+    for k in sample:
+        assert so.normalize(k, sample[k]) == sample[k]
+
+
+def test_oo_replaces_a_presets_o_and_one_layer_may_not_give_both():
+    """PRE-1, CLI-8, IBM bsub -oo (https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.__oo.1.html):
+    -o and -oo name the same file, so the command line's -oo replaces a preset's -o (and -e a
+    preset's -eo), as a -o would; one layer giving both is refused, naming both."""
+    values, sources = so.merge_values({"stdout": "p.out", "stderr_overwrite": "p.err", "queue": "q"},
+                                      {"stdout_overwrite": "c.out", "stderr": "c.err"})
+    assert values == {"queue": "q", "stdout_overwrite": "c.out", "stderr": "c.err"}
+    assert sources == {"queue": "preset", "stdout_overwrite": "command line", "stderr": "command line"}
+    assert so.check_values(values) == {"queue": "q", "stdout": "c.out", "stdout_overwrite": True, "stderr": "c.err"}
+    with pytest.raises(so.OptionError, match=r"give -o or -oo, not both: -o appends to the file, -oo overwrites it"):
+        so.check_values({"stdout": "a", "stdout_overwrite": "b"})
 
 
 def test_values_are_normalized_to_command_line_strings():

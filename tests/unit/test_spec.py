@@ -80,3 +80,29 @@ def test_record_round_trip_and_an_old_record_gets_defaults():
     assert rec["config_refused"] is True and rec["config_hash"] == "abc"
     assert from_record(rec)[1] == refused and refused.accepted().config_refused is False
     assert "config_refused" not in to_record(spec, refused.accepted())
+
+
+def test_overwrite_outputs_are_kept_across_a_reopen_and_reach_the_worker(tmp_path):
+    """JOB-12, CLI-8, IBM bsub -oo/-eo (https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.__oo.1.html):
+    the submit's stdout_overwrite/stderr_overwrite are kept on the job's spec and its record
+    (a record without them reads as append), survive a restart, and travel to the worker with
+    the element it starts; overwrite without a file to overwrite is refused, naming the option."""
+    from xced.api.errors import InvalidRequest
+    from tests.unit.test_controller import session
+
+    c, store = _open(tmp_path, _cfg())
+    j = c.submit(req(stdout="o.%J", stdout_overwrite=True, stderr="e.%J"), ALICE)
+    assert (j.spec.stdout_overwrite, j.spec.stderr_overwrite) == (True, False)
+    rec = to_record(j.spec, j.effective)
+    assert rec["stdout_overwrite"] is True and "stderr_overwrite" not in rec
+    with pytest.raises(InvalidRequest, match=r"stderr_overwrite \(-eo\) needs stderr, the file to overwrite; give -eo"):
+        c.submit(req(stderr_overwrite=True), ALICE)
+    store.close()
+    c2, store2 = _open(tmp_path, _cfg())
+    assert c2.jobs[j.id].spec == j.spec
+    worker = FakeWorker()
+    c2.attach_worker(worker)
+    session(c2)
+    [info] = [i for i in worker.infos if i.job_id == j.id]
+    assert (info.stdout, info.stdout_overwrite, info.stderr, info.stderr_overwrite) == ("o.%J", True, "e.%J", False)
+    store2.close()

@@ -196,6 +196,28 @@ def test_stdout_and_stderr_to_one_file_appended(jobs, tmp_path):
     assert out.read_text() == "before\na\nb\nc\n"
 
 
+def test_overwrite_truncates_the_named_stream_only_and_a_shared_file_once(jobs, tmp_path):
+    """JOB-12, IBM bsub -oo/-eo (https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.__oo.1.html:
+    "If the specified file already exists, it is overwritten"): spec.json's "overwrite"
+    truncates that stream's file and leaves the other appended to; a file both streams share
+    is truncated when either asks (-o f -eo f), and stays one open file for both."""
+    out, err = tmp_path / "o.txt", tmp_path / "e.txt"
+    out.write_text("old out\n")
+    err.write_text("old err, longer than what replaces it\n")
+    d = jobs.jobdir("job1")
+    h = procs.launch(d, jobs.spec(d, ["sh", "-c", "echo a; echo b >&2"], stdout=str(out), stderr=str(err),
+                                  overwrite={"stdout": False, "stderr": True}))
+    jobs.handles.append(h)
+    assert run(h.wait()).exit_code == 0
+    assert (out.read_text(), err.read_text()) == ("old out\na\n", "b\n")
+    d = jobs.jobdir("job2")
+    h = procs.launch(d, jobs.spec(d, ["sh", "-c", "echo c; echo d >&2; echo e"], stdout=str(out), stderr=str(out),
+                                  overwrite={"stdout": False, "stderr": True}))
+    jobs.handles.append(h)
+    assert run(h.wait()).exit_code == 0
+    assert out.read_text() == "c\nd\ne\n"
+
+
 def test_relative_output_paths_and_missing_parent(jobs, tmp_path):
     d = jobs.jobdir()
     work = tmp_path / "work"

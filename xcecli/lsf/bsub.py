@@ -20,8 +20,10 @@ Taken              how XCE runs it
 -R RES_REQ         repeatable, merged as LSF merges several -R (RES-1)
 -q QUEUE           one queue (LSF's list of queues to choose from is refused)
 -J NAME[IDX]%N     job name and arrays (JOB-4)
--o FILE, -e FILE   output files with %J and %I
--oo FILE, -eo FILE the same files; XCE appends to them, and bsub warns that it does
+-o FILE, -e FILE   output files with %J and %I, appended to; FILE ending in / (or an existing
+                   directory) is DIR/ID.out, DIR/ID.err (JOB-12)
+-oo FILE, -eo FILE the same files, overwritten: truncated at the start of each run (a requeued
+                   or retried run overwrites the earlier run's output, as LSF's does)
 -W [H:]M           run limit (JOB-2)
 -M SIZE            memory limit, MB without a unit (XCE's lsf.conf: LSF_UNIT_FOR_LIMITS=MB)
 -P PROJECT         project path (PRJ-1)
@@ -70,8 +72,8 @@ from xcecli.lsf.common import LsfUsage, read_options
 
 #: LSF's option -> (xcecli submit's long name, kind), for the options bsub takes
 TAKEN = {"-n": ("ntasks", "one"), "-R": ("resreq", "list"), "-q": ("queue", "one"), "-J": ("name", "one"),
-         "-o": ("stdout", "one"), "-e": ("stderr", "one"), "-oo": ("stdout_oo", "one"),
-         "-eo": ("stderr_eo", "one"), "-W": ("run_limit", "one"), "-M": ("memory", "one"),
+         "-o": ("stdout", "one"), "-e": ("stderr", "one"), "-oo": ("stdout_overwrite", "one"),
+         "-eo": ("stderr_overwrite", "one"), "-W": ("run_limit", "one"), "-M": ("memory", "one"),
          "-P": ("project", "one"), "-app": ("app", "one"), "-w": ("dependency", "one"), "-K": ("wait", "flag"),
          "-E": ("pre_exec", "one"), "-Ep": ("post_exec", "one"), "-env": ("lsf_env", "one"),
          "-cwd": ("lsf_cwd", "one"), "-H": ("hold", "flag"), "-x": ("exclusive", "flag")}
@@ -133,17 +135,13 @@ def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, s
         if flag in values:
             warnings.append(f"{flag} ({what}) is not supported by XCE and was ignored")
     for a, b, name in (("-o", "-oo", "stdout"), ("-e", "-eo", "stderr")):
-        oo = "stdout_oo" if name == "stdout" else "stderr_eo"
-        if name in values and oo in values:
-            raise LsfUsage(f"give {a} or {b}, not both")
-        if oo in values:
-            values = {**values, name: values[oo]}
-            warnings.append(f"{b} (overwrite) is taken as {a}: XCE appends to the file")
+        if name in values and name + "_overwrite" in values:
+            raise LsfUsage(f"give {a} or {b}, not both: {a} appends to the file, {b} overwrites it")
     queue = values.get("queue")
     if isinstance(queue, str) and len(queue.split()) > 1:
         raise LsfUsage(f"-q {queue!r}: XCE takes one queue per job, not a list to choose from; give one of them")
     for name, value in values.items():
-        if name in ("stdout_oo", "stderr_eo", "lsf_env", "lsf_cwd") or name.startswith("-"):
+        if name in ("lsf_env", "lsf_cwd") or name.startswith("-"):
             continue
         opts[name] = value
     return opts, warnings, values.get("lsf_env"), values.get("lsf_cwd")  # type: ignore[return-value]

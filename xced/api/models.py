@@ -75,6 +75,10 @@ class SubmitRequest(RequestBody):
     stdout: str | None = Field(None, json_schema_extra=_NOT_BLANK,
                                description="-o path, %J and %I substituted at dispatch")
     stderr: str | None = Field(None, json_schema_extra=_NOT_BLANK, description="-e path; None means with stdout")
+    stdout_overwrite: bool = Field(False, description="-oo: the stdout file is overwritten (truncated) at the start "
+                                                      "of each run, where -o appends (LSF bsub -oo); needs stdout")
+    stderr_overwrite: bool = Field(False, description="-eo: the stderr file is overwritten (truncated) at the start "
+                                                      "of each run, where -e appends (LSF bsub -eo); needs stderr")
     run_limit_s: int | None = Field(None, le=MAX_RUN_LIMIT_S, json_schema_extra=_AT_LEAST_1,
                                     description="-W, seconds (at most 10 years)")
     memory_limit_mb: int | None = Field(None, le=MAX_MEMORY_MB, json_schema_extra=_AT_LEAST_1,

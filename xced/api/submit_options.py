@@ -43,8 +43,8 @@ from xced.model.units import (
     MAX_RESREQ_STRINGS,
 )
 
-__all__ = ["CONTROLS", "JOB_OPTIONS", "OPTIONS", "OptionError", "PRESET_NAME_FORM", "SubmitOption", "body_fields",
-           "by_name", "check", "check_preset_name", "check_values", "from_cli", "merge_values", "normalize",
+__all__ = ["CONTROLS", "JOB_OPTIONS", "OPTIONS", "OVERWRITES", "OptionError", "PRESET_NAME_FORM", "SubmitOption", "body_fields",
+           "by_name", "check", "check_preset_name", "check_values", "from_cli", "merge_values", "normalize", "over_layer",
            "preset_hash", "shown_value", "spelling"]
 
 Kind = Literal["one", "list", "map", "flag"]
@@ -97,6 +97,12 @@ OPTIONS: tuple[SubmitOption, ...] = (
     SubmitOption("stdout", ("-o",), "FILE", "one", "stdout file; %J = job ID, %I = array index",
                  limit=MAX_NAME_TEXT),
     SubmitOption("stderr", ("-e",), "FILE", "one", "stderr file (default: with stdout)", limit=MAX_NAME_TEXT),
+    SubmitOption("stdout_overwrite", ("-oo", "--oo"), "FILE", "one",
+                 "as -o, but the file is overwritten at each run's start, not appended to (LSF bsub -oo)",
+                 limit=MAX_NAME_TEXT),
+    SubmitOption("stderr_overwrite", ("-eo", "--eo"), "FILE", "one",
+                 "as -e, but the file is overwritten at each run's start, not appended to (LSF bsub -eo)",
+                 limit=MAX_NAME_TEXT),
     SubmitOption("run_limit", ("-W",), "[H:]M", "one",
                  "run limit in minutes, or hours:minutes (2:30), or with a unit (90s, 2h)"),
     SubmitOption("memory", ("-M",), "SIZE", "one", "memory limit, e.g. 4GB (MB if no unit)"),
@@ -142,8 +148,12 @@ JOB_OPTIONS: tuple[SubmitOption, ...] = tuple(o for o in OPTIONS if o.preset_fie
 CONTROLS: tuple[SubmitOption, ...] = tuple(o for o in OPTIONS if not o.preset_field)
 _BY_NAME = {o.name: o for o in OPTIONS}
 
+#: the overwrite forms of the output options (LSF bsub -oo/-eo: "If the specified file already
+#: exists, it is overwritten", where -o/-e append) -> the option whose path they give
+OVERWRITES = {"stdout_overwrite": "stdout", "stderr_overwrite": "stderr"}
+
 #: options whose value may not be empty ('' means nothing for them); `-a ''` is "no profile"
-_NOT_EMPTY = ("queue", "project", "name", "stdout", "stderr", "pre_exec", "post_exec", "dependency", "run_limit",
+_NOT_EMPTY = ("queue", "project", "name", "stdout", "stderr", "stdout_overwrite", "stderr_overwrite", "pre_exec", "post_exec", "dependency", "run_limit",
               "memory", "ntasks")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PRESET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -214,7 +224,8 @@ def _text(opt: SubmitOption, v: object, what: str) -> str:
 
 
 _EXAMPLES = {"ntasks": "4", "run_limit": "2:00", "memory": "4GB", "queue": "normal", "resreq": "rusage[mem=1000]",
-             "name": "train", "stdout": "%J.out", "stderr": "%J.err", "project": "/physics", "app": "pytorch",
+             "name": "train", "stdout": "%J.out", "stderr": "%J.err",
+             "stdout_overwrite": "%J.out", "stderr_overwrite": "%J.err", "project": "/physics", "app": "pytorch",
              "dependency": "done(12)", "pre_exec": "test -d /scratch", "post_exec": "echo done"}
 
 
@@ -408,6 +419,9 @@ def check(name: str, value: Any, *, deep: bool = False) -> dict[str, Any]:
         if any(not t.strip() for t in value):
             raise OptionError(name, "-R '': the resource requirement is empty")
         return {"resreq": list(value)}
+    if name in OVERWRITES:  # -oo FILE: the -o path, opened with truncation (LSF bsub -oo/-eo)
+        path = OVERWRITES[name]
+        return {path: value, name: True}
     return {name: value}
 
 
@@ -415,11 +429,25 @@ def check_values(values: dict[str, Any], *, deep: bool = False) -> dict[str, Any
     """`check` for every option of `values` (canonical values by long name), in the table's
     order; returns the SubmitRequest fields they give together. Raises the first
     OptionError."""
+    for over, path in OVERWRITES.items():
+        if values.get(over) is not None and values.get(path) is not None:
+            raise OptionError(over, f"give {spelling(path)} or {spelling(over)}, not both: {spelling(path)} appends "
+                                    f"to the file, {spelling(over)} overwrites it")
     out: dict[str, Any] = {}
     for opt in JOB_OPTIONS:
         if opt.name in values and values[opt.name] is not None:
             out.update(check(opt.name, values[opt.name], deep=deep))
     return out
+
+
+def over_layer(lower: dict[str, Any], upper: dict[str, Any]) -> dict[str, Any]:
+    """`lower` without the output options an upper layer replaces: -o and -oo (-e and -eo)
+    name the same file, so an upper layer (the command line over a script or a preset, a
+    script over a preset) giving either one drops the lower layer's other one, as it would
+    drop its own (`-o g` on the command line wins over `#BSUB -oo f`)."""
+    drop = {other for over, path in OVERWRITES.items() for given, other in ((over, path), (path, over))
+            if upper.get(given) is not None and lower.get(other) is not None}
+    return {k: v for k, v in lower.items() if k not in drop} if drop else lower
 
 
 def body_fields(values: dict[str, Any]) -> dict[str, Any]:
@@ -437,6 +465,7 @@ def merge_values(preset: dict[str, Any], given: dict[str, Any]) -> tuple[dict[st
     option "preset", "command line" or "preset+command line"."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    preset = over_layer(preset, given)
     if given.get("app") is not None and given["app"] != preset.get("app"):
         preset = {k: v for k, v in preset.items() if k != "app_params"}  # they were for the preset's profile
     for opt in JOB_OPTIONS:

@@ -262,4 +262,4 @@ class DispatchMixin:
                          st.kill_interval_s, st.limit_grace_s, e.token or "", sp.umask,
                          dict(eff.profile_env), dict(eff.export_env), sp.app or None,
                          self._hooks(profile, sp), sp.project, e.attempt, eff.ntasks_max, shlex.join(sp.argv),
-                         script)
+                         script, sp.stdout_overwrite, sp.stderr_overwrite)

@@ -171,6 +171,10 @@ def _check_own_values(req: dict) -> None:
     for fld, opt in (("stdout", "-o"), ("stderr", "-e")):
         if "\0" in (req.get(fld) or ""):
             raise InvalidRequest(f"{opt} {req[fld]!r}: a file name cannot contain a NUL byte", field=fld)
+    for fld, opt in (("stdout", "-oo"), ("stderr", "-eo")):
+        if req.get(fld + "_overwrite") and req.get(fld) is None:
+            raise InvalidRequest(f"{fld}_overwrite (-{opt[1]}o) needs {fld}, the file to overwrite; give {opt} FILE",
+                                 field=fld + "_overwrite")
     if not (req.get("argv") or [""])[0]:
         raise InvalidRequest("the command is empty: argv[0] must name a program or script", field="argv")
     for fld, opt in (("name", "-J"), ("queue", "-q"), ("stdout", "-o"), ("stderr", "-e"), ("pre_exec", "-E"),
@@ -462,7 +466,8 @@ class SubmitMixin:
             tuple(texts), app, own_hooks, job_values, run_as, run_uid, run_gid, caller.asserted,
             deps.render(dependency) if dependency is not None else None,
             req["umask"] if req.get("umask") is not None else DEFAULT_UMASK, project, basis,
-            script_record(req["script"])[0] if req.get("script") is not None else "", bool(req.get("exclusive")))
+            script_record(req["script"])[0] if req.get("script") is not None else "",
+            bool(req.get("stdout_overwrite")), bool(req.get("stderr_overwrite")), bool(req.get("exclusive")))
 
     def _effective(self, eff: Effective, profile) -> EffectiveJob:
         """The one place a job's effective values (the merge's result, MERGE-1) are made, at

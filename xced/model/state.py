@@ -197,6 +197,9 @@ class StartInfo:
     #: the job's script (JOB-12: one read from standard input), which the worker writes to
     #: the job's directory and puts where argv holds SCRIPT_ARG; None: the job has none
     script: str | None = None
+    #: -oo / -eo (LSF bsub -oo/-eo): truncate the stdout / stderr file at the run's start
+    stdout_overwrite: bool = False
+    stderr_overwrite: bool = False
 
 
 @dataclass(slots=True)

@@ -228,6 +228,9 @@ class LocalWorker:
                 "umask": info.umask, "attempt": info.attempt,
                 "dir_names": {"stdout": output_file_name(info.job_id, info.index, "stdout"),
                               "stderr": output_file_name(info.job_id, info.index, "stderr")},
+                # -oo/-eo (LSF bsub -oo/-eo): the element's own file, truncated at this run's start
+                "overwrite": {"stdout": bool(info.stdout_overwrite and own_out),
+                              "stderr": bool(info.stderr_overwrite and own_err)},
             }
         except (OSError, ValueError) as e:
             self._start_failed(info, e)

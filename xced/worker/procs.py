@@ -91,6 +91,9 @@ _SPEC_DEFAULTS: dict[str, Any] = {
     #: the files an output path that is an existing directory gets in it (JOB-12):
     #: {"stdout": "ID.out", "stderr": "ID.err"}; None: such a path fails as before
     "dir_names": None,
+    #: -oo/-eo (JOB-12, LSF bsub -oo/-eo): {"stdout": bool, "stderr": bool}, the streams whose
+    #: file is truncated when the run starts; None: both appended to
+    "overwrite": None,
 }
 #: Files a previous run in the same JOBDIR may have left; launch() removes them.
 _STALE = (STATUS_FILE, JOB_FILE, PID_FILE, KILL_FILE, contain.CONTAIN_FILE)

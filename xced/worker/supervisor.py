@@ -20,12 +20,17 @@ The job directory protocol (JOBDIR is created by the caller):
      "run_limit_s": float | null, "memory_limit_mb": int | null, "grace_s": float,
      "kill_interval_s": float, "uid": int | null, "gid": int | null, "groups": [int] | null,
      "umask": int, "hooks": {...} | null, "host": str | null, "host_ntasks": int | null,
-     "dir_names": {"stdout": "ID.out", "stderr": "ID.err"} | absent}
+     "dir_names": {"stdout": "ID.out", "stderr": "ID.err"} | absent,
+     "overwrite": {"stdout": bool, "stderr": bool} | absent}
 
     Relative output paths are taken relative to ``cwd``. When ``stderr`` names
     the same file as ``stdout`` the file is opened once and both streams share
     it. Output files are opened O_APPEND|O_CREAT as the job's user with its
-    umask (missing parent directories are created); only the default ``stdout``,
+    umask (missing parent directories are created), and also O_TRUNC for a stream
+    that ``overwrite`` names (-oo/-eo, LSF bsub -oo: "If the specified file already
+    exists, it is overwritten"): at every run's start, so a requeued or retried run
+    overwrites its earlier run's output too, as LSF's does; a file both streams share
+    is truncated when either asks; only the default ``stdout``,
     ``stderr`` and a task's ``output`` directly in JOBDIR are made by the
     supervisor itself (0600) and handed to that user (D-7). Every file of the
     protocol is 0600 and never written through a symlink. An output path that
@@ -270,12 +275,15 @@ class _AsUser:
         os.setgroups(groups)
 
 
-def _open_append(path: str) -> int:
-    """Open `path` for appending, creating it (and its parents) with the umask applied."""
+def _open_append(path: str, truncate: bool = False) -> int:
+    """Open `path` for appending, creating it (and its parents) with the umask applied;
+    `truncate` (-oo/-eo) empties an existing file first (O_TRUNC; writes still append, so
+    the job's processes sharing it never write over each other)."""
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0),
+                   0o666)
 
 
 def _is_inside(path: str, directory: str) -> bool:
@@ -385,8 +393,9 @@ class Supervisor:
                 groups = os.getgrouplist(pw.pw_name, int(gid)) if pw is not None else [int(gid)]
         return uid, int(gid), [int(g) for g in groups]
 
-    def open_output(self, path: str, ident: tuple[int, int, list[int]] | None) -> int:
-        """Open one output file for appending (D-7).
+    def open_output(self, path: str, ident: tuple[int, int, list[int]] | None, truncate: bool = False) -> int:
+        """Open one output file for appending (D-7); `truncate` (-oo/-eo, LSF bsub -oo/-eo)
+        empties an -o/-e file first, never a default file in JOBDIR.
 
         The default output files (`stdout`, `stderr`, a task's `output`, directly in JOBDIR)
         are made here by the supervisor, mode 0600 whatever the umask, never through a
@@ -411,22 +420,23 @@ class Supervisor:
             raise PermissionError(13, "output may not go into the job's own directory, where only its default "
                                       "stdout and stderr live", path)
         with _AsUser(ident):
-            return _open_append(path)
+            return _open_append(path, truncate)
 
-    def open_in_dir(self, path: str, stream: str, ident: tuple[int, int, list[int]] | None) -> tuple[int, str]:
+    def open_in_dir(self, path: str, stream: str, ident: tuple[int, int, list[int]] | None,
+                    truncate: bool = False) -> tuple[int, str]:
         """Open output `path` (open_output); when it names a directory that exists (`-o DIR`
         without the trailing slash), open DIR/ID.out (DIR/ID.err for "stderr") in it instead,
         as `-o DIR/` does (JOB-12; LSF: "Standard output: output_directory/job_ID.out"). Only
         here, on the execution host and as the job's user, is it known whether DIR exists.
         Returns (fd, the path opened). Raises OSError."""
         try:
-            return self.open_output(path, ident), path
+            return self.open_output(path, ident, truncate), path
         except IsADirectoryError:
             name = (self.spec.get("dir_names") or {}).get(stream)
             if not name:
                 raise
             inner = os.path.join(path, name)
-            return self.open_output(inner, ident), inner
+            return self.open_output(inner, ident, truncate), inner
 
     def open_outputs(self, ident: tuple[int, int, list[int]] | None) -> tuple[int, int]:
         """Open the job's stdout and stderr files (one file when both name the same); the
@@ -435,14 +445,17 @@ class Supervisor:
         out_path = os.path.normpath(os.path.join(cwd, self.spec["stdout"]))
         err_path = os.path.normpath(os.path.join(cwd, self.spec["stderr"]))
         path = out_path
+        over = self.spec.get("overwrite") or {}
+        trunc_out, trunc_err = bool(over.get("stdout")), bool(over.get("stderr"))
         try:
-            out, out_path2 = self.open_in_dir(out_path, "stdout", ident)
+            out, out_path2 = self.open_in_dir(out_path, "stdout", ident,
+                                              trunc_out or (trunc_err and err_path == out_path))
             if err_path == out_path:
                 self.outputs = (out_path2, out_path2)
                 return out, out
             path = err_path
             try:
-                err, err_path2 = self.open_in_dir(err_path, "stderr", ident)
+                err, err_path2 = self.open_in_dir(err_path, "stderr", ident, trunc_err)
             except BaseException:
                 os.close(out)
                 raise
