@@ -47,6 +47,8 @@ def test_bsub_x_runs_alone_and_others_wait_for_it(daemon, tmp_path):
     x = int(LSF_LINE.fullmatch(r.stdout).group(1))
     jx = d.wait_state(x, ("RUN",))
     assert jx["exclusive"] is True and jx["elements"][0]["alloc"] == [{"host": "h1", "slots": 1}]
+    shown = d.cli("show", str(x), check=True).stdout
+    assert "Exclusive" in shown and "yes: only on hosts where no other job runs" in shown, shown
     hosts = json.loads(d.cli("hosts", "--json", check=True).stdout)["hosts"]
     assert [(h["name"], h["slots_used"], h["slots"]) for h in hosts] == [("h1", 4, 4)]
 
