@@ -13,7 +13,7 @@ declare -gA _xcecli_cmds=(
 )
 declare -gA _xcecli_opts=(
     ['xcecli']='--topdir --as-user --version -h --help'
-    ['xcecli submit']='-n -q --queue -P --project -J --name -o -e -oo --oo -eo --eo -W -M -R -a --app --app-param -E -Ep -w --dependency --env --preset -H --hold -K --wait --parsable --json --dry-run --pack -h --help'
+    ['xcecli submit']='-n -q --queue -P --project -J --name -o -e -oo --oo -eo --eo -W -M -R -a --app --app-param -E -Ep -w --dependency --env --preset -H --hold -x --exclusive -K --wait --parsable --json --dry-run --pack -h --help'
     ['xcecli jobs']='-u --user -q --queue -P --project -s --state -a --all -o --json -h --help'
     ['xcecli show']='--json -v --verbose -h --help'
     ['xcecli why']='--json -h --help'

@@ -104,6 +104,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s w -l dependency -r -F -
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l env -r -F -d 'added to the job\'s environment (repeatable)'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l preset -r -f -a '(__xcecli_values presets)' -d 'start from this local preset\'s values (xcecli presets list)'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s H -l hold -d 'hold the job at submit (PSUSP, as LSF\'s bsub -H): it starts only af...'
+complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s x -l exclusive -d 'exclusive job (as LSF\'s bsub -x): it starts only on hosts where no...'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -s K -l wait -d 'wait for the job to end and exit with its exit code'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l parsable -d 'print only the job ID'
 complete -c xcecli -n '__xcecli_at \'xcecli submit\'' -l json -d 'print the submit result as JSON'

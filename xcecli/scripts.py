@@ -187,7 +187,7 @@ def options_of(found: list[Directive], where: str, xce_spec, bsub_read) -> tuple
                     lines[name] = [d.line]
                     continue
                 opt = by_name(name)
-                if not opt.preset_field and name != "hold":  # -H is what the job is, not a preset's
+                if not opt.preset_field and name not in ("hold", "exclusive"):  # -H, -x: what the job is
                     raise ValueError(f"{spelling(name)} says how the command runs, not what the job is; give it on "
                                      f"the command line")
                 values = value if isinstance(value, list) else [value]

@@ -132,6 +132,8 @@ def script_values(text: str, where: str) -> tuple[dict, dict[str, list[int]], li
     values = given_values(opts)
     if opts.get("hold"):  # -H: not a preset's option, but a script's (LSF bsub -H)
         values["hold"] = True
+    if opts.get("exclusive"):  # -x: the same (LSF bsub -x, docs/lsf-behaviour.md section 6)
+        values["exclusive"] = True
     if opts.get("_cwd"):  # #BSUB -cwd DIR
         values["_cwd"] = opts["_cwd"]
     return values, lines, late + warnings
@@ -406,6 +408,8 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
         body["script"] = script
     if opts.get("hold") or from_script.get("hold"):  # LSF bsub -H: PSUSP until resumed (D-5)
         body["hold"] = True
+    if opts.get("exclusive") or from_script.get("exclusive"):  # LSF bsub -x: hosts where no other job runs
+        body["exclusive"] = True
     if preset is not None:  # PRE-2: the server keeps meta untouched and never reads it
         body["exdata"] = {"meta": {"preset": {"name": preset.name, "hash": preset.hash}}}
     body["umask"] = umask
@@ -564,6 +568,13 @@ def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] |
 
                     held_by = script_origin(from_script["_lines"].get("hold") or [0])
                 print(f"{'hold:':<17}PSUSP until xcecli resume  ({held_by})")
+            if body.get("exclusive"):  # -x (LSF bsub -x): where it came from, as -H above
+                excl_by = "command line" if opts.get("exclusive") else None
+                if excl_by is None:
+                    from xcecli.scripts import origin as script_origin
+
+                    excl_by = script_origin(from_script["_lines"].get("exclusive") or [0])
+                print(f"{'exclusive:':<17}only on hosts where no other job runs  ({excl_by})")
             params = eff.get("app_params") or {}
             origins = eff.get("origins") or {}
             def own(opt: str, n: str) -> str:  # per NAME: the command line's wins over the script's, the preset's

@@ -230,6 +230,8 @@ def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> N
                   for i, r in enumerate(j["reserve"])]
     if j.get("dependency"):  # LSF bjobs -l: "Dependency Condition"
         lines.append(("Dependency", j["dependency"]))
+    if j.get("exclusive"):  # -x (LSF bsub -x, docs/lsf-behaviour.md section 6)
+        lines.append(("Exclusive", "yes: only on hosts where no other job runs; they take no other job meanwhile"))
     if len(els) == 1 and (els[0].get("stdout") or els[0].get("stderr")):  # JOB-12; LSF bjobs -l "Output File"
         lines.append(("Output", els[0].get("stdout") or "-"))
         lines.append(("Errors", els[0].get("stderr") or "-"))

@@ -93,7 +93,6 @@ def test_bsub_warns_about_an_option_xce_ignores(shared_daemon, tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (("-x", "true"), "-x (exclusive host) is not supported by XCE"),
     (("-m", "h1", "true"), "-m (host selection) is not supported by XCE"),
     (("-a", "myesub", "true"), "-a (esub application (XCE's application profile is -app)) is not supported"),
     (("-Is", "bash"), "-Is (interactive job) is not supported by XCE"),
@@ -101,8 +100,8 @@ def test_bsub_warns_about_an_option_xce_ignores(shared_daemon, tmp_path):
     (("-q", "normal short", "true"), "-q 'normal short': XCE takes one queue per job"),
 ])
 def test_bsub_refuses_an_option_whose_ignoring_would_change_the_job(shared_daemon, tmp_path, args, says):
-    """CLI-8: an LSF option XCE cannot honour and that changes what the job does (exclusive
-    hosts, a hold, host selection, esub, interactive jobs) is an error, LSF's exit code 255,
+    """CLI-8: an LSF option XCE cannot honour and that changes what the job does (host
+    selection, esub, interactive jobs) is an error, LSF's exit code 255,
     and nothing is submitted; an unknown option too."""
     d = shared_daemon
     before = _ids(d)

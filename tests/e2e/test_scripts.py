@@ -104,7 +104,7 @@ def test_dry_run_says_which_values_came_from_the_script(shared_daemon, tmp_path)
 @pytest.mark.parametrize("line, says", [
     ("#BSUB -n x", "-n 'x': expected MIN or MIN,MAX"),
     ("#BSUB -Z 3", "-Z: not an option this command takes"),
-    ("#BSUB -x", "-x (exclusive host) is not supported by XCE"),
+    ("#BSUB -m h1", "-m (host selection) is not supported by XCE"),
     ("#XCE --bogus 1", "--bogus: not an option of xcecli submit"),
     ("#BSUB -q short extra", "'extra' is not an option: a directive gives options only"),
 ])

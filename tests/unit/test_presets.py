@@ -49,8 +49,10 @@ def test_submit_and_presets_create_take_exactly_the_tables_options():
     assert {o.name for o in so.JOB_OPTIONS} >= {"queue", "ntasks", "name", "stdout", "stderr", "run_limit", "memory",
                                                 "resreq", "app", "app_params", "pre_exec", "post_exec",
                                                 "dependency", "env"}
-    # hold (-H, LSF bsub -H) is given per submit, never by a preset: a preset that held every job would surprise
-    assert {o.name for o in so.CONTROLS} == {"preset", "wait", "parsable", "json", "dry_run", "pack", "hold"}
+    # hold (-H, LSF bsub -H) is given per submit, never by a preset: a preset that held every job would surprise;
+    # so is exclusive (-x, LSF bsub -x), which, like -H, a script's #BSUB line may give
+    assert {o.name for o in so.CONTROLS} == {"preset", "wait", "parsable", "json", "dry_run", "pack", "hold",
+                                             "exclusive"}
 
 
 def test_each_job_option_is_a_preset_key_that_reads_back():

@@ -35,6 +35,9 @@ Taken              how XCE runs it
                    the environment the job starts from and what it adds
 -cwd DIR           the job's working directory
 -H                 hold the job at submit: PSUSP with a user hold until `xcecli resume` (D-5)
+-x                 exclusive job: dispatched only to hosts where no other job runs, and while
+                   it runs no other job goes there; every queue allows it (LSF needs the
+                   queue's EXCLUSIVE=Y; docs/lsf-behaviour.md section 6)
 =================  ========================================================================
 
 Accepted with a warning on stderr, naming the option (the job runs as it would in LSF, only
@@ -44,8 +47,7 @@ without the bookkeeping or notice): -B, -N, -u (mail), -G (user group), -g (job 
 -k (checkpoint), -Zs (spool the command file: a script on stdin is stored with the job
 anyway), -ul (pass the user's limits: the job keeps the submitter's environment).
 
-Refused, because ignoring them would change what the job does: -x (exclusive host), which
-XCE does not have (SPEC has no exclusive placement); -I, -Ip, -Is, -IS, -ISp, -ISs, -IX (interactive);
+Refused, because ignoring them would change what the job does: -I, -Ip, -Is, -IS, -ISp, -ISs, -IX (interactive);
 -m (hosts), -b (begin time), -t (termination time), -i, -is (stdin file), -Q (requeue exit
 values), -c, -p, -C, -D, -F, -S, -T, -v (per-process and CPU limits), -wa, -wt (warning
 action), -a (esub), -f (file transfer), -U (reservation), -ext, -extsched, -gpu, -data,
@@ -74,7 +76,7 @@ TAKEN = {"-n": ("ntasks", "one"), "-R": ("resreq", "list"), "-q": ("queue", "one
          "-eo": ("stderr_overwrite", "one"), "-W": ("run_limit", "one"), "-M": ("memory", "one"),
          "-P": ("project", "one"), "-app": ("app", "one"), "-w": ("dependency", "one"), "-K": ("wait", "flag"),
          "-E": ("pre_exec", "one"), "-Ep": ("post_exec", "one"), "-env": ("lsf_env", "one"),
-         "-cwd": ("lsf_cwd", "one"), "-H": ("hold", "flag")}
+         "-cwd": ("lsf_cwd", "one"), "-H": ("hold", "flag"), "-x": ("exclusive", "flag")}
 
 #: options accepted and ignored with a warning: option -> (kind, what it is in LSF)
 WARNED = {"-B": ("flag", "mail at dispatch"), "-N": ("flag", "mail at the job's end"),
@@ -87,7 +89,6 @@ WARNED = {"-B": ("flag", "mail at dispatch"), "-N": ("flag", "mail at the job's 
 
 #: options refused: option -> (kind, why ignoring it would change what the job does)
 REFUSED = {
-    "-x": ("flag", "exclusive host: XCE has no exclusive placement, so the job could share its hosts"),
     "-I": ("flag", "interactive job"), "-Ip": ("flag", "interactive job"), "-Is": ("flag", "interactive job"),
     "-IS": ("flag", "interactive job"), "-ISp": ("flag", "interactive job"), "-ISs": ("flag", "interactive job"),
     "-IX": ("flag", "interactive job"), "-XF": ("flag", "X11 forwarding"),

@@ -103,6 +103,9 @@ class SubmitRequest(RequestBody):
     hold: bool = Field(False, strict=True, description="-H: the job is held at submit, PSUSP with a user hold (D-5, "
                                                        "LSF bsub -H), in the submit's own transaction; `xcecli "
                                                        "resume` releases it; not taken in a pack")
+    exclusive: bool = Field(False, strict=True, description="-x: an exclusive job (LSF bsub -x): dispatched only to "
+                                                            "hosts where no other job runs, and while it runs no "
+                                                            "other job is dispatched to them; every queue allows it")
     script: str | None = Field(None, max_length=MAX_SCRIPT_TEXT,
                                description="a job script read from standard input (JOB-12: `bsub < job.lsf`): kept "
                                            "with the job; the worker writes it to a file of the job's directory, "
@@ -379,6 +382,8 @@ class JobOut(Body):
                                              "null in listings")
     dependency: str | None = Field(None, description="the -w dependency in canonical form (JOB-5), e.g. "
                                                      "'done(12) && ended(13[2])'; null: none")
+    exclusive: bool = Field(False, description="-x: an exclusive job (LSF bsub -x): it runs only on hosts where "
+                                               "no other job runs, and they take no other job meanwhile")
     counts: dict[str, int] = Field(default_factory=dict, description="elements per state")
     elements: list[ElementOut] = Field(default_factory=list)
     env: dict[str, str] | None = Field(None, description="the job's environment as submitted (D-7): in `show` "

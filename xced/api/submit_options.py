@@ -127,6 +127,9 @@ OPTIONS: tuple[SubmitOption, ...] = (
     SubmitOption("hold", ("-H", "--hold"), "", "flag",
                  "hold the job at submit (PSUSP, as LSF's bsub -H): it starts only after xcecli resume",
                  preset_field=False),
+    SubmitOption("exclusive", ("-x", "--exclusive"), "", "flag",
+                 "exclusive job (as LSF's bsub -x): it starts only on hosts where no other job runs, and while it "
+                 "runs they take no other job", preset_field=False),
     SubmitOption("wait", ("-K", "--wait"), "", "flag", "wait for the job to end and exit with its exit code",
                  preset_field=False),
     SubmitOption("parsable", ("--parsable",), "", "flag", "print only the job ID", preset_field=False),

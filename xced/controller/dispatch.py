@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import shlex
+from dataclasses import replace
 
 from xced.controller import machine as m
 from xced.controller.retry import SESSION_KEY, STORE_ERRORS
@@ -84,6 +85,7 @@ class DispatchMixin:
         apps = self.config.applications
         projects = self.config.projects if self.config.projects.projects else None  # PRJ-4: open mode, no caps
         usage: dict[tuple[str, str], dict[str, float]] = {}  # PRJ-7: summed per (project, user)
+        exclusive: set[str] = set()  # hosts running an exclusive job (docs/lsf-behaviour.md section 6)
         for job in self.active.values():
             sp, eff = job.spec, job.effective
             limit = sp.array_limit
@@ -102,9 +104,12 @@ class DispatchMixin:
                     pending.append(JobSnap(job.id, e.index, job.queue, job.submit_time, eff.ntasks_min,
                                            eff.ntasks_max, job.resreq, limit, st is S.PSUSP, phash,
                                            eff.run_limit_s, e.pend_reason,
-                                           sp.project if projects else None, job.user if projects else None))
+                                           sp.project if projects else None, job.user if projects else None,
+                                           sp.exclusive))
                 elif st is S.RUN or st is S.USUSP:
                     nrun += 1
+                    if sp.exclusive:  # LSF bsub -x: its hosts take no other job while it runs
+                        exclusive.update(e.reserve or dict(e.alloc))
                     if projects is not None and sp.project is not None:  # PRJ-7: what it holds counts
                         _element_use(e, usage.setdefault((sp.project, job.user), {}))
                     if backfill:  # SCHED-1: when the running work ends at the latest
@@ -115,6 +120,8 @@ class DispatchMixin:
                 array_running[job.id] = nrun
         if wake is not None:
             self._kick_at(wake, now)
+        if exclusive:
+            hosts = [replace(h, exclusive=True) if h.name in exclusive else h for h in hosts]
         return Snapshot(hosts, queues, pending, array_running, running, wall_clock(now), projects,
                         [(p, u, used) for (p, u), used in usage.items()])
 

@@ -520,7 +520,7 @@ class HostsMixin:
         return HostSupply(h.name, h.slots, h.slots if idle else h.slots - h.slots_used, h.memory_mb,
                           h.memory_mb if idle else h.memory_mb - h.mem_used_mb, dict(h.resources), free,
                           dict(h.attributes), frozenset(h.tags), "ok" if idle else h.status,
-                          {} if idle else h.load)
+                          {} if idle else h.load, 0 if idle else h.njobs)
 
     def _fits(self, reserve: dict[str, dict[str, float]], taken: dict[str, dict[str, float]]) -> bool:
         """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the

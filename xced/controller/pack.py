@@ -30,6 +30,8 @@ from xced.model.jobs import JobState
 from xced.model.spec import env_record, to_record
 from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
+from xced.scheduler.placement import PlacementRequest
+from xced.scheduler.session import request_key
 
 S = JobState
 log = logging.getLogger("xced.controller")
@@ -220,7 +222,8 @@ class PackMixin:
                     changes += self._changes(list(job.elements.values()), self._stim(
                         m.Pending, "submit", "system", reason=waiting))
                     continue
-            known = (self.shortcut.reason_for(qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
+            known = (self.shortcut.reason_for(qname, request_key(PlacementRequest(
+                eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit, job.spec.exclusive)))
                      if use_shortcut else None)
             if known is not None:
                 changes += self._changes(list(job.elements.values()), self._stim(

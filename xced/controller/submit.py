@@ -24,6 +24,7 @@ from xced.merge import Effective, JobValues, MergeError, memory_over_hosts, merg
 from xced.model.units import MAX_ENV_VARS, MAX_EXDATA_DEPTH, MAX_MEMORY_MB, MAX_RUN_LIMIT_S, MAX_SLOTS
 from xced.resreq import ResReqError, parse_job, render, reserve_terms, to_json
 from xced.scheduler.placement import PlacementRequest, never_satisfiable
+from xced.scheduler.session import request_key
 
 S = JobState
 #: XCE_TEST_FAULT's value that ends xced right after a submit's commit (xced.daemon.TEST_FAULTS)
@@ -308,7 +309,8 @@ class SubmitMixin:
                                   dependency, env=(env_text, job_env), idempotency=idempotency,
                                   script=req.get("script"), hold=bool(req.get("hold")))
         if not req.get("hold"):  # a held job waits for its resume, which asks for a session
-            self._pend_or_kick(job, qname, (eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit))
+            self._pend_or_kick(job, qname, request_key(PlacementRequest(eff.ntasks_min, eff.ntasks_max, eff.resreq,
+                                                                        queue.host_limit, spec.exclusive)))
         return job
 
     def _check_submit(self, req: dict, caller: Caller, project: str | None, basis: str | None,
@@ -465,7 +467,7 @@ class SubmitMixin:
             deps.render(dependency) if dependency is not None else None,
             req["umask"] if req.get("umask") is not None else DEFAULT_UMASK, project, basis,
             script_record(req["script"])[0] if req.get("script") is not None else "",
-            bool(req.get("stdout_overwrite")), bool(req.get("stderr_overwrite")))
+            bool(req.get("stdout_overwrite")), bool(req.get("stderr_overwrite")), bool(req.get("exclusive")))
 
     def _effective(self, eff: Effective, profile) -> EffectiveJob:
         """The one place a job's effective values (the merge's result, MERGE-1) are made, at

@@ -89,6 +89,9 @@ class JobSpec:
     #: starts (a requeued or retried element's too), where -o / -e append to it
     stdout_overwrite: bool = False
     stderr_overwrite: bool = False
+    #: an exclusive job (LSF bsub -x, docs/lsf-behaviour.md section 6): dispatched only to
+    #: hosts where no job runs, which take no other job while it runs
+    exclusive: bool = False
 
     @property
     def is_array(self) -> bool:
@@ -148,6 +151,8 @@ def to_record(spec: JobSpec, eff: EffectiveJob) -> dict:
         rec["stdout_overwrite"] = True
     if spec.stderr_overwrite:
         rec["stderr_overwrite"] = True
+    if spec.exclusive:
+        rec["exclusive"] = True
     if eff.config_refused:
         rec["config_refused"] = True
     return rec
@@ -162,7 +167,8 @@ def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
         dict(d.get("own_hooks") or {}), OwnValues.from_record(d.get("job_values")), d["run_as"], d.get("run_uid"),
         d.get("run_gid"), bool(d.get("asserted", False)), d.get("dependency"),
         d["umask"] if d.get("umask") is not None else DEFAULT_UMASK, d.get("project"), d.get("auth_basis") or "direct",
-        d.get("script_digest") or "", bool(d.get("stdout_overwrite", False)), bool(d.get("stderr_overwrite", False)))
+        d.get("script_digest") or "", bool(d.get("stdout_overwrite", False)), bool(d.get("stderr_overwrite", False)),
+        bool(d.get("exclusive", False)))
     eff = EffectiveJob(
         d["ntasks_min"], d.get("ntasks_max", d["ntasks_min"]), d.get("run_limit_s"), d.get("memory_limit_mb"),
         dict(d.get("app_params") or {}), d.get("exdata"), d.get("effective_resreq") or "",

@@ -36,6 +36,15 @@ every resource its rusage names (``mem`` always exists) and it defines every
 Rules (IBM Spectrum LSF 10.1 span/order/usage/same pages; docs/lsf-behaviour.md
 sections 1-2; where XCE differs, SPEC wins):
 
+- Exclusive jobs (``PlacementRequest.exclusive``, LSF ``bsub -x``; IBM bsub -x page and
+  "Exclusive scheduling"; docs/lsf-behaviour.md section 6): a host is a candidate for an
+  exclusive job only when nothing runs there (no slot in use, no job); its plan reserves
+  every slot of each host it uses (``Plan.reserve``), so while it runs those hosts offer
+  no slot to anyone. A host flagged ``HostSupply.exclusive`` (it runs an exclusive job)
+  is a candidate for no job. Both show in the per-host lines and, when they leave no
+  candidate, in the main reason: "exclusive job: host h1 has 1 job running", "host h1
+  runs an exclusive job". The never-satisfiable check (idle cluster) ignores both.
+
 - rusage (RES-2, PROF-4): a term reserves per task unless it says ``/host`` (once on
   every host used) or ``/job`` (once for the whole job, on its first host; for a
   compound request, on the first host of that part). This is XCE's rule; LSF's
@@ -150,6 +159,8 @@ class PlacementRequest:
     ntasks_max: int
     resreq: ResReq = field(default_factory=ResReq)
     host_limit: int | None = None
+    #: LSF bsub -x: only hosts where nothing runs, and the whole of each host it uses
+    exclusive: bool = False
 
 
 # --------------------------------------------------------------------------- outputs
@@ -167,10 +178,18 @@ class Plan:
     alloc: list[tuple[str, int]]
     reserve: dict[str, dict[str, float]]
     alternative: int | None = None
+    #: the plan of an exclusive job: ``reserve`` holds every slot of its hosts
+    exclusive: bool = False
 
     @property
     def ntasks(self) -> int:
         return sum(n for _, n in self.alloc)
+
+    @property
+    def held_slots(self) -> int:
+        """The slots the plan takes from its hosts: its task count, or for an exclusive
+        job every slot of its hosts."""
+        return sum(int(r.get("slots", 0)) for r in self.reserve.values()) if self.exclusive else self.ntasks
 
 
 @dataclass(slots=True)
@@ -241,11 +260,13 @@ class _Counters:
     dicts shared with the caller's HostSupply until written (copy on write). ``idle``: totals as
     free and every host usable (the never-satisfiable check)."""
 
-    __slots__ = ("_own", "hosts", "idle", "mem", "res", "slots", "usable")
+    __slots__ = ("_own", "barred", "hosts", "idle", "mem", "res", "slots", "usable")
 
-    def __init__(self, hosts: Sequence[HostSupply], idle: bool = False) -> None:
+    def __init__(self, hosts: Sequence[HostSupply], idle: bool = False, exclusive: bool = False) -> None:
         self.hosts = hosts
         self.idle = idle
+        #: per host, why exclusivity keeps it from the job (``_barred``); None: nothing does
+        self.barred: list[str | None] | None = None
         if idle:
             self.slots = [h.slots for h in hosts]
             self.mem = [float(h.mem_mb) for h in hosts]
@@ -256,11 +277,14 @@ class _Counters:
             self.mem = [float(h.mem_free_mb) for h in hosts]
             self.res = [h.resources_free for h in hosts]
             self.usable = [h.status == "ok" for h in hosts]
+            if exclusive or any(h.exclusive for h in hosts):
+                self.barred = [_barred(h, exclusive) for h in hosts]
+                self.usable = [u and b is None for u, b in zip(self.usable, self.barred)]
         self._own = [False] * len(hosts)
 
     def fork(self) -> _Counters:
         s = _Counters.__new__(_Counters)
-        s.hosts, s.idle, s.usable = self.hosts, self.idle, self.usable
+        s.hosts, s.idle, s.usable, s.barred = self.hosts, self.idle, self.usable, self.barred
         s.slots, s.mem, s.res = list(self.slots), list(self.mem), list(self.res)
         s._own = [False] * len(self.hosts)
         return s
@@ -304,6 +328,20 @@ class _Counters:
         v["maxmem"] = h.mem_mb
         v["hname"] = h.name
         return v
+
+
+def _barred(h: HostSupply, exclusive: bool) -> str | None:
+    """Why host ``h`` takes no task of a job for exclusivity (LSF bsub -x, docs/lsf-behaviour.md
+    section 6), or None: it runs an exclusive job (no job may join it), or the job is
+    exclusive and something runs there (a job, or a slot in use)."""
+    if h.exclusive:
+        return f"host {h.name} runs an exclusive job"
+    if exclusive:
+        if h.njobs > 0:
+            return f"exclusive job: host {h.name} has {h.njobs} job{'s' if h.njobs != 1 else ''} running"
+        if h.slots_free < h.slots:
+            return f"exclusive job: host {h.name} has {h.slots - h.slots_free} of {h.slots} slots in use"
+    return None
 
 
 @dataclass(slots=True, frozen=True)
@@ -792,7 +830,7 @@ def _place_rr(rr: ResReq, sup: _Counters, lo: int, hi: int, limit: int | None) -
     return None
 
 
-def _to_plan(placed: _Placed, hosts: Sequence[HostSupply]) -> Plan:
+def _to_plan(placed: _Placed, hosts: Sequence[HostSupply], exclusive: bool = False) -> Plan:
     alloc: dict[str, int] = {}
     reserve: dict[str, dict[str, float]] = {}
     for seg, d in placed.segments:
@@ -803,10 +841,15 @@ def _to_plan(placed: _Placed, hosts: Sequence[HostSupply]) -> Plan:
             r["slots"] += k
             for res, v in d.amounts(k, pos == 0).items():
                 r[res] = r.get(res, 0.0) + v
+    if exclusive:  # LSF bsub -x: the job holds its hosts whole, so they take no other job
+        by_name = {h.name: h for h in hosts} if len(reserve) > 1 else None
+        for name, r in reserve.items():
+            h = by_name[name] if by_name is not None else next(h for h in hosts if h.name == name)
+            r["slots"] = h.slots
     for r in reserve.values():
         for key, v in r.items():
             r[key] = _num(v)
-    return Plan(list(alloc.items()), reserve, placed.alternative)
+    return Plan(list(alloc.items()), reserve, placed.alternative, exclusive)
 
 
 # --------------------------------------------------------------------------- request rules
@@ -870,8 +913,8 @@ def plan_fixed(req: PlacementRequest, n: int, hosts: Sequence[HostSupply]) -> Pl
     any count (a range job with ``span[ptile=2]`` may place 1 task)."""
     if _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
         return None
-    got = _place_rr(req.resreq, _Counters(hosts), n, n, req.host_limit)
-    return None if got is None else _to_plan(got, hosts)
+    got = _place_rr(req.resreq, _Counters(hosts, exclusive=req.exclusive), n, n, req.host_limit)
+    return None if got is None else _to_plan(got, hosts, req.exclusive)
 
 
 def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool = True,
@@ -884,10 +927,10 @@ def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool =
     err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
     if err is not None:
         return Shortfall(f"The request can never start: {err}", [], f"can never start: {err}", True)
-    sup = _Counters(hosts)
+    sup = _Counters(hosts, exclusive=req.exclusive)
     got = _place_rr(req.resreq, sup, req.ntasks_min, req.ntasks_max, req.host_limit)
     if got is not None:
-        return _to_plan(got, hosts)
+        return _to_plan(got, hosts, req.exclusive)
     if not explain:
         return Shortfall(f"The resource requirement cannot be met now for {req.ntasks_min} tasks")
     sf = _shortfall(req, hosts, sup)
@@ -1014,8 +1057,13 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
     caps: dict[int, int] = {}
     limiting: dict[str, None] = {}  # the resources that bound a host's count, first-seen order
     sel_ok = 0
+    barred: list[str] = []  # LSF bsub -x: hosts exclusivity keeps from the job
     for i in sorted(range(len(hosts)), key=lambda i: hosts[i].name):
         h = hosts[i]
+        if sup.barred is not None and sup.barred[i] is not None and hosts[i].status == "ok":
+            barred.append(sup.barred[i])
+            lines.append(HostShortfall(h.name, "exclusive", 0, 0, sup.barred[i]))
+            continue
         if not sup.usable[i]:
             lines.append(HostShortfall(h.name, "status", 0, 0, f"{h.name}: status {h.status}"))
             continue
@@ -1065,6 +1113,11 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
     wait: str | None = None
     never = ""
 
+    if not matching and barred:  # exclusivity left no candidate: say so first
+        main = "; ".join(barred[:2]) + (f"; and {len(barred) - 2} more host(s)" if len(barred) > 2 else "")
+        wait = ("waits for a host where no job runs" if barred[0].startswith("exclusive job")
+                else "waits for the exclusive job to end")
+        return _Diag(main, lines, wait, "no host can run it")
     if not matching:
         main = f"Not enough hosts match: 0 of {total} hosts can take a task"
         if res_names and not any(r in h.resources for h in hosts for r in res_names):

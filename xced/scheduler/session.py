@@ -54,6 +54,13 @@ A pend on caps is never put in the SCHED-2 cache (it says nothing about the requ
 about its project's use), and the cache is keyed by the request as placed (the task range
 after the cut), so a reason proved for one project's job holds for any job it reaches.
 Jobs with no project are never capped; without projects there is no book at all.
+
+Exclusive jobs (LSF bsub -x; IBM bsub -x page, "Exclusive scheduling"; docs/lsf-behaviour.md
+section 6): the planner places an exclusive job only on hosts where nothing runs and its plan
+holds every slot of them, so a dispatch, a backfill check and a reservation all see those
+hosts full until it ends (`Plan.held_slots`); the session marks them as running an exclusive
+job for the reasons of later jobs. An exclusive request is never "slots alone": a head's
+reservation for one is placed on real hosts. The SCHED-2 cache key carries the flag.
 """
 
 from __future__ import annotations
@@ -147,6 +154,14 @@ _INF = float("inf")
 _UNSEEN = object()
 
 
+def request_key(req: PlacementRequest) -> tuple:
+    """The SCHED-2 cache key of a request, which the controller's submit shortcut
+    (xced.scheduler.shortcut) uses too: (ntasks_min, ntasks_max, resreq, host_limit), with
+    a last True for an exclusive job (LSF bsub -x), which other jobs' proofs do not decide."""
+    key = (req.ntasks_min, req.ntasks_max, req.resreq, req.host_limit)
+    return key + (True,) if req.exclusive else key
+
+
 def _first(x: tuple) -> float:
     return x[0]
 
@@ -196,8 +211,10 @@ class _FreeHosts:
     def free_slots(self) -> int:
         return sum(h.slots_free for h in self.hosts.values() if h.status == "ok")
 
-    def take(self, reserve: dict[str, dict[str, float]], sign: int = 1) -> None:
-        """Take (`sign` 1) or give back (-1) what `reserve` holds on each host."""
+    def take(self, reserve: dict[str, dict[str, float]], sign: int = 1, exclusive: bool = False) -> None:
+        """Take (`sign` 1) or give back (-1) what `reserve` holds on each host; `exclusive`:
+        it is an exclusive job's, whose hosts then run an exclusive job (a host left with
+        every slot free runs none)."""
         self._avail = None
         for name, res in reserve.items():
             h = self.hosts.get(name)
@@ -209,9 +226,14 @@ class _FreeHosts:
                 for k, v in res.items():
                     if k not in ("slots", "mem"):
                         free[k] = free.get(k, 0.0) - sign * v
-            self.hosts[name] = HostSupply(h.name, h.slots, h.slots_free - sign * int(res.get("slots", 0)), h.mem_mb,
+            slots_free = h.slots_free - sign * int(res.get("slots", 0))
+            njobs = max(h.njobs + sign, 0)
+            excl = (h.exclusive or exclusive) if sign > 0 else h.exclusive and not exclusive
+            if slots_free >= h.slots:
+                njobs, excl = 0, False
+            self.hosts[name] = HostSupply(h.name, h.slots, slots_free, h.mem_mb,
                                           h.mem_free_mb - sign * int(res.get("mem", 0)), h.resources, free,
-                                          h.attributes, h.tags, h.status)
+                                          h.attributes, h.tags, h.status, h.load, njobs, excl)
 
 
 @dataclass(slots=True)
@@ -234,7 +256,7 @@ class _Reserved:
 
 
 def _slots_only(req: PlacementRequest) -> bool:
-    return req.host_limit is None and req.resreq.is_empty
+    return req.host_limit is None and req.resreq.is_empty and not req.exclusive
 
 
 def _reserve(req: PlacementRequest, supply: _FreeHosts, ends: list[tuple[float, dict]], now: float
@@ -320,11 +342,11 @@ def _delays(r: _Reserved, plan: Plan) -> bool:
     touches none of the hosts of the head's planned placement, that placement still
     stands; otherwise the head is placed again without what `plan` holds."""
     if r.extra is not None:  # a head of slots alone can use any host
-        return plan.ntasks > r.extra
+        return plan.held_slots > r.extra
     if r.plan is not None and not (plan.reserve.keys() & r.plan.reserve.keys()):
         return False
     trial = r.supply.copy()
-    trial.take(plan.reserve)
+    trial.take(plan.reserve, exclusive=plan.exclusive)
     got = trial.place(r.req, False)
     if isinstance(got, Plan):
         r.pending_plan = got
@@ -383,7 +405,7 @@ def _within_caps(book: QuotaBook, j: JobSnap, req: PlacementRequest, plan: Plan,
     lo, hi, best = req.ntasks_min, plan.ntasks - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        got = supply.place(PlacementRequest(req.ntasks_min, mid, req.resreq, req.host_limit), False)
+        got = supply.place(replace(req, ntasks_max=mid), False)
         if not isinstance(got, Plan):
             break
         over = book.check(j.project, j.user, reserve_use(got.reserve))
@@ -479,8 +501,8 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                 ntasks_max = room
                 trace.append(TraceLine(ref, f"task range {j.ntasks_min},{j.ntasks_max} cut to "
                                             f"{j.ntasks_min},{ntasks_max} by the project caps"))
-        req = PlacementRequest(j.ntasks_min, ntasks_max, j.resreq, q.host_limit if q else None)
-        key = (req.ntasks_min, req.ntasks_max, req.resreq, req.host_limit)
+        req = PlacementRequest(j.ntasks_min, ntasks_max, j.resreq, q.host_limit if q else None, j.exclusive)
+        key = request_key(req)
         hit = unsat.get(key)
         end = now + j.run_limit_s if j.run_limit_s is not None else _INF
         late = [r for r in reserved if end > r.start] if reserved else reserved
@@ -514,8 +536,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             delayed = next((r for r in late if _delays(r, out)), None)
             if delayed is not None and req.ntasks_min < out.ntasks:
                 # the count that fits now delays a head: the smallest count of the range may not
-                small = supply.place(PlacementRequest(req.ntasks_min, req.ntasks_min, req.resreq, req.host_limit),
-                                     False)
+                small = supply.place(replace(req, ntasks_max=req.ntasks_min), False)
                 if isinstance(small, Plan) and (not capped or not book.check(j.project, j.user,
                                                                              reserve_use(small.reserve))):
                     for r in late:
@@ -523,17 +544,17 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                     if next((r for r in late if _delays(r, small)), None) is None:
                         out, delayed = small, None
             if delayed is None:
-                supply.take(out.reserve)
-                free_slots -= out.ntasks
+                supply.take(out.reserve, exclusive=out.exclusive)
+                free_slots -= out.held_slots
                 if capped:
                     book.take(j.project, j.user, reserve_use(out.reserve))
                     held_by_caps.clear()
                     rooms.clear()
                 for r in late:
                     if r.extra is not None:
-                        r.extra -= out.ntasks
+                        r.extra -= out.held_slots
                     else:
-                        r.supply.take(out.reserve)
+                        r.supply.take(out.reserve, exclusive=out.exclusive)
                         if r.pending_plan is not None:
                             r.plan, r.pending_plan = r.pending_plan, None
                 backfill = j.queue in heads or bool(reserved)
@@ -609,7 +630,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                     if not isinstance(got_plan, Plan):
                         continue
                     r.plan = got_plan
-                search_supply.take(r.plan.reserve)
+                search_supply.take(r.plan.reserve, exclusive=r.plan.exclusive)
                 if r.end != _INF:
                     bisect.insort(search_ends, (r.end, r.plan.reserve), key=_first)
         got = _reserve(req, search_supply, search_ends, now)

@@ -25,7 +25,9 @@ class HostSupply:
     attributes (type, model); ``tags``: boolean resources; ``status``: ``"ok"`` is
     usable, anything else (closed, unavail, ...) is not; ``load``: LSF's load indices its
     worker last reported (RES-7, names and units of xced.model.load; empty: none, as in
-    the simulator). Never changed once made: the
+    the simulator). ``njobs``: how many elements run there (0 where unknown, as in the
+    simulator); ``exclusive``: one of them is an exclusive job (``bsub -x``, docs/lsf-behaviour.md
+    section 6): the host then offers no slot to any other job. Never changed once made: the
     scheduler's working copies replace a host's record rather than write to it."""
 
     name: str
@@ -39,6 +41,8 @@ class HostSupply:
     tags: frozenset[str] = frozenset()
     status: str = "ok"
     load: dict[str, float] = field(default_factory=dict)
+    njobs: int = 0
+    exclusive: bool = False
 
 
 @dataclass(slots=True)
@@ -78,6 +82,9 @@ class JobSnap:
     #: a project of None is never capped (open mode, a record older than projects)
     project: str | None = None
     user: str | None = None
+    #: an exclusive job (LSF bsub -x, docs/lsf-behaviour.md section 6): it goes only to hosts
+    #: where nothing runs, and while it runs they take no other job
+    exclusive: bool = False
 
 
 @dataclass(slots=True)

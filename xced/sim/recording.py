@@ -71,14 +71,20 @@ def snapshot_to_json(s: Snapshot) -> dict:
     """Every input of `schedule()` as plain JSON (resreqs as canonical text). With projects
     (PRJ-6, PRJ-7) a pending row ends with its project and user, and "projects" (the
     projects config) and "usage" ([project, user, {resource: amount}] per running element)
-    come along; without, they are left out, as recordings made before projects have them."""
+    come along; without, they are left out, as recordings made before projects have them.
+    Exclusive jobs (LSF bsub -x, docs/lsf-behaviour.md section 6): a host row with jobs running
+    ends with its load indices ({} for none) and [njobs, exclusive]; the row of an exclusive
+    pending job ends with project, user (null for none) and true. Other rows are as before."""
     out = {
         "hosts": [[h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, h.status, h.resources,
-                   h.resources_free, h.attributes, sorted(h.tags)] + ([h.load] if h.load else []) for h in s.hosts],
+                   h.resources_free, h.attributes, sorted(h.tags)]
+                  + ([h.load, [h.njobs, h.exclusive]] if h.njobs or h.exclusive else [h.load] if h.load else [])
+                  for h in s.hosts],
         "queues": [[q.name, q.priority, q.position, q.host_limit, q.backfill] for q in s.queues],
         "pending": [[j.job_id, j.index, j.queue, j.submit_time, j.ntasks_min, j.ntasks_max, render(j.resreq),
                      j.array_limit, j.held, j.profile_hash, j.run_limit_s]
-                    + ([j.project, j.user] if j.project is not None or j.user is not None else []) for j in s.pending],
+                    + ([j.project, j.user, True] if j.exclusive else
+                       [j.project, j.user] if j.project is not None or j.user is not None else []) for j in s.pending],
         "running": [[r.job_id, r.index, r.end_estimate, r.reserve] for r in s.running],
         "array_running": [[k, v] for k, v in s.array_running.items()],
         "clock": [s.clock.wall, s.clock.utc_offset_s],
@@ -94,6 +100,18 @@ def snapshot_to_json(s: Snapshot) -> dict:
 _OLD_RECORDING_CLOCK = Clock(True, __import__("time").localtime().tm_gmtoff)
 
 
+def _host_jobs(extra: list) -> tuple[int, bool]:
+    """(njobs, exclusive) of a host row's last item (snapshot_to_json); (0, False) without
+    one. Raises ValueError for another shape."""
+    if not extra:
+        return 0, False
+    pair = extra[0]
+    if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int) and pair[0] >= 0
+            and isinstance(pair[1], bool)):
+        raise ValueError(f"a host row ends with {pair!r}; expected [njobs, exclusive], e.g. [1, true]")
+    return pair[0], pair[1]
+
+
 def snapshot_from_json(d: dict) -> Snapshot:
     """The Snapshot of `snapshot_to_json`. Raises KeyError/TypeError/ValueError on a bad one."""
     parsed: dict[str, Any] = {}
@@ -106,8 +124,9 @@ def snapshot_from_json(d: dict) -> Snapshot:
 
     def job(row: list) -> JobSnap:
         jid, idx, q, st, nmin, nmax, text, al, held, ph, rl, *who = row
-        project, user = who if who else (None, None)  # rows recorded before projects have neither
-        return JobSnap(jid, idx, q, st, nmin, nmax, rr(text), al, bool(held), ph, rl, project=project, user=user)
+        project, user = who[:2] if who else (None, None)  # rows recorded before projects have neither
+        return JobSnap(jid, idx, q, st, nmin, nmax, rr(text), al, bool(held), ph, rl, project=project, user=user,
+                       exclusive=len(who) > 2 and who[2] is True)
 
     projects = None
     if d.get("projects") is not None:
@@ -115,8 +134,9 @@ def snapshot_from_json(d: dict) -> Snapshot:
 
         projects = ProjectsConfig.model_validate(d["projects"])  # a ValidationError is a ValueError
     # a host row ends with its load indices when it had any (RES-7; older recordings have none)
+    # and then [njobs, exclusive] when jobs ran there (bsub -x; older recordings have neither)
     hosts = [HostSupply(n, sl, sf, m, mf, dict(r), dict(rf), dict(a), frozenset(t), st,
-                        check_load(load[0]) if load else {})
+                        check_load(load[0]) if load else {}, *_host_jobs(load[1:]))
              for n, sl, sf, m, mf, st, r, rf, a, t, *load in d["hosts"]]
     for h in hosts:
         if not (isinstance(h.slots, int) and isinstance(h.slots_free, int) and 0 <= h.slots_free <= h.slots
