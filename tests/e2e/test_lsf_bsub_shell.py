@@ -158,9 +158,12 @@ def test_bsub_pack_submits_one_job_per_line_of_bsub_options(shared_daemon, tmp_p
     pack.write_text("-J ok true\n-K true\n")
     r = bsub(d, "-pack", str(pack), cwd=tmp_path)
     assert r.returncode == 255 and r.stdout == "", r.stderr
-    assert f"{pack}, line 2: -K is not taken on a -pack line" in r.stderr and "nothing was submitted" in r.stderr
+    assert r.stderr == f"bsub: {pack}, line 2: -K is not taken on a -pack line (give it to a bsub of its own); " \
+                       f"nothing was submitted\n"
     r = bsub(d, "-q", "normal", "-pack", str(pack), cwd=tmp_path)
     assert r.returncode == 255 and "-pack FILE is given alone" in r.stderr and "-q" in r.stderr, r.stderr
+    r = bsub(d, "-pack", "missing.pack", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (255, "bsub: -pack 'missing.pack': cannot read it (No such file or directory)\n")
     assert _ids(d) == before
 
 

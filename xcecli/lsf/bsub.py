@@ -289,8 +289,8 @@ def pack_line(words: list[str]) -> tuple[dict, list[str]]:
             if name in values:
                 raise LsfUsage(f"{flag} is not taken on a -pack line (give it to a bsub of its own)")
         given, warnings, _, _ = translate(values)
-    except LsfUsage as e:
-        raise ValueError(str(e)) from None
+    except LsfUsage as e:  # the pack's own message says that nothing was submitted
+        raise ValueError(str(e).replace("; the job was not submitted", "")) from None
     for w in warnings:
         print(f"bsub: warning: {w}", file=sys.stderr)
     opts: dict = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None for o in OPTIONS}
@@ -315,8 +315,8 @@ def _pack(values: dict, command: list[str]) -> None:
     opts["pack"] = values["lsf_pack"]
     try:
         run_pack(opts, [], _client_of({}), read_line=pack_line, shell=True, prog="bsub", say=_line)
-    except (Usage, PackRefused) as e:
-        raise LsfUsage(e.message) from None
+    except (Usage, PackRefused) as e:  # said with bsub's spelling of the option
+        raise LsfUsage(e.message[1:] if e.message.startswith("--pack") else e.message) from None
 
 
 def main() -> None:
