@@ -52,7 +52,8 @@ def submit_spec() -> Spec:
     return {f: (o.name, "list" if o.kind == "map" else o.kind) for o in OPTIONS for f in o.flags}
 
 
-def read(argv: list[str], spec: Spec, *, interspersed: bool) -> tuple[dict[str, object], list[str]]:
+def read(argv: list[str], spec: Spec, *, interspersed: bool,
+         dash_values: bool = False) -> tuple[dict[str, object], list[str]]:
     """Read `argv` as click reads a command's options, for the options of `spec`; returns
     (values by name: a string for "one", a list for "list", True for a given "flag"; the
     positional arguments). click's rules kept here: `--opt=VALUE` and `--opt VALUE`; a
@@ -60,8 +61,10 @@ def read(argv: list[str], spec: Spec, *, interspersed: bool) -> tuple[dict[str, 
     multi-letter single-dash option (`-Ep`) is matched whole, also as `-Ep=VALUE`; `--` ends
     the options; a lone `-` is an argument. With `interspersed` False (submit) the first
     argument ends the options and everything after it is the command, as click's
-    allow_interspersed_args=False. Raises Decline for anything else (see the module's
-    docstring)."""
+    allow_interspersed_args=False. With `dash_values` (LSF's commands) the word after an
+    option that takes a value is its value even when it starts with '-' (`-n -1`,
+    `-s -9`), as LSF's getopt-style reader takes it, and the option's own check then says
+    what was wrong with it. Raises Decline for anything else (see the module's docstring)."""
     values: dict[str, object] = {}
     args: list[str] = []
     i = 0
@@ -93,7 +96,7 @@ def read(argv: list[str], spec: Spec, *, interspersed: bool) -> tuple[dict[str, 
             values[name] = True
             continue
         if value is None:
-            if i >= len(argv) or (argv[i][:1] == "-" and len(argv[i]) > 1):
+            if i >= len(argv) or (argv[i][:1] == "-" and len(argv[i]) > 1 and not dash_values):
                 raise Decline(a)
             value = argv[i]
             i += 1

@@ -74,6 +74,37 @@ def script_path(argv: list[str], env: dict[str, str], cwd: str) -> str | None:
     return None
 
 
+#: words a shell takes as its own (keywords and builtins), never looked up on PATH
+_SHELL_WORDS = frozenset(". : ! [[ { break case cd command continue eval exec exit export for function if readonly "
+                         "return set shift source time times trap ulimit umask unset until wait while".split())
+#: characters that make a word more than a program's name to a shell
+_SHELL_CHARS = frozenset(" \t\n;&|<>()$`\\\"'*?[]{}=~#")
+
+
+def shell_script_path(command: list[str], env: dict[str, str], cwd: str) -> str | None:
+    """For a command line run by a shell (bsub's, `shell_line`): the absolute path of the
+    script file its first word names (`script_path`: a path, or a file in `cwd` that is not a
+    program on PATH), whose directives and `#!` are then read as `xcecli submit` reads them;
+    None when the line is run with /bin/sh -c: its first word is a program on PATH, a
+    shell keyword or builtin (`cd`, `exec`, ...), or holds characters the shell reads
+    (`sleep 1; echo hi`, `FOO=1 prog`, `prog < in`). A first word that is a plain name
+    found nowhere is refused as `script_path` refuses it. Raises Usage."""
+    first = command[0] if command else ""
+    if first and (first in _SHELL_WORDS or any(c in _SHELL_CHARS for c in first)):
+        if not " ".join(command).strip():
+            raise Usage("the command is empty")
+        return None
+    return script_path([first], env, cwd)
+
+
+def shell_line(command: list[str]) -> str:
+    """The command line LSF runs for `bsub [options] command [arguments]`: the command and its
+    arguments joined by spaces, which the execution host runs with /bin/sh (IBM: "The command
+    can be anything that is provided to a UNIX Bourne shell (see sh(1))",
+    https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html)."""
+    return " ".join(command)
+
+
 def resolve_command(argv: list[str], env: dict[str, str], cwd: str, text: str | None = None) -> list[str]:
     """The command as the job will run it (JOB-12). A script file (`script_path`) is made
     absolute; one that is not executable runs with the interpreter its `#!` line names
@@ -324,7 +355,7 @@ def current_umask() -> int:
 
 
 def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, umask: int,
-            script: str | None = None, cwd_given: bool = False):
+            script: str | None = None, cwd_given: bool = False, shell: bool = False):
     """The submit body of one job from its options (`opts`, as `run` takes them) and command,
     built without importing pydantic (CLI-6); the daemon validates it strictly (D-2).
     `base_env`: the environment the job starts from (`client_env()`), which the body does
@@ -339,6 +370,13 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
     worker appends the path of the copy it keeps in the job's directory. A `#BSUB -cwd DIR`
     sets the job's working directory (relative to `cwd`) unless `cwd_given` (bsub's own
     -cwd on the command line).
+
+    `shell` (bsub, as LSF): the command and its arguments are a shell command line
+    (`shell_line`) that the job runs as `/bin/sh -c LINE`, unless its first word is a
+    script file (`shell_script_path`), which runs as `xcecli submit` runs it (directives,
+    `#!`); either way the body's `command_line` is the line as typed, the job's command
+    and default name (bjobs JOB_NAME, LSB_JOBNAME). Without it (`xcecli submit`) the
+    command is an argv, exec'd as given.
 
     Returns (body, values, sources, preset, given, warnings, from_script): the canonical
     option values after the preset and the script, where each came from
@@ -361,8 +399,13 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
             raise Usage(e.message) from None
     text = script
     path = None
+    line = None
     if script is None:
-        path = script_path(list(command), {**base_env, **(given.get("env") or {})}, cwd)
+        if shell:
+            line = shell_line(list(command))
+            path = shell_script_path(list(command), {**base_env, **(given.get("env") or {})}, cwd)
+        else:
+            path = script_path(list(command), {**base_env, **(given.get("env") or {})}, cwd)
         if path is not None:
             text = _script_text(path, command[0])
     from_script, lines, warnings = script_values(text, "standard input" if script is not None else command[0]) \
@@ -398,9 +441,13 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
             argv = run_with(script)
         except ScriptError as e:
             raise Usage(f"standard input: {e.message}") from None
+    elif line is not None and path is None:  # LSF: the line runs with the Bourne shell
+        argv = ["/bin/sh", "-c", line]
     else:
         argv = resolve_command(list(command), {**base_env, **added} if added else base_env, cwd, text)
     body = {"argv": argv, "cwd": cwd, **fields}
+    if line is not None:
+        body["command_line"] = line
     body = {k: v for k, v in body.items() if v is not None and v != []}
     if added:
         body["env"] = added
@@ -422,7 +469,9 @@ def read_stdin_script() -> str | None:
     https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html),
     or None when standard input is a terminal or closed (then there is no script). Raises
     ScriptRefused (exit 2; standard input is read, so the fast path must not decline) for
-    an empty script, one over MAX_SCRIPT_CHARS characters, or one that is not UTF-8 text."""
+    an empty script, one over MAX_SCRIPT_CHARS characters, or one that is not UTF-8 text.
+    A leading UTF-8 byte order mark is dropped from the text (the kernel would not see the
+    script's `#!` behind it)."""
     import sys
 
     from xcecli.scripts import MAX_SCRIPT_CHARS
@@ -440,6 +489,8 @@ def read_stdin_script() -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ScriptRefused(f"standard input: the script is not UTF-8 text (byte {e.start + 1})") from None
+    if text.startswith("\ufeff"):  # a byte order mark some editors write: the script runs without it, so its #! holds
+        text = text[1:]
     if len(text) > MAX_SCRIPT_CHARS:
         raise ScriptRefused(f"standard input: the script has more than {MAX_SCRIPT_CHARS} characters, the most a "
                             f"submit carries; keep it in a file and submit its path")
@@ -492,7 +543,7 @@ def _told(done: str):
 
 
 def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] | None = None, cwd: str | None = None,
-        say=None, prog: str = "xcecli") -> None:
+        say=None, prog: str = "xcecli", shell: bool = False) -> None:
     """Submit one job (or dry-run it) and print the answer as `xcecli submit` does.
 
     `opts`: every option of the submit table (xced.api.submit_options.OPTIONS) by long
@@ -503,7 +554,7 @@ def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] |
     request is ready. `base_env` (default `client_env()`), `cwd` (default the current
     directory), `say(answer) -> line` (default `submitted_line`) and `prog` (the name
     warnings carry) are what `bsub` (xcecli.lsf.bsub) sets: its -env, -cwd and LSF's answer
-    line. Raises Usage before sending (ScriptRefused, exit 2, once standard input was read);
+    line; `shell` (bsub) runs the command as a shell command line (`prepare`). Raises Usage before sending (ScriptRefused, exit 2, once standard input was read);
     SystemExit with `-K`'s code (`wait_exit_code`) or 1 after an unparsable -w was shown;
     the API's typed errors otherwise."""
     import json
@@ -523,7 +574,8 @@ def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] |
     base_env = client_env() if base_env is None else base_env
     try:
         body, values, sources, preset, given, notes, from_script = prepare(
-            opts, command, base_env, cwd or current_dir(), current_umask(), script, cwd_given=cwd is not None)
+            opts, command, base_env, cwd or current_dir(), current_umask(), script, cwd_given=cwd is not None,
+            shell=shell)
     except Usage as e:
         if script is None:
             raise
@@ -686,7 +738,7 @@ def _pack_text(path: str) -> tuple[str, str]:
 
 
 def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask: int,
-                notes: list[str] | None = None) -> tuple[list[dict], list[int]]:
+                notes: list[str] | None = None, read_line=None, shell: bool = False) -> tuple[list[dict], list[int]]:
     """The submit bodies of a pack's lines (LSF bsub -pack: one job per line, each line the
     options and command of one `bsub`), in order, and the line number of each. A line is
     split as a shell would (shlex), read through submit's option table (`_line_options`)
@@ -694,7 +746,10 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
     blank lines and lines whose first word starts with # are skipped; `notes` (when given)
     gets the warnings of a line's script (xcecli.scripts), its line named. Raises PackRefused
     naming the first bad line (its number and what was wrong), or saying that no line holds a
-    job; nothing is sent then."""
+    job; nothing is sent then. `read_line(words) -> (opts, command)` (default: submit's
+    table, `_line_options`; bsub gives its own, LSF's "normal bsub syntax but omitting the
+    word bsub") raises ValueError for a bad line; `shell`: each command is a shell command
+    line (`prepare`, bsub)."""
     import shlex
 
     from xced.api.submit_options import spelling
@@ -715,14 +770,14 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
             continue
         try:
             words = shlex.split(line)
-            opts, command = _line_options(words)
+            opts, command = (read_line or _line_options)(words)
             bad = [spelling(c) for c in _NOT_ON_A_LINE if opts.get(c)]
             if bad:
                 raise ValueError(f"{', '.join(bad)} is not taken on a pack line (it says how the command runs; give it "
                                  f"beside --pack)")
             if not command:
                 raise ValueError("no command: a line is a submit's options, then the command and its arguments")
-            prepared = prepare(opts, command, base_env, cwd, umask)
+            prepared = prepare(opts, command, base_env, cwd, umask, shell=shell)
             body = prepared[0]
             if notes is not None:  # a line's script's warnings (JOB-12), said with the line
                 notes += [f"{where}, line {n}: {w}" for w in prepared[5]]
@@ -744,7 +799,8 @@ class PackRefused(InvalidRequest):
     exit_code = 2
 
 
-def run_pack(opts: dict, command: list[str], client_of) -> None:
+def run_pack(opts: dict, command: list[str], client_of, *, read_line=None, shell: bool = False,
+             prog: str = "xcecli", say=None) -> None:
     """`xcecli submit --pack FILE` (LSF bsub -pack, CLI-7): every job of FILE's lines
     (`pack_bodies`) in one request, POST /jobs/pack, with the submitter's environment sent
     once and one Idempotency-Key for the whole pack, sent again with it while the answer is
@@ -752,7 +808,9 @@ def run_pack(opts: dict, command: list[str], client_of) -> None:
     job's ID in line order, one per line with --parsable; `Job <N> is submitted to queue
     <Q>.` per job otherwise; the answer with --json. Raises Usage for a command or job option
     given beside --pack or a file that cannot be read; PackRefused (exit 2) for a bad line;
-    the daemon's refusal of a job as its typed error, naming that job's line."""
+    the daemon's refusal of a job as its typed error, naming that job's line. `read_line`,
+    `shell`: how a line is read and its command run (`pack_bodies`; bsub -pack's); `prog`:
+    the name warnings carry; `say(answer) -> line` each job's line (default `submitted_line`)."""
     import json
 
     from xced.api.errors import XceError
@@ -768,9 +826,10 @@ def run_pack(opts: dict, command: list[str], client_of) -> None:
     text, where = _pack_text(opts["pack"])
     base_env = client_env()
     notes: list[str] = []
-    bodies, numbers = pack_bodies(text, where, base_env, current_dir(), current_umask(), notes)
+    bodies, numbers = pack_bodies(text, where, base_env, current_dir(), current_umask(), notes, read_line, shell)
+    warn = "warning:" if prog == "xcecli" else f"{prog}: warning:"
     for w in notes:
-        err(f"warning: {w}")
+        err(f"{warn} {w}")
     from xced.api.idempotency import new_key
 
     try:
@@ -790,7 +849,7 @@ def run_pack(opts: dict, command: list[str], client_of) -> None:
     jobs = out["jobs"]
     for n, j in zip(numbers, jobs):
         for w in j.get("warnings") or []:
-            err(f"warning: line {n}: {w}")
+            err(f"{warn} line {n}: {w}")
     ids = [j["job_id"] for j in jobs]
     with _told(f"the pack's {len(ids)} jobs were submitted (jobs {ids[0]} to {ids[-1]})"):
         if opts["json"]:
@@ -798,4 +857,4 @@ def run_pack(opts: dict, command: list[str], client_of) -> None:
         elif opts["parsable"]:
             print("\n".join(str(i) for i in ids), flush=True)
         else:
-            print("\n".join(submitted_line(j) for j in jobs), flush=True)
+            print("\n".join((say or submitted_line)(j) for j in jobs), flush=True)

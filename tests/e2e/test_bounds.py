@@ -190,7 +190,7 @@ def test_bounds_the_fuzz_cannot_reach_are_held(shared_daemon):
         for alt in [prop, *prop.get("anyOf", [])]:
             if alt.get("type") == "string" and alt.get("maxLength", 0) > HYPOTHESIS_MAX_SIZE:
                 big[name] = alt["maxLength"]
-    assert big == {"pre_exec": 65536, "post_exec": 65536, "script": 524288}, big  # a new one: add its case here
+    assert big == {"pre_exec": 65536, "post_exec": 65536, "script": 524288, "command_line": 65536}, big  # a new one: add its case here
     assert "maxLength\": 65536" not in json.dumps(_fuzzable(body))
     with Client(_socket(shared_daemon)) as c:
         for name, bound in big.items():

@@ -121,7 +121,7 @@ def test_bsub_app_is_one_token(shared_daemon, tmp_path):
 def test_bsub_K_exits_with_the_jobs_exit_code(shared_daemon, tmp_path):
     """CLI-1, LSF bsub -K (docs/lsf-behaviour.md section 5): wait for the job, then exit with
     its own exit code."""
-    r = bsub(shared_daemon, "-K", "sh", "-c", "exit 3", cwd=tmp_path)
+    r = bsub(shared_daemon, "-K", "exit 3", cwd=tmp_path)  # LSF: the command line runs with /bin/sh
     assert r.returncode == 3 and LSF_LINE.fullmatch(r.stdout), (r.stdout, r.stderr)
     assert "<<Waiting for dispatch ...>>" in r.stderr and "<<Job is finished>>" in r.stderr
     r = bsub(shared_daemon, "-K", "true", cwd=tmp_path)
@@ -135,11 +135,11 @@ def test_bsub_env_and_cwd(shared_daemon, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     env = {"BSUB_TEST_SEEN": "yes"}
-    r = bsub(d, "-K", "-cwd", str(work), "-env", "all, EXTRA=1", "-o", str(tmp_path / "a"), "sh", "-c",
+    r = bsub(d, "-K", "-cwd", str(work), "-env", "all, EXTRA=1", "-o", str(tmp_path / "a"),
              'echo "$BSUB_TEST_SEEN $EXTRA $(pwd)"', cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "a").read_text() == f"yes 1 {work}\n"
-    r = bsub(d, "-K", "-env", "none", "-o", str(tmp_path / "b"), "/bin/sh", "-c", 'echo "[$BSUB_TEST_SEEN]"',
+    r = bsub(d, "-K", "-env", "none", "-o", str(tmp_path / "b"), 'echo "[$BSUB_TEST_SEEN]"',
              cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "b").read_text() == "[]\n"

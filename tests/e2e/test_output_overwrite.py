@@ -41,7 +41,7 @@ def test_bsub_oo_twice_leaves_only_the_second_jobs_output_and_o_twice_appends(sh
     them); `-o g` twice appends both (IBM bsub -o). No warning for -oo any more."""
     d = shared_daemon
     f, g = tmp_path / "f.out", tmp_path / "g.out"
-    r1 = bsub(d, "-oo", str(f), "sh", "-c", "echo first-1; echo first-2; echo first-3", cwd=tmp_path)
+    r1 = bsub(d, "-oo", str(f), "echo first-1; echo first-2; echo first-3", cwd=tmp_path)
     _done(d, _submitted(r1))
     assert f.read_text() == "first-1\nfirst-2\nfirst-3\n"
     r2 = bsub(d, "-oo", str(f), "echo", "second", cwd=tmp_path)
@@ -61,7 +61,7 @@ def test_eo_overwrites_stderr_only_and_xcecli_takes_both_spellings(shared_daemon
     out, err = tmp_path / "o.txt", tmp_path / "e.txt"
     out.write_text("kept\n")
     err.write_text("old error 1\nold error 2\n")
-    r = bsub(d, "-o", str(out), "-eo", str(err), "sh", "-c", "echo o; echo e >&2", cwd=tmp_path)
+    r = bsub(d, "-o", str(out), "-eo", str(err), "echo o; echo e >&2", cwd=tmp_path)
     _done(d, _submitted(r))
     assert (out.read_text(), err.read_text()) == ("kept\no\n", "e\n")
     jid = d.submit("--eo", "e.txt", "-oo", "o.txt", "--", "sh", "-c", "echo O; echo E >&2", cwd=tmp_path)
@@ -80,7 +80,7 @@ def test_an_array_with_oo_percent_i_overwrites_each_elements_own_file(shared_dae
     d = shared_daemon
     for i in (1, 2, 3):
         (tmp_path / f"out.{i}").write_text(f"stale output of an earlier array, element {i}\n" * 3)
-    r = bsub(d, "-J", "ov[1-3]", "-oo", "out.%I", "sh", "-c", 'echo "element $LSB_JOBINDEX"', cwd=tmp_path)
+    r = bsub(d, "-J", "ov[1-3]", "-oo", "out.%I", 'echo "element $LSB_JOBINDEX"', cwd=tmp_path)
     _done(d, _submitted(r))
     assert [(tmp_path / f"out.{i}").read_text() for i in (1, 2, 3)] == ["element 1\n", "element 2\n", "element 3\n"]
     first = _submitted(bsub(d, "-oo", "logs/", "echo", "a", cwd=tmp_path))

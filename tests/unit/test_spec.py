@@ -106,3 +106,28 @@ def test_overwrite_outputs_are_kept_across_a_reopen_and_reach_the_worker(tmp_pat
     [info] = [i for i in worker.infos if i.job_id == j.id]
     assert (info.stdout, info.stdout_overwrite, info.stderr, info.stderr_overwrite) == ("o.%J", True, "e.%J", False)
     store2.close()
+
+
+def test_a_command_line_is_kept_and_named_the_jobs_command(tmp_path):
+    """CLI-8, IBM bsub `command` (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html:
+    "If no job name is specified with -J, bjobs, bhist and bacct displays the command as the
+    job name"): the submit's command_line (bsub's line as typed, run as /bin/sh -c LINE) is
+    kept on the spec and its record, survives a restart and is the command the worker gets
+    (LSB_JOBNAME of a job without -J); a job without one shows its argv, quoted."""
+    from tests.unit.test_controller import session
+
+    c, store = _open(tmp_path, _cfg())
+    j = c.submit(req(argv=["/bin/sh", "-c", "sleep 0; echo hi"], command_line="sleep 0; echo hi"), ALICE)
+    plain = c.submit(req(argv=["echo", "a b"]), ALICE)
+    assert (j.spec.shown_command(), plain.spec.shown_command()) == ("sleep 0; echo hi", "echo 'a b'")
+    assert to_record(j.spec, j.effective)["command_line"] == "sleep 0; echo hi"
+    assert "command_line" not in to_record(plain.spec, plain.effective)
+    store.close()
+    c2, store2 = _open(tmp_path, _cfg())
+    assert c2.jobs[j.id].spec == j.spec
+    worker = FakeWorker()
+    c2.attach_worker(worker)
+    session(c2)
+    commands = {i.job_id: i.command for i in worker.infos}
+    assert commands == {j.id: "sleep 0; echo hi", plain.id: "echo 'a b'"}
+    store2.close()

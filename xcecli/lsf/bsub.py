@@ -26,7 +26,8 @@ Taken              how XCE runs it
                    or retried run overwrites the earlier run's output, as LSF's does)
 -W [H:]M           run limit (JOB-2)
 -M SIZE            memory limit, MB without a unit (XCE's lsf.conf: LSF_UNIT_FOR_LIMITS=MB)
--P PROJECT         project path (PRJ-1)
+-P PROJECT         project path (PRJ-1); LSF's flat name NAME (no leading '/') is the
+                   top-level project /NAME
 -app NAME          application profile (xcecli submit's -a; LSF's own -a is esub, refused)
 -w EXPR            dependencies (JOB-5)
 -K                 wait for the job and exit with its exit code (CLI-1)
@@ -38,7 +39,21 @@ Taken              how XCE runs it
 -x                 exclusive job: dispatched only to hosts where no other job runs, and while
                    it runs no other job goes there; every queue allows it (LSF needs the
                    queue's EXCLUSIVE=Y; docs/lsf-behaviour.md section 6)
+-pack FILE         job packs: one job per line of FILE, each line bsub's options and a
+                   command ("normal bsub syntax but omitting the word bsub", IBM:
+                   https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.pack.1.html),
+                   given alone; submitted as `xcecli submit --pack` submits (one request,
+                   all or none), `Job <N> is submitted to queue <Q>.` per job
 =================  ========================================================================
+
+The command and its arguments are a command line, joined by spaces and run with /bin/sh
+-c as LSF runs it ("The command can be anything that is provided to a UNIX Bourne shell",
+https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html):
+`bsub "prog < in > out"`, `bsub 'sleep 1; echo hi'`, `bsub 'echo $HOME'`. A first word
+that is a script file (`bsub ./job.sh ARGS`) runs as xcecli submit runs it, its
+#BSUB/#XCE directives and its #! read (xcecli.submitting.shell_script_path). The line as
+typed is the job's command and default name (bjobs COMMAND and JOB_NAME, LSB_JOBNAME), as
+in LSF. `xcecli submit` keeps its argv, exec'd as given.
 
 Accepted with a warning on stderr, naming the option (the job runs as it would in LSF, only
 without the bookkeeping or notice): -B, -N, -u (mail), -G (user group), -g (job group),
@@ -51,7 +66,7 @@ Refused, because ignoring them would change what the job does: -I, -Ip, -Is, -IS
 -m (hosts), -b (begin time), -t (termination time), -i, -is (stdin file), -Q (requeue exit
 values), -c, -p, -C, -D, -F, -S, -T, -v (per-process and CPU limits), -wa, -wt (warning
 action), -a (esub), -f (file transfer), -U (reservation), -ext, -extsched, -gpu, -data,
--L (login shell), -XF (X11), -jsdl, -jsdl_strict, -mig, -pack (use `xcecli submit --pack`).
+-L (login shell), -XF (X11), -jsdl, -jsdl_strict, -mig.
 Any other option is a usage error listing the options bsub takes. A script's `#BSUB` lines
 take the same table (xcecli.scripts), but -K and -env, which are taken on the command line
 only; a `#BSUB -cwd DIR` is relative to the submission directory, and -cwd on the command
@@ -68,6 +83,7 @@ from __future__ import annotations
 import os
 import sys
 
+from xced.api.errors import InvalidRequest
 from xcecli.lsf.common import LsfUsage, read_options
 
 #: LSF's option -> (xcecli submit's long name, kind), for the options bsub takes
@@ -76,7 +92,8 @@ TAKEN = {"-n": ("ntasks", "one"), "-R": ("resreq", "list"), "-q": ("queue", "one
          "-eo": ("stderr_overwrite", "one"), "-W": ("run_limit", "one"), "-M": ("memory", "one"),
          "-P": ("project", "one"), "-app": ("app", "one"), "-w": ("dependency", "one"), "-K": ("wait", "flag"),
          "-E": ("pre_exec", "one"), "-Ep": ("post_exec", "one"), "-env": ("lsf_env", "one"),
-         "-cwd": ("lsf_cwd", "one"), "-H": ("hold", "flag"), "-x": ("exclusive", "flag")}
+         "-cwd": ("lsf_cwd", "one"), "-H": ("hold", "flag"), "-x": ("exclusive", "flag"),
+         "-pack": ("lsf_pack", "one")}
 
 #: options accepted and ignored with a warning: option -> (kind, what it is in LSF)
 WARNED = {"-B": ("flag", "mail at dispatch"), "-N": ("flag", "mail at the job's end"),
@@ -105,7 +122,6 @@ REFUSED = {
     "-extsched": ("one", "external scheduler"), "-gpu": ("one", "GPU request"), "-data": ("one", "data requirement"),
     "-L": ("one", "login shell"), "-jsdl": ("one", "JSDL file"), "-jsdl_strict": ("one", "JSDL file"),
     "-mig": ("one", "migration threshold"),
-    "-pack": ("one", "job packs: use xcecli submit --pack FILE"),
 }
 
 #: the whole table the reader takes: flag -> (name, kind); warned and refused options are
@@ -115,6 +131,7 @@ SPEC: dict[str, tuple[str, str]] = {**TAKEN, **{f: (f, k) for f, (k, _) in {**WA
 USAGE = ("Usage: bsub [options] command [arguments]\n"
          "       bsub [options] script        (#BSUB and #XCE lines at its top are read)\n"
          "       bsub [options] < script\n"
+         "       bsub -pack FILE               (one job per line: bsub's options and a command)\n"
          "Options: " + " ".join(TAKEN) + "\n"
          "Accepted and ignored with a warning: " + " ".join(WARNED) + "\n")
 
@@ -122,8 +139,10 @@ USAGE = ("Usage: bsub [options] command [arguments]\n"
 def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, str | None]:
     """bsub's option values (read with SPEC) -> (the submit options they give, by
     xcecli submit's long names, in xcecli.submitting.run's `opts` form; warnings, one per
-    ignored option; the -env value or None; the -cwd value or None). Raises LsfUsage for a
-    refused option (naming it and why), -o with -oo (or -e with -eo), or a list of queues."""
+    ignored option; the -env value or None; the -cwd value or None). LSF's flat project name
+    (`-P DaskonLSF`: LSF's project names have no hierarchy) is the top-level project
+    `/DaskonLSF`. Raises LsfUsage for a refused option (naming it and why), -o with -oo (or
+    -e with -eo), or a list of queues."""
     opts: dict = {}
     warnings: list[str] = []
     for flag, (kind, why) in REFUSED.items():
@@ -141,9 +160,12 @@ def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, s
     if isinstance(queue, str) and len(queue.split()) > 1:
         raise LsfUsage(f"-q {queue!r}: XCE takes one queue per job, not a list to choose from; give one of them")
     for name, value in values.items():
-        if name in ("lsf_env", "lsf_cwd") or name.startswith("-"):
+        if name in ("lsf_env", "lsf_cwd", "lsf_pack") or name.startswith("-"):
             continue
         opts[name] = value
+    project = opts.get("project")
+    if isinstance(project, str) and project and not project.startswith("/"):
+        opts["project"] = "/" + project  # LSF's project names are flat: NAME is XCE's top-level /NAME (PRJ-1)
     return opts, warnings, values.get("lsf_env"), values.get("lsf_cwd")  # type: ignore[return-value]
 
 
@@ -184,9 +206,9 @@ def directive_options(words: list[str]) -> tuple[dict, list[str], list[str]]:
     option bsub refuses or does not know."""
     try:
         values, args = read_options(words, SPEC, interspersed=True)
-        for name in ("wait", "lsf_env"):
+        for name in ("wait", "lsf_env", "lsf_pack"):
             if name in values:
-                flag = {"wait": "-K", "lsf_env": "-env"}[name]
+                flag = {"wait": "-K", "lsf_env": "-env", "lsf_pack": "-pack"}[name]
                 raise LsfUsage(f"{flag} is taken on the bsub command line only, not in a script")
         opts, warnings, _, cwd = translate(values)
     except LsfUsage as e:
@@ -219,6 +241,8 @@ def bsub(argv: list[str]) -> int | None:
         print(version_line("bsub"), file=sys.stderr)  # LSF prints its version on stderr
         return 0
     values, command = read_options(argv, SPEC, interspersed=False)
+    if "lsf_pack" in values:
+        return _pack(values, command)
     given, warnings, env_spec, cwd = translate(values)
     for w in warnings:
         print(f"bsub: warning: {w}", file=sys.stderr)
@@ -236,10 +260,65 @@ def bsub(argv: list[str]) -> int | None:
         if not os.path.isdir(cwd):
             raise LsfUsage(f"-cwd {values['lsf_cwd']!r}: no such directory")
     try:
-        run(opts, list(command), _client_of({}), base_env=base, cwd=cwd, say=_line, prog="bsub")
+        run(opts, list(command), _client_of({}), base_env=base, cwd=cwd, say=_line, prog="bsub", shell=True)
     except (Usage, ScriptRefused) as e:  # LSF's exit code for a refused bsub, 255
         raise LsfUsage(e.message) from None
+    except InvalidRequest as e:
+        if e.field == "project" and "no such project" in e.message:  # say how a flat LSF name was read
+            raise type(e)(f"{e.message}; bsub reads an LSF project name without a leading '/' (-P NAME) as the "
+                          f"top-level project /NAME", field=e.field) from None
+        raise
     return None
+
+
+#: the options a bsub -pack line may not give: they say how bsub runs, or what one request sends
+_NOT_IN_A_PACK = {"wait": "-K", "lsf_env": "-env", "lsf_cwd": "-cwd", "lsf_pack": "-pack"}
+
+
+def pack_line(words: list[str]) -> tuple[dict, list[str]]:
+    """One line of a `bsub -pack` file, its words as a shell splits them: bsub's options
+    (SPEC, translated as on the command line) and the command, as IBM describes the file:
+    "one job request per line, using normal bsub syntax but omitting the word bsub"
+    (https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.pack.1.html). Returns
+    (opts as xcecli.submitting.run takes them, the command); raises ValueError for an
+    option bsub refuses or does not know, or one a pack line may not give (-K as in LSF;
+    -env, -cwd: the pack is one request from one environment and directory)."""
+    from xced.api.submit_options import OPTIONS
+
+    try:
+        values, command = read_options(words, SPEC, interspersed=False)
+        for name, flag in _NOT_IN_A_PACK.items():
+            if name in values:
+                raise LsfUsage(f"{flag} is not taken on a -pack line (give it to a bsub of its own)")
+        given, warnings, _, _ = translate(values)
+    except LsfUsage as e:  # the pack's own message says that nothing was submitted
+        raise ValueError(str(e).replace("; the job was not submitted", "")) from None
+    for w in warnings:
+        print(f"bsub: warning: {w}", file=sys.stderr)
+    opts: dict = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None for o in OPTIONS}
+    opts.update(given)
+    return opts, command
+
+
+def _pack(values: dict, command: list[str]) -> None:
+    """`bsub -pack FILE`: alone on the command line, as in LSF ("Do not use with any other
+    bsub option"); every line's job in one request (xcecli.submitting.run_pack, as
+    `xcecli submit --pack`), each command a shell command line. Raises LsfUsage."""
+    from xced.api.submit_options import OPTIONS
+    from xcecli.fast import _client_of
+    from xcecli.submitting import PackRefused, run_pack
+    from xcecli.usage import Usage
+
+    other = [f for f, (name, _) in SPEC.items() if name in values and name != "lsf_pack"]
+    if other or command:
+        raise LsfUsage(f"-pack FILE is given alone: each line of FILE holds its job's options and command (got "
+                       f"{' '.join(other + list(command[:1]))} beside it)")
+    opts: dict = {o.name: False if o.kind == "flag" else [] if o.kind in ("list", "map") else None for o in OPTIONS}
+    opts["pack"] = values["lsf_pack"]
+    try:
+        run_pack(opts, [], _client_of({}), read_line=pack_line, shell=True, prog="bsub", say=_line)
+    except (Usage, PackRefused) as e:  # said with bsub's spelling of the option
+        raise LsfUsage(e.message[1:] if e.message.startswith("--pack") else e.message) from None
 
 
 def main() -> None:

@@ -27,9 +27,11 @@ class LsfUsage(Exception):
 def read_options(argv: list[str], spec: Spec, *, interspersed: bool) -> tuple[dict[str, object], list[str]]:
     """xcecli.fast.read for an LSF command: (values by name, positional arguments). An
     option `spec` does not have, or one missing its value, raises LsfUsage naming it and
-    listing the options the command takes."""
+    listing the options the command takes. The word after an option that takes a value is
+    its value even when it starts with '-' (`bsub -n -1`, `bkill -s -9`), as LSF reads it:
+    the option's own check then says what is wrong with the value."""
     try:
-        return read(argv, spec, interspersed=interspersed)
+        return read(argv, spec, interspersed=interspersed, dash_values=True)
     except Decline as e:
         bad = str(e)
         known = " ".join(sorted(spec))

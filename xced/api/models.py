@@ -112,6 +112,13 @@ class SubmitRequest(RequestBody):
                                            "readable by the job's user only (0700), and appends that file's path "
                                            "to argv (the interpreter its #! line names, or /bin/sh); at most "
                                            "MAX_SCRIPT_TEXT characters; not taken in a pack")
+    command_line: str | None = Field(None, json_schema_extra=_NOT_BLANK, max_length=MAX_HOOK_TEXT,
+                                     description="the command line as the user typed it, shown as the job's "
+                                                 "command and default name (bjobs COMMAND and JOB_NAME, "
+                                                 "LSB_JOBNAME) in place of argv: bsub sends it for a job it runs "
+                                                 "as `/bin/sh -c LINE` or a script it resolved (LSF: \"If no job "
+                                                 "name is specified with -J, bjobs ... displays the command as the "
+                                                 "job name\"); None: argv, quoted, is shown")
     umask: int = Field(0o022, ge=0, le=0o777, strict=True, description="the submitter's umask as an integer (18 for 022): the "
                                                            "job's output files are made with it and the job runs "
                                                            "with it (D-7, as in LSF and Slurm); default 0o022; "

@@ -298,6 +298,8 @@ def parse_ntasks(text: str) -> tuple[int, int | None]:
     from xced.model.units import MAX_SLOTS
 
     parts = text.split(",")
+    if len(parts) <= 2 and any(re.fullmatch(r"[0-9]{10,}", p.strip()) for p in parts):  # too many digits for a count
+        raise OptionError("ntasks", f"-n {text}: too large a task count; at most {MAX_SLOTS} tasks")
     if len(parts) > 2 or not all(re.fullmatch(r"-?[0-9]{1,9}", p.strip()) for p in parts):
         raise OptionError("ntasks", f"-n {text!r}: expected MIN or MIN,MAX with integers, e.g. -n 4 or -n 2,8")
     nmin = int(parts[0])

@@ -261,5 +261,5 @@ class DispatchMixin:
                          list(e.alloc), sp.run_as, sp.run_uid, sp.run_gid,
                          st.kill_interval_s, st.limit_grace_s, e.token or "", sp.umask,
                          dict(eff.profile_env), dict(eff.export_env), sp.app or None,
-                         self._hooks(profile, sp), sp.project, e.attempt, eff.ntasks_max, shlex.join(sp.argv),
+                         self._hooks(profile, sp), sp.project, e.attempt, eff.ntasks_max, sp.shown_command(),
                          script, sp.stdout_overwrite, sp.stderr_overwrite)

@@ -8,7 +8,6 @@ runs on the event loop thread and changes state only through the shell (`_commit
 from __future__ import annotations
 
 import asyncio
-import shlex
 
 from xced.controller.machine import killed_by
 from xced.model.spec import JobSpec
@@ -92,7 +91,7 @@ class HooksMixin:
                         sp.run_gid, sp.run_as, self.config.settings.kill_interval_s, run_limit_s,
                         sp.umask, e.job.name, e.job.queue, list(e.alloc),
                         dict(eff.profile_env), dict(eff.export_env), sp.app or None,
-                        dict(extra), sp.project, e.attempt, eff.ntasks_max, shlex.join(sp.argv))
+                        dict(extra), sp.project, e.attempt, eff.ntasks_max, sp.shown_command())
 
     @staticmethod
     def _hooks(profile, sp: JobSpec) -> dict[str, dict]:

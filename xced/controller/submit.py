@@ -166,7 +166,8 @@ def _check_own_values(req: dict) -> None:
         raise InvalidRequest(f"memory limit {mem} MB: must be positive, e.g. -M 4GB", field="memory_limit_mb")
     for what, mapping in (("--env", req.get("env") or {}), ("--app-param", req.get("app_params") or {})):
         _check_names(what, mapping)
-    if any("\0" in a for a in req.get("argv") or []) or "\0" in (req.get("cwd") or ""):
+    if any("\0" in a for a in req.get("argv") or []) or "\0" in (req.get("cwd") or "") \
+            or "\0" in (req.get("command_line") or ""):
         raise InvalidRequest("the command or the working directory contains a NUL byte", field="argv")
     for fld, opt in (("stdout", "-o"), ("stderr", "-e")):
         if "\0" in (req.get(fld) or ""):
@@ -467,7 +468,8 @@ class SubmitMixin:
             deps.render(dependency) if dependency is not None else None,
             req["umask"] if req.get("umask") is not None else DEFAULT_UMASK, project, basis,
             script_record(req["script"])[0] if req.get("script") is not None else "",
-            bool(req.get("stdout_overwrite")), bool(req.get("stderr_overwrite")), bool(req.get("exclusive")))
+            bool(req.get("stdout_overwrite")), bool(req.get("stderr_overwrite")), bool(req.get("exclusive")),
+            req.get("command_line"))
 
     def _effective(self, eff: Effective, profile) -> EffectiveJob:
         """The one place a job's effective values (the merge's result, MERGE-1) are made, at

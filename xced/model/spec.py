@@ -92,10 +92,25 @@ class JobSpec:
     #: an exclusive job (LSF bsub -x, docs/lsf-behaviour.md section 6): dispatched only to
     #: hosts where no job runs, which take no other job while it runs
     exclusive: bool = False
+    #: the command line as typed (bsub's `sleep 1; echo hi`, run as /bin/sh -c, or `./job.sh`),
+    #: shown as the job's command and default name; None: argv, quoted (`shown_command`)
+    command_line: str | None = None
 
     @property
     def is_array(self) -> bool:
         return self.array_spec is not None
+
+    def shown_command(self) -> str:
+        """The job's command as bjobs shows it and as the default job name (LSF: "If no job
+        name is specified with -J, bjobs, bhist and bacct displays the command as the job
+        name", https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html):
+        the command line as typed when the submit gave it, else argv quoted as a shell
+        would take it."""
+        if self.command_line is not None:
+            return self.command_line
+        import shlex
+
+        return shlex.join(self.argv)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +168,8 @@ def to_record(spec: JobSpec, eff: EffectiveJob) -> dict:
         rec["stderr_overwrite"] = True
     if spec.exclusive:
         rec["exclusive"] = True
+    if spec.command_line is not None:  # written only when given: older records show argv
+        rec["command_line"] = spec.command_line
     if eff.config_refused:
         rec["config_refused"] = True
     return rec
@@ -168,7 +185,8 @@ def from_record(d: dict) -> tuple[JobSpec, EffectiveJob]:
         d.get("run_gid"), bool(d.get("asserted", False)), d.get("dependency"),
         d["umask"] if d.get("umask") is not None else DEFAULT_UMASK, d.get("project"), d.get("auth_basis") or "direct",
         d.get("script_digest") or "", bool(d.get("stdout_overwrite", False)), bool(d.get("stderr_overwrite", False)),
-        bool(d.get("exclusive", False)))
+        bool(d.get("exclusive", False)),
+        d.get("command_line"))
     eff = EffectiveJob(
         d["ntasks_min"], d.get("ntasks_max", d["ntasks_min"]), d.get("run_limit_s"), d.get("memory_limit_mb"),
         dict(d.get("app_params") or {}), d.get("exdata"), d.get("effective_resreq") or "",

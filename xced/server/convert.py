@@ -165,9 +165,7 @@ _CELLS = {
 
 
 def _command(j) -> str:
-    import shlex
-
-    return shlex.join(j.spec.argv)
+    return j.spec.shown_command()
 
 
 def _lsf_name(j, e) -> str:

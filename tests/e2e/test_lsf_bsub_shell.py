@@ -1,0 +1,204 @@
+"""`bsub` as LSF runs a job (CLI-8, JOB-12, PRJ-1; issue 18), end to end with a real xced: the
+command and its arguments are one shell command line run with /bin/sh, the line as typed is
+the job's command and default name, LSF's flat project names, `bsub -pack FILE`, a script on
+stdin with a byte order mark, and option values that start with '-'.
+
+LSF sources: IBM's bsub `command` argument, https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html
+("The command can be anything that is provided to a UNIX Bourne shell (see sh(1))"; "If no
+job name is specified with -J, bjobs, bhist and bacct displays the command as the job
+name"); bsub -pack, https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.pack.1.html
+("define one job request per line, using normal bsub syntax but omitting the word bsub";
+"Do not use with any other bsub option in the command line"; -K is not taken in the file);
+bsub -P, https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.man_top.1.html (a
+project name; dask-jobqueue writes `#BSUB -P "DaskonLSF"` for LSFCluster(project='DaskonLSF')).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import Daemon, write_config
+from tests.e2e.test_lsf_bjobs import bjobs
+from tests.e2e.test_lsf_bsub import LSF_LINE, _ids, bsub
+from tests.e2e.test_projects import PROJECTS, build
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _job(r: subprocess.CompletedProcess) -> int:
+    m = LSF_LINE.fullmatch(r.stdout)
+    assert r.returncode == 0 and m, (r.returncode, r.stdout, r.stderr)
+    return int(m.group(1))
+
+
+def _name_and_command(d, job: int) -> str:
+    r = bjobs(d, "-a", "-noheader", "-o", "job_name command delimiter='|'", str(job))
+    assert r.returncode == 0, r.stderr
+    return r.stdout.rstrip("\n")
+
+
+def test_bsub_runs_its_command_line_with_the_bourne_shell(shared_daemon, tmp_path):
+    """CLI-8 (IBM bsub `command`: a Bourne shell command line): `bsub 'sleep 0; echo hi'`,
+    `bsub echo '$VAR'` (the job's shell expands it), `bsub "cat < in > out"` all run as in
+    LSF; the line as typed is bjobs' JOB_NAME and COMMAND and the job's LSB_JOBNAME, while
+    `xcecli show` gives the argv that ran (/bin/sh -c LINE)."""
+    d = shared_daemon
+    job = _job(bsub(d, "-K", "-o", str(tmp_path / "a"), "sleep 0; echo hi", cwd=tmp_path))
+    assert (tmp_path / "a").read_text() == "hi\n"
+    assert _name_and_command(d, job) == "sleep 0; echo hi|sleep 0; echo hi"
+    assert d.show(job)["argv"] == ["/bin/sh", "-c", "sleep 0; echo hi"]
+
+    _job(bsub(d, "-K", "-o", str(tmp_path / "b"), "echo", "$BSUB_SHELL_SEEN", cwd=tmp_path,
+              env={"BSUB_SHELL_SEEN": "expanded"}))
+    assert (tmp_path / "b").read_text() == "expanded\n"
+
+    (tmp_path / "in").write_text("from a file\n")
+    _job(bsub(d, "-K", "cat < in > out", cwd=tmp_path))
+    assert (tmp_path / "out").read_text() == "from a file\n"
+
+    job = _job(bsub(d, "-K", "-o", str(tmp_path / "c"), 'echo "$LSB_JOBNAME"', cwd=tmp_path))
+    assert (tmp_path / "c").read_text() == 'echo "$LSB_JOBNAME"\n'
+    assert _name_and_command(d, job) == 'echo "$LSB_JOBNAME"|echo "$LSB_JOBNAME"'
+
+    r = bsub(d, "-K", "exit 4", cwd=tmp_path)  # -K: the shell's exit code is the job's
+    assert r.returncode == 4, r.stderr
+
+
+def test_bsub_of_a_script_path_keeps_its_directives_and_interpreter_and_is_named_as_typed(shared_daemon, tmp_path):
+    """JOB-12 with LSF's naming: `bsub ./job.sh a1` reads the script's #BSUB lines and runs it
+    with its #! interpreter (not executable: bash runs it), and the job is named `./job.sh a1`
+    as typed (LSF's JOB_NAME is the command), not the resolved path."""
+    d = shared_daemon
+    (tmp_path / "job.sh").write_text('#!/bin/bash\n#BSUB -n 2\narr=(x "$1"); echo "${arr[1]} $LSB_JOBNAME"\n')
+    job = _job(bsub(d, "-K", "-o", str(tmp_path / "o"), "./job.sh", "a1", cwd=tmp_path))
+    assert (tmp_path / "o").read_text() == "a1 ./job.sh a1\n"
+    j = d.show(job)
+    assert (j["ntasks_min"], j["argv"]) == (2, ["/bin/bash", str(tmp_path / "job.sh"), "a1"]), j
+    assert _name_and_command(d, job) == "./job.sh a1|./job.sh a1"
+    r = bsub(d, "./missing.sh", cwd=tmp_path)
+    assert r.returncode == 255 and "script './missing.sh' not found" in r.stderr, r.stderr
+    r = bsub(d, "no_such_program_xyz", "1", cwd=tmp_path)
+    assert r.returncode == 255 and "'no_such_program_xyz' not found on PATH" in r.stderr, r.stderr
+
+
+def test_xcecli_submit_keeps_its_argv(shared_daemon, tmp_path):
+    """CLI-2: `xcecli submit` execs its argv as given (only bsub takes LSF's shell command line):
+    '$HOME' reaches echo unexpanded."""
+    d = shared_daemon
+    job = d.submit("-o", str(tmp_path / "s"), "echo", "$HOME", cwd=tmp_path)
+    assert d.wait_state(job, ("DONE", "EXIT"))["state"] == "DONE"
+    assert (tmp_path / "s").read_text() == "$HOME\n"
+    assert d.show(job)["argv"] == ["echo", "$HOME"]
+
+
+def test_bsub_takes_lsfs_flat_project_name_as_a_top_level_project(shared_daemon, tmp_path):
+    """PRJ-1, LSF bsub -P: LSF's project names are flat; bsub reads NAME as XCE's top-level
+    /NAME, on the command line and in dask-jobqueue's `#BSUB -P "DaskonLSF"` on stdin. A
+    cluster with no project tree (open mode) takes any project."""
+    d = shared_daemon
+    job = _job(bsub(d, "-P", "myproj", "true", cwd=tmp_path))
+    assert d.show(job)["project"] == "/myproj"
+    script = '#!/usr/bin/env bash\n#BSUB -J dask-worker\n#BSUB -P "DaskonLSF"\n#BSUB -n 1\necho "$LSB_PROJECT_NAME"\n'
+    job = _job(bsub(d, "-o", str(tmp_path / "p"), input=script, cwd=tmp_path))
+    j = d.wait_state(job, ("DONE", "EXIT"))
+    assert (j["state"], j["project"]) == ("DONE", "/DaskonLSF"), j
+    assert (tmp_path / "p").read_text() == "/DaskonLSF\n"
+
+
+def test_bsub_refuses_a_flat_project_not_in_the_tree_saying_how_it_was_read(topdir, tmp_path):
+    """PRJ-1, SUBMIT-1: a cluster with a project tree refuses a project it does not have (by
+    design); bsub's refusal names the projects and says the flat LSF name was read as /NAME."""
+    write_config(topdir, slots=4)
+    (topdir / "config" / "projects.yaml").write_text(PROJECTS)
+    assert build(topdir).returncode == 0
+    d = Daemon(topdir).start()
+    e = {**os.environ, "XCE_TOPDIR": str(topdir), "XCE_TEST_USER": "gina"}  # gina: a member of /bio
+    e.pop("XCE_SOCKET", None)
+
+    def gina_bsub(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "xcecli.lsf.bsub", *args], capture_output=True, text=True,
+                              env=e, cwd=str(tmp_path), timeout=60)
+
+    try:
+        r = gina_bsub("-P", "DaskonLSF", "true")
+        assert r.returncode == 1 and r.stdout == "", r.stderr
+        assert "-P /DaskonLSF: no such project; projects: /physics, /physics/hep, /physics/astro, /bio" in r.stderr
+        assert "bsub reads an LSF project name without a leading '/' (-P NAME) as the top-level project /NAME" \
+            in r.stderr
+        r = gina_bsub("-K", "-P", "bio", "true")
+        assert r.returncode == 0 and LSF_LINE.fullmatch(r.stdout), r.stderr
+    finally:
+        d.stop()
+
+
+def test_bsub_pack_submits_one_job_per_line_of_bsub_options(shared_daemon, tmp_path):
+    """LSF bsub -pack FILE: each line is bsub's options and a command (a shell command line),
+    `Job <N> is submitted to queue <Q>.` per job, in order; -pack is given alone; a bad line
+    (LSF takes no -K in the file) names its line and nothing is submitted."""
+    d = shared_daemon
+    pack = tmp_path / "jobs.pack"
+    pack.write_text(f"# two jobs\n-J packed1 -o {tmp_path}/o1 echo one; echo two\n\n"
+                    f"-n 2 -P packproj -o {tmp_path}/o2 'echo \"$LSB_JOBNAME\"'\n")
+    r = bsub(d, "-pack", str(pack), cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    lines = r.stdout.splitlines(keepends=True)
+    assert len(lines) == 2 and all(LSF_LINE.fullmatch(x) for x in lines), r.stdout
+    first, second = (int(LSF_LINE.fullmatch(x).group(1)) for x in lines)
+    j1, j2 = d.wait_state(first, ("DONE", "EXIT")), d.wait_state(second, ("DONE", "EXIT"))
+    assert (j1["state"], j1["name"], j2["state"], j2["ntasks_min"], j2["project"]) == \
+        ("DONE", "packed1", "DONE", 2, "/packproj")
+    assert (tmp_path / "o1").read_text() == "one\ntwo\n"
+    assert (tmp_path / "o2").read_text() == 'echo "$LSB_JOBNAME"\n'
+
+    before = _ids(d)
+    pack.write_text("-J ok true\n-K true\n")
+    r = bsub(d, "-pack", str(pack), cwd=tmp_path)
+    assert r.returncode == 255 and r.stdout == "", r.stderr
+    assert r.stderr == f"bsub: {pack}, line 2: -K is not taken on a -pack line (give it to a bsub of its own); " \
+                       f"nothing was submitted\n"
+    r = bsub(d, "-q", "normal", "-pack", str(pack), cwd=tmp_path)
+    assert r.returncode == 255 and "-pack FILE is given alone" in r.stderr and "-q" in r.stderr, r.stderr
+    r = bsub(d, "-pack", "missing.pack", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (255, "bsub: -pack 'missing.pack': cannot read it (No such file or directory)\n")
+    assert _ids(d) == before
+
+
+def test_a_script_on_stdin_runs_without_its_byte_order_mark(shared_daemon, tmp_path):
+    """JOB-12: a script on stdin that starts with a UTF-8 byte order mark has its #BSUB lines
+    read and runs with its #! interpreter (bash here, whose arrays /bin/sh lacks), and
+    without an error about the mark's line."""
+    d = shared_daemon
+    script = '\ufeff#!/bin/bash\n#BSUB -J bom\narr=(x y); echo "${arr[1]}"\n'
+    job = _job(bsub(d, "-K", "-o", str(tmp_path / "o"), "-e", str(tmp_path / "e"), input=script, cwd=tmp_path))
+    assert d.show(job)["name"] == "bom"
+    assert (tmp_path / "o").read_text() == "y\n"
+    assert (tmp_path / "e").read_text() == ""
+
+
+@pytest.mark.parametrize("args, said", [
+    (("-n", "-1"), "bsub: -n -1: the task count must be at least 1\n"),
+    (("-M", "-5"), "bsub: -M '-5': memory must be greater than 0, got \"-5\"\n"),
+    (("-n", "99999999999999999999"), "bsub: -n 99999999999999999999: too large a task count; at most 1000000 "
+                                     "tasks\n"),
+])
+def test_bsub_checks_an_option_value_that_starts_with_a_dash(shared_daemon, tmp_path, args, said):
+    """CLI-8: as LSF reads its options, the word after an option that takes a value is its
+    value even when it starts with '-'; the option's own check says what is wrong (exit 255,
+    LSF's), never "not an option"."""
+    r = bsub(shared_daemon, *args, "true", cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (255, "", said)
+
+
+def test_bkill_s_takes_a_value_that_starts_with_a_dash(shared_daemon):
+    """CLI-8: `bkill -s -9 JOB` reads -9 as the signal and says it is not one (LSF's -s takes a
+    signal name or number), rather than "not an option"."""
+    e = {**os.environ, "XCE_TOPDIR": str(shared_daemon.top)}
+    e.pop("XCE_SOCKET", None)
+    r = subprocess.run([sys.executable, "-m", "xcecli.lsf.bkill", "-s", "-9", "1"], capture_output=True, text=True,
+                       env=e, timeout=60)
+    assert r.returncode == 255 and r.stderr.startswith("bkill: signal '-9': not a signal; give a name or a number: "), \
+        r.stderr
