@@ -41,7 +41,7 @@ def bpeek(argv: list[str]) -> int:
         found = targets(c, ["0"], None)
         jid, idx, ref = found[-1]
     else:
-        jid, idx, ref = targets(c, args, opts.get("name"))[0]  # type: ignore[arg-type]
+        jid, idx, ref = targets(c, args, opts.get("name"), lists=False)[0]  # type: ignore[arg-type]
     try:
         text = read(c, jid, idx, "stdout")
     except NotFound:
