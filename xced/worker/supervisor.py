@@ -98,6 +98,7 @@ supervisor holds the lock, 2 on a usage error.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -321,6 +322,9 @@ class Supervisor:
         self.spec: dict = {}
         self.wake_r = -1
         self.kill_flag = False
+        #: a kill request (SIGUSR1) raises _Setup(killed) at once: set only around the calls
+        #: of the job's start that may block (an NSS look-up, chdir or open on a hung mount)
+        self.interruptible = False
         self.proc: subprocess.Popen | None = None
         self.pid = 0
         self.pgid = 0
@@ -383,6 +387,9 @@ class Supervisor:
 
         def on_usr1(signum: int, frame: object) -> None:
             self.kill_flag = True
+            if self.interruptible:  # a call of the job's start that may block: give it up now
+                self.interruptible = False
+                raise _Setup(1, REASON_KILLED)
 
         def shrug(signum: int, frame: object) -> None:
             pass
@@ -500,15 +507,40 @@ class Supervisor:
         finally:
             os.chdir(here)
 
+    @contextlib.contextmanager
+    def killable(self):
+        """Within: a kill request (SIGUSR1) ends the job's start at once, raising
+        _Setup(1, killed) out of whatever call waits (PEP 475 retries a call a signal
+        interrupts unless its handler raises), so that a start stuck in the kernel (an NSS
+        look-up, a chdir or an open on a hung file system) still honours bkill. Only around
+        calls that leave nothing behind when abandoned: never around Popen."""
+        if self.kill_flag:
+            raise _Setup(1, REASON_KILLED)
+        root = os.geteuid() == 0
+        saved = (os.getegid(), os.getgroups()) if root else None
+        self.interruptible = True
+        try:
+            yield
+        finally:
+            try:
+                self.interruptible = False
+            finally:
+                if saved is not None and (os.geteuid() != 0 or os.getegid() != saved[0]):
+                    # abandoned inside _AsUser: the supervisor's own identity back, to record the end
+                    os.seteuid(0)
+                    os.setegid(saved[0])
+                    os.setgroups(saved[1])
+
     def start_job(self) -> None:
         """Start the job in its own session; write job.json. Raises _Setup when it cannot start."""
         spec = self.spec
         argv = [str(a) for a in spec["argv"]]
         if not argv:
             raise _Setup(127, "cannot execute: empty command")
-        ident = self.identity()
-        self.check_cwd(ident)
-        out, err = self.open_outputs(ident)
+        with self.killable():
+            ident = self.identity()
+            self.check_cwd(ident)
+            out, err = self.open_outputs(ident)
         if self.kill_flag or os.path.exists(self.path(KILL_FILE)):  # killed while it was starting
             os.close(out)
             if err != out:
