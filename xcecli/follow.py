@@ -13,6 +13,8 @@ import time
 
 #: the most of the output one read returns (the output route's own bound, 16 MiB)
 CAP = 16 * 2**20
+#: how the output route's answer starts when it is cut (its first line says how much is not shown)
+CUT = "<< the first "
 #: seconds between two reads while following
 POLL_S = 0.3
 
@@ -27,8 +29,10 @@ def _element_state(c, job_id: int, index: int | None) -> str:
 
 
 def read(c, job_id: int, index: int | None, stream: str) -> str | None:
-    """The element's output so far (the last CAP bytes), or None when it has none yet (it
-    has not started: the daemon's InvalidRequest "has no stdout yet")."""
+    """The element's output so far (the last CAP bytes from a line boundary; when cut, its
+    first line is the daemon's `<< the first N bytes are not shown: output over 16 MiB >>`),
+    or None when it has none yet (it has not started: the daemon's InvalidRequest "has no
+    stdout yet"). Raises InvalidRequest when its file could not be read (the reason in it)."""
     from xced.api.errors import InvalidRequest
 
     params: dict[str, object] = {"stream": stream, "max_bytes": CAP}
@@ -47,7 +51,8 @@ def follow(c, job_id: int, index: int | None, stream: str = "stdout", out=None, 
     EXIT), as `tail -f` would; returns 0. While it pends, waits for it to start. Whole lines
     are printed while it runs (a line still being written waits for its end), the rest once
     it has ended. The output is read whole each time, so following stops, with a line on
-    stderr naming the file to follow instead, once it passes CAP (16 MiB). Raises the
+    stderr naming the file to follow instead, once it passes CAP (16 MiB: the daemon's
+    answer then starts with its `<< the first N bytes are not shown ... >>` line). Raises the
     daemon's errors (NotFound for an unknown job ...)."""
     out = out or sys.stdout
     shown = 0
@@ -56,7 +61,7 @@ def follow(c, job_id: int, index: int | None, stream: str = "stdout", out=None, 
         ended = state in ("DONE", "EXIT")
         text = read(c, job_id, index, stream)
         if text is not None:
-            if len(text.encode("utf-8", "replace")) >= CAP and shown:
+            if text.startswith(CUT) and shown:
                 print(f"peek -f: the output of job {job_id} passed 16 MiB; follow its output file itself "
                       f"(tail -f)", file=sys.stderr)
                 return 0

@@ -639,3 +639,38 @@ def test_a_supervisor_watched_through_a_descriptor_numbered_past_1024(jobs):
         assert st.exit_code == 6
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_kill_ends_a_start_stuck_in_the_kernel(tmp_path):
+    """JOB-1, JOB-12 (issue 18 follow-up: a job stuck in its start could not be killed): within
+    the supervisor's killable() phase of the start (its NSS look-up, chdir and output opens) a
+    kill request (SIGUSR1, what procs.request_kill sends) abandons a call blocked in the kernel
+    (here a blocking open of a FIFO with no reader) with the reason "killed", as bkill asks."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    script = textwrap.dedent(f"""
+        import os, sys
+        from xced.worker.supervisor import Supervisor, _Setup
+        sup = Supervisor({str(tmp_path)!r})
+        sup.setup_signals()
+        print("ready", flush=True)
+        try:
+            with sup.killable():
+                os.open({str(fifo)!r}, os.O_WRONLY)  # no reader: blocks in the kernel
+            print("opened")
+        except _Setup as e:
+            print("abandoned:", e.exit_code, e.reason)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(0.3)
+        assert _proc_state(p.pid) == "S"  # blocked in open(2)
+        os.kill(p.pid, signal.SIGUSR1)
+        out, _ = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+    assert out == "abandoned: 1 killed\n"

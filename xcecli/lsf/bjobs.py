@@ -55,6 +55,7 @@ import sys
 import time
 
 from xcecli.lsf.common import LSF_FAILED, LsfUsage, read_options, run
+from xcecli.lsf.jobctl import job_args  # noqa: F401 - the ID parser bjobs shares with bkill & co.
 
 SPEC = {
     "-w": ("wide", "flag"), "-a": ("all", "flag"), "-u": ("user", "one"), "-q": ("queue", "one"),
@@ -108,38 +109,6 @@ def _unbunch(argv: list[str]) -> list[str]:
             out += [f"-{c}" for c in a[1:]]
         else:
             out.append(a)
-    return out
-
-
-def job_args(args: list[str]) -> list[tuple[int, list[int] | None, str]]:
-    """The job arguments: `123` -> (123, None, "123"); `123[4]` and `123[1-3,5:2]`-style index
-    lists -> (123, [indices], text). Raises LsfUsage `TEXT: Illegal job ID.` (LSF's words)."""
-    out = []
-    for a in args:
-        text = a.strip()
-        head, _, rest = text.partition("[")
-        try:
-            jid = int(head) if head.isdigit() and len(head) <= 18 else -1
-            idx = None
-            if rest:
-                if not rest.endswith("]"):
-                    raise ValueError
-                idx = []
-                for part in rest[:-1].split(","):
-                    rng, _, step = part.partition(":")
-                    lo, _, hi = rng.partition("-")
-                    lo_i = int(lo)
-                    hi_i = int(hi) if hi else lo_i
-                    st = int(step) if step else 1
-                    if lo_i < 0 or hi_i < lo_i or st < 1 or hi_i - lo_i > 10**7:
-                        raise ValueError
-                    idx.extend(range(lo_i, hi_i + 1, st))
-        except ValueError:
-            jid = -1
-        if jid < 0:
-            raise LsfUsage(f"{a}: Illegal job ID. A job ID is a number (123), an array element 123[4], or "
-                           f"elements \"123[1-10:2,15]\"")
-        out.append((jid, idx, text))
     return out
 
 

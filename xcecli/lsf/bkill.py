@@ -2,9 +2,10 @@
 SIGKILL, spaced by the cluster's kill_interval, LSF's JOB_TERMINATE_INTERVAL), or sends one
 signal with `-s SIG`.
 
-    bkill [-s SIG | -r | -d] [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
+    bkill [-s SIG | -r | -d] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]
 
-- `ID`, `"ID[INDEX]"`: the jobs or array elements; `0`: every unfinished job of the caller
+- `ID`, `"ID[INDEX_LIST]"`: the jobs or array elements (`"138[4-5]"`, `"7[1,3,10-20:5]"`: LSF's
+  `"job_ID[index_list]"`, read as bjobs reads it, xcecli.lsf.jobctl.job_args); `0`: every unfinished job of the caller
   (with -J, those of that name); `-J NAME` without an ID: the caller's last submitted
   unfinished job of that name (`*` a wildcard).
 - `-s SIG`: send SIG (a name, `USR1` or `SIGUSR1`, or a number) instead of the sequence; to a

@@ -8,7 +8,10 @@
 From GET /queues (plain JSON). XCE's queues are always Open:Active (no dispatch windows
 or queue closing yet); MAX is the queue's slot limit per job (max_tasks) as XCE has no
 queue-wide slot limit, `-` when none; JL/U, JL/P, JL/H are `-` (no such limits in XCE).
-NJOBS, PEND, RUN and SUSP count jobs' elements (PSUSP and USUSP are SUSP). `-w` is taken
+NJOBS, PEND, RUN and SUSP count slots, as LSF's do ("NJOBS: The total number of slots for
+jobs in the queue"): a running or suspended job the slots it holds, a pending one the
+fewest it asks for (PSUSP counts as PEND, USUSP as SUSP). Queues are shown "in order of
+priority", highest first (IBM bqueues.1), those of one priority in the config's order. `-w` is taken
 (LSF's wide format) and changes nothing: no column is cut. A queue name XCE does not know:
 `QUEUE: No such queue` on stderr (LSF's words), exit 255. Exit codes: 0, 255 (LSF_FAILED)
 unknown queue or usage error, 3 daemon unreachable. Source:
@@ -39,6 +42,7 @@ def bqueues(argv: list[str]) -> int:
             print(f"{n}: No such queue", file=sys.stderr)
             rc = LSF_FAILED
     shown = [by_name[n] for n in names if n in by_name] if names else queues
+    shown.sort(key=lambda q: -int(q["priority"]))  # LSF: "in order of priority", highest first (stable)
     if not shown:
         return rc
     rows = [[q["name"], str(q["priority"]), "Open:Active", str(q["max_tasks"]) if q.get("max_tasks") else "-",

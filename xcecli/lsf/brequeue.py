@@ -2,7 +2,7 @@
 killed and pends again with the same job ID and submit time; a finished one pends again at
 once (xcecli requeue; D-5).
 
-    brequeue [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
+    brequeue [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]
 
 `0` is every unfinished job of the caller (with -J, those of that name); `-J NAME`
 without an ID is the caller's last submitted unfinished job of that name. Prints LSF's

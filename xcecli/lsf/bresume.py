@@ -1,7 +1,7 @@
 """`bresume` (CLI-8): LSF's bresume on XCE. Resumes jobs that bstop stopped or held: USUSP goes
 back to RUN (SIGCONT), PSUSP to PEND (xcecli resume; D-5).
 
-    bresume [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
+    bresume [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]
 
 `0` is every unfinished job of the caller (with -J, those of that name); `-J NAME`
 without an ID is the caller's last submitted unfinished job of that name. Prints LSF's

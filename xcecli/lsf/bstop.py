@@ -1,7 +1,7 @@
 """`bstop` (CLI-8): LSF's bstop on XCE. Stops (suspends) jobs: a running job gets SIGSTOP and
 is USUSP; a pending one is held, PSUSP (xcecli stop; D-5).
 
-    bstop [-J NAME] [ID ... | "ID[INDEX]" ... | 0]
+    bstop [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]
 
 `0` is every unfinished job of the caller (with -J, those of that name); `-J NAME`
 without an ID is the caller's last submitted unfinished job of that name. Prints LSF's

@@ -17,6 +17,72 @@ from xcecli.fast import Decline, Spec, read
 LSF_FAILED = 255
 
 
+#: each command's usage, what `-h` prints to stderr (LSF: "-h Prints command usage to stderr
+#: and exits", the same words on each command's page of the LSF 10.1 command reference, e.g.
+#: https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/lsid.1.html). bsub and bjobs
+#: print their own (xcecli.lsf.bsub.USAGE, xcecli.lsf.bjobs.USAGE).
+USAGES = {
+    "bkill": 'bkill [-h] [-V] [-s SIG | -r | -d] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+             "  -s SIG   send SIG (USR1, SIGUSR1 or a number) instead of the kill sequence\n"
+             "  -r       kill, saying that XCE waits for the processes to end\n"
+             "  -d       kill, and record the jobs DONE\n"
+             "  -J NAME  the jobs of that name (* a wildcard)\n"
+             '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'
+             "  0        every unfinished job of yours\n",
+    "bstop": 'bstop [-h] [-V] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+             "  suspends the jobs (USUSP)\n"
+             "  -J NAME  the jobs of that name (* a wildcard)\n"
+             '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'
+             "  0        every unfinished job of yours\n",
+    "bresume": 'bresume [-h] [-V] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+               "  resumes suspended jobs\n"
+               "  -J NAME  the jobs of that name (* a wildcard)\n"
+               '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'
+               "  0        every unfinished job of yours\n",
+    "brequeue": 'brequeue [-h] [-V] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+                "  kills running jobs and puts them back to PEND\n"
+                "  -J NAME  the jobs of that name (* a wildcard)\n"
+                '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'
+                "  0        every unfinished job of yours\n",
+    "bpeek": 'bpeek [-h] [-V] [-f] [-J NAME] [ID | "ID[INDEX]"]\n'
+             "  -f       go on printing the output until the job ends (tail -f)\n"
+             "  -J NAME  your last submitted unfinished job of that name\n"
+             "  without an ID: your last submitted unfinished job\n",
+    "bhist": 'bhist [-h] [-V] [-l] [-a] [ID | "ID[INDEX]" ...]\n'
+             "  -l  the long form: each job's history in full\n"
+             "  -a  finished jobs too\n",
+    "bwait": 'bwait [-h] [-V] -w "EXPR" [-t MINUTES]\n'
+             '  -w "EXPR"    the condition: done(ID), ended(ID), exit(ID), started(ID), with &&, || and !\n'
+             "  -t MINUTES   give up after this many minutes\n",
+    "bqueues": "bqueues [-h] [-V] [-w] [QUEUE ...]\n"
+               "  -w  wide: names in full\n",
+    "bhosts": "bhosts [-h] [-V] [-w] [HOST ...]\n"
+              "  -w  wide: names and statuses in full (closed_Adm ...)\n",
+    "bparams": "bparams [-h] [-V] [-a | -l]\n"
+               "  -a, -l  every parameter, by LSF's names and XCE's\n",
+    "badmin": "badmin [-h] [-V] showconf mbd\n"
+              "  showconf mbd  the batch daemon's parameters in force\n",
+    "lsid": "lsid [-h] [-V]\n",
+}
+
+
+class ShowUsage(Exception):
+    """`-h` ("help") or `-V` ("version") was given: run() prints the command's usage (USAGES)
+    or its version to stderr and exits 0, as LSF's commands do."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def version_text() -> str:
+    """What `-V` prints (to stderr, as LSF's commands do), lsid's first line:
+    "XCE VERSION, LSF-compatible commands (CLI-8)"."""
+    from xced.version import version
+
+    return f"XCE {version()}, LSF-compatible commands (CLI-8)"
+
+
 class LsfUsage(Exception):
     """A command line an LSF command refuses: its message names what was wrong and what
     would be valid. Exit code LSF_FAILED (255)."""
@@ -29,14 +95,25 @@ def read_options(argv: list[str], spec: Spec, *, interspersed: bool) -> tuple[di
     option `spec` does not have, or one missing its value, raises LsfUsage naming it and
     listing the options the command takes. The word after an option that takes a value is
     its value even when it starts with '-' (`bsub -n -1`, `bkill -s -9`), as LSF reads it:
-    the option's own check then says what is wrong with the value."""
+    the option's own check then says what is wrong with the value. `-h` and `-V`, which
+    every LSF command takes, are read here for a `spec` without them and raise ShowUsage
+    (run() prints the usage or the version and exits 0); `-h` wins over `-V` and over
+    everything else."""
+    full = {**spec}
+    full.setdefault("-h", ("_help", "flag"))
+    full.setdefault("-V", ("_version", "flag"))
     try:
-        return read(argv, spec, interspersed=interspersed, dash_values=True)
+        opts, args = read(argv, full, interspersed=interspersed, dash_values=True)
     except Decline as e:
         bad = str(e)
-        known = " ".join(sorted(spec))
+        known = " ".join(sorted(full))
         raise LsfUsage(f"{bad}: not an option this command takes, or its value is missing; "
                        f"the options are: {known}") from None
+    if opts.pop("_help", None):
+        raise ShowUsage("help")
+    if opts.pop("_version", None):
+        raise ShowUsage("version")
+    return opts, args
 
 
 def run(prog: str, fn) -> None:
@@ -48,6 +125,15 @@ def run(prog: str, fn) -> None:
     def guarded():
         try:
             return fn()
+        except ShowUsage as e:
+            if e.what == "version":
+                print(version_text(), file=sys.stderr)
+                return 0
+            if prog not in USAGES:  # bsub reads its own -h (xcecli.lsf.bsub)
+                print(f"{prog}: -h: not an option here; `{prog} -h` alone prints the usage", file=sys.stderr)
+                return LSF_FAILED
+            sys.stderr.write("Usage: " + USAGES[prog])
+            return 0
         except LsfUsage as e:
             print(f"{prog}: {e}", file=sys.stderr)
             return e.exit_code

@@ -37,22 +37,50 @@ def client():
     return Client.connect()
 
 
+def job_args(args: list[str]) -> list[tuple[int, list[int] | None, str]]:
+    """The job arguments of bjobs, bkill, bstop, bresume and brequeue: `123` -> (123, None,
+    "123"); `123[4]` and `123[1-3,5:2]`-style index lists -> (123, [indices], text). LSF's
+    `"job_ID[index_list]"` (IBM bjobs.1 and bkill.1: "job_ID[index]"; an index list
+    `start[-end[:step]],...` as in bsub -J). Raises LsfUsage `TEXT: Illegal job ID.` (LSF's
+    words) naming the forms it takes."""
+    out = []
+    for a in args:
+        text = a.strip()
+        head, _, rest = text.partition("[")
+        try:
+            jid = int(head) if head.isdigit() and len(head) <= 18 else -1
+            idx = None
+            if rest:
+                if not rest.endswith("]"):
+                    raise ValueError
+                idx = []
+                for part in rest[:-1].split(","):
+                    rng, _, step = part.partition(":")
+                    lo, _, hi = rng.partition("-")
+                    lo_i = int(lo)
+                    hi_i = int(hi) if hi else lo_i
+                    st = int(step) if step else 1
+                    if lo_i < 0 or hi_i < lo_i or st < 1 or hi_i - lo_i > 10**7:
+                        raise ValueError
+                    idx.extend(range(lo_i, hi_i + 1, st))
+        except ValueError:
+            jid = -1
+        if jid < 0:
+            raise LsfUsage(f"{a}: Illegal job ID. A job ID is a number (123), an array element 123[4], or "
+                           f"elements \"123[1-10:2,15]\"")
+        out.append((jid, idx, text))
+    return out
+
+
 def job_id(text: str) -> tuple[int, int | None]:
-    """An LSF job ID argument: `123` -> (123, None), `123[4]` -> (123, 4). Raises LsfUsage
-    "TEXT: Illegal job ID." (LSF's words) naming the forms it takes."""
-    t = text.strip()
-    head, br, tail = t.partition("[")
-    try:
-        if not head.isdigit() or len(head) > 18:
-            raise ValueError
-        if br:
-            if not tail.endswith("]") or not tail[:-1].isdigit() or len(tail) > 12:
-                raise ValueError
-            return int(head), int(tail[:-1])
-        return int(head), None
-    except ValueError:
-        raise LsfUsage(f"{text}: Illegal job ID. A job ID is a number (123) or an array element "
-                       f"(\"123[4]\")") from None
+    """One job or array element (bpeek, bhist): `123` -> (123, None), `123[4]` -> (123, 4).
+    Raises LsfUsage "TEXT: Illegal job ID." (LSF's words; job_args) naming the forms it
+    takes, also for an index list naming more than one element."""
+    [(jid, idx, _)] = job_args([text])
+    if idx is not None and len(idx) != 1:
+        raise LsfUsage(f"{text}: Illegal job ID here: this command takes one job (123) or one array element "
+                       f"(\"123[4]\"), not a list of elements")
+    return jid, idx[0] if idx is not None else None
 
 
 def unfinished(c, name: str | None = None) -> list[int]:
@@ -74,15 +102,31 @@ def unfinished(c, name: str | None = None) -> list[int]:
     return sorted(out)
 
 
-def targets(c, args: list[str], name: str | None) -> list[tuple[int, int | None, str]]:
+#: the most array elements one command line may name through index lists
+MAX_ELEMENTS = 100_000
+
+
+def targets(c, args: list[str], name: str | None, lists: bool = True) -> list[tuple[int, int | None, str]]:
     """The jobs a command line names: (job ID, element index or None, the reference as
-    printed). `0` (alone or among IDs) is every unfinished job of the caller (matching `-J
-    NAME` when given); `-J NAME` without IDs is the caller's last submitted unfinished job of
-    that name, as LSF's bkill does. Raises LsfUsage for no job at all, and "No unfinished
-    job found" / "No matching job found" (LSF's words) when 0 or -J finds none."""
+    printed). `"ID[INDEX_LIST]"` names each element of the list (`lists`; job_args, as
+    bjobs reads it; without `lists` one element only, job_id). `0` (alone or among IDs) is
+    every unfinished job of the caller (matching `-J NAME` when given); `-J NAME` without
+    IDs is the caller's last submitted unfinished job of that name, as LSF's bkill does.
+    Raises LsfUsage for no job at all, for lists naming over MAX_ELEMENTS elements, and
+    "No unfinished job found" / "No matching job found" (LSF's words) when 0 or -J finds none."""
     if not args and name is None:
         raise LsfUsage("give a job ID, \"ID[INDEX]\", 0 for all of your unfinished jobs, or -J NAME")
-    refs = [job_id(a) for a in args]
+    if lists:
+        refs: list[tuple[int, int | None]] = []
+        for jid, idx, text in job_args(args):
+            if idx is None:
+                refs.append((jid, None))
+                continue
+            if len(refs) + len(idx) > MAX_ELEMENTS:
+                raise LsfUsage(f"{text}: names more than {MAX_ELEMENTS} array elements in all")
+            refs += [(jid, i) for i in dict.fromkeys(idx)]
+    else:
+        refs = [job_id(a) for a in args]
     out: list[tuple[int, int | None, str]] = []
     if any(j == 0 and i is None for j, i in refs) or (not refs and name is not None):
         found = unfinished(c, name)

@@ -8,7 +8,7 @@ master host (the machine the XCE controller runs on).
 
 LSF prints its version and copyright, a blank line, then "My cluster name is X" and "My
 master name is Y" (https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/lsid.1.html;
-docs/lsf-behaviour.md section 5). `-h` and `-V` are LSF's help and version. Exit codes: 0,
+docs/lsf-behaviour.md section 5). `-h` and `-V` are LSF's help and version, printed to stderr (xcecli.lsf.common). Exit codes: 0,
 255 (LSF_FAILED) usage error, 3 daemon unreachable. Start-up (CLI-7): no pydantic, rich or
 typer on this path.
 """
@@ -19,23 +19,16 @@ import sys
 
 from xcecli.lsf.common import LsfUsage, read_options, run
 
-SPEC = {"-V": ("version", "flag"), "-h": ("help", "flag")}
+SPEC: dict = {}  # -h and -V: xcecli.lsf.common.read_options
 
 
 def lsid(argv: list[str]) -> int:
     """Run `lsid ARGV` (module docstring); returns the exit code. Raises LsfUsage."""
-    import xced
     from xcecli.lsf.jobctl import client
 
-    opts, args = read_options(argv, SPEC, interspersed=True)
+    _, args = read_options(argv, SPEC, interspersed=True)
     if args:
         raise LsfUsage(f"{args[0]}: lsid takes no arguments")
-    if opts.get("help"):
-        print("Usage: lsid [-h] [-V]")
-        return 0
-    if opts.get("version"):
-        print(f"XCE {xced.__version__}, LSF-compatible commands (CLI-8)", file=sys.stderr)
-        return 0
     p = client().request_retried("GET", "/params").json()
     print(f"XCE {p['version']}, LSF-compatible commands (CLI-8)")
     print()

@@ -532,6 +532,11 @@ class HostEventList(Body):
 
 
 class QueueOut(Body):
+    """A queue of `GET /queues` (LSF bqueues): `njobs`, `pend`, `run`, `susp` are slots, as
+    LSF's NJOBS, PEND, RUN and SUSP (IBM bqueues.1: "NJOBS: The total number of slots for jobs
+    in the queue"): a pending job counts the fewest slots it asks for, a running or
+    suspended one those it holds (xced.controller.queries.queue_counts)."""
+
     name: str
     priority: int
     description: str

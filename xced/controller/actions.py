@@ -226,9 +226,11 @@ class ActionsMixin:
                 lst.remove(entry)
         return job
 
-    async def read_output(self, job_id: int, index: int | None, stream: str, max_bytes: int) -> tuple[Element, str | None]:
-        """Output of an element so far (`xcecli peek`), read by the worker of its first host.
-        `index` None means the job itself, or for an array its first running element."""
+    async def read_output(self, job_id: int, index: int | None, stream: str, max_bytes: int) -> tuple[Element, dict | None]:
+        """Output of an element so far (`xcecli peek`), read by the worker of its first host:
+        (the element, None when there is none yet, else {"text": str, "skipped": int} or
+        {"error": str}, as xced.worker.local.LocalWorker.read_output). `index` None means the
+        job itself, or for an array its first running element."""
         job = self.job(job_id)
         if index is not None or not job.is_array:
             e = self._elements(job, index if index is not None else 0)[0]
@@ -241,7 +243,9 @@ class ActionsMixin:
         text = w.read_output(job.id, e.index, stream, max_bytes)
         if inspect.isawaitable(text):
             text = await text
-        return e, text
+        if isinstance(text, str):  # a worker of an older XCE
+            text = {"text": text, "skipped": 0}
+        return e, text if isinstance(text, dict) else None
 
     async def launch(self, job_id: int, index: int, host: str, argv: list[str], token: str | None,
                      caller: Caller | None, peer_uid: int | None = None, rank: int | None = None) -> dict:

@@ -62,9 +62,10 @@ class RemoteWorkerLink:
         """End the element's tasks on this host; `attempt`: only those of that dispatch (SCHED-4)."""
         self._send({"op": "end_tasks", "job_id": job_id, "index": index, "attempt": attempt})
 
-    async def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None:
+    async def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> dict | str | None:
+        """The worker's answer (LocalWorker.read_output; a str from a worker of an older XCE)."""
         res = await self.request("read_output", job_id=job_id, index=index, stream=stream, max_bytes=max_bytes)
-        return res if isinstance(res, str) else None
+        return res if isinstance(res, (str, dict)) else None
 
     async def request(self, what: str, timeout: float | None = REQUEST_TIMEOUT_S, **args: Any) -> Any:
         """Ask the worker something; its reply's `result`, or None after `timeout` seconds

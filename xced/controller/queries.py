@@ -48,19 +48,25 @@ class QueriesMixin:
         return sorted(self.hosts.values(), key=lambda h: h.name)
 
     def queue_counts(self) -> dict[str, tuple[int, int, int]]:
-        """Per queue of the config in force: (pending, running, suspended) elements (LSF bqueues)."""
+        """Per queue of the config in force: (pending, running, suspended) slots, LSF bqueues'
+        PEND, RUN and SUSP ("NJOBS: The total number of slots for jobs in the queue", IBM
+        bqueues.1): a running or suspended element counts the slots it holds, a pending one
+        the fewest it asks for (its -n min)."""
         counts = {q.name: [0, 0, 0] for q in self.config.queues}
         for job in self.jobs.values():
             c = counts.get(job.queue)
             if c is None:
                 continue
+            eff = job.effective
+            asked = eff.ntasks_min if eff is not None else 1
             for e in job.elements.values():
+                slots = sum(n for _, n in e.alloc) if e.alloc else asked
                 if e.state in (JobState.PEND, JobState.PSUSP):
-                    c[0] += 1
+                    c[0] += asked
                 elif e.state is JobState.RUN:
-                    c[1] += 1
+                    c[1] += slots
                 elif e.state is JobState.USUSP:
-                    c[2] += 1
+                    c[2] += slots
         return {k: (v[0], v[1], v[2]) for k, v in counts.items()}
 
     def project_pending(self) -> dict[str, int]:

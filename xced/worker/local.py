@@ -6,6 +6,7 @@ supervisor, watches it, and reports to the controller. It never touches the stor
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -412,33 +413,62 @@ class LocalWorker:
     def signal(self, job_id: int, index: int, sig: int) -> bool:
         return procs.signal_job(self.jobdir(job_id, index), sig)
 
-    def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> str | None:
-        """The last `max_bytes` of the element's stdout or stderr file, or None if none yet
-        (`xcecli peek`). The file is read only when it is a regular file of the job's own
-        user, opened without following a symlink at its name and without blocking: the
-        daemon reads as root, and an -o path is the user's to point anywhere (D-7)."""
+    def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> dict | None:
+        """The element's stdout or stderr so far (`xcecli peek`, LSF bpeek): None when it has
+        none yet (not launched here: no spec.json); else {"text": str, "skipped": int}, the
+        file's last `max_bytes` at most, started at a line boundary when it was cut (`skipped`:
+        the bytes not shown, 0 when the whole file is there), or {"error": str} saying why the
+        file cannot be read (it could not be opened, is not a regular file of the job's user,
+        or the job's start failed before it). The file is read only when it is a regular file
+        of the job's own user, opened without following a symlink at its name and without
+        blocking: the daemon reads as root, and an -o path is the user's to point anywhere (D-7)."""
         jd = self.jobdir(job_id, index)
         try:
             spec = json.loads((jd / "spec.json").read_bytes())
         except (OSError, ValueError):
             return None
         path = spec.get(stream)
+        started = False
         try:  # the path the supervisor opened (a -o DIR resolved to DIR/ID.out, JOB-12)
             path = json.loads((jd / "job.json").read_bytes()).get(stream) or path
+            started = True
         except (OSError, ValueError, AttributeError):
             pass
+        if not started:
+            try:  # the start failed (an output it could not open ...): its reason is the answer
+                why = json.loads((jd / "status.json").read_bytes()).get("reason")
+            except (OSError, ValueError, AttributeError):
+                why = None
+            if why:
+                return {"error": f"the job did not start: {why}"}
         owner = spec.get("uid") if spec.get("uid") is not None else os.geteuid()
+        if isinstance(path, str) and not os.path.isabs(path):
+            path = os.path.join(str(spec.get("cwd") or "/"), path)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except (OSError, TypeError, ValueError):
+        except OSError as e:
+            if not started and isinstance(e, FileNotFoundError):
+                return None  # launched, not yet started
+            why = "it is a symbolic link, which is not followed" if e.errno == errno.ELOOP else e.strerror
+            return {"error": f"{path}: {why}"}
+        except (TypeError, ValueError):
             return None
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_uid != owner:
                 log.warning("peek of %s[%s]: %s is not a regular file of uid %s; not read", job_id, index, path, owner)
-                return None
-            f.seek(max(0, st.st_size - max_bytes))
-            return f.read(max_bytes).decode(errors="replace")
+                what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file" \
+                    if not stat.S_ISREG(st.st_mode) else "not the job user's file"
+                return {"error": f"{path}: {what}, which is not read"}
+            start = max(0, st.st_size - max_bytes)
+            f.seek(start)
+            data = f.read(max_bytes)
+            if start:
+                nl = data.find(b"\n")
+                if 0 <= nl < len(data) - 1:
+                    data = data[nl + 1:]
+                    start += nl + 1
+            return {"text": data.decode(errors="replace"), "skipped": start}
 
     async def close(self) -> None:
         """Stop watching (the jobs and their supervisors keep running, JOB-8)."""

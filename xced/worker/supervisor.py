@@ -36,7 +36,11 @@ The job directory protocol (JOBDIR is created by the caller):
     protocol is 0600 and never written through a symlink. An output path that
     turns out to be an existing directory (`-o DIR` without the slash, JOB-12)
     is written as DIR/<dir_names[stream]>, and the job's LSB_OUTPUTFILE /
-    LSB_ERRORFILE name that file.
+    LSB_ERRORFILE name that file. An output that is a FIFO is opened without blocking:
+    with no reader the job does not start, its reason "cannot open output: stdout PATH
+    is a FIFO with no reader" (a FIFO with a reader is written as any file). Waiting for
+    a reader would hang the job's start, out of reach of bkill; LSF, whose sbatchd opens
+    the files and would hang the same way, documents no FIFO output at all.
 
 ``lock``  the supervisor holds ``flock(LOCK_EX)`` on it for its whole life;
     a held lock means "a supervisor is alive here" without trusting PIDs.
@@ -94,6 +98,8 @@ supervisor holds the lock, 2 on a usage error.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import select
@@ -282,8 +288,24 @@ def _open_append(path: str, truncate: bool = False) -> int:
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0),
-                   0o666)
+    # O_NONBLOCK: a FIFO without a reader must not hang the job's start (where no kill could
+    # reach it): the open fails with ENXIO instead (open(2)); O_NONBLOCK is cleared again at
+    # once, so the job writes as to any file (a FIFO with a reader blocks the writer, as it should).
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+                 | (os.O_TRUNC if truncate else 0), 0o666)
+    try:
+        os.set_blocking(fd, True)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _is_inside(path: str, directory: str) -> bool:
@@ -300,6 +322,9 @@ class Supervisor:
         self.spec: dict = {}
         self.wake_r = -1
         self.kill_flag = False
+        #: a kill request (SIGUSR1) raises _Setup(killed) at once: set only around the calls
+        #: of the job's start that may block (an NSS look-up, chdir or open on a hung mount)
+        self.interruptible = False
         self.proc: subprocess.Popen | None = None
         self.pid = 0
         self.pgid = 0
@@ -362,6 +387,9 @@ class Supervisor:
 
         def on_usr1(signum: int, frame: object) -> None:
             self.kill_flag = True
+            if self.interruptible:  # a call of the job's start that may block: give it up now
+                self.interruptible = False
+                raise _Setup(1, REASON_KILLED)
 
         def shrug(signum: int, frame: object) -> None:
             pass
@@ -462,6 +490,9 @@ class Supervisor:
             self.outputs = (out_path2, err_path2)
             return out, err
         except OSError as e:
+            if e.errno == errno.ENXIO and _is_fifo(path):
+                what = "stdout" if path == out_path else "stderr"
+                raise _Setup(1, f"cannot open output: {what} {path} is a FIFO with no reader") from None
             raise _Setup(1, f"cannot open output: {e.strerror}: {path}") from None
 
     def check_cwd(self, ident: tuple[int, int, list[int]] | None) -> None:
@@ -476,15 +507,45 @@ class Supervisor:
         finally:
             os.chdir(here)
 
+    @contextlib.contextmanager
+    def killable(self):
+        """Within: a kill request (SIGUSR1) ends the job's start at once, raising
+        _Setup(1, killed) out of whatever call waits (PEP 475 retries a call a signal
+        interrupts unless its handler raises), so that a start stuck in the kernel (an NSS
+        look-up, a chdir or an open on a hung file system) still honours bkill. Only around
+        calls that leave nothing behind when abandoned: never around Popen."""
+        if self.kill_flag:
+            raise _Setup(1, REASON_KILLED)
+        root = os.geteuid() == 0
+        saved = (os.getegid(), os.getgroups()) if root else None
+        self.interruptible = True
+        try:
+            yield
+        finally:
+            try:
+                self.interruptible = False
+            finally:
+                if saved is not None and (os.geteuid() != 0 or os.getegid() != saved[0]):
+                    # abandoned inside _AsUser: the supervisor's own identity back, to record the end
+                    os.seteuid(0)
+                    os.setegid(saved[0])
+                    os.setgroups(saved[1])
+
     def start_job(self) -> None:
         """Start the job in its own session; write job.json. Raises _Setup when it cannot start."""
         spec = self.spec
         argv = [str(a) for a in spec["argv"]]
         if not argv:
             raise _Setup(127, "cannot execute: empty command")
-        ident = self.identity()
-        self.check_cwd(ident)
-        out, err = self.open_outputs(ident)
+        with self.killable():
+            ident = self.identity()
+            self.check_cwd(ident)
+            out, err = self.open_outputs(ident)
+        if self.kill_flag or os.path.exists(self.path(KILL_FILE)):  # killed while it was starting
+            os.close(out)
+            if err != out:
+                os.close(err)
+            raise _Setup(1, REASON_KILLED)
         kwargs: dict = {}
         if ident is not None:
             kwargs = {"user": ident[0], "group": ident[1], "extra_groups": ident[2]}

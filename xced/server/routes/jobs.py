@@ -293,13 +293,35 @@ async def job_output(job_id: int, request: Request,
                      stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
                      max_bytes: int = Query(65536, ge=1, le=16 * 2**20)) -> PlainTextResponse:
     """`xcecli peek` (LSF bpeek, which only the job's owner and the LSF admins may run): the
-    job's owner and the holders of job:view over its project (D-7, RBAC-3)."""
+    job's owner and the holders of job:view over its project (D-7, RBAC-3). The last
+    `max_bytes` of the file, from a line boundary; when that cuts it, a first line
+    `<< the first N bytes are not shown: output over 16 MiB >>` says so. InvalidRequest:
+    no output yet, or (the job's state given) why its file could not be opened."""
     ctl = _ctl(request)
     await ctl.recall(job_id)
-    e, text = await ctl.read_output(job_id, index, stream, max_bytes)
-    if text is None:
-        raise InvalidRequest(f"job {e.ref} has no {stream} yet (state {e.state})")
+    e, res = await ctl.read_output(job_id, index, stream, max_bytes)
+    state = getattr(e.state, "value", e.state)
+    ended = state in ("DONE", "EXIT")
+    if res is None and ended:
+        raise InvalidRequest(f"job {e.ref} has ended ({state}); its {stream} file could not be opened: "
+                             f"its host no longer has a record of it")
+    if res is None:
+        raise InvalidRequest(f"job {e.ref} has no {stream} yet (state {state})")
+    if "error" in res:
+        now = f"has ended ({state})" if ended else f"is {state}"
+        raise InvalidRequest(f"job {e.ref} {now}; its {stream} file could not be opened: {res['error']}")
+    text, skipped = str(res.get("text") or ""), int(res.get("skipped") or 0)
+    if skipped:  # said, not silent: the first line tells what is cut (issue 18 follow-up)
+        text = f"<< the first {skipped} bytes are not shown: output over {_size(max_bytes)} >>\n" + text
     return PlainTextResponse(text)
+
+
+def _size(n: int) -> str:
+    """`n` bytes as "16 MiB", "64 KiB" or "1000 bytes" (exact units only)."""
+    for unit, f in (("MiB", 2**20), ("KiB", 2**10)):
+        if n % f == 0:
+            return f"{n // f} {unit}"
+    return f"{n} bytes"
 
 
 @router.get("/jobs/{job_id:jobid}/wait", response_model=JobOut, responses=errors(JOB))
