@@ -155,7 +155,7 @@ def test_production_mode_refuses_as_user(topdir):
     (["--env", "1X=2", "--", "true"], "--env '1X=2'", 2),
     (["-W", "99999999999999999999", "--", "true"], "at most 10 years", 2),
     (["-M", "99999999999999999999TB", "--", "true"], "more than the largest accepted", 2),
-    (["-n", "99999999999999999999", "--", "true"], "-n '99999999999999999999'", 2),
+    (["-n", "99999999999999999999", "--", "true"], "-n 99999999999999999999: too large a task count; at most 1000000 tasks", 2),
     (["-J", "a[1-3]%99999999999999999999", "--", "true"], "limit", 2),
     (["-J", "a[99999999999999999999]", "--", "true"], "indices go up to 2147483646", 2),
     (["-J", "evil\nJOBID USER", "--", "true"], "control characters", 2),
