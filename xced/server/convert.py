@@ -41,6 +41,7 @@ def host_problem(e, hosts) -> str | None:
 def element_dict(e, hosts=None) -> dict:
     """The ElementOut of element `e`; `hosts` (name -> HostState) gives its host_problem."""
     pr = e.pend_reason
+    stdout, stderr = output_paths(e)
     return {
         "id": e.ref, "job_id": e.job.id, "index": e.index, "state": e.state.value, "holds": sorted(e.holds),
         "start_time": e.start_time, "end_time": e.end_time, "exit_code": e.exit_code,
@@ -49,7 +50,7 @@ def element_dict(e, hosts=None) -> dict:
         "pend_reason": {"main": pr.main, "hint": pr.hint, "hosts": [
             {"host": s.host, "resource": s.resource, "free": s.free, "needed": s.needed, "message": s.message}
             for s in pr.hosts]} if pr else None,
-        "host_problem": host_problem(e, hosts), **dict(zip(("stdout", "stderr"), output_paths(e))),
+        "host_problem": host_problem(e, hosts), "stdout": stdout, "stderr": stderr,
     }
 
 
