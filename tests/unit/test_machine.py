@@ -242,7 +242,8 @@ def test_the_shell_frees_a_removed_elements_slots_at_once_and_keeps_it_exit(ctl)
     """RES-2, D-5, LSF bkill -r ("job resources that LSF monitors are released as soon as LSF
     receives the first signal", IBM's bkill page): on a host with 4 slots, a removed job's
     slots go to a pending job at the next session while its worker is told to kill it; the
-    worker's end report then adds one event and leaves the job EXIT."""
+    worker's end report (still taken from its host's worker until then) adds one event and
+    leaves the job EXIT."""
     big = ctl.submit(req(ntasks_min=4), ALICE)
     session(ctl)
     assert big.elements[0].state is S.RUN and ctl.hosts["h1"].slots_used == 4
@@ -253,10 +254,12 @@ def test_the_shell_frees_a_removed_elements_slots_at_once_and_keeps_it_exit(ctl)
     e = big.elements[0]
     assert e.state is S.EXIT and e.action == "remove:alice" and ctl.fake.killed == [(big.id, 0)]
     assert ctl.hosts["h1"].slots_used == 0 and big.id not in ctl.active
+    assert ctl.element_host(big.id, 0) == "h1"  # its worker's end report is still taken (D-7)
     session(ctl)
     assert waiting.elements[0].state is S.RUN and ctl.hosts["h1"].slots_used == 4
     ctl.on_finished(big.id, 0, EndStatus(137, "SIGKILL", T, T + 3, "killed"), attempt=e.attempt)
     assert e.state is S.EXIT and e.action is None and ctl.hosts["h1"].slots_used == 4
+    assert ctl.element_host(big.id, 0) is None  # reported: nothing more is taken from a worker about it
     assert e.exit_reason == "removed by alice (bkill -r); its processes are being killed"
     rows = ctl.store.events(big.id)
     assert [r[3] for r in rows][-2:] == ["KILL", "ENDED_AFTER_REMOVE"]
