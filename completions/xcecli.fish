@@ -145,6 +145,7 @@ complete -c xcecli -n '__xcecli_at \'xcecli wait\'' -s h -l help -d 'show this h
 complete -c xcecli -n '__xcecli_at \'xcecli wait\'' -f -a '(__xcecli_values jobs)'
 complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -s s -l signal -r -F -d 'send this one signal instead of the kill sequence (LSF bkill -s): a...'
 complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -l record-done -d 'kill as usual but record each job killed DONE, not EXIT (LSF bkill...'
+complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -l force -d 'remove the jobs at once (LSF bkill -r): EXIT now, their slots free...'
 complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -l json -d 'print the answer as JSON (the API\'s model, a list: every element ac...'
 complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -s v -l verbose -d 'name every element acted on, however many (past 100 elements an arr...'
 complete -c xcecli -n '__xcecli_at \'xcecli kill\'' -s h -l help -d 'show this help and exit'

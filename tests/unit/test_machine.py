@@ -84,9 +84,13 @@ def test_a_new_pend_reason_is_kept_in_memory_and_the_same_one_is_nothing():
 
 
 def test_nothing_leaves_a_finished_state_but_a_requeue():
+    """D-5: only a requeue takes a finished element back; the one other pair of a finished
+    state, the end of a removed element's processes (bkill -r), keeps it EXIT."""
     for (cls, state), _ in TABLE.items():
         if state in (S.DONE, S.EXIT):
-            assert cls is m.Requeue
+            assert cls is m.Requeue or (cls, state) == (m.Finished, S.EXIT)
+    out = transition(_el(S.EXIT, action="remove:alice"), SAMPLES[m.Finished])
+    assert out.state is S.EXIT and "state" not in out.fields and "exit_reason" not in out.fields
 
 
 def test_dispatch_starts_the_element_with_a_fresh_token():
@@ -192,6 +196,76 @@ def test_a_kill_that_records_done_ends_the_element_done():
         m.ReattachElement(7, 0, 0), m.KillAgain(7, 0))
     assert m.killed_by("kill-done:alice") == ("alice", True) and m.killed_by("kill:bob") == ("bob", False)
     assert m.killed_by("requeue:bob") is None and m.killed_by(None) is None
+
+
+def test_a_kill_that_removes_ends_the_element_exit_at_once_and_notes_its_later_end():
+    """CLI-8 (issue 18), D-5, LSF bkill -r: "Removes a job from the LSF system without waiting
+    for the job to terminate in the operating system. Sends the same series of signals as
+    bkill without -r, except that the job is removed from the system immediately"
+    (https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bkill.1.html; docs/lsf-behaviour.md
+    section 6). A running (or stopped) element is EXIT at once with the reason, its action
+    "remove:USER" stored and the kill sequence still sent; the end of its processes is then
+    only noted and clears the action; a pending one is EXIT at once; a loss of its host or
+    an end without the removal changes nothing."""
+    why = "removed by alice (bkill -r); its processes are being killed"
+    for state in (S.RUN, S.USUSP):
+        e = _el(state, action="kill:alice")  # a plain kill under way: the removal wins
+        e.start_time = T - 5
+        out = transition(e, _stim(m.Kill, user="alice", force=True))
+        assert out.state is S.EXIT and out.fields["state"] is S.EXIT and out.fields["action"] == "remove:alice"
+        assert out.fields["exit_reason"] == why and out.fields["end_time"] == T and out.fields["start_time"] == T - 5
+        assert "alloc" not in out.fields and "reserve" not in out.fields  # kept: where it ran, what the shell frees
+        assert _kinds(out) == [("KILL", str(state), "EXIT")] and out.events[0].reason == why
+        assert out.effects == [m.KillElement()]
+    out = transition(_el(S.PSUSP, holds=("user",)), _stim(m.Kill, user="bob", force=True))
+    assert out.state is S.EXIT and out.fields["exit_reason"] == "removed by bob while pending (bkill -r)"
+    assert out.fields["holds"] == set() and out.effects == []
+    # the worker's later end report: noted, the state and reason kept, the action cleared
+    removed = _el(S.EXIT, action="remove:alice")
+    out = transition(removed, _stim(m.Finished, status=EndStatus(137, "SIGKILL", T, T + 3, "killed")))
+    assert out.state is S.EXIT and out.fields == {"action": None} and _kinds(out) == [("ENDED_AFTER_REMOVE", None, None)]
+    assert out.events[0].reason == "its processes were killed by signal SIGKILL after alice removed it (bkill -r)"
+    assert out.effects == [m.EndTasks(("h2",))]
+    out = transition(removed, _stim(m.Finished, status=EndStatus(1, None, T, T + 3, None)))
+    assert out.events[0].reason == "its processes exited with code 1 after alice removed it (bkill -r)"
+    # an end report of an element finished otherwise asks nothing; a finished element is never lost
+    assert transition(_el(S.EXIT), SAMPLES[m.Finished]) is None
+    with pytest.raises(IllegalTransition):
+        transition(removed, m.HostLost("host-1", "system", T, host="h1"))
+    with pytest.raises(IllegalTransition):  # removed already: a second bkill -r finds it finished
+        transition(removed, _stim(m.Kill, user="alice", force=True))
+    assert m.removed_by("remove:alice") == "alice" and m.removed_by("kill:alice") is None
+    assert m.killed_by("remove:alice") is None and m.removed_by(None) is None
+
+
+def test_the_shell_frees_a_removed_elements_slots_at_once_and_keeps_it_exit(ctl):
+    """RES-2, D-5, LSF bkill -r ("job resources that LSF monitors are released as soon as LSF
+    receives the first signal", IBM's bkill page): on a host with 4 slots, a removed job's
+    slots go to a pending job at the next session while its worker is told to kill it; the
+    worker's end report (still taken from its host's worker until then) adds one event and
+    leaves the job EXIT."""
+    big = ctl.submit(req(ntasks_min=4), ALICE)
+    session(ctl)
+    assert big.elements[0].state is S.RUN and ctl.hosts["h1"].slots_used == 4
+    waiting = ctl.submit(req(ntasks_min=4), ALICE)
+    session(ctl)
+    assert waiting.elements[0].state is S.PEND
+    assert ctl.kill(big.id, None, ALICE, force=True) == [str(big.id)]
+    e = big.elements[0]
+    assert e.state is S.EXIT and e.action == "remove:alice" and ctl.fake.killed == [(big.id, 0)]
+    assert ctl.hosts["h1"].slots_used == 0 and big.id not in ctl.active
+    assert ctl.element_host(big.id, 0) == "h1"  # its worker's end report is still taken (D-7)
+    session(ctl)
+    assert waiting.elements[0].state is S.RUN and ctl.hosts["h1"].slots_used == 4
+    ctl.on_finished(big.id, 0, EndStatus(137, "SIGKILL", T, T + 3, "killed"), attempt=e.attempt)
+    assert e.state is S.EXIT and e.action is None and ctl.hosts["h1"].slots_used == 4
+    assert ctl.element_host(big.id, 0) is None  # reported: nothing more is taken from a worker about it
+    assert e.exit_reason == "removed by alice (bkill -r); its processes are being killed"
+    rows = ctl.store.events(big.id)
+    assert [r[3] for r in rows][-2:] == ["KILL", "ENDED_AFTER_REMOVE"]
+    ctl.on_finished(big.id, 0, EndStatus(137, "SIGKILL", T, T + 3, "killed"))  # a second report: ignored
+    assert len(ctl.store.events(big.id)) == len(rows) and e.state is S.EXIT
+    ctl.kill(waiting.id, None, ALICE)
 
 
 def test_stop_and_resume_and_the_two_hold_kinds():

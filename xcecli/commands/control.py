@@ -25,10 +25,12 @@ def _refused(jid: int, text: str, e) -> dict:
 
 
 def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose: bool, sig: str | None = None,
-         record_done: bool = False) -> None:
+         record_done: bool = False, force: bool = False) -> None:
     """Ask for action `name` on each JOB and print one line per job (or --json); `sig`
     (kill -s) turns the kill into that one signal, `record_done` (kill --record-done, LSF
-    bkill -d) records the jobs it kills DONE (xced.api.models.KillRequest)."""
+    bkill -d) records the jobs it kills DONE, `force` (kill --force, LSF bkill -r) removes
+    them at once, EXIT, their processes killed after (xced.api.models.KillRequest). Raises
+    typer.BadParameter when -s, --record-done and --force are combined."""
     from xced.api.errors import XceError
     from xcecli.commands.jobs import _job_ref
     from xcecli.output import err
@@ -43,6 +45,12 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
         if record_done:
             raise typer.BadParameter("--record-done goes with the kill sequence, not with one signal (LSF's bkill "
                                      "-s and -d exclude each other); give one of them", param_hint="'-s' / '--signal'")
+        if force:
+            raise typer.BadParameter("--force sends the kill sequence, not one signal (LSF's bkill -s and -r "
+                                     "exclude each other); give one of them", param_hint="'-s' / '--signal'")
+    if force and record_done:
+        raise typer.BadParameter("--force records the job EXIT at once, so it cannot go with --record-done "
+                                 "(LSF's bkill -r and -d exclude each other); give one of them", param_hint="'--force'")
     refs = [_job_ref(j) for j in jobs]
     client = ctx.obj.client()
     full = as_json or verbose
@@ -53,6 +61,8 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
             body["signal"] = sig
         if record_done:
             body["record_done"] = True
+        if force:
+            body["force"] = True
         try:
             # plain JSON (no model parsing); past 100 elements the daemon answers counts and
             # index runs unless asked for the full list (issue 17 part 4, CLI-7)
@@ -100,9 +110,13 @@ def _make(name: str):
                                                      help="kill as usual but record each job killed DONE, not EXIT "
                                                           "(LSF bkill -d), so jobs waiting on its done() start; not "
                                                           "with -s"),
+                    force: bool = typer.Option(False, "--force",
+                                               help="remove the jobs at once (LSF bkill -r): EXIT now, their slots "
+                                                    "free for other jobs, the kill sequence still sent to their "
+                                                    "processes; not with -s or --record-done"),
                     as_json: bool = typer.Option(False, "--json", help=_JSON_HELP),
                     verbose: bool = typer.Option(False, "-v", "--verbose", help=_VERBOSE_HELP)) -> None:
-            _run(ctx, name, jobs, as_json, verbose, sig, record_done)
+            _run(ctx, name, jobs, as_json, verbose, sig, record_done, force)
     else:
         def command(ctx: typer.Context, jobs: List[str] = _JOBS,
                     as_json: bool = typer.Option(False, "--json", help=_JSON_HELP),

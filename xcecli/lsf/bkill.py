@@ -11,9 +11,13 @@ signal with `-s SIG`.
 - `-s SIG`: send SIG (a name, `USR1` or `SIGUSR1`, or a number) instead of the sequence; to a
   running job as it is, to a pending one only KILL, TERM or INT (which kill it), STOP or
   CONT (xced.api.models.KillRequest). An unknown signal is a usage error listing the valid ones.
-- `-r`: LSF removes the job at once without waiting for its processes to end; XCE kills it
-  with the usual sequence and says so on stderr: a job is EXIT only when its processes
-  have ended (JOB-1), so nothing is left running unseen.
+- `-r`: "Removes a job from the LSF system without waiting for the job to terminate in the
+  operating system. Sends the same series of signals as bkill without -r, except that the
+  job is removed from the system immediately" (IBM's bkill page): each unfinished element is
+  EXIT at once, its exit reason "removed by USER (bkill -r); its processes are being
+  killed" ("removed by USER while pending (bkill -r)" for a pending one), its slots free
+  for other jobs at once, and the kill sequence still goes to its processes; their later
+  end is noted in its events only (KillRequest.force, xced.controller.machine).
 - `-d`: "Kills the jobs, and records the jobs as DONE after the jobs exit" (IBM's bkill
   page): the usual kill (the sequence for a running job, at once for a pending one), but
   each job it ends is DONE, not EXIT, its exit reason "killed by USER; recorded DONE (bkill
@@ -56,10 +60,8 @@ def bkill(argv: list[str]) -> int:
             raise LsfUsage(str(e)) from None
     c = client()
     refs = targets(c, args, opts.get("name"))  # type: ignore[arg-type]
-    if opts.get("remove"):
-        print("bkill: -r: XCE kills the job with the usual sequence and records it EXIT once its processes have "
-              "ended; it does not remove a job whose processes still run", file=sys.stderr)
-    return act("bkill", "kill", refs, c, signal=sig, record_done=bool(opts.get("done")))  # type: ignore[arg-type]
+    return act("bkill", "kill", refs, c, signal=sig, record_done=bool(opts.get("done")),  # type: ignore[arg-type]
+               force=bool(opts.get("remove")))
 
 
 def main() -> None:

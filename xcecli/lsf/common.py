@@ -24,7 +24,7 @@ LSF_FAILED = 255
 USAGES = {
     "bkill": 'bkill [-h] [-V] [-s SIG | -r | -d] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
              "  -s SIG   send SIG (USR1, SIGUSR1 or a number) instead of the kill sequence\n"
-             "  -r       kill, saying that XCE waits for the processes to end\n"
+             "  -r       remove at once (EXIT now, slots freed); the processes are killed after\n"
              "  -d       kill, and record the jobs DONE\n"
              "  -J NAME  the jobs of that name (* a wildcard)\n"
              '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'

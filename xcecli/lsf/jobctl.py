@@ -155,10 +155,11 @@ def _reason(action: str, e) -> str:
 
 
 def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, signal: str | None = None,
-        record_done: bool = False) -> int:
+        record_done: bool = False, force: bool = False) -> int:
     """Ask for `action` (kill, stop, resume, requeue) on each of `refs` and print LSF's line
     for each (module docstring); `signal` (a name or number, bkill -s) turns a kill into that
-    signal; `record_done` (bkill -d) records the jobs a kill ends DONE (KillRequest). Returns
+    signal; `record_done` (bkill -d) records the jobs a kill ends DONE, `force` (bkill -r)
+    removes them at once, EXIT, their processes killed after (KillRequest). Returns
     0, or LSF_FAILED when any job was refused; a daemon that cannot be reached raises (exit 3
     through the funnel)."""
     from xced.api.errors import XceError
@@ -170,6 +171,8 @@ def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, s
             body["signal"] = signal
         if record_done:
             body["record_done"] = True
+        if force:
+            body["force"] = True
         try:
             res = c.request("POST", f"/jobs/{jid}/{action}", json=body).json()
         except XceError as e:

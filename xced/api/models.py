@@ -202,11 +202,22 @@ class KillRequest(JobAction):
     reason ending "recorded DONE (bkill -d)"; so jobs waiting on its done() start and those
     on its exit() never do. IBM's bkill page: "-d: Kills the jobs, and records the jobs as
     DONE after the jobs exit." With `signal` it is refused (422): LSF's synopsis makes -s
-    and -d exclusive."""
+    and -d exclusive.
+
+    `force` (`bkill -r`, `xcecli kill --force`): each unfinished element is recorded EXIT at
+    once, "removed by USER (bkill -r); its processes are being killed", and its slots and
+    reservations are free for other jobs at once; the kill sequence still goes to its
+    processes, whose later end is only noted in its events. IBM's bkill page: "-r: Removes a
+    job from the LSF system without waiting for the job to terminate in the operating system.
+    Sends the same series of signals as bkill without -r, except that the job is removed from
+    the system immediately". With `signal` or `record_done` it is refused (422): LSF's
+    synopsis is bkill [-r | -s signal | -d]."""
 
     signal: str | None = Field(None, max_length=16, description="a signal by name (TERM, SIGUSR1) or number (15)")
     record_done: bool = Field(False, description="record each element the kill ends DONE, not EXIT (LSF bkill -d); "
                                                  "not with `signal`")
+    force: bool = Field(False, description="remove each unfinished element at once: EXIT now, its slots freed, its "
+                                           "processes killed after (LSF bkill -r); not with `signal` or `record_done`")
 
     @field_validator("signal")
     @classmethod
@@ -226,6 +237,20 @@ class KillRequest(JobAction):
         if v and info.data.get("signal") is not None:
             raise PydanticCustomError("done_with_signal", "record_done (bkill -d) goes with the kill sequence, not "
                                       "with a signal (LSF's -s and -d exclude each other); give one of them")
+        return v
+
+    @field_validator("force")
+    @classmethod
+    def _force_alone(cls, v: bool, info: ValidationInfo) -> bool:
+        """`force` goes with neither `signal` nor `record_done` (LSF: bkill [-r | -s signal | -d])."""
+        from pydantic_core import PydanticCustomError
+
+        if v and info.data.get("signal") is not None:
+            raise PydanticCustomError("force_with_signal", "force (bkill -r) sends the kill sequence, not one signal "
+                                      "(LSF's -r and -s exclude each other); give one of them")
+        if v and info.data.get("record_done"):
+            raise PydanticCustomError("force_with_done", "force (bkill -r) records the job EXIT at once, so it cannot "
+                                      "go with record_done (LSF's -r and -d exclude each other); give one of them")
         return v
 
 

@@ -177,7 +177,8 @@ class HostsMixin:
             if e is None:
                 why = "which this controller never dispatched" if job is None else "which is no element of the job"
             elif e.state not in ACTIVE:
-                why = f"which is {e.state} now (attempt {e.attempt})"
+                why = f"which is {e.state} now (attempt {e.attempt})" + (
+                    ", removed by bkill -r" if m.removed_by(e.action) is not None and e.attempt == attempt else "")
             elif link.host not in hosts:
                 why = f"which runs on {' '.join(hosts)} now (attempt {e.attempt})"
             else:
@@ -545,9 +546,10 @@ class HostsMixin:
 
     def element_host(self, job_id: int, index: int) -> str | None:
         """The first host of element (job_id, index) while it runs (RUN or USUSP, dispatched
-        there), else None: the only worker whose reports about it count (D-7)."""
+        there) or while the processes of one removed at once (bkill -r, machine.removed_by)
+        are being killed, else None: the only worker whose reports about it count (D-7)."""
         job = self.jobs.get(job_id)
         e = job.elements.get(index) if job else None
-        if e is None or e.state not in ACTIVE or not e.alloc:
+        if e is None or not e.alloc or (e.state not in ACTIVE and m.removed_by(e.action) is None):
             return None
         return e.alloc[0][0]

@@ -18,6 +18,17 @@ The rules, as LSF states them (bkill, bstop, bresume, brequeue; "pending reasons
   ending "recorded DONE (bkill -d)"; so its dependants on done() start and those on
   exit() never do, as with LSF's record. A running element keeps that wish in its stored
   action ("kill-done:USER"), so a daemon restart during the kill still ends it DONE.
+- A kill that removes (`bkill -r`: "Removes a job from the LSF system without waiting for
+  the job to terminate in the operating system. Sends the same series of signals as bkill
+  without -r, except that the job is removed from the system immediately ... job
+  resources that LSF monitors are released as soon as LSF receives the first signal",
+  IBM's bkill page) ends every unfinished element EXIT at once, "removed by USER (bkill
+  -r); its processes are being killed", its slots and reservations released; a running
+  one still gets the kill sequence (KillElement) and keeps the stored action
+  "remove:USER" until its processes' end is reported, which is then only noted (an
+  ENDED_AFTER_REMOVE event, the action cleared): it never changes the finished state. A
+  restart or a lost host leaves it finished (only active elements are re-attached or
+  lost; a copy a rejoining worker still runs is fenced, SCHED-4).
 - A stop suspends a running element (USUSP, SIGSTOP) and puts a `user` hold on a pending
   one (PSUSP); a resume undoes only those: it never releases a `system` hold, which only an
   admin's release does (D-5, two hold kinds that never release each other).
@@ -126,10 +137,15 @@ class Finished(Stimulus):
 @dataclass(frozen=True, slots=True)
 class Kill(Stimulus):
     """`xcecli kill` by `user` (LSF bkill); `record_done`: end the element DONE, not EXIT
-    (`bkill -d`, `xcecli kill --record-done`)."""
+    (`bkill -d`, `xcecli kill --record-done`); `force`: end it EXIT at once, its processes
+    killed after (`bkill -r`, `xcecli kill --force`). `record_done` and `force` never come
+    together (xced.api.models.KillRequest refuses it)."""
 
     user: str = ""
     record_done: bool = False
+    #: remove the element at once (`bkill -r`, `xcecli kill --force`): EXIT now, the kill
+    #: sequence still sent to its processes
+    force: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +318,19 @@ def killed_by(action: str | None) -> tuple[str, bool] | None:
     return None
 
 
+#: the stored action of an element removed at once (bkill -r) whose processes are still being
+#: killed: "remove:USER", cleared when their end is reported
+REMOVE_ACTION = "remove:"
+
+
+def removed_by(action: str | None) -> str | None:
+    """The user of a stored removal ("remove:alice" -> "alice", bkill -r) whose processes'
+    end is not reported yet; None for any other action or none."""
+    if action and action.startswith(REMOVE_ACTION):
+        return action[len(REMOVE_ACTION):]
+    return None
+
+
 def _note(e: Element, kind: str, reason: str | None, **fields) -> Outcome:
     """An event that changes no state (a kill or requeue asked of a running element)."""
     return Outcome(e.state, dict(fields), {}, [Event(kind, None, None, reason)])
@@ -412,18 +441,43 @@ def _finished(e: Element, s: Finished) -> Outcome:
 
 
 def _kill_pending(e: Element, s: Kill) -> Outcome:
-    """EXIT at once, "killed by USER while pending", holds dropped; DONE for a kill that records DONE (bkill -d: "killed by USER while pending; recorded DONE (bkill -d)")."""
+    """EXIT at once, "killed by USER while pending", holds dropped; DONE for a kill that records DONE (bkill -d: "killed by USER while pending; recorded DONE (bkill -d)"); "removed by USER while pending (bkill -r)" for a kill that removes."""
     why = f"killed by {s.user} while pending"
-    if s.record_done:
+    if s.force:
+        why = f"removed by {s.user} while pending (bkill -r)"
+    elif s.record_done:
         why = f"{why}; {RECORDED_DONE}"
     return _move(e, S.DONE if s.record_done else S.EXIT, "KILL", why, end_time=s.time, exit_reason=why, holds=set())
 
 
 def _kill_running(e: Element, s: Kill) -> Outcome:
-    """unchanged, the kill asked for (KILL_REQUEST; stored action "kill:USER", or "kill-done:USER" when it records DONE, bkill -d); the kill sequence runs on its first host."""
+    """unchanged, the kill asked for (KILL_REQUEST; stored action "kill:USER", or "kill-done:USER" when it records DONE, bkill -d); the kill sequence runs on its first host. A kill that removes (bkill -r): EXIT at once, "removed by USER (bkill -r); its processes are being killed", its slots released, stored action "remove:USER"; the kill sequence runs on its first host all the same."""
+    if s.force:
+        why = f"removed by {s.user} (bkill -r); its processes are being killed"
+        out = _move(e, S.EXIT, "KILL", why, end_time=s.time, exit_reason=why, action=REMOVE_ACTION + s.user,
+                    start_time=e.start_time, failures=0, containment=e.containment)
+        out.effects.append(KillElement())
+        return out
     out = _note(e, "KILL_REQUEST", "recorded DONE when it ends (bkill -d)" if s.record_done else None,
                 action=kill_action(s.user, s.record_done))
     out.effects.append(KillElement())
+    return out
+
+
+def _finished_removed(e: Element, s: Finished) -> Outcome | None:
+    """an element removed at once (bkill -r, stored action "remove:USER") stays EXIT: the end of its processes is noted (ENDED_AFTER_REMOVE, how they ended) and the action cleared; its tasks on other hosts are ended. Nothing for an element not so removed (an end report the shell ignores)."""
+    user = removed_by(e.action)
+    if user is None:
+        return None
+    st = s.status
+    how = "ended"
+    if st is not None:
+        how = (f"were killed by signal {st.signal_name}" if st.signal_name else
+               f"exited with code {st.exit_code}" if st.exit_code is not None else "ended")
+        if st.reason and st.reason != EndReason.KILLED:
+            how += f" ({st.reason})"
+    out = _note(e, "ENDED_AFTER_REMOVE", f"its processes {how} after {user} removed it (bkill -r)", action=None)
+    out.effects.append(EndTasks(tuple(h for h, _ in e.alloc[1:])))
     return out
 
 
@@ -565,6 +619,7 @@ TABLE: dict[tuple[type, S], Transition] = {
     (Started, S.USUSP): _started,
     (Finished, S.RUN): _finished,
     (Finished, S.USUSP): _finished,
+    (Finished, S.EXIT): _finished_removed,
     (Kill, S.PEND): _kill_pending,
     (Kill, S.PSUSP): _kill_pending,
     (Kill, S.RUN): _kill_running,

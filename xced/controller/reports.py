@@ -82,8 +82,11 @@ class ReportsMixin:
         e = job.elements.get(index) if job else None
         if self._stale(e, attempt, "end"):
             return
-        if e is None or e.state not in ACTIVE:
+        if e is None:
             log.warning("end of %s ignored: not running here", format_job_ref(job_id, index))
+            return
+        if e.state not in ACTIVE:
+            self._end_after_finish(e, st)
             return
         if (job_id, index) in self._host_hooked:
             self._host_hooked.discard((job_id, index))
@@ -111,6 +114,27 @@ class ReportsMixin:
             apply()
         except STORE_ERRORS as exc:
             self._retry_later(("end", e.job.id, e.index), f"the end of {e.ref}", apply, exc)
+
+    def _end_after_finish(self, e: Element, st: EndStatus) -> None:
+        """The end of the processes of an element already finished: one removed at once
+        (bkill -r) is noted in its events and keeps its state (machine._finished_removed);
+        any other is ignored and logged. A store that refuses the note loses that history
+        line only: the element's state was recorded at its removal."""
+        stim = m.Finished(self._sid("report"), f"worker:{e.alloc[0][0] if e.alloc else '?'}",
+                          st.end_time or self.clock(), status=st)
+        try:
+            out = transition(e, stim)
+        except m.IllegalTransition:
+            out = None
+        if out is None:
+            log.warning("end of %s ignored: not running here", e.ref)
+            return
+        self._host_hooked.discard((e.job.id, e.index))
+        try:
+            self._commit([(e, stim, out)])
+        except STORE_ERRORS as exc:
+            log.warning("the end of %s's processes after its removal (bkill -r) is not noted: the store refused "
+                        "it: %s", e.ref, exc)
 
     def _each_first_host(self, elements: list[Element], act: Callable[[WorkerLink, Element], object]) -> None:
         """Call act(worker, element) with the worker of each element's first host, when joined."""

@@ -404,15 +404,19 @@ async def kill_job(job_id: int, request: Request, body: KillRequest | None = Non
                    caller: Caller = Depends(requires(ACTION_PERMISSIONS["kill"], _DOING["kill"]))) -> ActionResult:
     """`xcecli kill` (LSF bkill): the kill sequence, or with `signal` that one signal (`bkill -s`,
     KillRequest); the answer's message then reads "SIGUSR1 sent: 12". With `record_done`
-    (`bkill -d`) the elements killed end DONE, and the message says so."""
+    (`bkill -d`) the elements killed end DONE, and the message says so; with `force`
+    (`bkill -r`) they are EXIT at once and their processes are killed after."""
     index = body.index if body else None
     ctl = _ctl(request)
     await ctl.recall(job_id)  # a purged job is finished: the kill says so, not "not found"
     if body is None or body.signal is None:
-        done = bool(body and body.record_done)
-        res = action_answer("kill", ctl.job(job_id), ctl.kill(job_id, index, caller, record_done=done), index, full)
+        done, force = bool(body and body.record_done), bool(body and body.force)
+        res = action_answer("kill", ctl.job(job_id), ctl.kill(job_id, index, caller, record_done=done, force=force),
+                            index, full)
         if done:
             res.message += "; recorded DONE when killed (bkill -d)"
+        if force:
+            res.message += "; removed at once (bkill -r): EXIT now, its processes are being killed"
         return res
     from xced.model.signals import parse_signal
 
