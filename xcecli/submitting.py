@@ -447,6 +447,13 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
         argv = resolve_command(list(command), {**base_env, **added} if added else base_env, cwd, text)
     body = {"argv": argv, "cwd": cwd, **fields}
     if line is not None:
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as e:  # a byte a shell passed that is not UTF-8 (D-8): said as argv's is
+            bad = ord(line[e.start])
+            shown = f"\\x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else f"\\u{bad:04x}"
+            raise Usage(f"the command line holds {shown}, which is not UTF-8 (at character {e.start + 1}); XCE "
+                        f"keeps commands as UTF-8 text: re-encode or rename it") from None
         body["command_line"] = line
     body = {k: v for k, v in body.items() if v is not None and v != []}
     if added:
@@ -719,18 +726,24 @@ def _line_options(words: list[str]) -> tuple[dict, list[str]]:
 
 def _pack_text(path: str) -> tuple[str, str]:
     """(the text of the pack file `path`, or of standard input for '-'; how messages name it).
-    Raises Usage for a file that cannot be read or is not UTF-8."""
-    import sys
+    At most MAX_PACK_REQUEST_BYTES (64 MiB, the daemon's cap on a pack request) is read:
+    a larger file (or an endless one, /dev/zero) is refused once that much has been read,
+    never loaded whole. Raises Usage for a file that cannot be read, is too large or is not
+    UTF-8."""
+    from xced.model.units import MAX_PACK_REQUEST_BYTES
 
     where = "standard input" if path == "-" else path
     try:
         if path == "-":
-            data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+            data = sys.stdin.buffer.read(MAX_PACK_REQUEST_BYTES + 1) if sys.stdin is not None else b""
         else:
             with open(path, "rb") as f:
-                data = f.read()
+                data = f.read(MAX_PACK_REQUEST_BYTES + 1)
     except OSError as e:
         raise Usage(f"--pack {path!r}: cannot read it ({e.strerror or e})") from None
+    if len(data) > MAX_PACK_REQUEST_BYTES:
+        raise Usage(f"--pack: {where} is over {MAX_PACK_REQUEST_BYTES >> 20} MiB, the largest pack a request may "
+                    f"carry; split it into several packs")
     try:
         return data.decode("utf-8"), where
     except UnicodeDecodeError as e:
@@ -763,6 +776,12 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    from xced.model.units import MAX_PACK_JOBS
+
+    jobs = sum(1 for line in lines if line.strip() and not line.strip().startswith("#"))
+    if jobs > MAX_PACK_JOBS:  # said before any line is read (a line costs a shlex split and a check)
+        raise PackRefused(f"--pack: {where} holds {jobs:,} jobs; a pack takes at most {MAX_PACK_JOBS:,}: split it "
+                          f"into several packs; nothing was submitted")
     for n, line in enumerate(lines, 1):
         line = line[:-1] if line.endswith("\r") else line
         stripped = line.strip()

@@ -202,3 +202,47 @@ def test_bkill_s_takes_a_value_that_starts_with_a_dash(shared_daemon):
                        env=e, timeout=60)
     assert r.returncode == 255 and r.stderr.startswith("bkill: signal '-9': not a signal; give a name or a number: "), \
         r.stderr
+
+
+def test_a_newline_in_a_command_line_cannot_forge_a_row_of_bjobs(shared_daemon, tmp_path):
+    """CLI-8 (a fresh tester's finding): bjobs -w is read line by line (Nextflow's
+    LsfExecutor.parseQueueStatus splits its output into lines and tokens), so a command line
+    holding a newline must not start a row of its own: its control characters are shown as
+    escapes in every listing cell (xced.api.listing.one_line)."""
+    d = shared_daemon
+    forged = "true\n99999   alice   RUN   normal     vm          vm          fake      Dec  4 22:51"
+    job = _job(bsub(d, forged, cwd=tmp_path))  # its second line fails (127): the row is what counts
+    r = bjobs(d, "-a", "-w", "-u", "all")
+    assert r.returncode == 0, r.stderr
+    assert not any(line.startswith("99999") for line in r.stdout.splitlines()), r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.startswith(f"{job} "))
+    assert "true\\n99999" in row, row
+    assert "true\\n99999" in _name_and_command(d, job)
+
+
+def test_bjobs_reads_a_flat_project_name_as_bsub_does(shared_daemon, tmp_path):
+    """LSF bsub -P / bjobs -P: the flat name bsub took as /NAME lists that project's jobs."""
+    d = shared_daemon
+    job = _job(bsub(d, "-P", "flatlisted", "true", cwd=tmp_path))
+    r = bjobs(d, "-a", "-noheader", "-o", "jobid", "-P", "flatlisted")
+    assert r.returncode == 0 and r.stdout.split() == [str(job)], (r.stdout, r.stderr)
+
+
+def test_a_pack_too_large_is_refused_before_it_is_read_whole(shared_daemon, tmp_path):
+    """CLI-7 (MAX_PACK_REQUEST_BYTES, MAX_PACK_JOBS): the client refuses a pack over 64 MiB
+    once that much is read (an endless /dev/zero no longer grows it without bound), and one
+    of more than 100,000 jobs before it reads a line; nothing is submitted."""
+    d = shared_daemon
+    r = bsub(d, "-pack", "/dev/zero", cwd=tmp_path)
+    assert r.returncode == 255 and "is over 64 MiB" in r.stderr, r.stderr
+    many = tmp_path / "many.pack"
+    many.write_text("true\n" * 100_001)
+    r = bsub(d, "-pack", str(many), cwd=tmp_path)
+    assert r.returncode == 255 and "holds 100,001 jobs; a pack takes at most 100,000" in r.stderr, r.stderr
+
+
+def test_a_command_line_that_is_not_utf8_is_refused_plainly(shared_daemon, tmp_path):
+    """D-8: `bsub echo $'caf\\xe9'` is refused naming the byte, as an argv's is, not with the
+    request model's text."""
+    r = bsub(shared_daemon, "echo", os.fsdecode(b"caf\xe9"), cwd=tmp_path)
+    assert r.returncode == 255 and "the command line holds \\xe9, which is not UTF-8" in r.stderr, r.stderr

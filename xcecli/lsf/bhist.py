@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 import time
 
+from xced.api.listing import one_line
 from xcecli.lsf.common import LSF_FAILED, read_options, run
 
 SPEC = {"-l": ("long", "flag"), "-a": ("all", "flag")}
@@ -120,7 +121,7 @@ def _long(job: dict, events: list[dict], master: str, now: float) -> list[str]:
         ref = el["id"]
         mine = [ev for ev in events if ev["id"] in (ref, str(job["job_id"]))]
         lines = [f"Job <{ref}>, User <{job['user']}>, Project <{job.get('project') or 'default'}>, "
-                 f"Command <{shlex.join(job['argv'])}>"]
+                 f"Command <{one_line(shlex.join(job['argv']))}>"]
         for ev in mine:
             p = _phrase(ev, el, master, job)
             for line in (p.split("\n") if p is not None else ()):  # a dispatch is two lines: and Starting

@@ -54,6 +54,7 @@ import os
 import sys
 import time
 
+from xced.api.listing import one_line
 from xcecli.lsf.common import LSF_FAILED, LsfUsage, read_options, run
 from xcecli.lsf.jobctl import job_args  # noqa: F401 - the ID parser bjobs shares with bkill & co.
 
@@ -364,7 +365,7 @@ def _long(client, rows: list[dict]) -> list[str]:
         head = [f"Job <{ref}>", f"Job Name <{name}>", f"User <{j['user']}>"]
         if j.get("project"):
             head.append(f"Project <{j['project']}>")
-        head += [f"Status <{e['state']}>", f"Queue <{j['queue']}>", f"Command <{shlex.join(j['argv'])}>"]
+        head += [f"Status <{e['state']}>", f"Queue <{j['queue']}>", f"Command <{one_line(shlex.join(j['argv']))}>"]
         if out:
             out.append("-" * 78)
         out.append("")
@@ -454,6 +455,9 @@ def bjobs(argv: list[str]) -> int:
         raise LsfUsage("-json and -noheader cannot be used together (-json has no header to leave out)")
     if opts.get("long") and (opts.get("format") or opts.get("json")):
         raise LsfUsage("-l cannot be used with -o or -json")
+    project = opts.get("project")
+    if isinstance(project, str) and not project.startswith("/"):
+        opts["project"] = "/" + project  # LSF's flat project NAME is XCE's top-level /NAME, as bsub -P reads it
     refs = job_args(args)
     fmt, delim = parse_format(opts["format"]) if opts.get("format") else (None, None)
     states: set[str] | None = set()

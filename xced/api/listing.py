@@ -16,6 +16,17 @@ a running job's host is not ok.
 
 from __future__ import annotations
 
+
+def one_line(text: str) -> str:
+    """`text` with each character that is not printable (a newline or a tab in a command
+    line, an escape sequence) shown as its Python escape (`\\n`, `\\x1b`): a cell of a
+    listing never starts a line of its own, so a command such as `bsub $'true\\n99 alice
+    RUN ...'` cannot forge a row in the output that tools split by lines (`bjobs -w`, read
+    by Nextflow). Printable text is returned as it is."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
 #: The fields, in their default order of mention, each with its column header (bjobs -o names).
 FIELDS: dict[str, str] = {
     "id": "JOBID", "user": "USER", "state": "STAT", "queue": "QUEUE", "project": "PROJ_NAME", "hosts": "EXEC_HOST",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import orjson
 from fastapi import Response
 
+from xced.api.listing import one_line
 from xced.model.jobs import ACTIVE, format_job_ref, resolve_output_path
 
 
@@ -166,7 +167,7 @@ _CELLS = {
 
 
 def _command(j) -> str:
-    return j.spec.shown_command()
+    return one_line(j.spec.shown_command())  # a cell of one line (xced.api.listing.one_line)
 
 
 def _lsf_name(j, e) -> str:
