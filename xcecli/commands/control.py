@@ -33,6 +33,7 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
     typer.BadParameter when -s, --record-done and --force are combined."""
     from xced.api.errors import XceError
     from xcecli.commands.jobs import _job_ref
+    from xcecli.lsf.jobctl import action_body
     from xcecli.output import err
 
     if sig is not None:
@@ -56,13 +57,7 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
     full = as_json or verbose
     results, failed = [], None
     for text, (jid, idx) in zip(jobs, refs):
-        body: dict = {"index": idx} if idx is not None else {}
-        if sig is not None:
-            body["signal"] = sig
-        if record_done:
-            body["record_done"] = True
-        if force:
-            body["force"] = True
+        body = action_body(idx, sig, record_done, force)
         try:
             # plain JSON (no model parsing); past 100 elements the daemon answers counts and
             # index runs unless asked for the full list (issue 17 part 4, CLI-7)

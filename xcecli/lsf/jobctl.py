@@ -154,6 +154,22 @@ def _reason(action: str, e) -> str:
     return e.message
 
 
+
+def action_body(index: int | None, signal: str | None = None, record_done: bool = False,
+                force: bool = False) -> dict[str, object]:
+    """The body of a job action (POST /jobs/ID/kill, stop, resume, requeue): the element
+    `index` (None: the whole job), and for a kill its `signal` (bkill -s), `record_done`
+    (bkill -d) and `force` (bkill -r), each sent only when given (KillRequest). Shared by
+    the LSF commands and `xcecli kill/stop/resume/requeue`."""
+    body: dict[str, object] = {"index": index} if index is not None else {}
+    if signal is not None:
+        body["signal"] = signal
+    if record_done:
+        body["record_done"] = True
+    if force:
+        body["force"] = True
+    return body
+
 def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, signal: str | None = None,
         record_done: bool = False, force: bool = False) -> int:
     """Ask for `action` (kill, stop, resume, requeue) on each of `refs` and print LSF's line
@@ -166,13 +182,7 @@ def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, s
 
     rc = 0
     for jid, idx, ref in refs:
-        body: dict[str, object] = {"index": idx} if idx is not None else {}
-        if signal is not None:
-            body["signal"] = signal
-        if record_done:
-            body["record_done"] = True
-        if force:
-            body["force"] = True
+        body = action_body(idx, signal, record_done, force)
         try:
             res = c.request("POST", f"/jobs/{jid}/{action}", json=body).json()
         except XceError as e:
