@@ -246,3 +246,22 @@ def test_a_command_line_that_is_not_utf8_is_refused_plainly(shared_daemon, tmp_p
     request model's text."""
     r = bsub(shared_daemon, "echo", os.fsdecode(b"caf\xe9"), cwd=tmp_path)
     assert r.returncode == 255 and "the command line holds \\xe9, which is not UTF-8" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args", [("-h",), ("-n", "2", "-h", "true"), ("-q", "normal", "-h"), ("--help",)])
+def test_bsub_h_among_its_options_prints_the_usage_and_submits_nothing(shared_daemon, tmp_path, args):
+    """CLI-8 (IBM bsub -h: "Prints command usage to stderr and exits"; a second tester's
+    finding): `-h` anywhere among bsub's options, as every other LSF command takes it, prints
+    the usage on stderr, exits 0 and submits nothing; after the command it is the command's."""
+    d = shared_daemon
+    before = _ids(d)
+    r = bsub(d, *args, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, "") and r.stderr.startswith("Usage: bsub [options] command"), r
+    assert _ids(d) == before
+
+
+def test_bsub_v_prints_the_version_line_of_every_lsf_command(shared_daemon, tmp_path):
+    """CLI-8 (IBM bsub -V: the release version on stderr): the line lsid and the others print."""
+    for args in (("-V",), ("-V", "-n", "2")):
+        r = bsub(shared_daemon, *args, cwd=tmp_path)
+        assert (r.returncode, r.stdout) == (0, "") and r.stderr.endswith(", LSF-compatible commands (CLI-8)\n"), r

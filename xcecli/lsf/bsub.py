@@ -84,7 +84,7 @@ import os
 import sys
 
 from xced.api.errors import InvalidRequest
-from xcecli.lsf.common import LsfUsage, read_options
+from xcecli.lsf.common import LsfUsage, ShowUsage, read_options
 
 #: LSF's option -> (xcecli submit's long name, kind), for the options bsub takes
 TAKEN = {"-n": ("ntasks", "one"), "-R": ("resreq", "list"), "-q": ("queue", "one"), "-J": ("name", "one"),
@@ -232,15 +232,15 @@ def bsub(argv: list[str]) -> int | None:
     from xcecli.submitting import ScriptRefused, client_env, run
     from xcecli.usage import Usage
 
-    if argv in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE)
+    if argv == ["--help"]:
+        argv = ["-h"]
+    try:  # -h / -V among the options (before the command), as every LSF command takes them
+        values, command = read_options(argv, SPEC, interspersed=False)
+    except ShowUsage as e:
+        if e.what != "help":
+            raise  # -V: common.run prints the version line every LSF command prints
+        sys.stderr.write(USAGE)  # IBM bsub -h: "Prints command usage to stderr and exits"
         return 0
-    if argv == ["-V"]:
-        from xced.version import version_line
-
-        print(version_line("bsub"), file=sys.stderr)  # LSF prints its version on stderr
-        return 0
-    values, command = read_options(argv, SPEC, interspersed=False)
     if "lsf_pack" in values:
         return _pack(values, command)
     given, warnings, env_spec, cwd = translate(values)
