@@ -612,3 +612,42 @@ def test_a_pack_submitted_by_a_real_user_runs_as_her_and_keeps_her_environment_h
     code, theirs = bob.api(_sock(prod), "GET", f"/jobs/{shown}")
     assert code == 200 and theirs["env"] is None and SECRET not in json.dumps(theirs)
     assert bob.run(["cat", str(home / f"env.{shown}")]).returncode != 0
+
+
+# ------------------------------------- a #BSUB script on stdin as a second real user (CLI-8, JOB-12, D-7)
+
+def test_a_bsub_script_on_stdin_is_kept_and_run_as_its_user_only(prod, users, base):
+    """xce-alice pipes a #BSUB script into the real `bsub` (LSF's `bsub < job.lsf`) against a
+    root production xced: the job is hers and runs as her, its #BSUB -oo file is hers with
+    her umask, and the script the store kept is written into the job's directory 0700 and
+    owned by her (JOB-12), where xce-bob can read neither it nor her output. The TopDir's
+    lsf.conf (LSF_ENVDIR for pipeline tools) is readable by bob too, and bob's bkill of her
+    job is refused with LSF's exit code."""
+    alice, bob = users
+    cli = user_entry(alice, "xcecli.__main__", "presets")
+    if cli is None:
+        pytest.skip("no Python interpreter of this version that the test users may run")
+    bsub = [cli[0], "-c", cli[2].replace("from xcecli.__main__ import main", "from xcecli.lsf.bsub import main")]
+    home = _home(base, alice)
+    script = "#!/bin/sh\n#BSUB -J mine\n#BSUB -oo out.%J\nid -un\necho \"$MY_SECRET\"\n"
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/", "LANG": "C", "XCE_TOPDIR": str(prod.top), "MY_SECRET": SECRET}
+    r = subprocess.run(bsub, user=alice.uid, group=alice.gid, extra_groups=[], umask=0o077, cwd=str(home),
+                       input=script, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("Job <"), (r.stdout, r.stderr)
+    job = int(r.stdout.split("<", 1)[1].split(">", 1)[0])
+    j = _wait(prod, job, ("DONE", "EXIT"))
+    assert (j["state"], j["user"], j["run_as"], j["name"]) == ("DONE", "xce-alice", "xce-alice", "mine"), j
+    out = home / f"out.{job}"
+    assert out.read_text() == f"xce-alice\n{SECRET}\n" and out.stat().st_uid == alice.uid
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    kept = prod.top / "jobs" / str(job) / "0" / "script"
+    assert kept.read_text() == script and kept.stat().st_uid == alice.uid
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o700
+    for path in (kept, out):
+        assert bob.run(["cat", str(path)]).returncode != 0, path
+    conf = bob.run(["cat", str(prod.top / "lsf.conf")])
+    assert conf.returncode == 0 and "LSF_UNIT_FOR_LIMITS=MB" in conf.stdout, conf.stderr
+    bkill = [cli[0], "-c", cli[2].replace("from xcecli.__main__ import main", "from xcecli.lsf.bkill import main")]
+    r = subprocess.run([*bkill, str(job)], user=bob.uid, group=bob.gid, extra_groups=[], cwd="/",
+                       capture_output=True, text=True, env={**env, "MY_SECRET": ""}, timeout=60)
+    assert r.returncode == 255 and "user xce-bob may not kill it" in r.stderr, (r.stdout, r.stderr)
