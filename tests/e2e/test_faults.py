@@ -325,3 +325,38 @@ def test_a_job_whose_supervisor_never_started_pends_again_after_a_crash(topdir):
         if launcher is not None and launcher.is_running():
             launcher.kill()
         d.stop()
+
+
+def test_a_bsub_script_refused_by_a_failing_commit_leaves_nothing_and_goes_in_after(faulty, tmp_path):
+    """D-8, D-3, JOB-12: `bsub < script` while the store's commit fails (an I/O error) is told
+    so (LSF's command, XCE's exit 3 for a store that cannot record), and neither the job nor
+    its script is recorded; once the fault clears, the same pipe submits it and it runs, its
+    #BSUB lines in force. bkill -r and bkill -d, which record at once, are refused alike and
+    leave the job as it was."""
+    from tests.e2e.test_lsf_bsub import LSF_LINE, bsub
+
+    d, top = faulty, faulty.top
+    fault = top / "state" / "FAULT"
+    script = "#!/bin/sh\n#BSUB -J faulted\n#BSUB -o out.%J\necho ran\n"
+    fault.write_text("io")
+    r = bsub(d, input=script, cwd=tmp_path)
+    assert r.returncode == 3 and "an I/O error on the store" in r.stderr, (r.stdout, r.stderr)
+    assert json.loads(d.cli("jobs", "-a", "-u", "all", "--json", check=True).stdout)["jobs"] == []
+    fault.unlink()
+    r = bsub(d, input=script, cwd=tmp_path)
+    m = LSF_LINE.fullmatch(r.stdout)
+    assert r.returncode == 0 and m, (r.stdout, r.stderr)
+    job = int(m.group(1))
+    j = d.wait_state(job, ("DONE",))
+    assert j["name"] == "faulted" and (tmp_path / f"out.{job}").read_text() == "ran\n"
+    a = d.submit(*_gated(top, 0))
+    d.wait_state(a, ("RUN",))
+    fault.write_text("io")
+    for opt in ("-r", "-d"):
+        r = subprocess.run([str(Path(sys.executable).parent / "bkill"), opt, str(a)], capture_output=True,
+                           text=True, env={**os.environ, "XCE_TOPDIR": str(top)}, timeout=60)
+        assert r.returncode == 3 and "I/O error" in r.stderr, (opt, r.stdout, r.stderr)
+    fault.unlink()
+    assert d.show(a)["state"] == "RUN"
+    _open_gate(top)
+    assert d.wait_state(a, ("DONE",))["state"] == "DONE"
