@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-from xcecli.lsf.common import LSF_FAILED, read_options, run
+from xcecli.lsf.common import named, read_options, run
 
 SPEC = {"-w": ("wide", "flag")}
 HEADER = ("HOST_NAME", "STATUS", "JL/U", "MAX", "NJOBS", "RUN", "SSUSP", "USUSP", "RSV")
@@ -42,13 +42,7 @@ def bhosts(argv: list[str]) -> int:
     opts, names = read_options(argv, SPEC, interspersed=True)
     c = client()
     hosts = c.request_retried("GET", "/hosts").json()["hosts"]
-    by_name = {h["name"]: h for h in hosts}
-    rc = 0
-    for n in names:
-        if n not in by_name:
-            print(f"{n}: No such host", file=sys.stderr)
-            rc = LSF_FAILED
-    shown = [by_name[n] for n in names if n in by_name] if names else hosts
+    shown, rc = named(hosts, names, "host")
     if not shown:
         return rc
     stopped: dict[str, int] = {}

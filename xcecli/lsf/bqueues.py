@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 
-from xcecli.lsf.common import LSF_FAILED, read_options, run
+from xcecli.lsf.common import named, read_options, run
 
 SPEC = {"-w": ("wide", "flag")}
 HEADER = ("QUEUE_NAME", "PRIO", "STATUS", "MAX", "JL/U", "JL/P", "JL/H", "NJOBS", "PEND", "RUN", "SUSP")
@@ -35,13 +35,7 @@ def bqueues(argv: list[str]) -> int:
 
     _, names = read_options(argv, SPEC, interspersed=True)
     queues = client().request_retried("GET", "/queues").json()["queues"]
-    by_name = {q["name"]: q for q in queues}
-    rc = 0
-    for n in names:
-        if n not in by_name:
-            print(f"{n}: No such queue", file=sys.stderr)
-            rc = LSF_FAILED
-    shown = [by_name[n] for n in names if n in by_name] if names else queues
+    shown, rc = named(queues, names, "queue")
     shown.sort(key=lambda q: -int(q["priority"]))  # LSF: "in order of priority", highest first (stable)
     if not shown:
         return rc

@@ -139,3 +139,17 @@ def run(prog: str, fn) -> None:
             return e.exit_code
 
     run_fast(guarded, prog)
+
+
+def named(items: list[dict], names: list[str], what: str) -> tuple[list[dict], int]:
+    """The `items` (each with a "name") that a command's arguments name, in their order, or
+    all of them when it names none (LSF's bhosts, bqueues: `bqueues [queue_name ...]`);
+    and its exit code so far: each name the cluster has not is `NAME: No such WHAT` on
+    stderr and makes it LSF_FAILED (255), as LSF's bhosts and bqueues say."""
+    by_name = {i["name"]: i for i in items}
+    rc = 0
+    for n in names:
+        if n not in by_name:
+            print(f"{n}: No such {what}", file=sys.stderr)
+            rc = LSF_FAILED
+    return ([by_name[n] for n in names if n in by_name] if names else list(items)), rc
