@@ -266,7 +266,8 @@ class LocalWorker:
         back to PEND and is dispatched again (D-8)."""
         key = (info.job_id, info.index)
         try:
-            handle = await procs.launch_via(jd, spec, self.launcher, self.launch_timeout_s)
+            handle = await procs.launch_via(jd, spec, self.launcher, self.launch_timeout_s,
+                                            killed=lambda: bool(self._launching.get(key)))
         except procs.LauncherTimeout as e:
             if self._launching.pop(key, False):
                 procs.request_kill(jd)  # it may have forked the supervisor: the marker stops it

@@ -559,11 +559,16 @@ def launch(jobdir: str | os.PathLike[str], spec: dict[str, Any]) -> SupervisorHa
 
 
 async def launch_via(jobdir: str | os.PathLike[str], spec: dict[str, Any], launcher: Launcher,
-                     timeout: float = LAUNCH_TIMEOUT_S) -> SupervisorHandle:
+                     timeout: float = LAUNCH_TIMEOUT_S, killed=None) -> SupervisorHandle:
     """As `launch`, with the supervisor forked by `launcher` (see Launcher.spawn); raises
-    LauncherTimeout when the launcher does not answer within `timeout` seconds."""
+    LauncherTimeout when the launcher does not answer within `timeout` seconds. `killed()`
+    (when given) says whether the element was killed before its launch: the kill marker is
+    then written before the fork, so the supervisor finds it at its start and never starts
+    the job (JOB-1: a kill is never lost, nor does the command run first)."""
     jobdir = Path(jobdir).absolute()
     _prepare(jobdir, spec)
+    if killed is not None and killed():
+        _mark_killed(jobdir)
     pid, pidfd = await launcher.spawn(jobdir, timeout)
     return SupervisorHandle(jobdir, pid, pidfd)
 
@@ -658,6 +663,12 @@ def signal_job(jobdir: str | os.PathLike[str], sig: int) -> bool:
     return True
 
 
+def _mark_killed(jobdir: Path) -> None:
+    """Write JOBDIR/kill_requested, the marker a supervisor reads at its start and before it
+    starts the job (it then never does)."""
+    os.close(os.open(jobdir / KILL_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+
+
 def request_kill(jobdir: str | os.PathLike[str]) -> bool:
     """Ask the supervisor to end the job with LSF's kill sequence (bkill); True if it will.
 
@@ -675,8 +686,7 @@ def request_kill(jobdir: str | os.PathLike[str]) -> bool:
     jobdir = Path(jobdir)
     if (jobdir / STATUS_FILE).exists() or not (jobdir / SPEC_FILE).exists():
         return False
-    fd = os.open(jobdir / KILL_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    os.close(fd)
+    _mark_killed(jobdir)
     if not _lock_held(jobdir):
         # Not started yet (it will see the marker), or already gone.
         return _read_pid(jobdir) is None and not (jobdir / STATUS_FILE).exists()
