@@ -27,6 +27,7 @@ from xced import __version__
 from xced.api.errors import InvalidRequest, MalformedBody, MethodNotAllowed, NotFound, ServerError, XceError
 from xced.constants import API_PREFIX
 from xced.server.asgi import HttpMiddleware
+from xced.server.convert import ListingCache
 from xced.server.limits import BodyLimit
 from xced.server.responses import errors_as_json
 
@@ -170,6 +171,7 @@ def create_app(controller) -> FastAPI:
                   # asks OpenTelemetry whether a provider is set (issue 17 part 5)
                   telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.controller = controller
+    app.state.listing_cache = ListingCache()
     from xced.config.presets import presets_directory
     from xced.server.presets import PresetShelf
 

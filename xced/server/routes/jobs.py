@@ -218,14 +218,6 @@ async def _jobs_by_id(request: Request, caller: Caller, ids: list[int], user: st
     return out, missing
 
 
-async def _listed(request: Request, caller: Caller, user: str | None, queue: str | None, project: str | None,
-                  state: list[JobState] | None, all: bool) -> list[dict]:
-    """The JobOut dicts of a listing (GET /jobs)."""
-    hosts = _ctl(request).hosts
-    return [job_dict(job, elements=not job.is_array, hosts=hosts)
-            for job in await _listed_jobs(request, caller, user, queue, project, state, all)]
-
-
 @router.get("/jobs", response_model=JobList, responses=errors())
 async def list_jobs(request: Request, caller: Caller = Depends(requires("cluster:view")),
               user: str | None = Query(None, description="a user name or 'all'; default the caller"),
@@ -233,7 +225,8 @@ async def list_jobs(request: Request, caller: Caller = Depends(requires("cluster
               project: str | None = Query(None, description="that very project's jobs (bjobs -P)"),
               state: list[JobState] | None = Query(None),
               all: bool = Query(False, description="include finished jobs of any age")) -> Response:
-    return json_response({"jobs": await _listed(request, caller, user, queue, project, state, all)})
+    jobs = await _listed_jobs(request, caller, user, queue, project, state, all)
+    return request.app.state.listing_cache.listing(jobs, _ctl(request).hosts)
 
 
 @router.get("/jobs/table", response_model=JobTable, responses=errors())
