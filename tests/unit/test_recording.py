@@ -34,6 +34,22 @@ def test_snapshot_round_trip():
     assert snapshot_from_json(json.loads(json.dumps(snapshot_to_json(s)))) == s
 
 
+def test_a_hosts_last_dispatch_round_trips_and_an_older_row_reads_as_never():
+    """SIM-2, issue 19 part 2: the last dispatch, which breaks ties between equal hosts, is in
+    the recording, so a replay decides as the live session did; a row recorded before it
+    was ([njobs, exclusive]) reads as never dispatched to."""
+    s = snap()
+    s.hosts[1] = HostSupply("h2", 4, 4, 4096, 4096, last_dispatch=1234.5)
+    d = json.loads(json.dumps(snapshot_to_json(s)))
+    assert d["hosts"][1][-1] == [0, False, 1234.5]
+    assert snapshot_from_json(d) == s
+    d["hosts"][1][-1] = [0, False]
+    assert snapshot_from_json(d).hosts[1].last_dispatch == 0.0
+    d["hosts"][1][-1] = [0, False, "soon"]
+    with pytest.raises(ValueError, match="last dispatch"):
+        snapshot_from_json(d)
+
+
 def test_snapshot_with_projects_round_trips_and_replays_its_caps(tmp_path):
     """PRJ-6, PRJ-7: the projects config, each pending job's project and user and the running
     use are inputs of schedule(): a recording carries them, and a replay pends the same job

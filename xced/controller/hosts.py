@@ -120,6 +120,8 @@ class HostsMixin:
             if h is None or (only is not None and host != only):
                 continue
             h.njobs += sign
+            if sign > 0:
+                h.last_dispatch = self.clock()  # ties go to the host dispatched to least recently (RES-4)
             for k, v in held.items():
                 if k == "slots":
                     h.slots_used += sign * int(v)
@@ -521,7 +523,7 @@ class HostsMixin:
         return HostSupply(h.name, h.slots, h.slots if idle else h.slots - h.slots_used, h.memory_mb,
                           h.memory_mb if idle else h.memory_mb - h.mem_used_mb, dict(h.resources), free,
                           dict(h.attributes), frozenset(h.tags), "ok" if idle else h.status,
-                          {} if idle else h.load, 0 if idle else h.njobs)
+                          {} if idle else h.load, 0 if idle else h.njobs, False, h.last_dispatch)
 
     def _fits(self, reserve: dict[str, dict[str, float]], taken: dict[str, dict[str, float]]) -> bool:
         """DISPATCH re-check (DESIGN rule 1): every host is served and still has what the

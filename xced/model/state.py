@@ -150,6 +150,10 @@ class HostState:
     load: dict[str, float] = field(default_factory=dict)
     #: daemon-clock time of that report; None: none yet
     load_at: float | None = None
+    #: daemon-clock time a job last began to hold slots here (a dispatch, or a running job
+    #: taken up again at a restart); 0: never. Ties between equally free hosts go to the
+    #: host dispatched to least recently (RES-4, xced.scheduler.placement); memory only
+    last_dispatch: float = 0.0
 
 
 @dataclass(slots=True)

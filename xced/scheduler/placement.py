@@ -53,7 +53,12 @@ sections 1-2; where XCE differs, SPEC wins):
   ``duration``/``decay`` are accepted but v1 holds every reservation for the life of
   the job. rusage ``||`` alternatives are tried in written order and the first that
   places (at any count in the range) wins; ``Plan.alternative`` says which.
-- Host order (RES-4, capacity-driven): most free slots first, ties by host name.
+- Host order (RES-4, capacity-driven): most free slots first; among hosts with as many
+  free slots, the one a job was dispatched to least recently first
+  (``HostSupply.last_dispatch``), then by host name. LSF breaks such ties its own way and
+  does not document it; this rule spreads single jobs over equally free hosts from session
+  to session, as arrays spread, instead of giving the same few hosts (first by name) every
+  job, and it stays deterministic for a given snapshot (SIM-2).
   ``order[...]`` keys replace that: ``slots``, ``mem`` and consumable resources sort
   most-free first, ``maxslots``/``maxmem``/``max<res>`` largest first, LSF's load
   indices (RES-7, xced.model.load) best first by their direction (``r15s``, ``r1m``,
@@ -62,7 +67,7 @@ sections 1-2; where XCE differs, SPEC wins):
   after the others; a load index no host has reported is ignored), a tag puts the hosts
   that have it first, and ``-`` (``OrderKey.desc``) reverses a key (``order[-slots]``
   packs onto the fullest hosts, as in LSF). Several keys sort lexicographically, then
-  by name. A key no host has is refused at submit (RES-1); one that reaches the planner
+  by the host dispatched to least recently, then by name. A key no host has is refused at submit (RES-1); one that reaches the planner
   anyway is ignored, and when no key is usable the default order applies.
 - Load indices in a select (RES-7): the values the host's worker last reported, ``ut``
   in percent (LSF's select string page). The never-satisfiable check leaves out what
@@ -113,7 +118,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import HINT_START_WITH, HostShortfall, PendReason
@@ -140,7 +145,9 @@ __all__ = [
     "Plan",
     "Shortfall",
     "never_satisfiable",
+    "ordered_form",
     "place",
+    "place_ordered",
     "plan_fixed",
 ]
 
@@ -475,8 +482,8 @@ def _sort_key(order: tuple[OrderKey, ...], sup: _Counters) -> Callable[[int], tu
             getters.append(lambda i, g=g, s=s: s * g(i))
     if not getters:
         slots = sup.slots
-        return lambda i: (-slots[i], hosts[i].name)
-    return lambda i: (*(g(i) for g in getters), hosts[i].name)
+        return lambda i: (-slots[i], hosts[i].last_dispatch, hosts[i].name)
+    return lambda i: (*(g(i) for g in getters), hosts[i].last_dispatch, hosts[i].name)
 
 
 # --------------------------------------------------------------------------- filling
@@ -948,6 +955,90 @@ def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool =
             kept.append(HostShortfall("*", "more", len(dropped), 0, f"and {len(dropped)} more host(s) with shortfalls"))
         sf.hosts = kept
     return sf
+
+
+#: a requirement -> its ordered form (``ordered_form``), bounded as _NAMES_MEMO
+_ORDERED_MEMO: dict[ResReq, tuple[bool, float] | None] = {}
+
+
+def ordered_form(req: PlacementRequest) -> tuple[bool, float] | None:
+    """Whether ``place_ordered`` can place ``req`` (issue 19, RES-4: placement without a scan
+    of every host): ``(one_host, mem_per_task_mb)`` for a plain request, else None. Plain:
+    a simple requirement with no select, order or same, a span of none, ``hosts=-1`` or
+    ``hosts=1`` (one_host), at most one rusage alternative whose terms are all ``mem`` per
+    task; no queue host limit, not exclusive. Such a request's hosts are taken in the default
+    host order alone, so a host index kept in that order places it without a scan."""
+    if req.exclusive or req.host_limit is not None:
+        return None
+    rr = req.resreq
+    got = _ORDERED_MEMO.get(rr, _MISSING)
+    if got is _MISSING:
+        got = None
+        if rr.kind == "simple" and rr.select is None and not rr.order and not rr.same and len(rr.rusage) <= 1:
+            kind, _ = _span_kind(rr.span)
+            d = _demand(rr, 0)
+            if kind in ("none", "one") and not d.host and not d.job and all(n == "mem" for n in d.names):
+                got = (kind == "one", d.task.get("mem", 0.0))
+        if len(_ORDERED_MEMO) > 4096:
+            _ORDERED_MEMO.clear()
+        _ORDERED_MEMO[rr] = got
+    return got
+
+
+def _ordered_cap(h: HostSupply, per_task: float) -> int:
+    """The tasks host ``h`` can take of a plain request needing ``per_task`` MB each
+    (``_caps`` for a demand of memory per task alone)."""
+    cap = h.slots_free
+    if cap <= 0 or not per_task:
+        return max(cap, 0)
+    if h.mem_free_mb < -_EPS:
+        return 0
+    return max(min(cap, math.floor(h.mem_free_mb / per_task + _EPS)), 0)
+
+
+def place_ordered(req: PlacementRequest, form: tuple[bool, float], order: Iterable[str],
+                  hosts: Mapping[str, HostSupply]) -> Plan | None:
+    """The plan ``place`` gives a plain request (``form`` from ``ordered_form``), or None when
+    it does not fit, reading the hosts in ``order``: the names of the usable hosts (status ok,
+    not running an exclusive job) with a free slot, in the default host order (most free
+    slots, least recently dispatched to, name; module docstring). The same rules: without a
+    span, hosts in order each take as many tasks as they can until the largest count of the
+    range (RES-3) is placed; with ``span[hosts=1]``, the first host in order that holds the
+    largest count any host can hold. Costs the hosts it reads: a job that fits the first
+    host reads one (a full read only when a one-host job fits no host whole)."""
+    one, per_task = form
+    lo, hi = req.ntasks_min, req.ntasks_max
+    if lo < 1 or hi < lo:
+        return None
+    alloc: list[tuple[str, int]] = []
+    if one:
+        best_cap, best = 0, None
+        for name in order:
+            cap = _ordered_cap(hosts[name], per_task)
+            if cap >= hi:
+                best_cap, best = hi, name
+                break
+            if cap > best_cap:
+                best_cap, best = cap, name
+        if best is None or best_cap < lo:
+            return None
+        alloc.append((best, best_cap))
+    else:
+        rem = hi
+        for name in order:
+            cap = _ordered_cap(hosts[name], per_task)
+            if cap > 0:
+                k = min(cap, rem)
+                alloc.append((name, k))
+                rem -= k
+                if rem == 0:
+                    break
+        if hi - rem < lo:
+            return None
+    reserve: dict[str, dict[str, float]] = {}
+    for name, k in alloc:
+        reserve[name] = {"slots": k, "mem": _num(per_task * k)} if per_task else {"slots": k}
+    return Plan(alloc, reserve)
 
 
 def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply]) -> str | None:

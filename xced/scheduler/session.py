@@ -70,7 +70,7 @@ from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import HINT_START_WITH, PendReason
 from xced.policy.projects import SLOTS, Cap, QuotaBook, least_need, reserve_use, supply_totals
-from xced.scheduler.placement import Plan, PlacementRequest, Shortfall, place
+from xced.scheduler.placement import Plan, PlacementRequest, Shortfall, ordered_form, place, place_ordered
 from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, Snapshot, format_when
 
 
@@ -175,13 +175,23 @@ def _ref(j: JobSnap) -> str:
 class _FreeHosts:
     """The session's working view of the hosts (not a host shape of its own): the
     snapshot's HostSupply records by name, each replaced by a new one as dispatches are
-    decided (copy on write: the snapshot is never changed)."""
+    decided (copy on write: the snapshot is never changed).
 
-    __slots__ = ("hosts", "_avail")
+    Issue 19 (RES-4): beside them, once a plain request needs it, an index of the hosts a
+    task can go to, kept in the default host order (`placement.place_ordered`): a sorted list
+    of (-free slots, last dispatch, name), updated host by host as dispatches are taken
+    (a bisection and a move in a C list), so that placing a plain request reads the hosts it
+    uses, not every host. `now`: the session's time, each host's last dispatch once one is
+    decided for it here."""
 
-    def __init__(self, hosts: dict[str, HostSupply]) -> None:
+    __slots__ = ("hosts", "now", "_avail", "_order")
+
+    def __init__(self, hosts: dict[str, HostSupply], now: float = 0.0,
+                 order: list[tuple[int, float, str]] | None = None) -> None:
         self.hosts = hosts
+        self.now = now
         self._avail: list[HostSupply] | None = None
+        self._order = order
 
     def avail(self) -> list[HostSupply]:
         """The usable hosts with a free slot: the only ones a task can go to, so placement
@@ -190,20 +200,39 @@ class _FreeHosts:
             self._avail = [h for h in self.hosts.values() if h.slots_free > 0 and h.status == "ok"]
         return self._avail
 
+    @staticmethod
+    def _key(h: HostSupply) -> tuple[int, float, str] | None:
+        """Host h's place in the index, or None when no task of a plain request can go there."""
+        if h.slots_free > 0 and h.status == "ok" and not h.exclusive:
+            return (-h.slots_free, h.last_dispatch, h.name)
+        return None
+
+    def _ordered(self) -> list[tuple[int, float, str]]:
+        if self._order is None:
+            key = self._key
+            self._order = sorted(k for k in map(key, self.hosts.values()) if k is not None)
+        return self._order
+
     def place(self, req: PlacementRequest, explain: bool) -> Plan | Shortfall:
-        """`placement.place` over the hosts with a free slot; when nothing fits and a reason
-        is wanted, again over every host, for the full per-host reason (RES-6)."""
+        """`placement.place` over the hosts with a free slot (a plain request through the
+        index, `placement.place_ordered`: the same plan); when nothing fits and a reason is
+        wanted, again over every host, for the full per-host reason (RES-6)."""
+        form = ordered_form(req)
+        if form is not None:
+            got = place_ordered(req, form, (k[2] for k in self._ordered()), self.hosts)
+            if got is not None:
+                return got
         out = place(req, self.avail(), explain=False)
         if isinstance(out, Plan) or not explain:
             return out
         return place(req, list(self.hosts.values()), explain=True, max_host_lines=50)
 
     @classmethod
-    def of(cls, snapshot: Snapshot) -> "_FreeHosts":
-        return cls({h.name: h for h in snapshot.hosts})
+    def of(cls, snapshot: Snapshot, now: float = 0.0) -> "_FreeHosts":
+        return cls({h.name: h for h in snapshot.hosts}, now)
 
     def copy(self) -> "_FreeHosts":
-        return _FreeHosts(dict(self.hosts))
+        return _FreeHosts(dict(self.hosts), self.now, list(self._order) if self._order is not None else None)
 
     def usable(self) -> bool:
         return any(h.status == "ok" for h in self.hosts.values())
@@ -212,10 +241,11 @@ class _FreeHosts:
         return sum(h.slots_free for h in self.hosts.values() if h.status == "ok")
 
     def take(self, reserve: dict[str, dict[str, float]], sign: int = 1, exclusive: bool = False) -> None:
-        """Take (`sign` 1) or give back (-1) what `reserve` holds on each host; `exclusive`:
-        it is an exclusive job's, whose hosts then run an exclusive job (a host left with
-        every slot free runs none)."""
+        """Take (`sign` 1: a dispatch, which makes `now` each host's last dispatch) or give
+        back (-1) what `reserve` holds on each host; `exclusive`: it is an exclusive job's,
+        whose hosts then run an exclusive job (a host left with every slot free runs none)."""
         self._avail = None
+        order = self._order
         for name, res in reserve.items():
             h = self.hosts.get(name)
             if h is None:
@@ -231,9 +261,19 @@ class _FreeHosts:
             excl = (h.exclusive or exclusive) if sign > 0 else h.exclusive and not exclusive
             if slots_free >= h.slots:
                 njobs, excl = 0, False
-            self.hosts[name] = HostSupply(h.name, h.slots, slots_free, h.mem_mb,
-                                          h.mem_free_mb - sign * int(res.get("mem", 0)), h.resources, free,
-                                          h.attributes, h.tags, h.status, h.load, njobs, excl)
+            new = self.hosts[name] = HostSupply(h.name, h.slots, slots_free, h.mem_mb,
+                                                h.mem_free_mb - sign * int(res.get("mem", 0)), h.resources, free,
+                                                h.attributes, h.tags, h.status, h.load, njobs, excl,
+                                                self.now if sign > 0 else h.last_dispatch)
+            if order is not None:
+                old_key, new_key = self._key(h), self._key(new)
+                if old_key != new_key:
+                    if old_key is not None:
+                        i = bisect.bisect_left(order, old_key)
+                        if i < len(order) and order[i] == old_key:
+                            del order[i]
+                    if new_key is not None:
+                        bisect.insort(order, new_key)
 
 
 @dataclass(slots=True)
@@ -430,7 +470,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
     qkey = {q.name: (-q.priority, q.position) for q in snapshot.queues}
     order = sorted(snapshot.pending,
                    key=lambda j: (qkey.get(j.queue, (0, 1 << 30)), j.submit_time, j.job_id, j.index))
-    supply = _FreeHosts.of(snapshot)
+    supply = _FreeHosts.of(snapshot, now)
     array_running = dict(snapshot.array_running)
     blocked = res.blocked  # queue -> the one reason shared by every job behind its head
     heads: set[str] = set()  # backfilling queues whose head is blocked

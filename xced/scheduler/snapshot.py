@@ -27,7 +27,8 @@ class HostSupply:
     worker last reported (RES-7, names and units of xced.model.load; empty: none, as in
     the simulator). ``njobs``: how many elements run there (0 where unknown, as in the
     simulator); ``exclusive``: one of them is an exclusive job (``bsub -x``, docs/lsf-behaviour.md
-    section 6): the host then offers no slot to any other job. Never changed once made: the
+    section 6): the host then offers no slot to any other job; ``last_dispatch``: when a job
+    was last dispatched to it (ties go to the host dispatched to least recently). Never changed once made: the
     scheduler's working copies replace a host's record rather than write to it."""
 
     name: str
@@ -43,6 +44,10 @@ class HostSupply:
     load: dict[str, float] = field(default_factory=dict)
     njobs: int = 0
     exclusive: bool = False
+    #: when a job was last dispatched to it (epoch seconds on the snapshot's clock; 0: never,
+    #: or not known): among hosts equally good for a request, the one dispatched to least
+    #: recently goes first, so load spreads (RES-4; xced.scheduler.placement, host order)
+    last_dispatch: float = 0.0
 
 
 @dataclass(slots=True)

@@ -73,12 +73,15 @@ def snapshot_to_json(s: Snapshot) -> dict:
     projects config) and "usage" ([project, user, {resource: amount}] per running element)
     come along; without, they are left out, as recordings made before projects have them.
     Exclusive jobs (LSF bsub -x, docs/lsf-behaviour.md section 6): a host row with jobs running
-    ends with its load indices ({} for none) and [njobs, exclusive]; the row of an exclusive
+    ends with its load indices ({} for none) and [njobs, exclusive], with a third item when a
+    job was dispatched to it (its last dispatch, issue 19: ties go to the host dispatched to
+    least recently); the row of an exclusive
     pending job ends with project, user (null for none) and true. Other rows are as before."""
     out = {
         "hosts": [[h.name, h.slots, h.slots_free, h.mem_mb, h.mem_free_mb, h.status, h.resources,
                    h.resources_free, h.attributes, sorted(h.tags)]
-                  + ([h.load, [h.njobs, h.exclusive]] if h.njobs or h.exclusive else [h.load] if h.load else [])
+                  + ([h.load, [h.njobs, h.exclusive] + ([h.last_dispatch] if h.last_dispatch else [])]
+                     if h.njobs or h.exclusive or h.last_dispatch else [h.load] if h.load else [])
                   for h in s.hosts],
         "queues": [[q.name, q.priority, q.position, q.host_limit, q.backfill] for q in s.queues],
         "pending": [[j.job_id, j.index, j.queue, j.submit_time, j.ntasks_min, j.ntasks_max, render(j.resreq),
@@ -100,16 +103,19 @@ def snapshot_to_json(s: Snapshot) -> dict:
 _OLD_RECORDING_CLOCK = Clock(True, __import__("time").localtime().tm_gmtoff)
 
 
-def _host_jobs(extra: list) -> tuple[int, bool]:
-    """(njobs, exclusive) of a host row's last item (snapshot_to_json); (0, False) without
-    one. Raises ValueError for another shape."""
+def _host_jobs(extra: list) -> tuple[int, bool, float]:
+    """(njobs, exclusive, last dispatch) of a host row's last item (snapshot_to_json);
+    (0, False, 0.0) without one; a pair (recorded before the last dispatch was) has 0.0.
+    Raises ValueError for another shape."""
     if not extra:
-        return 0, False
+        return 0, False, 0.0
     pair = extra[0]
-    if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int) and pair[0] >= 0
-            and isinstance(pair[1], bool)):
-        raise ValueError(f"a host row ends with {pair!r}; expected [njobs, exclusive], e.g. [1, true]")
-    return pair[0], pair[1]
+    if not (isinstance(pair, list) and len(pair) in (2, 3) and isinstance(pair[0], int) and pair[0] >= 0
+            and isinstance(pair[1], bool)
+            and (len(pair) == 2 or isinstance(pair[2], (int, float)) and not isinstance(pair[2], bool))):
+        raise ValueError(f"a host row ends with {pair!r}; expected [njobs, exclusive] or [njobs, exclusive, "
+                         f"last dispatch], e.g. [1, true] or [1, false, 1796428716.5]")
+    return pair[0], pair[1], float(pair[2]) if len(pair) == 3 else 0.0
 
 
 def snapshot_from_json(d: dict) -> Snapshot:

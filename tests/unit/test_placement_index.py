@@ -1,0 +1,155 @@
+"""Placement without scans (issue 19 parts 1-2, RES-4, RES-3, SCHED-1, SIM-2).
+
+- The host index (`placement.place_ordered`, used by a session for plain requests) gives
+  exactly the plan the full planner (`placement.place`) gives, for any hosts and any plain
+  request; a whole session decides the same with and without it.
+- Ties spread: among hosts with as many free slots, the one a job was dispatched to least
+  recently goes first (then the name); `order[]` keys still come first.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+import xced.scheduler.session as session_mod
+from xced.resreq import parse
+from xced.scheduler.placement import Plan, PlacementRequest, ordered_form, place, place_ordered
+from xced.scheduler.session import schedule
+from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot
+
+PLAIN = ["", "span[hosts=1]", "span[hosts=-1]", "rusage[mem=1000]", "rusage[mem=1500] span[hosts=1]",
+         "rusage[mem=0]", "rusage[mem=700]"]
+
+
+@st.composite
+def hosts(draw, max_hosts=12):
+    out = []
+    for i in range(draw(st.integers(1, max_hosts))):
+        slots = draw(st.integers(1, 8))
+        mem = draw(st.sampled_from([2000, 4000, 8000]))
+        out.append(HostSupply(f"h{i}", slots, draw(st.integers(0, slots)), mem, draw(st.integers(-100, mem)),
+                              status=draw(st.sampled_from(["ok", "ok", "ok", "closed"])),
+                              exclusive=draw(st.sampled_from([False, False, False, True])),
+                              last_dispatch=draw(st.sampled_from([0.0, 0.0, 5.0, 9.0]))))
+    return out
+
+
+@st.composite
+def plain_requests(draw):
+    lo = draw(st.integers(1, 10))
+    hi = draw(st.integers(lo, 14))
+    return PlacementRequest(lo, hi, parse(draw(st.sampled_from(PLAIN))))
+
+
+def _ordered_names(hs):
+    keyed = sorted((-h.slots_free, h.last_dispatch, h.name) for h in hs
+                   if h.slots_free > 0 and h.status == "ok" and not h.exclusive)
+    return [k[2] for k in keyed]
+
+
+@settings(max_examples=400, deadline=None)
+@given(hosts(), plain_requests())
+def test_the_index_places_a_plain_request_as_the_full_planner_does(hs, req):
+    """RES-3, RES-4: the largest count of the range that fits, on the same hosts in the same
+    order with the same reservation; None exactly when the full planner finds no plan."""
+    form = ordered_form(req)
+    assert form is not None
+    full = place(req, hs, explain=False)
+    fast = place_ordered(req, form, _ordered_names(hs), {h.name: h for h in hs})
+    if isinstance(full, Plan):
+        assert fast is not None and (fast.alloc, fast.reserve, fast.alternative, fast.exclusive) == \
+            (full.alloc, full.reserve, full.alternative, full.exclusive)
+    else:
+        assert fast is None
+
+
+def test_requests_the_index_does_not_take_go_to_the_full_planner():
+    """A select, an order, same, ptile, block, a resource other than memory, a per-host or
+    per-job term, rusage alternatives, a host limit or an exclusive job: not plain."""
+    for text in ["select[type==X86_64]", "order[-slots]", "same[type]", "span[ptile=2]", "span[block=2]",
+                 "rusage[gpu=1]", "rusage[mem=100/host]", "rusage[mem=100/job]", "rusage[mem=1 || mem=2]",
+                 "{rusage[mem=1]} || {span[hosts=1]}"]:
+        assert ordered_form(PlacementRequest(1, 1, parse(text))) is None, text
+    assert ordered_form(PlacementRequest(1, 1, parse(""), host_limit=2)) is None
+    assert ordered_form(PlacementRequest(1, 1, parse(""), exclusive=True)) is None
+
+
+@st.composite
+def snapshots(draw):
+    hs = draw(hosts(max_hosts=10))
+    pending = []
+    for k in range(draw(st.integers(1, 25))):
+        lo = draw(st.integers(1, 6))
+        text = draw(st.sampled_from(PLAIN + ["select[maxslots>=4]", "span[ptile=2]", "order[-slots]"]))
+        pending.append(JobSnap(k + 1, 0, draw(st.sampled_from(["fcfs", "easy"])), float(k), lo,
+                               draw(st.integers(lo, lo + 3)), parse(text),
+                               run_limit_s=draw(st.sampled_from([None, 60.0, 3600.0]))))
+    running = [RunSnap(1000 + i, 0, 500.0 + 100 * i, {h.name: {"slots": h.slots - h.slots_free}})
+               for i, h in enumerate(hs) if h.slots_free < h.slots]
+    return Snapshot(hs, [QueueSnap("easy", 40, 0, None, True), QueueSnap("fcfs", 30, 1, None, False)],
+                    pending, {}, running)
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshots())
+def test_a_session_decides_the_same_with_and_without_the_index(snap):
+    """SCHED-1, SIM-2: dispatches, reservations and pend reasons are those of the full
+    planner alone, backfilling queue and strict queue alike."""
+    with_index = schedule(snap, 100.0)
+    saved = session_mod.ordered_form
+    session_mod.ordered_form = lambda req: None
+    try:
+        without = schedule(snap, 100.0)
+    finally:
+        session_mod.ordered_form = saved
+    assert [(d.job_id, d.alloc, d.reserve) for d in with_index.dispatches] == \
+        [(d.job_id, d.alloc, d.reserve) for d in without.dispatches]
+    assert with_index.reservations == without.reservations
+    assert with_index.pend_reasons == without.pend_reasons
+
+
+def _snap(hosts_, jobs):
+    return Snapshot(hosts_, [QueueSnap("normal", 30, 0)], jobs)
+
+
+def test_ties_go_to_the_host_dispatched_to_least_recently():
+    """RES-4 (issue 19 part 2): four equally free hosts, h1 and h10 dispatched to lately: a
+    single job goes to the host never dispatched to first by name (h2), not to h1, and
+    the next session's job, with h2 now dispatched to, to h3."""
+    hs = [HostSupply(n, 4, 4, 8000, 8000, last_dispatch=t) for n, t in
+          (("h1", 50.0), ("h10", 40.0), ("h2", 0.0), ("h3", 0.0))]
+    out = schedule(_snap(hs, [JobSnap(1, 0, "normal", 0.0, 1, 1)]), 100.0)
+    assert out.dispatches[0].alloc == [("h2", 1)]
+    hs[2] = HostSupply("h2", 4, 4, 8000, 8000, last_dispatch=100.0)  # it ended, the host is free again
+    out = schedule(_snap(hs, [JobSnap(2, 0, "normal", 0.0, 1, 1)]), 101.0)
+    assert out.dispatches[0].alloc == [("h3", 1)]
+
+
+def test_many_single_jobs_in_one_session_spread_over_equal_hosts():
+    """RES-4: 8 single jobs over 4 equally free hosts of 4 slots: two on each (most free first,
+    then least recently dispatched), by the index and by the full planner (a select)."""
+    hs = [HostSupply(f"h{i}", 4, 4, 8000, 8000) for i in range(1, 5)]
+    for text in ("", "select[maxslots>=1]"):
+        jobs = [JobSnap(k, 0, "normal", float(k), 1, 1, parse(text)) for k in range(1, 9)]
+        out = schedule(_snap(hs, jobs), 100.0)
+        per: dict[str, int] = {}
+        for d in out.dispatches:
+            per[d.alloc[0][0]] = per.get(d.alloc[0][0], 0) + 1
+        assert per == {"h1": 2, "h2": 2, "h3": 2, "h4": 2}, text
+
+
+def test_an_order_key_still_wins_over_the_tie_rule():
+    """RES-4: order[-slots] packs onto the fullest host whatever the last dispatches; the
+    tie rule only splits hosts the order keys leave equal."""
+    hs = [HostSupply("h1", 4, 1, 8000, 8000, last_dispatch=99.0), HostSupply("h2", 4, 4, 8000, 8000),
+          HostSupply("h3", 4, 1, 8000, 8000, last_dispatch=10.0)]
+    out = schedule(_snap(hs, [JobSnap(1, 0, "normal", 0.0, 1, 1, parse("order[-slots]"))]), 100.0)
+    assert out.dispatches[0].alloc == [("h3", 1)]
+
+
+def test_a_dispatch_in_the_session_makes_its_host_the_most_recent():
+    """RES-4: host a (4 free) takes the first job and is left with 3, as many as b; the
+    second job goes to b, which no job has gone to, not to a by name."""
+    hs = [HostSupply("a", 4, 4, 8000, 8000), HostSupply("b", 4, 3, 8000, 8000)]
+    out = schedule(_snap(hs, [JobSnap(1, 0, "normal", 0.0, 1, 1), JobSnap(2, 0, "normal", 1.0, 1, 1)]), 100.0)
+    assert [d.alloc for d in out.dispatches] == [[("a", 1)], [("b", 1)]]
