@@ -328,9 +328,6 @@ class SubmitMixin:
         if req.get("script") is not None and base_env is not None:
             raise InvalidRequest("a job of a pack cannot carry a script read from standard input; give each line "
                                  "the script's path", field="script")
-        if req.get("hold") and base_env is not None:
-            raise InvalidRequest("a job of a pack cannot be held at submit (-H); submit it alone, or hold it after "
-                                 "with xcecli stop", field="hold")
         if basis is None:
             if self.config.settings.mode != "test":
                 from xced.api.errors import PermissionDenied
