@@ -100,6 +100,11 @@ def test_h_on_a_pack_line_holds_that_job(shared_daemon, tmp_path):
     d.cli("resume", str(held), check=True)
     assert d.wait_state(held, ("DONE", "EXIT"))["state"] == "DONE"
     assert (tmp_path / "held").read_text() == "held\n"
+    pack.write_text("-H -- true\n")  # xcecli submit --pack takes the same line (CLI-7)
+    r = d.cli("submit", "--parsable", "--pack", str(pack), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert d.wait_state(int(r.stdout), ("PSUSP",))["state"] == "PSUSP"
+    d.cli("kill", r.stdout.strip(), check=True)
 
 
 def test_every_failure_to_submit_exits_255_with_the_message_on_stderr(shared_daemon, tmp_path):
