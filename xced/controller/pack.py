@@ -197,14 +197,9 @@ class PackMixin:
                 store.put_env(digest, text)
             store.add_events(events)
             if holds:  # held in the pack's own transaction (the shell's writes, _commit)
-                from xced.controller.controller import _stored
+                from xced.controller.controller import write_changes
 
-                for e, st, out in holds:
-                    if out.fields:
-                        store.update_element(e.job.id, e.index, **_stored(out.fields))
-                    for ev in out.events:
-                        store.add_event(st.time, e.job.id, e.index, ev.kind, ev.from_state, ev.to_state,
-                                        ev.actor or st.actor, ev.reason, st.id)
+                write_changes(store, holds)
             if idempotency is not None:
                 store.add_idempotency_key(caller.user, idempotency[0], jobs[0].id, idempotency[1], now,
                                           {"jobs": answers})
