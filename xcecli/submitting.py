@@ -83,26 +83,61 @@ _SHELL_CHARS = frozenset(" \t\n;&|<>()$`\\\"'*?[]{}=~#")
 
 def shell_script_path(command: list[str], env: dict[str, str], cwd: str) -> str | None:
     """For a command line run by a shell (bsub's, `shell_line`): the absolute path of the
-    script file its first word names (`script_path`: a path, or a file in `cwd` that is not a
-    program on PATH), whose directives and `#!` are then read as `xcecli submit` reads them;
-    None when the line is run with /bin/sh -c: its first word is a program on PATH, a
-    shell keyword or builtin (`cd`, `exec`, ...), or holds characters the shell reads
-    (`sleep 1; echo hi`, `FOO=1 prog`, `prog < in`). A first word that is a plain name
-    found nowhere is refused as `script_path` refuses it. Raises Usage."""
+    script file its first word names, whose `#BSUB`/`#XCE` directives and `#!` are then read
+    as `xcecli submit` reads them: a path (it holds a slash) to a regular file, or a file in
+    `cwd` that is not a program on PATH. None for anything else, which the shell alone
+    makes sense of when the job runs: a program on PATH, a shell keyword or builtin (`cd`,
+    `type`, ...), a word holding characters the shell reads (`sleep 1; echo hi`, `FOO=1
+    prog`), or a name found nowhere, which the job's shell then reports, exiting 127 (LSF
+    looks nothing up at submit: the command runs on the execution host, and "can be
+    anything that is provided to a UNIX Bourne shell",
+    https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html).
+    Raises Usage for an empty command line."""
     first = command[0] if command else ""
-    if first and (first in _SHELL_WORDS or any(c in _SHELL_CHARS for c in first)):
-        if not " ".join(command).strip():
-            raise Usage("the command is empty")
+    if not " ".join(command).strip():
+        raise Usage("the command is empty")
+    if not first or first in _SHELL_WORDS or any(c in _SHELL_CHARS for c in first):
         return None
-    return script_path([first], env, cwd)
+    if "/" in first:
+        path = first if os.path.isabs(first) else os.path.normpath(os.path.join(cwd, first))
+        return path if os.path.isfile(path) else None
+    here = os.path.join(cwd, first)
+    if os.path.isfile(here) and _which(first, env.get("PATH", "")) is None:
+        return here
+    return None
+
+
+#: characters a word may hold and still be given to a shell bare (shlex.quote's safe set)
+_SAFE_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-")
+
+
+def shell_word(word: str) -> str:
+    """`word` as a shell reads it back as one word: bare when it holds only safe characters,
+    else in single quotes (shlex.quote's rule, without importing shlex on the CLI-7 path)."""
+    if word and all(c in _SAFE_WORD for c in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
 def shell_line(command: list[str]) -> str:
-    """The command line LSF runs for `bsub [options] command [arguments]`: the command and its
-    arguments joined by spaces, which the execution host runs with /bin/sh (IBM: "The command
-    can be anything that is provided to a UNIX Bourne shell (see sh(1))",
-    https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html)."""
-    return " ".join(command)
+    """The command line LSF runs for `bsub [options] command [arguments]`, which the execution
+    host runs with /bin/sh (IBM: "The command can be anything that is provided to a UNIX
+    Bourne shell (see sh(1))",
+    https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html):
+    the command and its arguments joined by spaces, as LSF's bsub builds it
+    (CopyCommand in openlava's lsbatch/cmd/cmd.sub.c, docs/lsf-behaviour.md [74]): the first
+    word as given; an argument holding a blank in double quotes (single quotes when it holds
+    `"` or `$`), so that it stays one argument; in any other argument a `"`, `'`, `\\`, `(`
+    or `)` behind a backslash, so that it reaches the command as typed. Everything else
+    (`>`, `;`, `|`, `*`, `$VAR`) is the shell's: `bsub ./job.sh a '>' f` redirects."""
+    out = [command[0]] if command else []
+    for w in command[1:]:
+        if any(c.isspace() for c in w):
+            q = "'" if '"' in w or "$" in w else '"'
+            out.append(q + w + q)
+        else:
+            out.append("".join("\\" + c if c in "\"'\\()" else c for c in w))
+    return " ".join(out)
 
 
 def resolve_command(argv: list[str], env: dict[str, str], cwd: str, text: str | None = None) -> list[str]:
@@ -182,6 +217,11 @@ def _over(script: dict, given: dict) -> dict:
     return out
 
 
+class RefusalShown(SystemExit):
+    """The daemon's refusal, already printed (with the caret under a -w expression's column):
+    the command exits with the code it carries, xcecli's 1 (CLI-1); bsub makes it LSF's 255."""
+
+
 def _post(client, path: str, body: dict, key: str | None = None):
     """POST a submit body; with Idempotency-Key `key` (the submit itself, JOB-10), sent again
     with the same key while its answer is lost, up to XCE_CONNECT_TIMEOUT (the client's
@@ -209,7 +249,7 @@ def _post(client, path: str, body: dict, key: str | None = None):
 
             err(f"xcecli: error: {' '.join(e.message.split())}")
             err("\n".join(de.pretty().splitlines()[1:]))
-            raise SystemExit(e.exit_code) from None
+            raise RefusalShown(e.exit_code) from None
         raise
 
 
@@ -312,6 +352,28 @@ def wait_exit_code(elements) -> int:
     return 1
 
 
+def wait_for_start(client, job_id: int, on_lost, first_pause: float = 0.1, most_pause: float = 2.0) -> str | None:
+    """For `bsub -K` (CLI-1, as LSF's -K prints `<<Starting on HOST>>`): poll job `job_id`
+    (GET /jobs/ID, sent again while the daemon is away, `request_retried`) until an element
+    has started; returns the first host it runs on, or None when the job ended without
+    any element starting (killed while pending). The pause between polls grows from
+    `first_pause` to `most_pause` seconds. Raises the API's typed errors."""
+    import time
+
+    pause = first_pause
+    while True:
+        job = client.request_retried("GET", f"/jobs/{job_id}", on_lost=on_lost).json()
+        els = job.get("elements") or []
+        for e in els:
+            if e.get("start_time") is not None:
+                alloc = e.get("alloc") or []
+                return alloc[0]["host"] if alloc else (e.get("exec_host") or "-")
+        if els and all(e.get("state") in ("DONE", "EXIT") for e in els):
+            return None
+        time.sleep(pause)
+        pause = min(pause * 1.5, most_pause)
+
+
 def client_env() -> dict[str, str]:
     """The submitter's environment, which a job gets (JOB-3): os.environ, less what xcecli set
     for its own start-up (XCE_CLI_SET_PYDANTIC and the PYDANTIC_DISABLE_PLUGINS it set), and
@@ -372,11 +434,15 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
     -cwd on the command line).
 
     `shell` (bsub, as LSF): the command and its arguments are a shell command line
-    (`shell_line`) that the job runs as `/bin/sh -c LINE`, unless its first word is a
-    script file (`shell_script_path`), which runs as `xcecli submit` runs it (directives,
-    `#!`); either way the body's `command_line` is the line as typed, the job's command
-    and default name (bjobs JOB_NAME, LSB_JOBNAME). Without it (`xcecli submit`) the
-    command is an argv, exec'd as given.
+    (`shell_line`) that the job runs as `/bin/sh -c LINE`, so `bsub ./job.sh a '>' f`
+    redirects as in LSF. When its first word is a script file (`shell_script_path`), the
+    script's directives are read as `xcecli submit` reads them, and in the line that runs
+    that word is the script's absolute path, behind the interpreter its `#!` names when it
+    is not executable. A first word found nowhere (or a shell builtin) is left to the
+    job's shell, which exits 127 for a command it cannot find, as in LSF. The body's
+    `command_line` is the line as typed, the job's command and default name (bjobs
+    JOB_NAME and COMMAND, bjobs -l and bhist -l, LSB_JOBNAME). Without it (`xcecli
+    submit`) the command is an argv, exec'd as given; a program not on PATH is refused.
 
     Returns (body, values, sources, preset, given, warnings, from_script): the canonical
     option values after the preset and the script, where each came from
@@ -403,6 +469,7 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
     if script is None:
         if shell:
             line = shell_line(list(command))
+            typed_first = len(command[0]) if command else 0  # the line's first word, as typed
             path = shell_script_path(list(command), {**base_env, **(given.get("env") or {})}, cwd)
         else:
             path = script_path(list(command), {**base_env, **(given.get("env") or {})}, cwd)
@@ -441,8 +508,12 @@ def prepare(opts: dict, command: list[str], base_env: dict[str, str], cwd: str, 
             argv = run_with(script)
         except ScriptError as e:
             raise Usage(f"standard input: {e.message}") from None
-    elif line is not None and path is None:  # LSF: the line runs with the Bourne shell
-        argv = ["/bin/sh", "-c", line]
+    elif line is not None:  # LSF: the line runs with the Bourne shell, a script's too
+        run_line = line
+        if path is not None:  # the script's first word: its absolute path, behind its #! interpreter if not executable
+            first = resolve_command([path], {**base_env, **added} if added else base_env, cwd, text)
+            run_line = " ".join(shell_word(w) for w in first) + line[typed_first:]
+        argv = ["/bin/sh", "-c", run_line]
     else:
         argv = resolve_command(list(command), {**base_env, **added} if added else base_env, cwd, text)
     body = {"argv": argv, "cwd": cwd, **fields}
@@ -676,10 +747,18 @@ def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] |
     if wait:
         if not as_json:
             err("<<Waiting for dispatch ...>>")
+        lsf = prog == "bsub" and not as_json
+        if lsf:  # LSF's -K says where the job starts: `<<Starting on HOST>>`
+            host = wait_for_start(client, out["job_id"], err)
+            if host is not None:
+                err(f"<<Starting on {host}>>")
         job = client.wait(out["job_id"], on_lost=err)
         if as_json:  # the finished job, exit codes included (CLI-1: tell code 3 from a lost daemon)
             print(job.model_dump_json(indent=2))
-        if not as_json:
+        if lsf:  # LSF's own last line (openlava lsf/lib/nios.c, docs/lsf-behaviour.md section 5)
+            started = any(e.start_time is not None for e in job.elements)
+            err("<<Job is finished>>" if started else "<<Terminated while pending>>")
+        elif not as_json:
             err(f"<<Job is finished>> {job.state}")
         raise SystemExit(wait_exit_code(job.elements))
 

@@ -329,7 +329,7 @@ def test_a_job_whose_supervisor_never_started_pends_again_after_a_crash(topdir):
 
 def test_a_bsub_script_refused_by_a_failing_commit_leaves_nothing_and_goes_in_after(faulty, tmp_path):
     """D-8, D-3, JOB-12: `bsub < script` while the store's commit fails (an I/O error) is told
-    so (LSF's command, XCE's exit 3 for a store that cannot record), and neither the job nor
+    so (LSF's command, so LSF's exit 255 for any submission that failed), and neither the job nor
     its script is recorded; once the fault clears, the same pipe submits it and it runs, its
     #BSUB lines in force. bkill -r and bkill -d, which record at once, are refused alike and
     leave the job as it was."""
@@ -340,7 +340,7 @@ def test_a_bsub_script_refused_by_a_failing_commit_leaves_nothing_and_goes_in_af
     script = "#!/bin/sh\n#BSUB -J faulted\n#BSUB -o out.%J\necho ran\n"
     fault.write_text("io")
     r = bsub(d, input=script, cwd=tmp_path)
-    assert r.returncode == 3 and "an I/O error on the store" in r.stderr, (r.stdout, r.stderr)
+    assert r.returncode == 255 and "an I/O error on the store" in r.stderr, (r.stdout, r.stderr)
     assert json.loads(d.cli("jobs", "-a", "-u", "all", "--json", check=True).stdout)["jobs"] == []
     fault.unlink()
     r = bsub(d, input=script, cwd=tmp_path)

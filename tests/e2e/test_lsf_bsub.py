@@ -113,9 +113,9 @@ def test_bsub_refuses_an_option_whose_ignoring_would_change_the_job(shared_daemo
 
 def test_bsub_app_is_one_token(shared_daemon, tmp_path):
     """issue 18: LSF's `-app NAME` is read whole (xcecli's -a would read `-a pp` and a command
-    NAME): the daemon is asked for profile NAME."""
+    NAME): the daemon is asked for profile NAME, and its refusal is LSF's exit 255."""
     r = bsub(shared_daemon, "-app", "no_such_profile", "true", cwd=tmp_path)
-    assert r.returncode == 1 and "unknown application profile 'no_such_profile'" in r.stderr, r.stderr
+    assert r.returncode == 255 and "unknown application profile 'no_such_profile'" in r.stderr, r.stderr
 
 
 def test_bsub_K_exits_with_the_jobs_exit_code(shared_daemon, tmp_path):

@@ -112,16 +112,15 @@ def _phrase(ev: dict, el: dict, master: str, job: dict) -> str | None:
     return None
 
 
-def _long(job: dict, events: list[dict], master: str, now: float) -> list[str]:
-    """The bhist -l blocks of one job: one per element (a plain job has one)."""
-    import shlex
-
+def _long(job: dict, events: list[dict], master: str, now: float, command: str) -> list[str]:
+    """The bhist -l blocks of one job: one per element (a plain job has one). `command`: the
+    job's command as LSF shows it, the line as typed (`_command`)."""
     blocks = []
     for el in job["elements"]:
         ref = el["id"]
         mine = [ev for ev in events if ev["id"] in (ref, str(job["job_id"]))]
         lines = [f"Job <{ref}>, User <{job['user']}>, Project <{job.get('project') or 'default'}>, "
-                 f"Command <{one_line(shlex.join(job['argv']))}>"]
+                 f"Command <{one_line(command)}>"]
         for ev in mine:
             p = _phrase(ev, el, master, job)
             for line in (p.split("\n") if p is not None else ()):  # a dispatch is two lines: and Starting
@@ -134,6 +133,16 @@ def _long(job: dict, events: list[dict], master: str, now: float) -> list[str]:
         lines.append("  " + "".join(f"{d[s]:<9}" for s in (*STATES, "TOTAL")).rstrip())
         blocks.append("\n".join(lines))
     return blocks
+
+
+def _command(c, jid: int, job: dict) -> str:
+    """Job `jid`'s command as LSF's bhist -l shows it, `Command <LINE>`: the command line as
+    the user typed it (bsub's, run as /bin/sh -c LINE), which the daemon's listing gives as
+    its COMMAND cell (JobSpec.shown_command); a job without one shows its argv quoted."""
+    import shlex
+
+    rows = c.request_retried("GET", "/jobs/table", params={"fields": "id command", "id": [str(jid)]}).json()["rows"]
+    return rows[0][1] if rows and rows[0][1] is not None else shlex.join(job["argv"])
 
 
 def _ids(c, all_: bool) -> list[int]:
@@ -181,7 +190,7 @@ def bhist(argv: list[str]) -> int:
                 rc = LSF_FAILED
                 continue
         if opts.get("long"):
-            blocks += _long(job, events, master, now)
+            blocks += _long(job, events, master, now, _command(c, jid, job))
             continue
         for el in job["elements"]:
             mine = [ev for ev in events if ev["id"] in (el["id"], str(jid))]

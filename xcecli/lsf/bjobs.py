@@ -348,7 +348,6 @@ def _json(rows: list[dict], fields: list[str]) -> str:
 def _long(client, rows: list[dict]) -> list[str]:
     """LSF's `bjobs -l` blocks, one per row (job or array element), from GET /jobs/ID."""
     import pwd
-    import shlex
 
     jobs: dict[int, dict] = {}
     out: list[str] = []
@@ -365,7 +364,7 @@ def _long(client, rows: list[dict]) -> list[str]:
         head = [f"Job <{ref}>", f"Job Name <{name}>", f"User <{j['user']}>"]
         if j.get("project"):
             head.append(f"Project <{j['project']}>")
-        head += [f"Status <{e['state']}>", f"Queue <{j['queue']}>", f"Command <{one_line(shlex.join(j['argv']))}>"]
+        head += [f"Status <{e['state']}>", f"Queue <{j['queue']}>", f"Command <{one_line(r['command'])}>"]
         if out:
             out.append("-" * 78)
         out.append("")
@@ -474,6 +473,8 @@ def bjobs(argv: list[str]) -> int:
     fields = {"id", "index", "state", "job_name", "hosts", "user", "queue", "from_host", "submit_time"}
     if opts.get("pending"):
         fields.add("reason")
+    if opts.get("long"):  # -l's `Command <...>`: the line as typed (LSF), not the argv that ran
+        fields.add("command")
     for f, _, _ in fmt or []:
         fields.update(FIELDS[f][1])
     if opts.get("json") and not fmt:

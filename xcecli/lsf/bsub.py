@@ -46,14 +46,19 @@ Taken              how XCE runs it
                    all or none), `Job <N> is submitted to queue <Q>.` per job
 =================  ========================================================================
 
-The command and its arguments are a command line, joined by spaces and run with /bin/sh
--c as LSF runs it ("The command can be anything that is provided to a UNIX Bourne shell",
-https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html):
-`bsub "prog < in > out"`, `bsub 'sleep 1; echo hi'`, `bsub 'echo $HOME'`. A first word
-that is a script file (`bsub ./job.sh ARGS`) runs as xcecli submit runs it, its
-#BSUB/#XCE directives and its #! read (xcecli.submitting.shell_script_path). The line as
-typed is the job's command and default name (bjobs COMMAND and JOB_NAME, LSB_JOBNAME), as
-in LSF. `xcecli submit` keeps its argv, exec'd as given.
+The command and its arguments are a command line, joined by spaces as LSF's bsub joins them
+(an argument holding a blank stays one argument; xcecli.submitting.shell_line) and run with
+/bin/sh -c as LSF runs it ("The command can be anything that is provided to a UNIX Bourne
+shell", https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html):
+`bsub "prog < in > out"`, `bsub 'sleep 1; echo hi'`, `bsub 'echo $HOME'`, `bsub ./job.sh a
+'>' f` (the script's output goes to f). A first word that is a script file (`bsub ./job.sh
+ARGS`) has its #BSUB/#XCE directives read, and runs through the same shell line, by its
+absolute path, with the interpreter its #! names when it is not executable
+(xcecli.submitting.shell_script_path). Nothing is looked up at submit: a shell builtin
+(`bsub cd /tmp`) runs, and a command found nowhere (`bsub nosuchcmd`) is the job's shell's
+to report, so the job ends EXIT with exit code 127, as in LSF. The line as typed is the
+job's command and default name (bjobs COMMAND, JOB_NAME and -l, bhist -l, LSB_JOBNAME),
+as in LSF. `xcecli submit` keeps its argv, exec'd as given.
 
 Accepted with a warning on stderr, naming the option (the job runs as it would in LSF, only
 without the bookkeeping or notice): -B, -N, -u (mail), -G (user group), -g (job group),
@@ -72,10 +77,19 @@ take the same table (xcecli.scripts), but -K and -env, which are taken on the co
 only; a `#BSUB -cwd DIR` is relative to the submission directory, and -cwd on the command
 line wins over it.
 
-Exit codes: LSF's 255 for a usage error or a refused option (xcecli.lsf.common.LsfUsage),
-also for a bad `#BSUB` line of the script, which names the script and the line; the
-daemon's refusals as xcecli's (1 refused, 3 daemon unreachable); with -K the job's own exit
-code, 126 when it was killed before it started (docs/lsf-behaviour.md section 5).
+-J takes what LSF's -J takes (`check_job_name`): a name of up to 4094 characters without
+control characters, or an array NAME[INDEX_LIST]%LIMIT with unique positive indices; any
+other value is refused, saying what is valid.
+
+-K prints LSF's lines on stderr (openlava's lsf/lib/nios.c, and the output LSF users
+quote): `<<Waiting for dispatch ...>>`, `<<Starting on HOST>>` once the job starts (its
+first host), and `<<Job is finished>>`, or `<<Terminated while pending>>` for a job that
+ended without starting.
+
+Exit codes: LSF's 255 for every failure to submit (`failing_with_255`): a usage error, a
+refused option, a bad `#BSUB` line (named by script and line), the daemon's refusal, a
+daemon that cannot be reached; the message on stderr. With -K the job's own exit code, 126
+when it was killed before it started (docs/lsf-behaviour.md section 5).
 """
 
 from __future__ import annotations
@@ -142,7 +156,7 @@ def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, s
     ignored option; the -env value or None; the -cwd value or None). LSF's flat project name
     (`-P DaskonLSF`: LSF's project names have no hierarchy) is the top-level project
     `/DaskonLSF`. Raises LsfUsage for a refused option (naming it and why), -o with -oo (or
-    -e with -eo), or a list of queues."""
+    -e with -eo), a list of queues, or a -J value LSF would not take (`check_job_name`)."""
     opts: dict = {}
     warnings: list[str] = []
     for flag, (kind, why) in REFUSED.items():
@@ -156,6 +170,8 @@ def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, s
     for a, b, name in (("-o", "-oo", "stdout"), ("-e", "-eo", "stderr")):
         if name in values and name + "_overwrite" in values:
             raise LsfUsage(f"give {a} or {b}, not both: {a} appends to the file, {b} overwrites it")
+    if isinstance(values.get("name"), str):
+        check_job_name(values["name"])  # type: ignore[arg-type]
     queue = values.get("queue")
     if isinstance(queue, str) and len(queue.split()) > 1:
         raise LsfUsage(f"-q {queue!r}: XCE takes one queue per job, not a list to choose from; give one of them")
@@ -167,6 +183,61 @@ def translate(values: dict[str, object]) -> tuple[dict, list[str], str | None, s
     if isinstance(project, str) and project and not project.startswith("/"):
         opts["project"] = "/" + project  # LSF's project names are flat: NAME is XCE's top-level /NAME (PRJ-1)
     return opts, warnings, values.get("lsf_env"), values.get("lsf_cwd")  # type: ignore[return-value]
+
+
+#: the longest job name LSF takes: "The job name ... can contain up to 4094 characters" (IBM bsub -J,
+#: https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.__j.1.html)
+MAX_JOB_NAME = 4094
+#: what a -J value may be, said in every refusal of one
+VALID_NAME = ("a name of 1 to 4094 characters without control characters (e.g. -J sweep), or an array "
+              "NAME[INDEX_LIST]%LIMIT whose INDEX_LIST is START[-END[:STEP]],... of unique positive integers (e.g. "
+              "-J 'sweep[1-100:2,200]%10')")
+
+
+def check_job_name(value: str) -> None:
+    """Hold a -J value (command line, `#BSUB -J`, a -pack line) to what LSF takes (IBM bsub
+    -J, https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.__j.1.html: "up to
+    4094 characters", "job_name[index_list]%job_slot_limit", indices "positive integers";
+    the job array page, https://ibm.com/support/knowledgecenter/SSWRJV_10.1.0/lsf_admin/job_arrays_lsf.html:
+    an arrayName, and index values that are "unique positive integers"). Raises LsfUsage
+    saying what was wrong and what is valid (VALID_NAME) for: a blank name, one over
+    MAX_JOB_NAME characters, a control character (newline, tab: a name is one line of
+    bjobs), an array part that does not parse (`name[1-`), an array without a name
+    (`[1-3]`), or an index listed twice (`b[1,1,1]`)."""
+    from xced.model.jobs import _RANGE_RE, ArraySpecError, parse_job_name
+    from xced.model.units import MAX_ARRAY_SIZE_SETTING
+
+    shown = repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
+    if not value.strip():
+        raise LsfUsage(f"-J {shown}: the job name is empty or blank; give {VALID_NAME}")
+    if len(value) > MAX_JOB_NAME:
+        raise LsfUsage(f"-J {shown}: the job name has {len(value)} characters, more than the {MAX_JOB_NAME} LSF "
+                       f"takes; give {VALID_NAME}")
+    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise LsfUsage(f"-J {shown}: the job name holds a control character ({bad!r}); give {VALID_NAME}")
+    if "[" not in value and "]" not in value and "%" not in value:
+        return
+    try:  # the daemon holds the array to its own max_array_size; here the grammar and the ceiling
+        name, array = parse_job_name(value, MAX_ARRAY_SIZE_SETTING)
+    except ArraySpecError as e:
+        raise LsfUsage(f"-J: {e}") from None
+    if array is None:
+        return
+    if not name.strip():
+        raise LsfUsage(f"-J {shown}: the job array has no name; write the name before its index list, e.g. "
+                       f"-J 'myarray{value[value.index('['):]}'")
+    listed = 0
+    for part in value[value.index("[") + 1:value.rindex("]")].split(","):
+        m = _RANGE_RE.fullmatch(part.strip())
+        if m is not None:
+            start = int(m.group(1))
+            end = int(m.group(2)) if m.group(2) is not None else start
+            listed += (end - start) // int(m.group(3) or 1) + 1
+    if listed != len(array.indices):
+        raise LsfUsage(f"-J {shown}: the index list names {listed - len(array.indices)} index(es) more than once; "
+                       f"LSF's indices are unique positive integers: list each index once (e.g. -J "
+                       f"'{name}[1-3]')")
 
 
 def environment(spec: str | None, base: dict[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -321,11 +392,37 @@ def _pack(values: dict, command: list[str]) -> None:
         raise LsfUsage(e.message[1:] if e.message.startswith("--pack") else e.message) from None
 
 
+def failing_with_255(argv: list[str]) -> int | None:
+    """`bsub(argv)` with LSF's exit code for every failure: 255, the message on stderr. LSF's
+    bsub ends `exit(do_sub(...))`, and do_sub returns -1 for whatever kept the job from
+    being submitted, its own checks and mbatchd's refusal alike (openlava lsbatch/cmd/bsub.c
+    and cmd.sub.c, docs/lsf-behaviour.md [74]). So a refusal by the daemon (xcecli's 1), a
+    daemon that cannot be reached (xcecli's 3) and an unexpected error are 255 here, said
+    as xcecli says them (`bsub: error: MESSAGE`; xced.api.funnel.exit_code_of). What is not
+    a failure keeps its code: -K's exit code of the job (SystemExit), ^C (130), a reader
+    gone from stdout (0, silent)."""
+    from xced.api.funnel import _debug, exit_code_of
+    from xcecli.lsf.common import LSF_FAILED
+    from xcecli.submitting import RefusalShown
+
+    try:
+        return bsub(argv)
+    except RefusalShown:  # the daemon's refusal, printed with its caret
+        return LSF_FAILED
+    except (LsfUsage, ShowUsage, SystemExit, KeyboardInterrupt, EOFError, BrokenPipeError):
+        raise  # common.run's and the funnel's: each its own code
+    except Exception as e:
+        if _debug():
+            raise
+        exit_code_of(e, "bsub")  # prints the one line
+        return LSF_FAILED
+
+
 def main() -> None:
     """Console entry point of `bsub` (and `python -m xcecli.lsf.bsub`). Never returns."""
     from xcecli.lsf.common import run
 
-    run("bsub", lambda: bsub(sys.argv[1:]))
+    run("bsub", lambda: failing_with_255(sys.argv[1:]))
 
 
 if __name__ == "__main__":

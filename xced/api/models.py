@@ -102,7 +102,7 @@ class SubmitRequest(RequestBody):
                                                "LSF bsub -w); every job it names must exist")
     hold: bool = Field(False, strict=True, description="-H: the job is held at submit, PSUSP with a user hold (D-5, "
                                                        "LSF bsub -H), in the submit's own transaction; `xcecli "
-                                                       "resume` releases it; not taken in a pack")
+                                                       "resume` releases it; in a pack too, as LSF's bsub -pack takes it")
     exclusive: bool = Field(False, strict=True, description="-x: an exclusive job (LSF bsub -x): dispatched only to "
                                                             "hosts where no other job runs, and while it runs no "
                                                             "other job is dispatched to them; every queue allows it")

@@ -67,6 +67,18 @@ def _stored(fields: dict) -> dict:
     return out
 
 
+def write_changes(store, changes) -> None:
+    """The store writes of `changes` ((Element, Stimulus, Outcome) triples): each outcome's
+    stored fields and events, inside the caller's transaction (the shell's writes, DESIGN
+    rule 2; `Controller._commit`, and a submit's -H in its own transaction)."""
+    for e, st, out in changes:
+        if out.fields:
+            store.update_element(e.job.id, e.index, **_stored(out.fields))
+        for ev in out.events:
+            store.add_event(st.time, e.job.id, e.index, ev.kind, ev.from_state, ev.to_state,
+                            ev.actor or st.actor, ev.reason, st.id)
+
+
 def _daemon_user() -> str:
     try:
         return pwd.getpwuid(os.geteuid()).pw_name
@@ -206,12 +218,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         writes = [(e, st, out) for e, st, out in changes if out.fields or out.events]
         if writes or extra is not None:
             with store.tx(durable=durable):
-                for e, st, out in writes:
-                    if out.fields:
-                        store.update_element(e.job.id, e.index, **_stored(out.fields))
-                    for ev in out.events:
-                        store.add_event(st.time, e.job.id, e.index, ev.kind, ev.from_state, ev.to_state,
-                                        ev.actor or st.actor, ev.reason, st.id)
+                write_changes(store, writes)
                 if extra is not None:
                     extra()
         if memory is not None:

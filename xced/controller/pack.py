@@ -152,9 +152,10 @@ class PackMixin:
             answer = self.replay_pack(caller.user, *idempotency)  # a twin committed while this was checked
             if answer is not None:
                 return answer
-        made, answers = self._record_pack(caller, checked, idempotency)
+        held = [bool(dict(job).get("hold")) for job in jobs]  # -H on a pack line (LSF's pack takes it)
+        made, answers = self._record_pack(caller, checked, idempotency, held)
         try:
-            self._pend_or_kick_pack(made, checked)
+            self._pend_or_kick_pack([j for j, h in zip(made, held) if not h], [c for c, h in zip(checked, held) if not h])
         except (StoreBusy, StoreUnavailable) as e:  # the pack is recorded: it is answered, a session pends them
             log.warning("pack of %d jobs from %s: their first pend reasons were not recorded (%s); a scheduler "
                         "session gives them", len(made), caller.user, e.message)
@@ -162,11 +163,15 @@ class PackMixin:
         return {"jobs": answers}
 
     def _record_pack(self, caller: Caller, checked: list[_Checked],
-                     idempotency: tuple[str, str] | None) -> tuple[list[Job], list[dict]]:
+                     idempotency: tuple[str, str] | None, held: list[bool] | None = None) -> tuple[list[Job], list[dict]]:
         """Commit every job of a pack in one durable transaction (D-3: acknowledged only after
         it), each distinct environment once, with the pack's idempotency key and its whole
         answer when it has one (JOB-10); then keep the jobs in memory. A failed commit raises
-        and leaves memory and store as they were (the IDs it took are skipped, never reused)."""
+        and leaves memory and store as they were (the IDs it took are skipped, never reused).
+        `held[i]`: job i was given -H (LSF's pack takes every bsub option but -I*, -XF, -K,
+        -jsdl, -h, -V and -pack: https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.pack.1.html):
+        held by its user (PSUSP, D-5) in the same transaction, as a single submit's -H is
+        (`_record_submit`)."""
         now = self.clock()
         store = self.store
         n = len(checked)
@@ -178,6 +183,9 @@ class PackMixin:
             jobs.append(job)
         answers = [submit_answer(job) for job in jobs]
         sid, actor = self._sid("submit"), f"user:{caller.user}"
+        holds = [] if not any(held or ()) else [  # LSF bsub -H on a pack line: a Stop stimulus on its new PEND elements
+            x for job, h in zip(jobs, held or ()) if h
+            for x in self._changes(list(job.elements.values()), self._stim(m.Stop, "submit", actor))]
         envs = {c.spec.env_digest: c.env_text for c in checked}  # each distinct one once
         events = [(now, job.id, None, "SUBMIT", None, "PEND", actor, f"job {i + 1} of a pack of {n}"
                    + (f", {len(job.elements)} elements" if job.spec.is_array else ""), sid)
@@ -188,6 +196,10 @@ class PackMixin:
             for digest, text in envs.items():
                 store.put_env(digest, text)
             store.add_events(events)
+            if holds:  # held in the pack's own transaction (the shell's writes, _commit)
+                from xced.controller.controller import write_changes
+
+                write_changes(store, holds)
             if idempotency is not None:
                 store.add_idempotency_key(caller.user, idempotency[0], jobs[0].id, idempotency[1], now,
                                           {"jobs": answers})
@@ -203,6 +215,11 @@ class PackMixin:
             job.unfinished = len(job.elements)
             self.jobs[job.id] = job
             self.active[job.id] = job
+        for e, _, out in holds:  # only after the commit, as the shell does (DESIGN rule 2)
+            self._apply_memory(e, out)
+        for e, _, out in holds:
+            for eff in out.effects:
+                self._effect(e, eff)
         return jobs, answers
 
     def _pend_or_kick_pack(self, jobs: list[Job], checked: list[_Checked]) -> None:

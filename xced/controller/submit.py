@@ -328,9 +328,6 @@ class SubmitMixin:
         if req.get("script") is not None and base_env is not None:
             raise InvalidRequest("a job of a pack cannot carry a script read from standard input; give each line "
                                  "the script's path", field="script")
-        if req.get("hold") and base_env is not None:
-            raise InvalidRequest("a job of a pack cannot be held at submit (-H); submit it alone, or hold it after "
-                                 "with xcecli stop", field="hold")
         if basis is None:
             if self.config.settings.mode != "test":
                 from xced.api.errors import PermissionDenied
@@ -514,14 +511,9 @@ class SubmitMixin:
             self.store.add_event(now, jid, None, "SUBMIT", None, "PEND", f"user:{caller.user}",
                                  f"{len(indices)} elements" if spec.is_array else None, self._sid("submit"))
             if held:  # LSF bsub -H: held in the submit's own transaction (the shell's writes, _commit)
-                from xced.controller.controller import _stored
+                from xced.controller.controller import write_changes
 
-                for e, st, out in held:
-                    if out.fields:
-                        self.store.update_element(jid, e.index, **_stored(out.fields))
-                    for ev in out.events:
-                        self.store.add_event(st.time, jid, e.index, ev.kind, ev.from_state, ev.to_state,
-                                             ev.actor or st.actor, ev.reason, st.id)
+                write_changes(self.store, held)
             if idempotency is not None:
                 self.store.add_idempotency_key(caller.user, idempotency[0], jid, idempotency[1], now,
                                                submit_answer(job))
