@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
 
-from tests.conftest import _daemon_fixture, short_tmpdir
+from tests.conftest import XCEADMIN, _daemon_fixture, short_tmpdir
 from tests.e2e.test_lsf_commands import HEAVY, lsf
 
 pytestmark = pytest.mark.timeout(120)
@@ -154,6 +155,8 @@ def test_bjobs_p_levels_give_the_main_reason_and_the_hosts_reasons(cluster):
     assert two == [one[0], " Candidate host pending reasons (1 of 2 hosts):", "   Not enough free job slots: 1 host;"]
     three = reasons("-p3")
     assert three == two + [" Non-candidate host pending reasons (1 of 2 hosts):", "   Host status unavail: 1 host;"]
+    assert reasons("-p3", pend) == three  # the job named by its ID
+    assert reasons("-p0", "-q", "normal", "-u", "all") == zero
     r = run(d, "bjobs", "-p1", "-p3")
     assert r.returncode == 255 and "give one pending-reason level" in r.stderr
     r = run(d, "bjobs", "-p", env={"LSB_BJOBS_PENDREASON_LEVEL": "7"})
@@ -200,7 +203,8 @@ def test_bhosts_counts_stopped_array_elements_and_l_shows_the_host(cluster):
     layout of OpenLava's lsbatch/cmd/bhosts.c prtHostsLong; IBM bhosts.1 -l): `HOST NAME`,
     STATUS CPUF JL/U MAX NJOBS RUN SSUSP USUSP RSV DISPATCH_WINDOW, the current load with
     the memory jobs reserve, and the load thresholds; a host no worker serves has no
-    current load."""
+    current load; a host an admin closed is closed_Adm with the admin's comment (LSF 6.0
+    bhosts -l: "If you specified an administrator comment ..., -l displays the comment text")."""
     d, _ = cluster
     lines = run(d, "bhosts").stdout.splitlines()
     assert lines[1].split() == ["h1", "ok", "-", "4", "4", "3", "0", "1", "0"]
@@ -219,6 +223,15 @@ def test_bhosts_counts_stopped_array_elements_and_l_shows_the_host(cluster):
     assert h2.splitlines()[2].split()[0] == "unavail" and "CURRENT LOAD" not in h2
     r = run(d, "bhosts", "-l", "-w")
     assert r.returncode == 255 and "-l and -w cannot be used together" in r.stderr
+    env = {**os.environ, "XCE_TOPDIR": str(d.top), "XCE_TEST_USER": "admin"}
+    subprocess.run([XCEADMIN, "hosts", "close", "h1", "--reason", "disk swap"], env=env, check=True,
+                   capture_output=True)
+    try:
+        closed = run(d, "bhosts", "-l", "h1").stdout.splitlines()
+        assert closed[2].split()[0] == "closed_Adm"
+        assert ' ADMIN ACTION COMMENT: "disk swap" (by admin)' in closed
+    finally:
+        subprocess.run([XCEADMIN, "hosts", "open", "h1"], env=env, check=True, capture_output=True)
 
 
 def test_bhist_n_is_taken_and_every_search_reads_the_whole_store(cluster):

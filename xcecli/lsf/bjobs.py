@@ -577,7 +577,8 @@ def bjobs(argv: list[str]) -> int:
         else:
             reasons = None
             if opts.get("pending") and level != 1:
-                reasons = _reasons_of(client, rows, level)
+                filters = None if refs else {k: params[k] for k in ("user", "queue", "project") if k in params}
+                reasons = _reasons_of(client, rows, level, filters)
             lines = _table(rows, bool(opts.get("wide")), bool(opts.get("noheader")), bool(opts.get("pending")),
                            reasons)
         text = "\n".join(lines) + "\n"
@@ -698,29 +699,30 @@ def _reason_lines(level: int, main: str, pend: dict | None, nhosts: int) -> list
     return out
 
 
-def _reasons_of(client, rows: list[dict], level: int):
+def _reasons_of(client, rows: list[dict], level: int, params: dict | None):
     """The `reasons(row, main)` of _table for -p level `level`: each pending element's
-    structured pend reason, read with one GET /jobs?state=PEND (every user's; the rows
-    were already filtered) and GET /jobs/ID for an array, whose elements a listing leaves
-    out; the cluster's host count from GET /hosts."""
+    structured pend reason, read with one GET /jobs?state=PEND with the listing's filters
+    `params` (user, queue, project; None when job IDs were named: then GET /jobs/ID for
+    each) and GET /jobs/ID for an array, whose elements a listing leaves out; the cluster's
+    host count from GET /hosts (levels 2 and 3)."""
     from xced.api.errors import NotFound
 
     want = {r["id"] for r in rows if r["state"] == "PEND"}
     pend: dict[tuple[int, int], dict | None] = {}
-    if want:
-        listed = client.request_retried("GET", "/jobs", params={"user": "all", "state": ["PEND"]}).json()["jobs"]
+    if want and params is not None:
+        listed = client.request_retried("GET", "/jobs", params={**params, "state": ["PEND"]}).json()["jobs"]
         for j in listed:
             if j["job_id"] in want and j["elements"]:
                 for e in j["elements"]:
                     pend[(j["job_id"], e["index"])] = e.get("pend_reason")
                 want.discard(j["job_id"])
-        for jid in sorted(want):
-            try:
-                j = client.request_retried("GET", f"/jobs/{jid}").json()
-            except NotFound:  # gone between the two requests: the main reason alone
-                continue
-            for e in j["elements"]:
-                pend[(jid, e["index"])] = e.get("pend_reason")
+    for jid in sorted(want):
+        try:
+            j = client.request_retried("GET", f"/jobs/{jid}").json()
+        except NotFound:  # gone between the two requests: the main reason alone
+            continue
+        for e in j["elements"]:
+            pend[(jid, e["index"])] = e.get("pend_reason")
     nhosts = len(client.request_retried("GET", "/hosts").json()["hosts"]) if level >= 2 else 0
 
     def reasons(r: dict, main: str) -> list[str]:
