@@ -119,6 +119,12 @@ def test_bjobs_sum_counts_the_slots_of_unfinished_jobs_by_state(cluster):
     assert r.stdout == ("RUN        SSUSP       USUSP      UNKNOWN    PEND       FWD_PEND  PSUSP\n"
                         "3          0           1          0          1          0         1\n")
     assert run(d, "bjobs", "-sum", "-q", "short").stdout.splitlines()[1].split() == ["0"] * 7
+    flex = d.submit("-q", "short", "-n", "1,2", "--", "true")  # pends (no free slot): asks for at least 1
+    try:
+        assert run(d, "bjobs", "-sum", "-q", "short").stdout.splitlines()[1].split() == ["0"] * 4 + ["1", "0", "0"]
+    finally:
+        run(d, "bkill", str(flex))
+        d.wait_state(flex, ("EXIT",))
     r = run(d, "bjobs", "-sum", "-r")
     assert r.returncode == 255 and "takes no state option (-r given)" in r.stderr
 

@@ -747,7 +747,8 @@ def _summary(rows: list[dict], noheader: bool) -> str:
     for r in rows:
         st = r["state"]
         if st in n:
-            n[st] += cell("slots", r) or 0
+            slots = cell("slots", r) or 0  # a pending `-n MIN,MAX` job's is "MIN,MAX": it asks for MIN
+            n[st] += int(str(slots).partition(",")[0])
     head = "".join(c.ljust(w) for c, w in SUM_COLS).rstrip()
     vals = "".join(str(n[c]).ljust(w) for c, w in SUM_COLS).rstrip()
     return ("" if noheader else head + "\n") + vals + "\n"
