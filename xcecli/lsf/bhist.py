@@ -1,7 +1,7 @@
 """`bhist` (CLI-8): LSF's bhist on XCE: a job's history, from the events XCE records for each
 of its transitions (D-5; GET /jobs/ID/events).
 
-    bhist [-l] [-a] [ID | "ID[INDEX]" ...]
+    bhist [-l] [-a] [-n N | -n MIN,MAX] [ID | "ID[INDEX]" ...]
 
 Without `-l`, LSF's summary of the seconds each job spent in each state:
 
@@ -16,7 +16,13 @@ the LSF administrator;", "Running;", "Signal <USR1> requested by user or adminis
 <alice>;", "Done successfully.", "Exited with exit code N.", "Exited by signal N."), then
 the same summary as a table. Times are LSF's (`Thu Mar 13 17:32:05`), local time. For an
 array, one block per element. Without an ID: the caller's unfinished jobs and those
-finished lately (with `-a`: all the caller's jobs the daemon knows).
+finished lately (with `-a`: all the caller's jobs the daemon knows, of any age).
+
+`-n N` (LSF: how many event log files to search, `0` all of them; `-n MIN,MAX` a range) is
+checked and taken (logfiles), and changes nothing: LSF rotates its event log
+(lsb.events, lsb.events.1, ...) and by default searches only the current file, while XCE
+keeps every job's events in one store that is never rotated, and every search reads all
+of it, what LSF would find with `-n 0`. A job ID is found whatever its age.
 
 Exit codes: 0 shown; 255 (LSF_FAILED) when a job was not found (`Job <N>: No matching job
 found` on stderr, LSF's words) or for a usage error; 3 daemon unreachable. Sources: LSF's
@@ -33,9 +39,34 @@ import sys
 import time
 
 from xced.api.listing import one_line
-from xcecli.lsf.common import LSF_FAILED, read_options, run
+from xcecli.lsf.common import LSF_FAILED, LsfUsage, read_options, run
 
-SPEC = {"-l": ("long", "flag"), "-a": ("all", "flag")}
+SPEC = {"-l": ("long", "flag"), "-a": ("all", "flag"), "-n": ("logfiles", "one")}
+#: LSF's most event log files bhist -n searches
+MAX_LOGFILES = 100
+
+
+def logfiles(text: str) -> tuple[int, int]:
+    """`-n N` or `-n MIN,MAX` -> (MIN, MAX) of the event log files LSF's bhist would search
+    (`-n N`: the current file and the N-1 before it, (0, N-1); `-n 0`: all of them, (0,
+    100)). LSF searches at most 100 files. XCE keeps every job's events in one store that
+    is never rotated (the current file and every older one at once), so each of these reads
+    all of it: the value is checked, then changes nothing. Raises LsfUsage for anything
+    else, saying what is valid. Source: bhist.1's synopsis `-n number_logfiles | -n
+    min_logfile, max_logfile | -n 0` and lsb.events.5 ("The bhist command searches the most
+    current lsb.events file"; older ones are lsb.events.1, .2, ...), docs/lsf-behaviour.md
+    section 5 [95]."""
+    t = text.replace(" ", "")
+    lo, comma, hi = t.partition(",")
+    ok = lo.isdigit() and (not comma or hi.isdigit())
+    if ok:
+        a = int(lo)
+        b = int(hi) if comma else (MAX_LOGFILES if a == 0 else a - 1)
+        if comma and a <= b <= MAX_LOGFILES or not comma and a <= MAX_LOGFILES:
+            return a, b
+    raise LsfUsage(f"-n {text[:40]!r}: give the number of event log files to search, 0 to {MAX_LOGFILES} (0: all), "
+                   f"or MIN,MAX with 0 <= MIN <= MAX <= {MAX_LOGFILES}; XCE keeps one event store and always "
+                   f"searches all of it")
 #: the states of LSF's summary, in its order (UNKWN: XCE has no such state, always 0)
 STATES = ("PEND", "PSUSP", "RUN", "USUSP", "SSUSP", "UNKWN")
 
@@ -165,6 +196,8 @@ def bhist(argv: list[str]) -> int:
     from xcecli.lsf.jobctl import client, job_id
 
     opts, args = read_options(argv, SPEC, interspersed=True)
+    if opts.get("logfiles") is not None:
+        logfiles(str(opts["logfiles"]))  # checked; one store, always searched whole
     refs = [job_id(a) for a in args]
     c = client()
     if not refs:

@@ -14,8 +14,15 @@ What it prints, and the sources (docs/lsf-behaviour.md section 5 has the URLs):
 - `-w` cuts nothing (a value longer than its column pushes the rest of the row right, one
   blank after it) and gives EXEC_HOST one host name per slot joined by `:` on one line
   (Nextflow's `bjobs -w` sample).
-- `-p` lists pending (PEND) jobs with each job's pending reason under its row (LSF drops
-  the EXEC_HOST column there); `-r` running, `-s` suspended (PSUSP, USUSP; `-ps` both),
+- `-p` lists pending (PEND) jobs with each job's pending reasons under its row (LSF drops
+  the EXEC_HOST column there), at a level (IBM bjobs -p): `-p0` the main reason and every
+  host reason with its number of hosts (`Not enough free job slots: 1 host;`, LSF before
+  10.1), `-p1` the main reason alone, `-p2` the main reason and the candidate hosts'
+  reasons counted under `Candidate host pending reasons (K of N hosts):`, `-p3` also the
+  non-candidate hosts' (down or closed, select false, a resource missing); a bare `-p`
+  takes LSB_BJOBS_PENDREASON_LEVEL from the environment, 0 when unset (_reason_lines).
+- `-A` one line per job array with its element counts by state (_arrays); `-sum` the
+  slots of the unfinished jobs by state (_summary). `-r` running, `-s` suspended (PSUSP, USUSP; `-ps` both),
   `-d` finished ones, `-a` all (unfinished ones and those finished within the clean
   period); by default the unfinished jobs. `-u USER|all`, `-q QUEUE`, `-P PROJECT` and
   `-J NAME` (`*` matches any text) filter.
@@ -60,17 +67,23 @@ from xcecli.lsf.jobctl import job_args  # noqa: F401 - the ID parser bjobs share
 
 SPEC = {
     "-w": ("wide", "flag"), "-a": ("all", "flag"), "-u": ("user", "one"), "-q": ("queue", "one"),
-    "-J": ("name", "one"), "-P": ("project", "one"), "-p": ("pending", "flag"), "-p0": ("pending", "flag"),
-    "-p1": ("pending", "flag"), "-p2": ("pending", "flag"), "-p3": ("pending", "flag"), "-r": ("running", "flag"),
+    "-J": ("name", "one"), "-P": ("project", "one"), "-p": ("pending", "flag"), "-p0": ("p0", "flag"),
+    "-p1": ("p1", "flag"), "-p2": ("p2", "flag"), "-p3": ("p3", "flag"), "-r": ("running", "flag"),
     "-s": ("suspended", "flag"), "-d": ("done", "flag"), "-noheader": ("noheader", "flag"), "-o": ("format", "one"),
     "-json": ("json", "flag"), "-l": ("long", "flag"), "-UF": ("long", "flag"), "-h": ("help", "flag"),
+    "-A": ("arrays", "flag"), "-sum": ("sum", "flag"),
 }
 #: the one-letter flags LSF lets a user bunch (`-aw`, `-lp`)
 _BUNCHED = "warpsdl"
 
-USAGE = ("Usage: bjobs [-a] [-d] [-p] [-r] [-s] [-w] [-l] [-noheader] [-json] [-u user_name|all] [-q queue_name]\n"
-         "             [-J job_name] [-P project] [-o \"field[:[-][width]] ... [delimiter='c']\"]\n"
-         "             [job_ID | \"job_ID[index_list]\" ...]\n")
+USAGE = ("Usage: bjobs [-a] [-d] [-p | -p0 | -p1 | -p2 | -p3] [-r] [-s] [-w] [-l] [-A] [-sum] [-noheader] [-json]\n"
+         "             [-u user_name|all] [-q queue_name] [-J job_name] [-P project]\n"
+         "             [-o \"field[:[-][width]] ... [delimiter='c']\"] [job_ID | \"job_ID[index_list]\" ...]\n"
+         "  -p   pending jobs and why they pend, at the level LSB_BJOBS_PENDREASON_LEVEL gives (0 if unset):\n"
+         "       -p0 every reason with its number of hosts; -p1 the main reason only; -p2 the main reason and\n"
+         "       the candidate hosts' reasons; -p3 those of the non-candidate hosts too\n"
+         "  -A   one line per job array: NJOBS and the elements in each state\n"
+         "  -sum the slots of your unfinished jobs by state (RUN SSUSP USUSP UNKNOWN PEND FWD_PEND PSUSP)\n")
 
 #: LSF's -o field names (and the aliases LSF takes for some) -> (header, the daemon's fields it needs)
 FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -260,9 +273,10 @@ def cut(value: str, width: int, name: str) -> str:
 
 # ---------------------------------------------------------------- the outputs
 
-def _table(rows: list[dict], wide: bool, noheader: bool, pending: bool) -> list[str]:
+def _table(rows: list[dict], wide: bool, noheader: bool, pending: bool, reasons=None) -> list[str]:
     """The default table (module docstring); written for speed: 10,000 rows within the
-    start-up aim of CLI-7 (issue 18 part 7)."""
+    start-up aim of CLI-7 (issue 18 part 7). `reasons(row, main)`, when given, gives a
+    pending row's reason lines (the -p levels, _reason_lines); else the main reason alone."""
     cols = [c for c in DEFAULT if not (pending and c == "exec_host")]
     widths = [WIDTHS[c] for c in cols]
     lines = [] if noheader else [_line([(FIELDS[c][0], WIDTHS[c]) for c in cols])]
@@ -296,7 +310,10 @@ def _table(rows: list[dict], wide: bool, noheader: bool, pending: bool) -> list[
         if pending and r["state"] in ("PEND", "PSUSP"):
             reason = r.get("reason") or ("The job was suspended by user while pending" if r["state"] == "PSUSP"
                                          else "New job is waiting for scheduling")
-            lines.append(" " + reason + ("" if reason.endswith(";") else ";"))
+            if reasons is None:
+                lines.append(" " + reason + ("" if reason.endswith(";") else ";"))
+            else:
+                lines += reasons(r, reason)
     return lines
 
 
@@ -454,10 +471,26 @@ def bjobs(argv: list[str]) -> int:
         raise LsfUsage("-json and -noheader cannot be used together (-json has no header to leave out)")
     if opts.get("long") and (opts.get("format") or opts.get("json")):
         raise LsfUsage("-l cannot be used with -o or -json")
+    level = _pend_level(opts)
+    for mode, flag in (("arrays", "-A"), ("sum", "-sum")):
+        if opts.get(mode):
+            for other, oflag in (("long", "-l"), ("format", "-o"), ("json", "-json"), ("arrays", "-A")):
+                if other != mode and opts.get(other):
+                    raise LsfUsage(f"{flag} cannot be used with {oflag}: {flag} prints its own summary table")
+            if level is not None:
+                raise LsfUsage(f"{flag} cannot be used with -p or -p0..-p3: {flag} prints counts, not pending reasons")
+    if opts.get("sum"):
+        given = [f for f, n in (("-a", "all"), ("-d", "done"), ("-r", "running"), ("-s", "suspended")) if opts.get(n)]
+        if given:
+            raise LsfUsage(f"-sum counts every unfinished job's slots by state; it takes no state option "
+                           f"({' '.join(given)} given); filter with -u, -q, -P, -J or job IDs instead")
     project = opts.get("project")
     if isinstance(project, str) and not project.startswith("/"):
         opts["project"] = "/" + project  # LSF's flat project NAME is XCE's top-level /NAME, as bsub -P reads it
     refs = job_args(args)
+    if opts.get("arrays") and any(idx is not None for _, idx, _ in refs):
+        bad = next(text for _, idx, text in refs if idx is not None)
+        raise LsfUsage(f"{bad}: with -A give the job array's ID without an index list (IBM bjobs -A)")
     fmt, delim = parse_format(opts["format"]) if opts.get("format") else (None, None)
     states: set[str] | None = set()
     if opts.get("pending"):  # PEND only: a held job is suspended (-s); `-ps` gives both (IBM bjobs -s)
@@ -470,7 +503,11 @@ def bjobs(argv: list[str]) -> int:
         states |= {"DONE", "EXIT"}
     if not states:
         states = None if opts.get("all") or refs else set(UNFINISHED)
+    if opts.get("arrays"):
+        return _arrays(opts, refs, states)
     fields = {"id", "index", "state", "job_name", "hosts", "user", "queue", "from_host", "submit_time"}
+    if opts.get("sum"):
+        fields.add("ntasks")
     if opts.get("pending"):
         fields.add("reason")
     if opts.get("long"):  # -l's `Command <...>`: the line as typed (LSF), not the argv that ran
@@ -524,6 +561,11 @@ def bjobs(argv: list[str]) -> int:
                     missing.append(f"Job <{jid}[{i}]> is not found")
         seen: set = set()
         rows = [r for r in picked if not ((r["id"], r["index"]) in seen or seen.add((r["id"], r["index"])))]
+    if opts.get("sum"):
+        for m in missing:
+            print(m, file=sys.stderr)
+        sys.stdout.write(_summary(rows, bool(opts.get("noheader"))))
+        return LSF_FAILED if missing else 0
     lines: list[str] = []
     text = None
     if opts.get("json"):
@@ -534,7 +576,12 @@ def bjobs(argv: list[str]) -> int:
         elif fmt:
             lines = _custom(rows, fmt, delim, bool(opts.get("noheader")))
         else:
-            lines = _table(rows, bool(opts.get("wide")), bool(opts.get("noheader")), bool(opts.get("pending")))
+            reasons = None
+            if opts.get("pending") and level != 1:
+                filters = None if refs else {k: params[k] for k in ("user", "queue", "project") if k in params}
+                reasons = _reasons_of(client, rows, level, filters)
+            lines = _table(rows, bool(opts.get("wide")), bool(opts.get("noheader")), bool(opts.get("pending")),
+                           reasons)
         text = "\n".join(lines) + "\n"
     if text:
         sys.stdout.write(text)
@@ -548,6 +595,233 @@ def bjobs(argv: list[str]) -> int:
             print(f"Job <{opts['name']}> is not found", file=sys.stderr)
         elif not refs:
             print(_none_found(opts), file=sys.stderr)
+        if os.environ.get("LSB_BJOBS_CONSISTENT_EXIT_CODE", "").strip().upper() == "Y":
+            return LSF_FAILED
+    return 0
+
+
+# ---------------------------------------------------------------- -p levels, -A, -sum
+
+#: the shortfall resources of a host that cannot take the job whatever the load (LSF's
+#: non-candidate hosts: down or closed, its select string false, a resource it does not
+#: have); every other shortfall (slots, memory, a consumable, an exclusive job there) is a
+#: candidate host's (xced.scheduler.placement's HostShortfall.resource)
+_NON_CANDIDATE = ("status", "select")
+
+
+def _pend_level(opts: dict) -> int | None:
+    """The -p level asked for (None: no -p): `-p0`..`-p3`, or for a bare `-p` the level
+    LSB_BJOBS_PENDREASON_LEVEL gives (LSF's lsf.conf setting, read here from the
+    environment; 0 when unset, as LSF's default). `-pN` also selects pending jobs. Raises
+    LsfUsage for two levels or a bad LSB_BJOBS_PENDREASON_LEVEL. Source: IBM bjobs -p
+    and LSB_BJOBS_PENDREASON_LEVEL (docs/lsf-behaviour.md section 4 [33, 90])."""
+    levels = [n for n in range(4) if opts.get(f"p{n}")]
+    if len(levels) > 1:
+        raise LsfUsage(f"{' '.join(f'-p{n}' for n in levels)}: give one pending-reason level, -p0, -p1, -p2 or -p3")
+    if levels:
+        opts["pending"] = True
+        return levels[0]
+    if not opts.get("pending"):
+        return None
+    env = os.environ.get("LSB_BJOBS_PENDREASON_LEVEL", "").strip()
+    if not env:
+        return 0
+    if env not in ("0", "1", "2", "3"):
+        raise LsfUsage(f"LSB_BJOBS_PENDREASON_LEVEL={env[:20]!r}: the level is 0, 1, 2 or 3")
+    return int(env)
+
+
+def _category(h: dict) -> tuple[bool, str]:
+    """(candidate host?, the reason as LSF groups it: the same words for every host) of
+    one host shortfall of a pend reason (GET /jobs/ID's pend_reason.hosts[])."""
+    res, msg = h["resource"], h["message"]
+    text = msg[len(h["host"]) + 2:] if msg.startswith(h["host"] + ": ") else msg
+    if res == "status":
+        return False, f"Host {text}"  # "Host status closed_Adm", "Host status unavail"
+    if res == "select":
+        return False, "Job's resource requirements not satisfied"  # LSF's words for a select no host meets
+    if text.startswith("no resource "):
+        return False, f"Host has {text}"
+    if text.startswith("same["):
+        return False, text
+    if res == "slots":
+        return True, "Not enough free job slots"
+    if res == "exclusive":
+        return True, text
+    return True, f"Not enough free {res}"
+
+
+def _counted(items: list[str]) -> list[str]:
+    """`REASON: N host(s);` for each distinct reason, the most common first (LSF -p2/-p3:
+    "The actual pending reason messages appear from most to least common")."""
+    seen: dict[str, int] = {}
+    for t in items:
+        seen[t] = seen.get(t, 0) + 1
+    ordered = sorted(seen.items(), key=lambda kv: -kv[1])
+    return [f"{t}: {n} host{'s' if n != 1 else ''};" for t, n in ordered]
+
+
+def _reason_lines(level: int, main: str, pend: dict | None, nhosts: int) -> list[str]:
+    """A pending job's reason lines under its row at -p level `level` (IBM bjobs -p):
+    0, as LSF before 10.1: the main reason, then every host reason with how many hosts
+    give it; 1: the main reason alone; 2: the main reason, then `Candidate host pending
+    reasons (K of N hosts):` with the candidate hosts' reasons counted; 3: also
+    `Non-candidate host pending reasons (M of N hosts):` with theirs. A reason about the
+    job rather than the hosts (waiting behind another job, a dependency) has no host lines
+    and stands alone at every level, as LSF's main reasons do. `pend`: the element's
+    pend_reason (main, hosts[]) or None; `nhosts`: the hosts in the cluster."""
+    out = [f" {main.rstrip(';')};"]
+    if level == 1 or not pend or not pend.get("hosts"):  # a reason about the job, not the hosts, stands alone
+        return out
+    cand: list[str] = []
+    non: list[str] = []
+    non_hosts: set[str] = set()
+    more = 0
+    for h in pend.get("hosts") or []:
+        if h["resource"] == "more":
+            more += int(h["free"])
+            continue
+        is_cand, text = _category(h)
+        (cand if is_cand else non).append(text)
+        if not is_cand:
+            non_hosts.add(h["host"])
+    tail = [f"and {more} more host(s) with shortfalls;"] if more else []
+    if level == 0:
+        return out + [f" {t}" for t in _counted(cand + non) + tail]
+    n_cand = max(0, nhosts - len(non_hosts))
+    lines = _counted(cand) + tail
+    out.append(f" Candidate host pending reasons ({n_cand} of {nhosts} hosts){':' if lines else '.'}")
+    out += [f"   {t}" for t in lines]
+    if level == 3:
+        lines = _counted(non)
+        out.append(f" Non-candidate host pending reasons ({len(non_hosts)} of {nhosts} hosts)"
+                   f"{':' if lines else '.'}")
+        out += [f"   {t}" for t in lines]
+    return out
+
+
+def _reasons_of(client, rows: list[dict], level: int, params: dict | None):
+    """The `reasons(row, main)` of _table for -p level `level`: each pending element's
+    structured pend reason, read with one GET /jobs?state=PEND with the listing's filters
+    `params` (user, queue, project; None when job IDs were named: then GET /jobs/ID for
+    each) and GET /jobs/ID for an array, whose elements a listing leaves out; the cluster's
+    host count from GET /hosts (levels 2 and 3)."""
+    from xced.api.errors import NotFound
+
+    want = {r["id"] for r in rows if r["state"] == "PEND"}
+    pend: dict[tuple[int, int], dict | None] = {}
+    if want and params is not None:
+        listed = client.request_retried("GET", "/jobs", params={**params, "state": ["PEND"]}).json()["jobs"]
+        for j in listed:
+            if j["job_id"] in want and j["elements"]:
+                for e in j["elements"]:
+                    pend[(j["job_id"], e["index"])] = e.get("pend_reason")
+                want.discard(j["job_id"])
+    for jid in sorted(want):
+        try:
+            j = client.request_retried("GET", f"/jobs/{jid}").json()
+        except NotFound:  # gone between the two requests: the main reason alone
+            continue
+        for e in j["elements"]:
+            pend[(jid, e["index"])] = e.get("pend_reason")
+    nhosts = len(client.request_retried("GET", "/hosts").json()["hosts"]) if level >= 2 else 0
+
+    def reasons(r: dict, main: str) -> list[str]:
+        pr = pend.get((r["id"], r["index"]))
+        return _reason_lines(level, pr["main"] if pr else main, pr, nhosts)
+
+    return reasons
+
+
+#: bjobs -sum's columns and their widths, as IBM's bjobs -sum example prints them
+SUM_COLS = (("RUN", 11), ("SSUSP", 12), ("USUSP", 11), ("UNKNOWN", 11), ("PEND", 11), ("FWD_PEND", 10), ("PSUSP", 0))
+
+
+def _summary(rows: list[dict], noheader: bool) -> str:
+    """`bjobs -sum`: the slots of the rows (unfinished elements) by state, in IBM's columns
+    RUN SSUSP USUSP UNKNOWN PEND FWD_PEND PSUSP ("displays the count of job slots";
+    https://www.ibm.com/support/knowledgecenter/SSWRJV_10.1.0/lsf_command_ref/bjobs.sum.1.html).
+    A running or stopped element counts the slots it holds, a pending one those it asks
+    for (its -n min), as bqueues counts. SSUSP, UNKNOWN and FWD_PEND are 0: XCE never
+    suspends a job itself, never loses track of one, and forwards none to another cluster."""
+    n = {c: 0 for c, _ in SUM_COLS}
+    for r in rows:
+        st = r["state"]
+        if st in n:
+            slots = cell("slots", r) or 0  # a pending `-n MIN,MAX` job's is "MIN,MAX": it asks for MIN
+            n[st] += int(str(slots).partition(",")[0])
+    head = "".join(c.ljust(w) for c, w in SUM_COLS).rstrip()
+    vals = "".join(str(n[c]).ljust(w) for c, w in SUM_COLS).rstrip()
+    return ("" if noheader else head + "\n") + vals + "\n"
+
+
+def _arrays(opts: dict, refs: list, states: set[str] | None) -> int:
+    """`bjobs -A`: one line per job array, as LSF (OpenLava's bjobs.c, LSF's ancestor,
+    prints it so): `JOBID    ARRAY_SPEC  OWNER   NJOBS PEND DONE  RUN EXIT SSUSP USUSP PSUSP`,
+    ARRAY_SPEC the array's name with its index list (`fam[1-3]`, cut to 8 characters and
+    OWNER to 8 unless -w), then how many elements there are and in each state. By default
+    the arrays with an unfinished element; -a all, -p/-r/-s/-d those with an element in
+    those states; IDs those arrays. A job that is not an array is not shown. Source:
+    https://www.ibm.com/support/knowledgecenter/SSWRJV_10.1.0/lsf_command_ref/bjobs.__a.1.html
+    (docs/lsf-behaviour.md section 5 [91, 92]). Returns the exit code."""
+    from xced.api.client import Client
+    from xced.api.errors import InvalidRequest, NotFound
+
+    client = Client.connect()
+    jobs: list[dict] = []
+    missing: list[str] = []
+    if refs:
+        for jid in dict.fromkeys(j for j, _, _ in refs):
+            try:
+                jobs.append(client.request_retried("GET", f"/jobs/{jid}").json())
+            except NotFound:
+                missing.append(f"Job <{jid}> is not found")
+    else:
+        params: dict[str, object] = {}
+        for k in ("user", "queue", "project"):
+            if opts.get(k):
+                params[k] = opts[k]
+        if states is None or states & {"DONE", "EXIT"}:
+            params["all"] = "true"
+        try:
+            jobs = client.request_retried("GET", "/jobs", params=params).json()["jobs"]
+        except InvalidRequest as e:
+            if e.field in ("user", "queue", "project"):
+                raise LsfUsage(e.message) from None
+            raise
+    match = _name_match(opts["name"]) if opts.get("name") else None
+    shown = []
+    for j in jobs:
+        if not j.get("array_spec"):
+            continue
+        c = j.get("counts") or {}
+        if states is not None and not any(c.get(s) for s in states):
+            continue
+        if match is not None and not match({"job_name": j.get("name") or "", "index": 0}):
+            continue
+        shown.append(j)
+    wide = bool(opts.get("wide"))
+    lines = [] if opts.get("noheader") or not shown else \
+        ["JOBID    ARRAY_SPEC  OWNER   NJOBS PEND DONE  RUN EXIT SSUSP USUSP PSUSP"]
+    for j in shown:
+        c = j.get("counts") or {}
+        spec = j["array_spec"]  # as submitted: `name[1-3]`
+        if j.get("array_limit") and "%" not in spec:
+            spec += f"%{j['array_limit']}"
+        user = j["user"]
+        if not wide:
+            spec, user = spec[:8], user[:8]
+        lines.append(f"{j['job_id']:<7}  {spec:<8} {user:>8}   {sum(c.values()):>5} "
+                     + f"{c.get('PEND', 0):>4} {c.get('DONE', 0):>4} {c.get('RUN', 0):>4} {c.get('EXIT', 0):>4} "
+                     + f"{0:>5} {c.get('USUSP', 0):>5} {c.get('PSUSP', 0):>5}")
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
+    for m in missing:
+        print(m, file=sys.stderr)
+    if missing:
+        return LSF_FAILED
+    if not shown and not refs:
+        print(_none_found(opts), file=sys.stderr)
         if os.environ.get("LSB_BJOBS_CONSISTENT_EXIT_CODE", "").strip().upper() == "Y":
             return LSF_FAILED
     return 0

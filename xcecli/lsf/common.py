@@ -48,16 +48,20 @@ USAGES = {
              "  -f       go on printing the output until the job ends (tail -f)\n"
              "  -J NAME  your last submitted unfinished job of that name\n"
              "  without an ID: your last submitted unfinished job\n",
-    "bhist": 'bhist [-h] [-V] [-l] [-a] [ID | "ID[INDEX]" ...]\n'
+    "bhist": 'bhist [-h] [-V] [-l] [-a] [-n N | -n MIN,MAX] [ID | "ID[INDEX]" ...]\n'
              "  -l  the long form: each job's history in full\n"
-             "  -a  finished jobs too\n",
+             "  -a  finished jobs too\n"
+             "  -n  how many event log files to search (0: all); XCE keeps one event store,\n"
+             "      never rotated, so every search reads all of it\n",
     "bwait": 'bwait [-h] [-V] -w "EXPR" [-t MINUTES]\n'
              '  -w "EXPR"    the condition: done(ID), ended(ID), exit(ID), started(ID), with &&, || and !\n'
              "  -t MINUTES   give up after this many minutes\n",
-    "bqueues": "bqueues [-h] [-V] [-w] [QUEUE ...]\n"
-               "  -w  wide: names in full\n",
-    "bhosts": "bhosts [-h] [-V] [-w] [HOST ...]\n"
-              "  -w  wide: names and statuses in full (closed_Adm ...)\n",
+    "bqueues": "bqueues [-h] [-V] [-w | -l] [QUEUE ...]\n"
+               "  -w  wide: names in full\n"
+               "  -l  long: each queue's parameters, limits and statistics\n",
+    "bhosts": "bhosts [-h] [-V] [-w | -l] [HOST ...]\n"
+              "  -w  wide: names and statuses in full (closed_Adm ...)\n"
+              "  -l  long: each host's status, slots, current load and reserved memory\n",
     "bparams": "bparams [-h] [-V] [-a | -l]\n"
                "  -a, -l  every parameter, by LSF's names and XCE's\n",
     "badmin": "badmin [-h] [-V] showconf mbd\n"
