@@ -68,6 +68,8 @@ class ChannelThrottle:
         self.throttled = 0
 
     async def pace(self) -> None:
+        """Take a token for one message: at once while the bucket has one (yielding every
+        YIELD_EVERY messages), else after sleeping until the next is due (1/rate s)."""
         now = time.monotonic()
         self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
@@ -150,9 +152,11 @@ async def worker_channel(ws: WebSocket) -> None:
                           f"names must be unique")
         return
     budget = getattr(ctl, "fd_budget", None)
-    channels = getattr(ws.app.state, "worker_channels", None)  # the channels open past their join
+    channels = getattr(ws.app.state, "worker_channels", None)  # the channels taken past their join
     if channels is None:
         channels = ws.app.state.worker_channels = set()
+    queue: asyncio.Queue[dict] = asyncio.Queue()
+    link = RemoteWorkerLink(join.host, queue.put_nowait)
     if budget is not None and len(channels) >= budget.host_capacity:
         reason = budget.refusal(len(channels))
         # logged once per stretch of refusals (until a join is taken again): a fleet past the limit is one line
@@ -162,10 +166,13 @@ async def worker_channel(ws: WebSocket) -> None:
         await _refuse(ws, reason)
         return
     ws.app.state.capacity_logged = False
-    queue: asyncio.Queue[dict] = asyncio.Queue()
-    link = RemoteWorkerLink(join.host, queue.put_nowait)
+    channels.add(link)  # counted from now, with no await between the check and this: joins at once are not over-taken
     beat = ctl.heartbeat_s
-    await ws.send_json({"op": "joined", "host": join.host, "heartbeat_s": beat})
+    try:
+        await ws.send_json({"op": "joined", "host": join.host, "heartbeat_s": beat})
+    except BaseException:
+        channels.discard(link)
+        raise
     gone = asyncio.Event()
 
     async def close(reason: str) -> None:
@@ -199,7 +206,6 @@ async def worker_channel(ws: WebSocket) -> None:
             handle_worker_message(ctl, link, msg)
 
     send_task = asyncio.create_task(sender())
-    channels.add(link)
     ctl.worker_joined(link, join)
     recv_task = asyncio.create_task(receiver())
     try:
