@@ -8,6 +8,9 @@
   are taken (xced.auth.roles). Revoking the key, or its expiry, closes the channel. In test
   mode workers may join without keys, for harnesses (a keyed join is checked all the same
   when the controller has a key: `listen.tls: true`).
+- Bounds (issue 19): a join past the controller's host capacity (its open-file limit,
+  xced.server.fdlimit) or offering more than hosts.yaml's bounds is refused with the bound;
+  a worker that floods its channel is read at FLOOD_RATE messages a second (ChannelThrottle).
 - `POST /peers/challenge`, `/peers/session`, `/peers/enroll`: OPEN routes (anyone, TCP
   included; the body carries the proof). A login host's API server or a remote `xceadmin`
   answers a challenge with its key's signature and gets a session; a new host trades an
