@@ -198,6 +198,10 @@ def test_out_of_descriptors_the_daemon_backs_off_without_spinning_and_answers_ag
                 await asyncio.gather(*(ws.close() for ws in joined))
 
         asyncio.run(go())
+        deadline = time.monotonic() + 10
+        while d.log_text().count("xced.server.peers INFO worker fd") < cap:  # every joined channel has left
+            assert time.monotonic() < deadline, d.log_text()[-3000:]
+            time.sleep(0.1)
         sock = (top / "run" / "xced.sock.path").read_text().strip() if (top / "run" / "xced.sock.path").exists() \
             else str(top / "run" / "xced.sock")
         for _ in range(80):  # more than it has descriptors: the last wait in the backlog
