@@ -68,6 +68,14 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
 )
 
 
+def _run_loop(main):
+    """Run `main` as asyncio.run does, on xced.server.fdlimit's GuardedLoop: accepting a
+    connection that fails for want of descriptors backs off instead of spinning (issue 19)."""
+    from xced.server.fdlimit import run
+
+    return run(main)
+
+
 def _die(msg: str, code: int = 1) -> None:
     print(f"xced: error: {msg}", file=sys.stderr)
     raise typer.Exit(code)
@@ -305,9 +313,23 @@ def _stop_on_signals(server, also=None):
     return capture_signals
 
 
+def _raise_fd_limit() -> int:
+    """Raise the soft open-file limit to the hard one (xced.server.fdlimit) and return the
+    soft limit xced was started with. Jobs get that one back (ENV_JOB_NOFILE, read by the
+    supervisor launcher): a job runs with its user's limit, as under LSF, not the daemon's."""
+    from xced.server.fdlimit import ENV_JOB_NOFILE, raise_nofile_limit
+
+    before, now, _hard = raise_nofile_limit()
+    if now > before:
+        os.environ[ENV_JOB_NOFILE] = str(before)
+    return before
+
+
 async def serve_worker(top: Path, url: str, join, *, pin: str | None = None, key=None, enroll: str | None = None) -> None:
     """`xced --roles worker`: serve as a worker host of the controller at `url` until SIGTERM."""
     from xced.worker.remote import run_worker
+
+    _raise_fd_limit()
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -361,6 +383,7 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
     from xced.store.sqlite import StoreError
 
     fault = requested_test_fault(config.settings.mode)  # first: a production xced with it set never opens its store
+    nofile_at_start = _raise_fd_limit()  # issue 19: one descriptor per worker host
     try:
         store = SqliteStore(top / "state" / DB_NAME)
     except StoreError as e:
@@ -431,6 +454,13 @@ async def serve(top: Path, config, host_name: str | None, run_jobs_here: bool = 
         _write_public(top / "run" / PORT_FILE, f"{port}\n")
         tcp_note = f", peers on tcp://{listen.host}:{port}" + (f" (TLS, key {ctl.own_fingerprint})" if tls_ctx
                                                                  else " (plain TCP, test mode)")
+    from xced.server.fdlimit import FdBudget, current_loop_budget
+
+    # what it holds now (store, listeners, logs) is the baseline of the host capacity
+    ctl.fd_budget = budget = FdBudget.measure(raised_from=nofile_at_start)
+    current_loop_budget(budget)
+    if tcp is not None:
+        print(f"xced: {budget.describe()}", file=sys.stderr, flush=True)
     fastapi_app = create_app(ctl)
     cfg = uvicorn.Config(fastapi_app, http=PeerCredProtocol, lifespan="off", ws="websockets-sansio",
                          access_log=False, log_level="warning", timeout_graceful_shutdown=2,
@@ -515,6 +545,7 @@ async def serve_login(top: Path, url: str, pin: str, key, host: str) -> None:
     from xced.server.login import LoginForwarder, create_login_app
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request passed on
+    _raise_fd_limit()
     sock = _socket_place(top)
     listeners = [_unix_listener(sock)]
     write_socket_path_file(top, sock)
@@ -650,7 +681,7 @@ def run(
         lock_fd = _lock_topdir(top)
         write_lsf_conf_or_warn(top)
         try:
-            asyncio.run(serve(top, result.config, host_name, run_jobs_here))
+            _run_loop(serve(top, result.config, host_name, run_jobs_here))
         finally:
             _unlock_topdir(top, lock_fd)
     except StartupError as e:
@@ -771,7 +802,7 @@ def _run_worker(topdir, controller, host_name, slots, memory, resource, attribut
             print(f"xced: made this worker's host key {top / 'keys' / 'host.key'} ({fingerprint(key.public_key())})",
                   file=sys.stderr, flush=True)
     try:
-        asyncio.run(serve_worker(top, controller, join, pin=pin, key=key, enroll=enroll))
+        _run_loop(serve_worker(top, controller, join, pin=pin, key=key, enroll=enroll))
     except StartupError as e:
         _die(str(e))
     except ValueError as e:
@@ -829,7 +860,7 @@ def _run_login(topdir: str | None, controller: str, controller_key: str | None, 
             print(f"xced: made this login host's key {top / 'keys' / 'host.key'} ({fingerprint(key.public_key())}); "
                   f"on the controller host, trust it with `xceadmin keys trust {top / 'keys' / 'host.pub'} --host "
                   f"{host} --role apiserver`", file=sys.stderr, flush=True)
-        asyncio.run(serve_login(top, controller, pin, key, host))
+        _run_loop(serve_login(top, controller, pin, key, host))
     except StartupError as e:
         _die(str(e))
     except OSError as e:

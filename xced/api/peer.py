@@ -33,7 +33,13 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from xced.model.units import MAX_MEMORY_MB, MAX_RESOURCE, MAX_SLOTS
+
 CHANNEL_PATH = "/workers/channel"
+#: the most resources, attributes or tags a host may declare at its join, each name and value
+#: at most MAX_NAME characters (a host of hosts.yaml declares a handful)
+MAX_ENTRIES = 1024
+MAX_NAME = 255
 #: seconds between two heartbeats of a worker (SCHED-4)
 HEARTBEAT_S = 10.0
 #: heartbeats missed in a row after which the controller takes the worker as gone
@@ -52,11 +58,16 @@ class Join(_Msg):
 
     op: Literal["join"] = "join"
     host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")  # xced.model.units.HOST_PATTERN
-    slots: int = Field(ge=1)
-    memory_mb: int = Field(ge=1)
-    resources: dict[str, float] = Field(default_factory=dict)
-    attributes: dict[str, str] = Field(default_factory=dict)
-    tags: list[str] = Field(default_factory=list)
+    #: the bounds of hosts.yaml (xced.model.units: MAX_SLOTS, MAX_MEMORY_MB, MAX_RESOURCE): a
+    #: join offering more is refused with the bound (issue 19: 10^12 slots was taken)
+    slots: int = Field(ge=1, le=MAX_SLOTS)
+    memory_mb: int = Field(ge=1, le=MAX_MEMORY_MB)
+    resources: dict[Annotated[str, Field(max_length=MAX_NAME)],
+                    Annotated[float, Field(ge=0, le=MAX_RESOURCE, allow_inf_nan=False)]] = Field(
+        default_factory=dict, max_length=MAX_ENTRIES)
+    attributes: dict[Annotated[str, Field(max_length=MAX_NAME)], Annotated[str, Field(max_length=MAX_NAME)]] = Field(
+        default_factory=dict, max_length=MAX_ENTRIES)
+    tags: list[Annotated[str, Field(max_length=MAX_NAME)]] = Field(default_factory=list, max_length=MAX_ENTRIES)
     running: list[tuple[int, int, int] | tuple[int, int]] = Field(default_factory=list, max_length=1_000_000)
     version: str = ""
     #: the host's load indices now (RES-7, xced.model.load; checked by check_load); null

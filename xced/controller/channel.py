@@ -37,6 +37,17 @@ class RemoteWorkerLink:
         #: the launches it relays, running (xced.controller.channel.relay_launch)
         self.tasks: set[asyncio.Task] = set()
         self._pending: dict[int, asyncio.Future] = {}
+        #: refused messages by kind (`refused`): the first of each kind is logged, the rest counted
+        self.refusals: dict[str, int] = {}
+
+    def refused(self, kind: str) -> bool:
+        """Count a refused message of `kind` (why it was refused and its op, or its fault's
+        field and type); True for the first of its kind on this channel, the only one
+        logged: a worker that floods its channel with bad reports makes one line per kind,
+        not one per message (issue 19), and `close` logs how many more there were."""
+        n = self.refusals.get(kind, 0)
+        self.refusals[kind] = n + 1
+        return n == 0
 
     def start(self, info: StartInfo) -> None:
         self._send({"op": "start", "info": asdict(info)})
@@ -87,6 +98,10 @@ class RemoteWorkerLink:
             fut.set_result(result)
 
     def close(self) -> None:
+        more = {k: n - 1 for k, n in self.refusals.items() if n > 1}
+        if more:
+            log.warning("worker %s: refused messages not logged, by kind: %s", self.host,
+                        ", ".join(f"{k} {n}" for k, n in sorted(more.items())))
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_result(None)
@@ -104,8 +119,10 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
         msg = WORKER_MESSAGE.validate_python(raw)
     except ValidationError as e:
         err = e.errors()[0]
-        log.warning("worker %s sent a message that is not part of the channel (%s: %s); refused", link.host,
-                    ".".join(str(x) for x in err.get("loc", ())) or "op", err.get("msg"))
+        if link.refused(f"invalid {'.'.join(str(x) for x in err.get('loc', ())) or 'op'} {err.get('type')}"):
+            log.warning("worker %s sent a message that is not part of the channel (%s: %s); refused (the first "
+                        "of its kind on this channel: the others are counted, not logged)", link.host,
+                        ".".join(str(x) for x in err.get("loc", ())) or "op", err.get("msg"))
         return False
     if isinstance(msg, HeartbeatMsg):  # any message counts as one (the channel's route notes the time)
         if msg.load:  # RES-7: the host's load indices now
@@ -118,13 +135,16 @@ def handle_worker_message(ctl, link: RemoteWorkerLink, raw: dict) -> bool:
         return relay_launch(ctl, link, msg)
     host = ctl.element_host(msg.job_id, msg.index)
     if host != link.host and msg.attempt is not None and ctl.is_stale_copy(msg.job_id, msg.index, msg.attempt):
-        log.info("worker %s reported %s of a stale copy of job %s (attempt %d); ignored (SCHED-4)", link.host,
-                 msg.op, f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id, msg.attempt)
+        if link.refused(f"stale {msg.op}"):
+                log.info("worker %s reported %s of a stale copy of job %s (attempt %d); ignored (SCHED-4)", link.host,
+                     msg.op, f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id, msg.attempt)
         return False
     if host != link.host:
-        log.warning("worker %s reported %s of job %s, which %s; refused", link.host, msg.op,
-                    f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id,
-                    "is not running" if host is None else f"runs on {host}, not on {link.host}")
+        if link.refused(f"not its job {msg.op}"):
+            log.warning("worker %s reported %s of job %s, which %s; refused (the first of its kind on this channel: "
+                        "the others are counted, not logged)", link.host, msg.op,
+                        f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id,
+                        "is not running" if host is None else f"runs on {host}, not on {link.host}")
         return False
     if isinstance(msg, StartedMsg):
         ctl.on_started(msg.job_id, msg.index, msg.start_time, msg.containment, attempt=msg.attempt,
@@ -147,8 +167,9 @@ def relay_launch(ctl, link: RemoteWorkerLink, msg: LaunchMsg) -> bool:
     job = ctl.jobs.get(msg.job_id)
     e = job.elements.get(msg.index) if job else None
     if e is None or link.host not in (h for h, _ in e.alloc) or e.state not in ACTIVE:
-        log.warning("worker %s relayed a launch for %s, which does not run there; refused", link.host,
-                    f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id)
+        if link.refused("launch"):
+            log.warning("worker %s relayed a launch for %s, which does not run there; refused", link.host,
+                        f"{msg.job_id}[{msg.index}]" if msg.index else msg.job_id)
         link._send({"op": "launched", "lid": msg.lid, "error": {
             "status": 403, "code": "forbidden",
             "message": f"job {msg.job_id} does not run on {link.host}: a worker relays launches of its own jobs only"}})

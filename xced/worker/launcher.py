@@ -123,7 +123,23 @@ def main() -> int:
         sys.stderr.write("usage: python -m xced.worker.launcher FD\n")
         return 2
     sock = socket.socket(fileno=int(sys.argv[1]))
+    _job_nofile()
     return serve(sock)
+
+
+def _job_nofile() -> None:
+    """Give the supervisors, and so the jobs, the soft open-file limit xced was started with
+    (XCE_JOB_NOFILE, xced.server.fdlimit.ENV_JOB_NOFILE): xced raised its own to the hard
+    limit to hold many hosts (issue 19); a job keeps its user's limit, as under LSF."""
+    import resource
+
+    value = os.environ.pop("XCE_JOB_NOFILE", "")
+    if value.isdigit():
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(int(value), soft), hard))
+        except (ValueError, OSError):
+            pass
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@
   are taken (xced.auth.roles). Revoking the key, or its expiry, closes the channel. In test
   mode workers may join without keys, for harnesses (a keyed join is checked all the same
   when the controller has a key: `listen.tls: true`).
+- Bounds (issue 19): a join past the controller's host capacity (its open-file limit,
+  xced.server.fdlimit) or offering more than hosts.yaml's bounds is refused with the bound;
+  a worker that floods its channel is read at FLOOD_RATE messages a second (ChannelThrottle).
 - `POST /peers/challenge`, `/peers/session`, `/peers/enroll`: OPEN routes (anyone, TCP
   included; the body carries the proof). A login host's API server or a remote `xceadmin`
   answers a challenge with its key's signature and gets a session; a new host trades an
@@ -41,6 +44,70 @@ JOIN_TIMEOUT_S = 30.0
 POLICY_VIOLATION = 1008
 
 
+#: messages a worker may send per second on its channel, sustained (heartbeats come every
+#: HEARTBEAT_S; a host with thousands of slots running short jobs reports a few hundred
+#: starts and ends a second; a rejoin flushes its queued reports at this pace)
+FLOOD_RATE = 500.0
+#: messages it may send at once above that rate (a burst of reports, a rejoin's backlog)
+FLOOD_BURST = 2000
+#: messages read from one channel before the receiver yields to the others, throttled or not
+YIELD_EVERY = 64
+
+
+class ChannelThrottle:
+    """A token bucket for one worker channel: FLOOD_RATE messages a second with bursts of
+    FLOOD_BURST. `await pace()` before handling each message: past the bucket it sleeps until
+    a token is due, so a flooding worker's messages are read no faster than the rate (TCP
+    pushes back on it, nothing is dropped: a report is never lost), and every YIELD_EVERY
+    messages it yields to the event loop, so no channel starves the others or the clients.
+    The first throttling of a channel is logged once, with the host; its end is not."""
+
+    def __init__(self, host: str, rate: float = FLOOD_RATE, burst: int = FLOOD_BURST) -> None:
+        self.host, self.rate, self.burst = host, rate, burst
+        self.tokens = float(burst)
+        self.stamp = time.monotonic()
+        self.count = 0
+        #: messages that had to wait for a token
+        self.throttled = 0
+
+    async def pace(self) -> None:
+        """Take a token for one message: at once while the bucket has one (yielding every
+        YIELD_EVERY messages), else after sleeping until the next is due (1/rate s)."""
+        now = time.monotonic()
+        self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        self.count += 1
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            if self.count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            return
+        if self.throttled == 0:
+            log.warning("worker %s floods its channel: more than %d messages at once and %g a second after; its "
+                        "messages are now read at %g a second (logged once per channel)", self.host, self.burst,
+                        self.rate, self.rate)
+        self.throttled += 1
+        wait = (1.0 - self.tokens) / self.rate
+        self.tokens -= 1.0
+        await asyncio.sleep(wait)
+
+
+def join_problem(e: ValidationError) -> str:
+    """The refusal of a join that is not a valid xced.api.peer.Join: each wrong field (up to
+    three) with its value and pydantic's reason, which names the bound ("less than or equal
+    to 1000000"), then the largest host a join may declare (the bounds of hosts.yaml)."""
+    from xced.model.units import MAX_MEMORY_MB, MAX_RESOURCE, MAX_SLOTS
+
+    parts = []
+    for err in e.errors()[:3]:
+        where = ".".join(str(x) for x in err.get("loc", ())) or "the message"
+        got = repr(err.get("input"))
+        parts.append(f"{where} {got[:60]}: {err.get('msg')}")
+    more = f" (and {e.error_count() - 3} more)" if e.error_count() > 3 else ""
+    return (f"bad join message: {'; '.join(parts)}{more}. A host declares at most {MAX_SLOTS} slots, "
+            f"{MAX_MEMORY_MB} MB of memory (1 PB) and {MAX_RESOURCE:g} of each resource, as in hosts.yaml")
+
+
 async def _refuse(ws: WebSocket, reason: str) -> None:
     await ws.send_json({"op": "refused", "reason": reason})
     await ws.close(code=POLICY_VIOLATION)
@@ -60,7 +127,10 @@ async def worker_channel(ws: WebSocket) -> None:
     except asyncio.TimeoutError:
         await _refuse(ws, f"no join message within {JOIN_TIMEOUT_S:.0f} s")
         return
-    except (ValidationError, ValueError) as e:
+    except ValidationError as e:
+        await _refuse(ws, join_problem(e))
+        return
+    except ValueError as e:
         await _refuse(ws, f"bad join message: {e}")
         return
     except WebSocketDisconnect:
@@ -84,10 +154,28 @@ async def worker_channel(ws: WebSocket) -> None:
         await _refuse(ws, f"host {join.host} is already joined (another worker, or this one still connected); host "
                           f"names must be unique")
         return
+    budget = getattr(ctl, "fd_budget", None)
+    channels = getattr(ws.app.state, "worker_channels", None)  # the channels taken past their join
+    if channels is None:
+        channels = ws.app.state.worker_channels = set()
     queue: asyncio.Queue[dict] = asyncio.Queue()
     link = RemoteWorkerLink(join.host, queue.put_nowait)
+    if budget is not None and len(channels) >= budget.host_capacity:
+        reason = budget.refusal(len(channels))
+        # logged once per stretch of refusals (until a join is taken again): a fleet past the limit is one line
+        if not getattr(ws.app.state, "capacity_logged", False):
+            ws.app.state.capacity_logged = True
+            log.error("worker %s refused: %s", join.host, reason)
+        await _refuse(ws, reason)
+        return
+    ws.app.state.capacity_logged = False
+    channels.add(link)  # counted from now, with no await between the check and this: joins at once are not over-taken
     beat = ctl.heartbeat_s
-    await ws.send_json({"op": "joined", "host": join.host, "heartbeat_s": beat})
+    try:
+        await ws.send_json({"op": "joined", "host": join.host, "heartbeat_s": beat})
+    except BaseException:
+        channels.discard(link)
+        raise
     gone = asyncio.Event()
 
     async def close(reason: str) -> None:
@@ -106,10 +194,12 @@ async def worker_channel(ws: WebSocket) -> None:
             await ws.send_json(await queue.get())
 
     heard = [time.monotonic()]
+    throttle = ChannelThrottle(join.host)
 
     async def receiver() -> None:
         while True:
             msg = await ws.receive_json()
+            await throttle.pace()  # a flooding worker is read at FLOOD_RATE, others go on (issue 19)
             heard[0] = time.monotonic()  # any message is a sign of life, a heartbeat included (SCHED-4)
             ctl.worker_heard(link)
             op = msg.get("op") if isinstance(msg, dict) else None
@@ -143,6 +233,7 @@ async def worker_channel(ws: WebSocket) -> None:
     finally:
         recv_task.cancel()
         send_task.cancel()
+        channels.discard(link)
         link.close()
         if handle is not None:
             ctl.unregister_channel(handle)
