@@ -197,3 +197,24 @@ def test_brequeue_state_options_choose_what_is_requeued(d, tmp_path):
     _ended(d, live)
     r = lsf(d, "brequeue", "-d", "0", user="ku6")
     assert (r.returncode, r.stderr) == (255, "brequeue: No DONE/EXIT job found\n")
+
+
+def test_the_usage_of_bkill_and_brequeue_names_their_options(d):
+    """CLI-8: `-h` "Prints command usage to stderr and exits" (each LSF 10.1 command page,
+    docs/lsf-behaviour.md section 5 [57]): bkill's names the filters -u, -q, -m, -app, -J
+    and what 0 and no ID do; brequeue's its state options -r (the default), -e, -d, -a and
+    -H. An option neither takes (bkill's -g, brequeue's -p) is a usage error listing theirs."""
+    r = lsf(d, "bkill", "-h")
+    assert (r.returncode, r.stdout) == (0, "")
+    for needle in ("[-u USER | -u all] [-q QUEUE] [-m HOST] [-app PROFILE]", "-m HOST  the jobs running on that host",
+                   "filters without an ID: the most recently submitted job they match"):
+        assert needle in r.stderr, r.stderr
+    r = lsf(d, "brequeue", "-h")
+    assert (r.returncode, r.stdout) == (0, "")
+    for needle in ("-r       requeue running jobs (RUN, USUSP): the default", "-e       requeue EXIT jobs",
+                   "-d       requeue DONE jobs", "-H       requeue held (PSUSP) until bresume"):
+        assert needle in r.stderr, r.stderr
+    r = lsf(d, "bkill", "-g", "grp", "0")
+    assert r.returncode == 255 and "-app" in r.stderr and "-m" in r.stderr, r.stderr
+    r = lsf(d, "brequeue", "-p", "0")
+    assert r.returncode == 255 and "-H" in r.stderr and "-e" in r.stderr, r.stderr

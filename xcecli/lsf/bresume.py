@@ -23,11 +23,11 @@ SPEC = {"-J": ("name", "one")}
 
 def bresume(argv: list[str]) -> int:
     """Run `bresume ARGV` (module docstring); returns the exit code. Raises LsfUsage."""
-    from xcecli.lsf.jobctl import act, client, targets
+    from xcecli.lsf.jobctl import NO_TARGET_J, act, client, targets
 
     opts, args = read_options(argv, SPEC, interspersed=True)
     c = client()
-    return act("bresume", "resume", targets(c, args, opts.get("name")), c)  # type: ignore[arg-type]
+    return act("bresume", "resume", targets(c, args, opts.get("name"), no_target=NO_TARGET_J), c)  # type: ignore[arg-type]
 
 
 def main() -> None:
