@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.conftest import Daemon, kill_job_processes, short_tmpdir, write_config
+from tests.conftest import Daemon, _daemon_fixture, short_tmpdir
 from tests.e2e.test_lsf_commands import lsf
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,15 +29,11 @@ APPS = "applications:\n  myapp:\n    description: a profile to select by\n"
 def d():
     """One xced for the module: host h1 (4 slots), queues normal and short, profile myapp."""
     top = short_tmpdir()
-    write_config(top, extra_queues="  - name: short\n    priority: 40\n")
+    (top / "config").mkdir()
     (top / "config" / "applications.yaml").write_text(APPS)
-    daemon = Daemon(top)
     try:
-        daemon.start()
-        yield daemon
+        yield from _daemon_fixture(top, extra_queues="  - name: short\n    priority: 40\n")
     finally:
-        daemon.stop()
-        kill_job_processes(top)
         shutil.rmtree(top, ignore_errors=True)
 
 
@@ -218,3 +214,28 @@ def test_the_usage_of_bkill_and_brequeue_names_their_options(d):
     assert r.returncode == 255 and "-app" in r.stderr and "-m" in r.stderr, r.stderr
     r = lsf(d, "brequeue", "-p", "0")
     assert r.returncode == 255 and "-H" in r.stderr and "-e" in r.stderr, r.stderr
+
+
+def test_bstop_and_bresume_choose_jobs_as_bkill_does(d):
+    """CLI-8, D-5: bstop and bresume take bkill's filters (OpenLava's bstop and bresume are
+    bkill's code, lsbatch/cmd/cmd.sig.c: "[-m host_name] [-q queue_name] [-u user_name | -u
+    all] [0] ... [-J job_name]"; docs/lsf-behaviour.md [80]): `bstop -q short 0` stops the
+    caller's jobs in that queue only (USUSP), `bresume -q short 0` runs them again, `bstop
+    -J NAME` without an ID the newest of that name; neither an ID nor a filter is refused."""
+    a = d.submit("-q", "short", "--", "sleep", "60", user="ku7")
+    b = d.submit("-J", "keep", "--", "sleep", "60", user="ku7")
+    for j in (a, b):
+        d.wait_state(j, ("RUN",))
+    r = lsf(d, "bstop", "-q", "short", "0", user="ku7")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{a}> is being stopped\n", "")
+    assert (d.show(a)["state"], d.show(b)["state"]) == ("USUSP", "RUN")
+    r = lsf(d, "bresume", "-q", "short", "0", user="ku7")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{a}> is being resumed\n", "")
+    assert d.show(a)["state"] == "RUN"
+    r = lsf(d, "bstop", "-J", "kee*", user="ku7")
+    assert (r.returncode, r.stdout) == (0, f"Job <{b}> is being stopped\n"), r.stderr
+    assert (d.show(a)["state"], d.show(b)["state"]) == ("RUN", "USUSP")
+    r = lsf(d, "bresume", user="ku7")
+    assert (r.returncode, r.stdout) == (255, "") and "Job ID or one of '-m', '-u', '-q', '-J'" in r.stderr
+    assert lsf(d, "bkill", "-u", "ku7", "0", user="ku7").returncode == 0
+    _ended(d, a, b)

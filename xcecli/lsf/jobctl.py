@@ -196,8 +196,6 @@ Target = tuple[int, "int | list[int] | None", str]
 #: specify a job ID or the -app, -g, -J, -m, -u, or -q option")
 NO_TARGET = ("Job ID or one of '-m', '-u', '-q', '-J' and '-app' must be specified (0 with them for every job they "
              "match, 0 alone for all of your unfinished jobs)")
-#: the same for bstop and bresume, which take -J only of the filters
-NO_TARGET_J = "Job ID or '-J' must be specified (0 for all of your unfinished jobs)"
 
 
 def _ref(jid: int, idx: "int | list[int] | None") -> str:
@@ -222,8 +220,7 @@ def _narrowed(jid: int, got: list[int], total: int, per_element: bool) -> Target
 
 def targets(c, args: list[str], name: str | None, lists: bool = True, *, user: str | None = None,
             queue: str | None = None, host: str | None = None, app: str | None = None,
-            states: tuple[str, ...] = UNFINISHED, last_by_default: bool = False,
-            no_target: str = NO_TARGET) -> list[Target]:
+            states: tuple[str, ...] = UNFINISHED, last_by_default: bool = False) -> list[Target]:
     """The jobs a command line names (Target). `"ID[INDEX_LIST]"` names those elements
     (`lists`; job_args, as bjobs reads it; without `lists` one element only, job_id), each
     once. Job IDs are taken as they are, whatever the filters (LSF: OpenLava's getJobIds
@@ -235,14 +232,14 @@ def targets(c, args: list[str], name: str | None, lists: bool = True, *, user: s
     Specify job ID 0 to kill multiple jobs."); no ID and no filter is that job too with
     `last_by_default` (brequeue.1: "By default, the brequeue command kills and requeues your
     most recently submitted job when no job ID is specified"), else the usage error
-    `no_target` (NO_TARGET; bstop and bresume: NO_TARGET_J). A job the filters match is acted on whole, unless `host` is given or
+    NO_TARGET (as bkill, bstop and bresume say it). A job the filters match is acted on whole, unless `host` is given or
     `states` is not UNFINISHED: then only its matching elements (an array's elements run on
     different hosts and end in different states). Raises LsfUsage: no target, more than
     MAX_ELEMENTS elements, an unknown user, queue or host, and none_found() when the filters
     match nothing."""
     filtered = any(x is not None for x in (name, user, queue, host, app))
     if not args and not filtered and not last_by_default:
-        raise LsfUsage(no_target)
+        raise LsfUsage(NO_TARGET)
     refs: list[tuple[int, int | list[int] | None]] = []
     if lists:
         seen: set[tuple[int, int]] = set()
