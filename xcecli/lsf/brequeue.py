@@ -66,8 +66,9 @@ def hint(states: list[str]) -> str:
     st = ", ".join(states)
     if set(states) <= {"PEND", "PSUSP"}:
         return f"the job is {st}: only running and finished jobs can be requeued"
-    takes = [words for st_, words in (("DONE", "-d requeues DONE jobs"), ("EXIT", "-e requeues EXIT jobs"),
-                                      ("RUN", "-r requeues running jobs"), ("USUSP", "-r requeues running jobs")) if st_ in states]
+    options = (("DONE", "-d requeues DONE jobs"), ("EXIT", "-e requeues EXIT jobs"),
+               ("RUN", "-r requeues running jobs"), ("USUSP", "-r requeues running jobs"))
+    takes = [words for state, words in options if state in states]
     return f"the job is {st}, which brequeue does not requeue without the option for it " \
            f"({'; '.join(dict.fromkeys(takes))}; -a all of them)"
 

@@ -232,11 +232,11 @@ def targets(c, args: list[str], name: str | None, lists: bool = True, *, user: s
     Specify job ID 0 to kill multiple jobs."); no ID and no filter is that job too with
     `last_by_default` (brequeue.1: "By default, the brequeue command kills and requeues your
     most recently submitted job when no job ID is specified"), else the usage error
-    NO_TARGET (as bkill, bstop and bresume say it). A job the filters match is acted on whole, unless `host` is given or
-    `states` is not UNFINISHED: then only its matching elements (an array's elements run on
-    different hosts and end in different states). Raises LsfUsage: no target, more than
-    MAX_ELEMENTS elements, an unknown user, queue or host, and none_found() when the filters
-    match nothing."""
+    NO_TARGET (as bkill, bstop and bresume say it). A job the filters match is acted on
+    whole, unless `host` is given or `states` is not UNFINISHED: then only its matching
+    elements (an array's elements run on different hosts and end in different states).
+    Raises LsfUsage: no target, more than MAX_ELEMENTS elements, an unknown user, queue or
+    host, and none_found() when the filters match nothing."""
     filtered = any(x is not None for x in (name, user, queue, host, app))
     if not args and not filtered and not last_by_default:
         raise LsfUsage(NO_TARGET)

@@ -211,7 +211,8 @@ class JobAction(RequestBody):
                                       "it out for the whole job")
         if isinstance(v, list) and len(v) > MAX_ACTION_INDICES:
             raise PydanticCustomError("indices_too_many", "indices names {n} elements, more than the {cap} one "
-                                      "request may name (D-8); split the list", {"n": len(v), "cap": MAX_ACTION_INDICES})
+                                      "request may name (D-8); split the list",
+                                      {"n": len(v), "cap": MAX_ACTION_INDICES})
         return v
 
     @field_validator("indices")
