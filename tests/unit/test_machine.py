@@ -297,6 +297,33 @@ def test_requeue():
         transition(_el(S.PEND), _stim(m.Requeue, user="alice"))
 
 
+def test_a_requeue_with_hold_pends_held_by_its_user_on_every_path():
+    """CLI-8, D-5, LSF brequeue -H ("Requeues jobs to PSUSP job status", IBM brequeue.1;
+    docs/lsf-behaviour.md section 5 [81]): a finished element is PSUSP with a user hold at
+    once; a running one is killed first ("requeue-hold:USER") and is PSUSP, held, when its
+    processes end, or when its first host is lost or has no worker; the reason says so, and
+    a plain requeue still pends (PEND, no hold)."""
+    out = transition(_el(S.DONE), _stim(m.Requeue, user="alice", hold=True))
+    assert (out.state, out.fields["holds"]) == (S.PSUSP, {"user"})
+    assert out.events[0].reason == "requeued by alice; held (brequeue -H)"
+    out = transition(_el(S.RUN), _stim(m.Requeue, user="alice", hold=True))
+    assert out.state is S.RUN and out.fields == {"action": "requeue-hold:alice"} and out.effects == [m.KillElement()]
+    ended = transition(_el(S.RUN, action="requeue-hold:alice"),
+                       _stim(m.Finished, status=EndStatus(None, "SIGTERM", T, T + 1, None)))
+    assert (ended.state, ended.fields["holds"], ended.fields["action"]) == (S.PSUSP, {"user"}, None)
+    assert (ended.events[0].reason, ended.events[0].actor) == ("requeued; the running job was killed; held "
+                                                               "(brequeue -H)", "user:alice")
+    lost = transition(_el(S.RUN, action="requeue-hold:bob"), m.HostLost("host-1", "system", T, host="h1",
+                                                                         policy="exit"))
+    assert (lost.state, lost.fields["holds"]) == (S.PSUSP, {"user"})
+    assert lost.events[0].reason == "requeued by bob; host h1 lost; held (brequeue -H)"
+    away = transition(_el(S.RUN), _stim(m.Requeue, user="alice", away=frozenset({"h1"}), hold=True))
+    assert away.state is S.PSUSP and "holds" in away.fields
+    plain = transition(_el(S.RUN, action="requeue:alice"),
+                       _stim(m.Finished, status=EndStatus(None, "SIGTERM", T, T + 1, None)))
+    assert plain.state is S.PEND and "holds" not in plain.fields
+
+
 def test_system_hold_keeps_one_hold():
     out = transition(_el(S.PEND), _stim(m.SystemHold, reason="refused: x", pend_reason="Held by the system: x"))
     assert out.state is S.PSUSP and out.fields["holds"] == {"system"} and out.memory["pend_reason"].main == \

@@ -2,12 +2,27 @@
 SIGKILL, spaced by the cluster's kill_interval, LSF's JOB_TERMINATE_INTERVAL), or sends one
 signal with `-s SIG`.
 
-    bkill [-s SIG | -r | -d] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]
+    bkill [-s SIG | -r | -d] [-u USER | -u all] [-q QUEUE] [-m HOST] [-app APP] [-J NAME]
+          [ID ... | "ID[INDEX_LIST]" ... | 0]
 
 - `ID`, `"ID[INDEX_LIST]"`: the jobs or array elements (`"138[4-5]"`, `"7[1,3,10-20:5]"`: LSF's
-  `"job_ID[index_list]"`, read as bjobs reads it, xcecli.lsf.jobctl.job_args); `0`: every unfinished job of the caller
-  (with -J, those of that name); `-J NAME` without an ID: the caller's last submitted
-  unfinished job of that name (`*` a wildcard).
+  `"job_ID[index_list]"`, read as bjobs reads it, xcecli.lsf.jobctl.job_args); the elements
+  of one list go to the daemon in one request (JobAction.indices). The filters below are
+  not applied to IDs given (as OpenLava's getJobIds).
+- Filters: `-u USER` (that user's jobs; `-u all` everyone's; default the caller), `-q QUEUE`
+  (jobs in that queue), `-m HOST` (elements running on that host: LSF's "jobs dispatched to
+  the host"), `-app APP` (jobs submitted with that application profile), `-J NAME` (jobs of
+  that name, `*` a wildcard). With `0` they select every unfinished job they match; without
+  an ID, the most recently submitted one (IBM bkill.1: "If you specify the -app, -g, -J, -m,
+  -u, or -q option without a job ID, the bkill command kills the last job that was
+  submitted by the user who ran the command. Specify job ID 0 to kill multiple jobs.").
+  `0` alone is every unfinished job of the caller. Neither an ID nor a filter is a usage
+  error (OpenLava's bkill: "Job ID or one of '-m', '-u' '-q' and '-J' must be specified";
+  bkill.1: "You must specify a job ID or the -app, -g, -J, -m, -u, or -q option"). When
+  they match nothing: LSF's `No unfinished job found` (`Job <NAME> is not found` with -J),
+  followed by ` in queue <Q>` / ` on host/group <H>` (OpenLava cmd.err.c), exit 255; an
+  unknown user or queue says so, an unknown host is `HOST: Bad host name, host group name
+  or cluster name`.
 - `-s SIG`: send SIG (a name, `USR1` or `SIGUSR1`, or a number) instead of the sequence; to a
   running job as it is, to a pending one only KILL, TERM or INT (which kill it), STOP or
   CONT (xced.api.models.KillRequest). An unknown signal is a usage error listing the valid ones.
@@ -40,7 +55,8 @@ import sys
 
 from xcecli.lsf.common import LsfUsage, read_options, run
 
-SPEC = {"-s": ("signal", "one"), "-J": ("name", "one"), "-r": ("remove", "flag"), "-d": ("done", "flag")}
+SPEC = {"-s": ("signal", "one"), "-J": ("name", "one"), "-r": ("remove", "flag"), "-d": ("done", "flag"),
+        "-u": ("user", "one"), "-q": ("queue", "one"), "-m": ("host", "one"), "-app": ("app", "one")}
 
 
 def bkill(argv: list[str]) -> int:
@@ -59,7 +75,8 @@ def bkill(argv: list[str]) -> int:
         except ValueError as e:
             raise LsfUsage(str(e)) from None
     c = client()
-    refs = targets(c, args, opts.get("name"))  # type: ignore[arg-type]
+    refs = targets(c, args, opts.get("name"), user=opts.get("user"), queue=opts.get("queue"),  # type: ignore[arg-type]
+                   host=opts.get("host"), app=opts.get("app"))  # type: ignore[arg-type]
     return act("bkill", "kill", refs, c, signal=sig, record_done=bool(opts.get("done")),  # type: ignore[arg-type]
                force=bool(opts.get("remove")))
 

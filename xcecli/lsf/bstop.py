@@ -1,10 +1,14 @@
 """`bstop` (CLI-8): LSF's bstop on XCE. Stops (suspends) jobs: a running job gets SIGSTOP and
 is USUSP; a pending one is held, PSUSP (xcecli stop; D-5).
 
-    bstop [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]
+    bstop [-u USER | -u all] [-q QUEUE] [-m HOST] [-app PROFILE] [-J NAME]
+          [ID ... | "ID[INDEX_LIST]" ... | 0]
 
-`0` is every unfinished job of the caller (with -J, those of that name); `-J NAME`
-without an ID is the caller's last submitted unfinished job of that name. Prints LSF's
+`0` is every unfinished job of the caller; with the filters `-u`, `-q`, `-m`, `-app`, `-J`
+every unfinished job they match, and without an ID the most recently submitted one, as
+bkill chooses (xcecli.lsf.jobctl.targets; OpenLava's bstop and bresume share bkill's
+reading of them, lsbatch/cmd/cmd.sig.c, docs/lsf-behaviour.md [80]). Neither an ID nor a
+filter is a usage error. Prints LSF's
 `Job <N> is being stopped` per job, and `Job <N>: REASON` on stderr for a job refused
 (`No matching job found` for one the cluster does not know). Exit codes: 0 all acted on,
 255 (LSF_FAILED) any refused or a usage error, 3 daemon unreachable. Source: IBM's LSF 10.1
@@ -18,7 +22,8 @@ import sys
 
 from xcecli.lsf.common import read_options, run
 
-SPEC = {"-J": ("name", "one")}
+SPEC = {"-J": ("name", "one"), "-u": ("user", "one"), "-q": ("queue", "one"), "-m": ("host", "one"),
+        "-app": ("app", "one")}
 
 
 def bstop(argv: list[str]) -> int:
@@ -27,7 +32,9 @@ def bstop(argv: list[str]) -> int:
 
     opts, args = read_options(argv, SPEC, interspersed=True)
     c = client()
-    return act("bstop", "stop", targets(c, args, opts.get("name")), c)  # type: ignore[arg-type]
+    return act("bstop", "stop", targets(c, args, opts.get("name"), user=opts.get("user"),  # type: ignore[arg-type]
+                                           queue=opts.get("queue"), host=opts.get("host"),  # type: ignore[arg-type]
+                                           app=opts.get("app")), c)  # type: ignore[arg-type]
 
 
 def main() -> None:

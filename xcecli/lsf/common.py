@@ -17,33 +17,49 @@ from xcecli.fast import Decline, Spec, read
 LSF_FAILED = 255
 
 
+#: the lines of bkill's, bstop's and bresume's usage that tell how they choose jobs
+#: (xcecli.lsf.jobctl.targets)
+_FILTERS = ("  -u USER  that user's jobs (-u all: everyone's); default yours\n"
+            "  -q QUEUE the jobs in that queue\n"
+            "  -m HOST  the jobs running on that host\n"
+            "  -app PROFILE  the jobs submitted with that application profile\n"
+            "  -J NAME  the jobs of that name (* a wildcard)\n"
+            '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2 (one request)\n'
+            "  0        every unfinished job the filters match (alone: all of yours)\n"
+            "  filters without an ID: the most recently submitted job they match\n")
+
 #: each command's usage, what `-h` prints to stderr (LSF: "-h Prints command usage to stderr
 #: and exits", the same words on each command's page of the LSF 10.1 command reference, e.g.
 #: https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/lsid.1.html). bsub and bjobs
 #: print their own (xcecli.lsf.bsub.USAGE, xcecli.lsf.bjobs.USAGE).
 USAGES = {
-    "bkill": 'bkill [-h] [-V] [-s SIG | -r | -d] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+    "bkill": 'bkill [-h] [-V] [-s SIG | -r | -d] [-u USER | -u all] [-q QUEUE] [-m HOST] [-app PROFILE]\n'
+             '      [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
              "  -s SIG   send SIG (USR1, SIGUSR1 or a number) instead of the kill sequence\n"
              "  -r       remove at once (EXIT now, slots freed); the processes are killed after\n"
              "  -d       kill, and record the jobs DONE\n"
-             "  -J NAME  the jobs of that name (* a wildcard)\n"
-             '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'
-             "  0        every unfinished job of yours\n",
-    "bstop": 'bstop [-h] [-V] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
-             "  suspends the jobs (USUSP)\n"
-             "  -J NAME  the jobs of that name (* a wildcard)\n"
-             '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'
-             "  0        every unfinished job of yours\n",
-    "bresume": 'bresume [-h] [-V] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
-               "  resumes suspended jobs\n"
-               "  -J NAME  the jobs of that name (* a wildcard)\n"
-               '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'
-               "  0        every unfinished job of yours\n",
-    "brequeue": 'brequeue [-h] [-V] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
-                "  kills running jobs and puts them back to PEND\n"
+             + _FILTERS,
+    "bstop": 'bstop [-h] [-V] [-u USER | -u all] [-q QUEUE] [-m HOST] [-app PROFILE] [-J NAME]\n'
+           '      [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+           "  suspends the jobs (USUSP)\n"
+           + _FILTERS,
+    "bresume": 'bresume [-h] [-V] [-u USER | -u all] [-q QUEUE] [-m HOST] [-app PROFILE] [-J NAME]\n'
+             '        [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+             "  resumes suspended jobs\n"
+             + _FILTERS,
+    "brequeue": 'brequeue [-h] [-V] [-a] [-d] [-e] [-r] [-H] [-u USER | -u all] [-J NAME]\n'
+                '         [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+                "  kills running jobs and puts them back to PEND; finished ones pend again at once\n"
+                "  -r       requeue running jobs (RUN, USUSP): the default\n"
+                "  -e       requeue EXIT jobs\n"
+                "  -d       requeue DONE jobs\n"
+                "  -a       requeue all of these (running, EXIT, DONE)\n"
+                "  -H       requeue held (PSUSP) until bresume\n"
+                "  -u USER  that user's jobs (-u all: everyone's); default yours\n"
                 "  -J NAME  the jobs of that name (* a wildcard)\n"
-                '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2\n'
-                "  0        every unfinished job of yours\n",
+                '  "ID[INDEX_LIST]"  array elements: 1,3,5-9 or 1-10:2 (one request)\n'
+                "  0        every job in those states (with -u, -J: that they match)\n"
+                "  no ID    your most recently submitted job in those states\n",
     "bpeek": 'bpeek [-h] [-V] [-f] [-J NAME] [ID | "ID[INDEX]"]\n'
              "  -f       go on printing the output until the job ends (tail -f)\n"
              "  -J NAME  your last submitted unfinished job of that name\n"

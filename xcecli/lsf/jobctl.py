@@ -83,64 +83,236 @@ def job_id(text: str) -> tuple[int, int | None]:
     return jid, idx[0] if idx is not None else None
 
 
-def unfinished(c, name: str | None = None) -> list[int]:
-    """The caller's unfinished jobs (PEND, PSUSP, RUN, USUSP), oldest first; with `name`, only
-    those whose job name matches it (`*` a wildcard, as bjobs -J)."""
+#: the states of an unfinished job or element (LSF's CUR_JOB: PEND, PSUSP, RUN, USUSP)
+UNFINISHED = ("PEND", "PSUSP", "RUN", "USUSP")
+#: the states of a finished one (LSF's DONE_JOB)
+FINISHED = ("DONE", "EXIT")
+
+
+def _hosts_of(cell: object) -> set[str]:
+    """The host names of an EXEC_HOST cell ("2*h1:h2" -> {"h1", "h2"}; None -> none)."""
+    return {part.partition("*")[2] or part for part in str(cell or "").split(":") if part}
+
+
+def where(queue: str | None = None, host: str | None = None, app: str | None = None) -> str:
+    """What LSF appends to "No unfinished job found" for the filters given (OpenLava's
+    lsbatch/cmd/cmd.err.c, jobInfoErr: " in queue <Q>", " on host/group <H>", joined by
+    "> and "); `app` (IBM bkill.1's -app, which OpenLava lacks) in XCE's words " with
+    application profile <A>"."""
+    parts = [f"in queue <{queue}"] if queue is not None else []
+    if host is not None:
+        parts.append(f"on host/group <{host}")
+    if app is not None:
+        parts.append(f"with application profile <{app}")
+    return " " + "> and ".join(parts) + ">" if parts else ""
+
+
+def none_found(name: str | None, states: tuple[str, ...], queue: str | None = None, host: str | None = None,
+               app: str | None = None) -> str:
+    """LSF's words when a selection finds no job (OpenLava cmd.err.c, jobInfoErr): `Job <NAME>
+    is not found` for -J NAME, else `No unfinished job found` (unfinished states), `No
+    DONE/EXIT job found` (finished ones: brequeue -d/-e), or `No job found` (both: brequeue
+    -a), each followed by `where`."""
+    w = where(queue, host, app)
+    if name is not None:
+        return f"Job <{name}> is not found{w}"
+    if set(states) <= set(FINISHED):
+        return f"No DONE/EXIT job found{w}"
+    if set(states) & set(FINISHED):
+        return f"No job found{w}"
+    return f"No unfinished job found{w}"
+
+
+def matching(c, *, user: str | None = None, queue: str | None = None, host: str | None = None,
+             app: str | None = None, name: str | None = None,
+             states: tuple[str, ...] = UNFINISHED) -> dict[int, tuple[list[int], int]]:
+    """The jobs a selection names, by job ID in ID order (so the last is the most recently
+    submitted): job ID -> (the indices of its elements that match, 0 for a plain job; how
+    many elements it has). An element matches when its state is one of `states` and, for
+    each filter given: it belongs to `user` (None: the caller; "all": everyone), is in
+    `queue`, runs on `host` (one of its EXEC_HOST hosts: LSF's "jobs dispatched to the
+    host"), was submitted with application profile `app`, and its job name matches `name`
+    (`*` a wildcard, as bjobs -J; an array element's name without its `[INDEX]`). One GET
+    /jobs/table. Raises LsfUsage with the daemon's words for an unknown user or queue."""
     import fnmatch
 
-    r = c.request_retried("GET", "/jobs/table", params={"fields": "id state name",
-                                                         "state": ["PEND", "PSUSP", "RUN", "USUSP"]}).json()
+    from xced.api.errors import InvalidRequest
+
+    params: dict[str, object] = {"fields": "id index state name hosts app", "state": list(states),
+                                 "elements": "true"}
+    if user is not None:
+        params["user"] = user
+    if queue is not None:
+        params["queue"] = queue
+    try:
+        r = c.request_retried("GET", "/jobs/table", params=params).json()
+    except InvalidRequest as e:
+        raise LsfUsage(e.message) from None
     cols = r["fields"]
-    i_id, i_name = cols.index("id"), cols.index("name")
-    out = []
+    i_id, i_idx, i_st, i_name, i_hosts, i_app = (cols.index(f) for f in ("id", "index", "state", "name", "hosts",
+                                                                         "app"))
+    out: dict[int, tuple[list[int], int]] = {}
     for row in r["rows"]:
-        if name is not None and not fnmatch.fnmatchcase(str(row[i_name] or ""), name):
-            continue
         jid = int(str(row[i_id]).partition("[")[0])
-        if jid not in out:
-            out.append(jid)
-    return sorted(out)
+        got, total = out.get(jid, ([], 0))
+        out[jid] = (got, total + 1)
+        if row[i_st] not in states:
+            continue
+        if host is not None and host not in _hosts_of(row[i_hosts]):
+            continue
+        if app is not None and row[i_app] != app:
+            continue
+        if name is not None:
+            full = str(row[i_name] or "")
+            if not (fnmatch.fnmatchcase(full.partition("[")[0], name) or fnmatch.fnmatchcase(full, name)):
+                continue
+        got.append(int(row[i_idx] or 0))
+    return {j: v for j, v in sorted(out.items()) if v[0]}
+
+
+def unknown_host(c, host: str) -> None:
+    """Raises LsfUsage `HOST: Bad host name, host group name or cluster name` (LSF's words for
+    lsberrno LSBE_BAD_HOST) listing the cluster's hosts, when the cluster has no host `host`."""
+    names = [h["name"] for h in c.request_retried("GET", "/hosts").json()["hosts"]]
+    if host not in names:
+        raise LsfUsage(f"{host}: Bad host name, host group name or cluster name; the hosts are: {', '.join(names)}")
+
+
+def unfinished(c, name: str | None = None) -> list[int]:
+    """The caller's unfinished jobs (PEND, PSUSP, RUN, USUSP), oldest first; with `name`, only
+    those whose job name matches it (`*` a wildcard, as bjobs -J). matching()'s job IDs."""
+    return list(matching(c, name=name))
 
 
 #: the most array elements one command line may name through index lists
 MAX_ELEMENTS = 100_000
 
+#: a target of a job action: (job ID, None for the whole job / one element index / several
+#: element indices of an array, the reference as printed: "12", "12[3]", "12[1-3,7]")
+Target = tuple[int, "int | list[int] | None", str]
 
-def targets(c, args: list[str], name: str | None, lists: bool = True) -> list[tuple[int, int | None, str]]:
-    """The jobs a command line names: (job ID, element index or None, the reference as
-    printed). `"ID[INDEX_LIST]"` names each element of the list (`lists`; job_args, as
-    bjobs reads it; without `lists` one element only, job_id). `0` (alone or among IDs) is
-    every unfinished job of the caller (matching `-J NAME` when given); `-J NAME` without
-    IDs is the caller's last submitted unfinished job of that name, as LSF's bkill does.
-    Raises LsfUsage for no job at all, for lists naming over MAX_ELEMENTS elements, and
-    "No unfinished job found" / "No matching job found" (LSF's words) when 0 or -J finds none."""
-    if not args and name is None:
-        raise LsfUsage("give a job ID, \"ID[INDEX]\", 0 for all of your unfinished jobs, or -J NAME")
+#: what bkill says when given neither a job ID nor a filter (OpenLava lsbatch/cmd/cmd.sig.c,
+#: "Job ID or one of '-m', '-u' '-q' and '-J' must be specified"; IBM bkill.1: "You must
+#: specify a job ID or the -app, -g, -J, -m, -u, or -q option")
+NO_TARGET = ("Job ID or one of '-m', '-u', '-q', '-J' and '-app' must be specified (0 with them for every job they "
+             "match, 0 alone for all of your unfinished jobs)")
+
+
+def _ref(jid: int, idx: "int | list[int] | None") -> str:
+    """How a target is printed: `12`, `12[3]`, `12[1-3,7]`."""
+    if idx is None:
+        return str(jid)
+    if isinstance(idx, int):
+        return f"{jid}[{idx}]"
+    from xced.api.arrays import format_runs, runs_of
+
+    return f"{jid}[{format_runs(runs_of(idx))}]"
+
+
+def _narrowed(jid: int, got: list[int], total: int, per_element: bool) -> Target:
+    """The target for the matching elements `got` of a job of `total` elements: the whole job
+    when all match (or when not `per_element`), else that element or those elements."""
+    if not per_element or len(got) == total:
+        return jid, None, str(jid)
+    idx: int | list[int] = got[0] if len(got) == 1 else got
+    return jid, idx, _ref(jid, idx)
+
+
+def targets(c, args: list[str], name: str | None, lists: bool = True, *, user: str | None = None,
+            queue: str | None = None, host: str | None = None, app: str | None = None,
+            states: tuple[str, ...] = UNFINISHED, last_by_default: bool = False) -> list[Target]:
+    """The jobs a command line names (Target). `"ID[INDEX_LIST]"` names those elements
+    (`lists`; job_args, as bjobs reads it; without `lists` one element only, job_id), each
+    once. Job IDs are taken as they are, whatever the filters (LSF: OpenLava's getJobIds
+    returns the IDs given before it looks at -u, -q, -m, -J). `0` (alone or among IDs) is
+    every job that the filters match (matching(): `user`, `queue`, `host`, `app`, `name`,
+    in `states`); no ID with a filter is the most recently submitted job they match (IBM
+    bkill.1: "If you specify the -app, -g, -J, -m, -u, or -q option without a job ID, the
+    bkill command kills the last job that was submitted by the user who ran the command.
+    Specify job ID 0 to kill multiple jobs."); no ID and no filter is that job too with
+    `last_by_default` (brequeue.1: "By default, the brequeue command kills and requeues your
+    most recently submitted job when no job ID is specified"), else the usage error
+    NO_TARGET (as bkill, bstop and bresume say it). A job the filters match is acted on
+    whole, unless `host` is given or `states` is not UNFINISHED: then only its matching
+    elements (an array's elements run on different hosts and end in different states).
+    Raises LsfUsage: no target, more than MAX_ELEMENTS elements, an unknown user, queue or
+    host, and none_found() when the filters match nothing."""
+    filtered = any(x is not None for x in (name, user, queue, host, app))
+    if not args and not filtered and not last_by_default:
+        raise LsfUsage(NO_TARGET)
+    refs: list[tuple[int, int | list[int] | None]] = []
     if lists:
-        refs: list[tuple[int, int | None]] = []
+        seen: set[tuple[int, int]] = set()
+        count = 0
         for jid, idx, text in job_args(args):
             if idx is None:
                 refs.append((jid, None))
                 continue
-            if len(refs) + len(idx) > MAX_ELEMENTS:
+            fresh = [i for i in dict.fromkeys(idx) if (jid, i) not in seen]
+            count += len(fresh)
+            if count > MAX_ELEMENTS:
                 raise LsfUsage(f"{text}: names more than {MAX_ELEMENTS} array elements in all")
-            refs += [(jid, i) for i in dict.fromkeys(idx)]
+            seen.update((jid, i) for i in fresh)
+            if fresh:
+                refs.append((jid, fresh[0] if len(fresh) == 1 else fresh))
     else:
-        refs = [job_id(a) for a in args]
-    out: list[tuple[int, int | None, str]] = []
-    if any(j == 0 and i is None for j, i in refs) or (not refs and name is not None):
-        found = unfinished(c, name)
+        refs = list(job_id(a) for a in args)
+    out: list[Target] = []
+    if any(j == 0 and i is None for j, i in refs) or not refs:
+        found = matching(c, user=user, queue=queue, host=host, app=app, name=name, states=states)
         if not found:
-            raise LsfUsage("No unfinished job found" if name is None else f"Job <{name}>: No matching job found")
-        if refs:
-            out += [(j, None, str(j)) for j in found]
-        else:
-            out.append((found[-1], None, str(found[-1])))
+            if host is not None:
+                unknown_host(c, host)
+            raise LsfUsage(none_found(name, states, queue, host, app))
+        per_element = host is not None or states != UNFINISHED
+        picks = list(found.items()) if refs else list(found.items())[-1:]
+        out += [_narrowed(j, got, total, per_element) for j, (got, total) in picks]
     for j, i in refs:
         if j == 0 and i is None:
             continue
-        out.append((j, i, f"{j}[{i}]" if i is not None else str(j)))
+        out.append((j, i, _ref(j, i)))
     return out
+
+
+def in_states(c, refs: list[Target], states: tuple[str, ...], hint) -> tuple[list[Target], list[str]]:
+    """`refs` narrowed to their elements in `states` (brequeue's -d, -e, -r, -a classes; LSF
+    passes them to mbatchd with the job IDs, OpenLava lsbatch/cmd/brequeue.c), by one GET
+    /jobs/table of their IDs: a job whose elements all are in `states` stays whole, one with
+    some is narrowed to those, and one with none is left out with the line to print for it
+    (`Job <REF>: ` + `hint(state)`). A job the cluster does not know stays, so the action
+    says it is not found."""
+    ids = list(dict.fromkeys(j for j, _, _ in refs))
+    if not ids:
+        return refs, []
+    r = c.request_retried("GET", "/jobs/table", params={"fields": "id index state", "id": ids, "user": "all",
+                                                         "elements": "true"}).json()
+    cols = r["fields"]
+    i_id, i_idx, i_st = cols.index("id"), cols.index("index"), cols.index("state")
+    el: dict[int, dict[int, str]] = {}
+    for row in r["rows"]:
+        el.setdefault(int(str(row[i_id]).partition("[")[0]), {})[int(row[i_idx] or 0)] = str(row[i_st])
+    kept: list[Target] = []
+    refused: list[str] = []
+    for jid, idx, ref in refs:
+        have = el.get(jid)
+        if have is None:
+            kept.append((jid, idx, ref))
+            continue
+        asked = list(have) if idx is None else [idx] if isinstance(idx, int) else idx
+        asked = [i for i in asked if i in have] or asked  # an index the job lacks: the action names it
+        if any(i not in have for i in asked):
+            kept.append((jid, idx, ref))
+            continue
+        got = [i for i in asked if have[i] in states]
+        if not got:
+            st = sorted({have[i] for i in asked})
+            refused.append(f"Job <{ref}>: {hint(st)}")
+        elif len(got) == len(asked):
+            kept.append((jid, idx, ref))
+        else:
+            part: int | list[int] = got[0] if len(got) == 1 else got
+            kept.append((jid, part, _ref(jid, part)))
+    return kept, refused
 
 
 def _reason(action: str, e) -> str:
@@ -170,30 +342,69 @@ def action_body(index: int | None, signal: str | None = None, record_done: bool 
         body["force"] = True
     return body
 
-def act(prog: str, action: str, refs: list[tuple[int, int | None, str]], c, *, signal: str | None = None,
-        record_done: bool = False, force: bool = False) -> int:
+def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: dict[str, object],
+         signal: str | None) -> bool:
+    """Ask for `action` on job `jid` (element `idx`) and print LSF's line for it (module
+    docstring); True when it was acted on. A daemon that cannot be reached raises."""
+    from xced.api.errors import XceError
+
+    try:
+        res = c.request("POST", f"/jobs/{jid}/{action}", json={**body, **({"index": idx} if idx is not None else {})}
+                        ).json()
+    except XceError as e:
+        if e.exit_code == 3:
+            raise
+        print(f"Job <{ref}>: {_reason('signal' if signal else action, e)}", file=sys.stderr)
+        return False
+    print(f"Job <{ref}> is being {_verb(action, signal, res)}")
+    return True
+
+
+def _verb(action: str, signal: str | None, res: dict) -> str:
+    """LSF's verb for an action's answer: `terminated`, `requeued` ...; with a signal
+    `signaled`, or `stopped` / `resumed` for STOP, TSTP and CONT (KillRequest)."""
+    if signal is None:
+        return BEING[action]
+    msg = res.get("message", "")
+    return BEING["stop" if msg.startswith("stopped") else "resume" if msg.startswith("resumed") else "signal"]
+
+
+def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = None,
+        record_done: bool = False, force: bool = False, extra: dict[str, object] | None = None) -> int:
     """Ask for `action` (kill, stop, resume, requeue) on each of `refs` and print LSF's line
-    for each (module docstring); `signal` (a name or number, bkill -s) turns a kill into that
-    signal; `record_done` (bkill -d) records the jobs a kill ends DONE, `force` (bkill -r)
-    removes them at once, EXIT, their processes killed after (KillRequest). Returns
-    0, or LSF_FAILED when any job was refused; a daemon that cannot be reached raises (exit 3
+    for each job or element (module docstring); `signal` (a name or number, bkill -s) turns a
+    kill into that signal; `record_done` (bkill -d) records the jobs a kill ends DONE, `force`
+    (bkill -r) removes them at once, EXIT, their processes killed after (KillRequest);
+    `extra` goes into each body as it is (brequeue -H's `hold`). Several elements of one
+    array (`"12[1,3,5-7]"`) go in one request (JobAction.indices, with ?full=true so every
+    element acted on is named): each is printed `Job <12[1]> is being terminated`, in the
+    order given; an element the request left alone (a finished one) is then asked on its own,
+    so that its refusal is LSF's line for it, and when the daemon refuses the list whole (an
+    index the array lacks, nothing left to act on) each element is asked on its own. Returns
+    0, or LSF_FAILED when any was refused; a daemon that cannot be reached raises (exit 3
     through the funnel)."""
     from xced.api.errors import XceError
 
     rc = 0
+    base = {**action_body(None, signal, record_done, force), **(extra or {})}
     for jid, idx, ref in refs:
-        body = action_body(idx, signal, record_done, force)
+        if not isinstance(idx, list):
+            rc = rc if _one(c, prog, action, jid, idx, ref, base, signal) else LSF_FAILED
+            continue
         try:
-            res = c.request("POST", f"/jobs/{jid}/{action}", json=body).json()
+            res = c.request("POST", f"/jobs/{jid}/{action}", params={"full": "true"},
+                            json={**base, "indices": idx}).json()
         except XceError as e:
             if e.exit_code == 3:
                 raise
-            print(f"Job <{ref}>: {_reason('signal' if signal else action, e)}", file=sys.stderr)
-            rc = LSF_FAILED
-            continue
-        verb = BEING[action]
-        if signal is not None:  # STOP, TSTP and CONT are a stop and a resume (KillRequest)
-            msg = res.get("message", "")
-            verb = BEING["stop" if msg.startswith("stopped") else "resume" if msg.startswith("resumed") else "signal"]
-        print(f"Job <{ref}> is being {verb}")
+            left, done = idx, set()
+        else:
+            done = set(res.get("affected") or [])
+            left = [i for i in idx if f"{jid}[{i}]" not in done]
+            verb = _verb(action, signal, res)
+            for i in idx:
+                if f"{jid}[{i}]" in done:
+                    print(f"Job <{jid}[{i}]> is being {verb}")
+        for i in left:
+            rc = rc if _one(c, prog, action, jid, i, f"{jid}[{i}]", base, signal) else LSF_FAILED
     return rc

@@ -183,10 +183,68 @@ class PackRequest(RequestBody):
         return v
 
 
+#: the most array elements one job action may name in `indices` (JobAction; D-8)
+MAX_ACTION_INDICES = 100_000
+
+
 class JobAction(RequestBody):
-    """POST /jobs/{id}/{kill|stop|resume|requeue}. `index` None means every element."""
+    """POST /jobs/{id}/{kill|stop|resume|requeue|release}. `index` None means every element;
+    `indices` names several elements of an array in one request (LSF's `bkill
+    "12[1,3,5-7]"`, IBM bkill.1: `"job_ID[index_list]"`; CLI-8), so an index list costs one
+    request, not one per element. `indices` holds 1 to MAX_ACTION_INDICES distinct indices,
+    each >= 0, and excludes `index` (422 otherwise, naming what was wrong). Every index must
+    be an element of the job, or the whole request is refused (404) naming those it lacks,
+    and nothing is done."""
 
     index: int | None = None
+    indices: list[int] | None = Field(None, json_schema_extra={"minItems": 1, "maxItems": MAX_ACTION_INDICES},
+                                      description="several elements of an array, each once; not with `index`")
+
+    @field_validator("indices", mode="before")
+    @classmethod
+    def _few_enough(cls, v: object) -> object:
+        """1..MAX_ACTION_INDICES indices, told before each is read (D-8)."""
+        from pydantic_core import PydanticCustomError
+
+        if isinstance(v, list) and not v:
+            raise PydanticCustomError("indices_empty", "indices is empty; give at least one element index, or leave "
+                                      "it out for the whole job")
+        if isinstance(v, list) and len(v) > MAX_ACTION_INDICES:
+            raise PydanticCustomError("indices_too_many", "indices names {n} elements, more than the {cap} one "
+                                      "request may name (D-8); split the list",
+                                      {"n": len(v), "cap": MAX_ACTION_INDICES})
+        return v
+
+    @field_validator("indices")
+    @classmethod
+    def _distinct(cls, v: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        """Each index >= 0 and given once; not with `index`."""
+        from pydantic_core import PydanticCustomError
+
+        if v is None:
+            return v
+        if info.data.get("index") is not None:
+            raise PydanticCustomError("index_and_indices", "give either index (one element) or indices (several), "
+                                      "not both")
+        bad = [i for i in v if i < 0]
+        if bad:
+            raise PydanticCustomError("index_negative", "indices {bad} are negative; element indices are 0 or more",
+                                      {"bad": bad[:5]})
+        if len(set(v)) != len(v):
+            raise PydanticCustomError("index_repeated", "indices names an element more than once; give each once")
+        return v
+
+    def target(self) -> int | list[int] | None:
+        """What the controller acts on: the one `index`, the `indices` list, or None (every element)."""
+        return self.indices if self.indices is not None else self.index
+
+
+class RequeueRequest(JobAction):
+    """POST /jobs/{id}/requeue (`xcecli requeue`, LSF brequeue): the elements pend again with
+    the same ID and submit time. `hold` (LSF `brequeue -H`: "Requeues jobs to PSUSP job
+    status", IBM brequeue.1): they pend held by their user, PSUSP, until resumed."""
+
+    hold: bool = Field(False, description="pend again held by the user (PSUSP), as LSF brequeue -H; resume releases it")
 
 
 class KillRequest(JobAction):

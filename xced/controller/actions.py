@@ -29,8 +29,17 @@ from xced.store.base import token_hash
 S = JobState
 
 
-def _subject(job, index: int | None) -> tuple[str, str]:
-    """What a refusal names: the element asked for (`12[3]`, its state) or the job (its state)."""
+def _subject(job, index: int | list[int] | None) -> tuple[str, str]:
+    """What a refusal names: the element asked for (`12[3]`, its state), the elements of a
+    list (`12[1-3,7]`, their states: "DONE, EXIT") or the job (its state)."""
+    if isinstance(index, list):
+        if len(index) == 1:
+            index = index[0]
+        else:
+            from xced.api.arrays import format_runs, runs_of
+
+            states = sorted({job.elements[i].state.value for i in index if i in job.elements})
+            return f"{job.id}[{format_runs(runs_of(index))}]", ", ".join(states)
     if index is not None and index in job.elements:
         e = job.elements[index]
         return e.ref, e.state.value
@@ -49,7 +58,7 @@ class ActionsMixin:
         self.policy.authorize_job(caller, permission, job.user, job.spec.project, f"job {job.id}", doing)
         return job, f"user:{caller.user}"
 
-    def kill(self, job_id: int, index: int | None, caller: Caller, record_done: bool = False,
+    def kill(self, job_id: int, index: int | list[int] | None, caller: Caller, record_done: bool = False,
              force: bool = False) -> list[str]:
         """`xcecli kill` (LSF bkill): pending elements end EXIT at once; running ones get
         INT, TERM, KILL spaced by kill_interval (the supervisor runs the sequence) and end when
@@ -74,7 +83,7 @@ class ActionsMixin:
         self.kick()  # a killed pending job may have been the head that blocked its queue
         return [e.ref for e, _, _ in changes]
 
-    def send_signal(self, job_id: int, index: int | None, signum: int, name: str,
+    def send_signal(self, job_id: int, index: int | list[int] | None, signum: int, name: str,
                     caller: Caller) -> tuple[str, list[str]]:
         """`xcecli kill -s SIG` (LSF `bkill -s`): signal `signum` (`name`, "SIGUSR1") to the
         job or element `index`. Returns (the action it was, for the answer: "kill", or "stop"
@@ -119,7 +128,7 @@ class ActionsMixin:
         self.kick()
         return "kill", [e.ref for e, _, _ in changes]
 
-    def stop(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+    def stop(self, job_id: int, index: int | list[int] | None, caller: Caller) -> list[str]:
         """`xcecli stop` (LSF bstop): a running element is stopped (SIGSTOP, USUSP); a pending
         one gets a `user` hold (PSUSP). Needs job:modify (RBAC-3; PermissionDenied naming who may).
         Raises Conflict when nothing could be stopped."""
@@ -132,7 +141,7 @@ class ActionsMixin:
         self.kick()  # a held head no longer blocks its queue
         return [e.ref for e, _, _ in changes]
 
-    def resume(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+    def resume(self, job_id: int, index: int | list[int] | None, caller: Caller) -> list[str]:
         """`xcecli resume` (LSF bresume): USUSP -> RUN (SIGCONT); releases the `user` hold of a
         PSUSP element, never a `system` hold (D-5). Needs job:modify (RBAC-3; PermissionDenied
         naming who may). Raises Conflict when nothing resumes."""
@@ -149,7 +158,7 @@ class ActionsMixin:
         self.kick()
         return [e.ref for e, _, _ in changes]
 
-    def release(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+    def release(self, job_id: int, index: int | list[int] | None, caller: Caller) -> list[str]:
         """`xcecli release` (Slurm scontrol release): an admin releases the `system` hold of PSUSP
         elements (D-5: a user's resume never does), e.g. after declined dispatches (DISPATCH-2)
         or a config that refused the job (CFG-3). The job is merged again with the config in
@@ -176,9 +185,11 @@ class ActionsMixin:
         self.kick()
         return [e.ref for e, _, _ in changes]
 
-    def requeue(self, job_id: int, index: int | None, caller: Caller) -> list[str]:
+    def requeue(self, job_id: int, index: int | list[int] | None, caller: Caller, hold: bool = False) -> list[str]:
         """`xcecli requeue` (LSF brequeue): a running element is killed and returns to PEND
-        with the same ID and submit time; a finished one returns to PEND at once. It is merged
+        with the same ID and submit time; a finished one returns to PEND at once. With `hold`
+        (LSF `brequeue -H`: "Requeues jobs to PSUSP job status") each returns PSUSP instead,
+        held by its user, until `bresume` / `xcecli resume` releases it. It is merged
         again with the config in force (MERGE-1, CFG-3), as a pending job is when the config
         changes (unless other elements of its array still run: they share one set of values).
         Refused (Conflict) when its queue or its application profile no longer exists or the
@@ -200,7 +211,8 @@ class ActionsMixin:
             if new is not None:
                 specs.append((job, new, rr))
         away = frozenset(h for h in self.hosts if h not in self.workers)  # SCHED-4: requeued at once there
-        changes = self._changes(els, self._stim(m.Requeue, "requeue", actor, user=caller.user, away=away))
+        changes = self._changes(els, self._stim(m.Requeue, "requeue", actor, user=caller.user, away=away,
+                                                             hold=hold))
         if not changes:
             ref, state = _subject(job, index)
             raise Conflict(f"job {ref} is {'pending' if state in ('PEND', 'PSUSP') else state}; only running or "

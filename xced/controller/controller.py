@@ -288,9 +288,22 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
             raise NotFound(f"job {job_id} not found; `xcecli jobs -a -u all` lists the jobs the cluster knows")
         return j
 
-    def _elements(self, job: Job, index: int | None) -> list[Element]:
+    def _elements(self, job: Job, index: int | list[int] | None) -> list[Element]:
+        """The elements a user action names: every one (None), one (`index`), or several (a
+        list, JobAction.indices: all of them, in the order given). Raises NotFound for a job
+        that is not an array, or naming the indices it lacks (nothing is acted on then)."""
         if index is None:
             return list(job.elements.values())
+        if isinstance(index, list):
+            if not job.is_array:
+                raise NotFound(f"job {job.id} is not an array; refer to it as {job.id}")
+            lacking = [i for i in index if i not in job.elements]
+            if lacking:
+                from xced.api.arrays import format_runs, runs_of
+
+                raise NotFound(f"job {job.id} has no element {format_runs(runs_of(set(lacking)))}; its indices are "
+                               f"{job.spec.array_spec}")
+            return [job.elements[i] for i in index]
         e = job.elements.get(index)
         if e is None:
             if not job.is_array:

@@ -166,6 +166,23 @@ class Requeue(Stimulus):
 
     user: str = ""
     away: frozenset = frozenset()
+    #: pend again held by its user, PSUSP, not PEND (LSF brequeue -H: "Requeues jobs to PSUSP
+    #: job status"); `bresume` releases it
+    hold: bool = False
+
+
+#: the stored action of a running element being requeued: "requeue:USER", or
+#: "requeue-hold:USER" when it pends again held (brequeue -H)
+REQUEUE_ACTIONS = ("requeue:", "requeue-hold:")
+
+
+def _requeued(e: Element, hold: bool, reason: str, **fields) -> Outcome:
+    """The element pends again with the same ID and submit time: PEND, or PSUSP held by its
+    user with `hold` (brequeue -H); one REQUEUE event with `reason`."""
+    if hold:
+        fields["holds"] = set(e.holds) | {str(HoldKind.USER)}
+        reason += "; held (brequeue -H)"
+    return _move(e, S.PSUSP if hold else S.PEND, "REQUEUE", reason, **fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,10 +419,12 @@ def _finished(e: Element, s: Finished) -> Outcome:
     assert st is not None, "Finished needs the status its supervisor recorded"
     action = e.action or ""
     hosts = tuple(h for h, _ in e.alloc)
-    if action.startswith("requeue:"):
-        out = _move(e, S.PEND, "REQUEUE", "requeued; the running job was killed", alloc=[], reserve={},
-                    start_time=None, end_time=None, exit_code=None, exit_signal=None, exit_reason=None, action=None)
-        out.events[0] = Event("REQUEUE", str(e.state), str(S.PEND), "requeued; the running job was killed",
+    if action.startswith(REQUEUE_ACTIONS):
+        out = _requeued(e, action.startswith("requeue-hold:"), "requeued; the running job was killed", alloc=[],
+                        reserve={}, start_time=None, end_time=None, exit_code=None, exit_signal=None,
+                        exit_reason=None, action=None)
+        ev = out.events[0]
+        out.events[0] = Event("REQUEUE", ev.from_state, ev.to_state, ev.reason,
                               "user:" + action.split(":", 1)[1])  # the requeue's user, not the worker
         out.effects.append(EndTasks(hosts))
         return out
@@ -550,14 +569,14 @@ def _requeue_running(e: Element, s: Requeue) -> Outcome:
     """unchanged, the requeue asked for (REQUEUE_REQUEST); it is killed, and pends again when it has ended; PEND at once when its first host has no worker (the copy there is fenced at its return)."""
     if e.alloc and e.alloc[0][0] in s.away:
         host = e.alloc[0][0]
-        out = _move(e, S.PEND, "REQUEUE", f"requeued by {s.user}; its host {host} has no worker now: a copy "
-                                          f"still running there is killed when it rejoins",
-                    alloc=[], reserve={}, start_time=None, end_time=None, exit_code=None, exit_signal=None,
-                    exit_reason=None, action=None)
+        out = _requeued(e, s.hold, f"requeued by {s.user}; its host {host} has no worker now: a copy "
+                                   f"still running there is killed when it rejoins",
+                        alloc=[], reserve={}, start_time=None, end_time=None, exit_code=None, exit_signal=None,
+                        exit_reason=None, action=None)
         out.memory.update(pend_reason=None, token=None)
         out.effects.append(EndTasks(tuple(h for h, _ in e.alloc[1:])))
         return out
-    out = _note(e, "REQUEUE_REQUEST", None, action=f"requeue:{s.user}")
+    out = _note(e, "REQUEUE_REQUEST", None, action=f"{REQUEUE_ACTIONS[1] if s.hold else REQUEUE_ACTIONS[0]}{s.user}")
     out.effects.append(KillElement())
     return out
 
@@ -592,10 +611,11 @@ def _host_lost(e: Element, s: HostLost) -> Outcome | None:
         why = f"killed by {kill[0]}; host {s.host} lost" + (f"; {RECORDED_DONE}" if kill[1] else "")
         out = _move(e, S.DONE if kill[1] else S.EXIT, "DONE" if kill[1] else "EXIT", why, end_time=s.time,
                     exit_reason=why, action=None, containment=e.containment)
-    elif action.startswith("requeue:"):
-        out = _lost_end(e, "requeue", s.host, s.time)
-        out.events[0] = Event("REQUEUE", str(e.state), str(S.PEND),
-                              f"requeued by {action.split(':', 1)[1]}; host {s.host} lost")
+    elif action.startswith(REQUEUE_ACTIONS):
+        out = _requeued(e, action.startswith("requeue-hold:"), f"requeued by {action.split(':', 1)[1]}; host "
+                        f"{s.host} lost", alloc=[], reserve={}, start_time=None, end_time=None, exit_code=None,
+                        exit_signal=None, exit_reason=None, action=None)
+        out.memory.update(pend_reason=None, token=None)
     else:
         out = _lost_end(e, action.split(":", 2)[1] if action.startswith("lost:") else s.policy, s.host, s.time)
     out.effects.append(EndTasks(others))
@@ -603,9 +623,10 @@ def _host_lost(e: Element, s: HostLost) -> Outcome | None:
 
 
 def _requeue_finished(e: Element, s: Requeue) -> Outcome:
-    """PEND at once, with the same ID and submit time."""
-    return _move(e, S.PEND, "REQUEUE", f"requeued by {s.user}", alloc=[], reserve={}, start_time=None,
-                 end_time=None, exit_code=None, exit_signal=None, exit_reason=None)
+    """PEND at once (PSUSP held by its user with `hold`, brequeue -H), with the same ID and submit time."""
+    out = _requeued(e, s.hold, f"requeued by {s.user}", alloc=[], reserve={}, start_time=None, end_time=None,
+                    exit_code=None, exit_signal=None, exit_reason=None)
+    return out
 
 
 Transition = Callable[[Element, AnyStimulus], "Outcome | None"]
@@ -746,7 +767,7 @@ def host_transition(s: HostJoined | HostLeft, running_there: list[Element],
         for e in running_there:
             key = (e.job.id, e.index)
             effects.append(ReattachElement(*key, e.attempt))
-            if (e.action or "").startswith((*KILL_ACTIONS, "requeue:", "lost:")):
+            if (e.action or "").startswith((*KILL_ACTIONS, *REQUEUE_ACTIONS, "lost:")):
                 effects.append(KillAgain(*key))
             elif e.state is S.USUSP:
                 effects.append(SignalAgain(*key, int(signal.SIGSTOP)))

@@ -46,7 +46,7 @@ class Element:
     exit_reason: str | None = None
     #: [(host, slots), ...]; never changed in place either (empty: the shared ())
     alloc: list[tuple[str, int]] | tuple = ()
-    action: str | None = None  # "kill:ACTOR", "kill-done:ACTOR" (bkill -d) or "requeue:ACTOR" while a running element is being ended
+    action: str | None = None  # "kill:ACTOR", "kill-done:ACTOR" (bkill -d), "requeue:ACTOR" or "requeue-hold:ACTOR" (brequeue -H) while a running element is being ended
     pend_reason: PendReason | None = None
     #: the running element's launch token (XCE_JOB_TOKEN, how its own tasks prove they run inside
     #: it to `xcecli launch`): the plain token in memory from dispatch to start only, its SHA-256

@@ -29,6 +29,7 @@ from xced.api.models import (
     LaunchResult,
     PackRequest,
     PackResponse,
+    RequeueRequest,
     SubmitRequest,
     SubmitResponse,
     WhyOut,
@@ -382,7 +383,7 @@ def _action(name: str):
                     full: bool = Query(False, description="list every element acted on in `affected`, however many "
                                                           "(past 100 the answer gives counts and index runs only)"),
                     caller: Caller = Depends(requires(ACTION_PERMISSIONS[name], _DOING[name]))) -> ActionResult:
-        index = body.index if body else None
+        index = body.target() if body else None  # one element, several (JobAction.indices) or the job
         await _ctl(request).recall(job_id)  # a purged job is finished: the action says so, not "not found"
         affected = getattr(_ctl(request), name)(job_id, index, caller)
         return action_answer(name, _ctl(request).job(job_id), affected, index, full)
@@ -398,8 +399,9 @@ async def kill_job(job_id: int, request: Request, body: KillRequest | None = Non
     """`xcecli kill` (LSF bkill): the kill sequence, or with `signal` that one signal (`bkill -s`,
     KillRequest); the answer's message then reads "SIGUSR1 sent: 12". With `record_done`
     (`bkill -d`) the elements killed end DONE, and the message says so; with `force`
-    (`bkill -r`) they are EXIT at once and their processes are killed after."""
-    index = body.index if body else None
+    (`bkill -r`) they are EXIT at once and their processes are killed after. `indices`
+    names several elements of an array at once (`bkill "12[1,3,5-7]"`, JobAction)."""
+    index = body.target() if body else None
     ctl = _ctl(request)
     await ctl.recall(job_id)  # a purged job is finished: the kill says so, not "not found"
     if body is None or body.signal is None:
@@ -422,8 +424,27 @@ async def kill_job(job_id: int, request: Request, body: KillRequest | None = Non
     return res
 
 
+@router.post("/jobs/{job_id:jobid}/requeue", response_model=ActionResult, responses=errors(BODY, JOB, 409))
+async def requeue_job(job_id: int, request: Request, body: RequeueRequest | None = None,
+                      full: bool = Query(False, description="list every element acted on in `affected`, however many "
+                                                            "(past 100 the answer gives counts and index runs only)"),
+                      caller: Caller = Depends(requires(ACTION_PERMISSIONS["requeue"], _DOING["requeue"]))
+                      ) -> ActionResult:
+    """`xcecli requeue` (LSF brequeue): running elements are killed and pend again, finished
+    ones pend again at once, with the same ID and submit time; with `hold` (`brequeue -H`)
+    they pend held by their user (PSUSP) and the message says so (RequeueRequest)."""
+    index = body.target() if body else None
+    ctl = _ctl(request)
+    await ctl.recall(job_id)  # a purged job is finished: it can be requeued, not "not found"
+    hold = bool(body and body.hold)
+    res = action_answer("requeue", ctl.job(job_id), ctl.requeue(job_id, index, caller, hold=hold), index, full)
+    if hold:
+        res.message += "; held when it pends again (brequeue -H): resume releases it"
+    return res
+
+
 for _name in ACTION_PERMISSIONS:
-    if _name == "kill":
+    if _name in ("kill", "requeue"):
         continue
     router.add_api_route(f"/jobs/{{job_id:jobid}}/{_name}", _action(_name), methods=["POST"], response_model=ActionResult,
                          responses=errors(BODY, JOB, 409))
