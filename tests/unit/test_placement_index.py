@@ -13,12 +13,15 @@ from hypothesis import given, settings, strategies as st
 
 import xced.scheduler.session as session_mod
 from xced.resreq import parse
-from xced.scheduler.placement import Plan, PlacementRequest, ordered_form, place, place_ordered
+from xced.scheduler.placement import Plan, PlacementRequest, matching_hosts, ordered_form, place, place_ordered
 from xced.scheduler.session import schedule
 from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot
 
 PLAIN = ["", "span[hosts=1]", "span[hosts=-1]", "rusage[mem=1000]", "rusage[mem=1500] span[hosts=1]",
-         "rusage[mem=0]", "rusage[mem=700]"]
+         "rusage[mem=0]", "rusage[mem=700]", "select[type==X86_64]", "select[maxslots>=4] rusage[mem=900]",
+         "select[fast] span[hosts=1]", "select[maxgpu>=1 || type==aarch64]", "select[hname!=h1]"]
+#: selects that read what placing changes: the index is not used for them
+DYNAMIC = ["select[slots>=2]", "select[mem>3000]", "select[gpu>=1]"]
 
 
 @st.composite
@@ -27,7 +30,11 @@ def hosts(draw, max_hosts=12):
     for i in range(draw(st.integers(1, max_hosts))):
         slots = draw(st.integers(1, 8))
         mem = draw(st.sampled_from([2000, 4000, 8000]))
+        gpu = draw(st.sampled_from([0, 0, 2]))
         out.append(HostSupply(f"h{i}", slots, draw(st.integers(0, slots)), mem, draw(st.integers(-100, mem)),
+                              {"gpu": gpu} if gpu else {}, {"gpu": draw(st.integers(0, gpu))} if gpu else {},
+                              {"type": draw(st.sampled_from(["X86_64", "aarch64"]))},
+                              draw(st.sampled_from([frozenset(), frozenset({"fast"})])),
                               status=draw(st.sampled_from(["ok", "ok", "ok", "closed"])),
                               exclusive=draw(st.sampled_from([False, False, False, True])),
                               last_dispatch=draw(st.sampled_from([0.0, 0.0, 5.0, 9.0]))))
@@ -54,8 +61,10 @@ def test_the_index_places_a_plain_request_as_the_full_planner_does(hs, req):
     order with the same reservation; None exactly when the full planner finds no plan."""
     form = ordered_form(req)
     assert form is not None
+    match = matching_hosts(form[2], hs) if form[2] is not None else None
+    assert form[2] is None or match is not None
     full = place(req, hs, explain=False)
-    fast = place_ordered(req, form, _ordered_names(hs), {h.name: h for h in hs})
+    fast = place_ordered(req, form, _ordered_names(hs), {h.name: h for h in hs}, match)
     if isinstance(full, Plan):
         assert fast is not None and (fast.alloc, fast.reserve, fast.alternative, fast.exclusive) == \
             (full.alloc, full.reserve, full.alternative, full.exclusive)
@@ -64,9 +73,14 @@ def test_the_index_places_a_plain_request_as_the_full_planner_does(hs, req):
 
 
 def test_requests_the_index_does_not_take_go_to_the_full_planner():
-    """A select, an order, same, ptile, block, a resource other than memory, a per-host or
-    per-job term, rusage alternatives, a host limit or an exclusive job: not plain."""
-    for text in ["select[type==X86_64]", "order[-slots]", "same[type]", "span[ptile=2]", "span[block=2]",
+    """An order, same, ptile, block, a resource other than memory, a per-host or per-job
+    term, rusage alternatives, a host limit or an exclusive job: not plain; a select that
+    reads free slots, memory or a resource's free amount has no fixed set of hosts."""
+    hs = [HostSupply("h1", 4, 4, 8000, 8000, {"gpu": 2}, {"gpu": 1})]
+    for text in DYNAMIC:
+        form = ordered_form(PlacementRequest(1, 1, parse(text)))
+        assert form is not None and matching_hosts(form[2], hs) is None, text
+    for text in ["order[-slots]", "same[type]", "span[ptile=2]", "span[block=2]",
                  "rusage[gpu=1]", "rusage[mem=100/host]", "rusage[mem=100/job]", "rusage[mem=1 || mem=2]",
                  "{rusage[mem=1]} || {span[hosts=1]}"]:
         assert ordered_form(PlacementRequest(1, 1, parse(text))) is None, text
@@ -80,7 +94,7 @@ def snapshots(draw):
     pending = []
     for k in range(draw(st.integers(1, 25))):
         lo = draw(st.integers(1, 6))
-        text = draw(st.sampled_from(PLAIN + ["select[maxslots>=4]", "span[ptile=2]", "order[-slots]"]))
+        text = draw(st.sampled_from(PLAIN + DYNAMIC + ["span[ptile=2]", "order[-slots]"]))
         pending.append(JobSnap(k + 1, 0, draw(st.sampled_from(["fcfs", "easy"])), float(k), lo,
                                draw(st.integers(lo, lo + 3)), parse(text),
                                run_limit_s=draw(st.sampled_from([None, 60.0, 3600.0]))))

@@ -144,6 +144,7 @@ __all__ = [
     "PlacementRequest",
     "Plan",
     "Shortfall",
+    "matching_hosts",
     "never_satisfiable",
     "ordered_form",
     "place",
@@ -958,31 +959,52 @@ def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool =
 
 
 #: a requirement -> its ordered form (``ordered_form``), bounded as _NAMES_MEMO
-_ORDERED_MEMO: dict[ResReq, tuple[bool, float] | None] = {}
+_ORDERED_MEMO: dict[ResReq, tuple[bool, float, Expr | None] | None] = {}
 
 
-def ordered_form(req: PlacementRequest) -> tuple[bool, float] | None:
+def ordered_form(req: PlacementRequest) -> tuple[bool, float, Expr | None] | None:
     """Whether ``place_ordered`` can place ``req`` (issue 19, RES-4: placement without a scan
-    of every host): ``(one_host, mem_per_task_mb)`` for a plain request, else None. Plain:
-    a simple requirement with no select, order or same, a span of none, ``hosts=-1`` or
+    of every host): ``(one_host, mem_per_task_mb, select)`` for a plain request, else None.
+    Plain: a simple requirement with no order or same, a span of none, ``hosts=-1`` or
     ``hosts=1`` (one_host), at most one rusage alternative whose terms are all ``mem`` per
-    task; no queue host limit, not exclusive. Such a request's hosts are taken in the default
-    host order alone, so a host index kept in that order places it without a scan."""
+    task; no queue host limit, not exclusive. Its select (None: none) must also read only
+    what a session does not change (``matching_hosts``). Such a request's hosts are taken
+    in the default host order alone, so a host index kept in that order places it without
+    a scan."""
     if req.exclusive or req.host_limit is not None:
         return None
     rr = req.resreq
     got = _ORDERED_MEMO.get(rr, _MISSING)
     if got is _MISSING:
         got = None
-        if rr.kind == "simple" and rr.select is None and not rr.order and not rr.same and len(rr.rusage) <= 1:
+        if rr.kind == "simple" and not rr.order and not rr.same and len(rr.rusage) <= 1:
             kind, _ = _span_kind(rr.span)
             d = _demand(rr, 0)
             if kind in ("none", "one") and not d.host and not d.job and all(n == "mem" for n in d.names):
-                got = (kind == "one", d.task.get("mem", 0.0))
+                got = (kind == "one", d.task.get("mem", 0.0), rr.select)
         if len(_ORDERED_MEMO) > 4096:
             _ORDERED_MEMO.clear()
         _ORDERED_MEMO[rr] = got
     return got
+
+
+def matching_hosts(sel: Expr, hosts: Sequence[HostSupply]) -> frozenset[str] | None:
+    """The names of the hosts whose values make ``sel`` true (what ``place`` reads: module
+    docstring), or None when ``sel`` reads a value that placing jobs changes (``slots``,
+    ``mem``, the free amount of a resource), so that the answer holds for one session only
+    while nothing else changes: computed once per distinct select in a session (issue 19,
+    as SCHED-2 keeps what a session proved). One evaluation per distinct tuple of the
+    values it reads (the select memo)."""
+    names = _select_names(sel)
+    if "slots" in names or "mem" in names:
+        return None
+    for h in hosts:
+        for n in names:
+            if n in h.resources and n not in h.tags:
+                return None
+    sup = _Counters(hosts)
+    local: dict[tuple[object, ...], bool] = {}
+    return frozenset(hosts[i].name for i in range(len(hosts)) if _select_true(sel, names, sup, i, local))
 
 
 def _ordered_cap(h: HostSupply, per_task: float) -> int:
@@ -996,20 +1018,23 @@ def _ordered_cap(h: HostSupply, per_task: float) -> int:
     return max(min(cap, math.floor(h.mem_free_mb / per_task + _EPS)), 0)
 
 
-def place_ordered(req: PlacementRequest, form: tuple[bool, float], order: Iterable[str],
-                  hosts: Mapping[str, HostSupply]) -> Plan | None:
+def place_ordered(req: PlacementRequest, form: tuple[bool, float, Expr | None], order: Iterable[str],
+                  hosts: Mapping[str, HostSupply], match: frozenset[str] | None = None) -> Plan | None:
     """The plan ``place`` gives a plain request (``form`` from ``ordered_form``), or None when
     it does not fit, reading the hosts in ``order``: the names of the usable hosts (status ok,
     not running an exclusive job) with a free slot, in the default host order (most free
-    slots, least recently dispatched to, name; module docstring). The same rules: without a
+    slots, least recently dispatched to, name; module docstring); ``match``: the hosts its
+    select is true on (``matching_hosts``; None: it has none). The same rules: without a
     span, hosts in order each take as many tasks as they can until the largest count of the
     range (RES-3) is placed; with ``span[hosts=1]``, the first host in order that holds the
     largest count any host can hold. Costs the hosts it reads: a job that fits the first
     host reads one (a full read only when a one-host job fits no host whole)."""
-    one, per_task = form
+    one, per_task, _sel = form
     lo, hi = req.ntasks_min, req.ntasks_max
     if lo < 1 or hi < lo:
         return None
+    if match is not None:
+        order = (name for name in order if name in match)
     alloc: list[tuple[str, int]] = []
     if one:
         best_cap, best = 0, None

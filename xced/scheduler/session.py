@@ -70,7 +70,8 @@ from dataclasses import dataclass, field, replace
 
 from xced.model.jobs import HINT_START_WITH, PendReason
 from xced.policy.projects import SLOTS, Cap, QuotaBook, least_need, reserve_use, supply_totals
-from xced.scheduler.placement import Plan, PlacementRequest, Shortfall, ordered_form, place, place_ordered
+from xced.scheduler.placement import (Plan, PlacementRequest, Shortfall, matching_hosts, ordered_form, place,
+                                      place_ordered)
 from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, Snapshot, format_when
 
 
@@ -184,14 +185,17 @@ class _FreeHosts:
     uses, not every host. `now`: the session's time, each host's last dispatch once one is
     decided for it here."""
 
-    __slots__ = ("hosts", "now", "_avail", "_order")
+    __slots__ = ("hosts", "now", "_avail", "_order", "_matches")
 
     def __init__(self, hosts: dict[str, HostSupply], now: float = 0.0,
-                 order: list[tuple[int, float, str]] | None = None) -> None:
+                 order: list[tuple[int, float, str]] | None = None, matches: dict | None = None) -> None:
         self.hosts = hosts
         self.now = now
         self._avail: list[HostSupply] | None = None
         self._order = order
+        #: select -> the hosts it is true on (placement.matching_hosts), once per session:
+        #: what it reads never changes in a session, so copies share it
+        self._matches = matches if matches is not None else {}
 
     def avail(self) -> list[HostSupply]:
         """The usable hosts with a free slot: the only ones a task can go to, so placement
@@ -219,9 +223,15 @@ class _FreeHosts:
         wanted, again over every host, for the full per-host reason (RES-6)."""
         form = ordered_form(req)
         if form is not None:
-            got = place_ordered(req, form, (k[2] for k in self._ordered()), self.hosts)
-            if got is not None:
-                return got
+            match = None
+            if form[2] is not None:
+                match = self._matches.get(form[2], _UNSEEN)
+                if match is _UNSEEN:
+                    match = self._matches[form[2]] = matching_hosts(form[2], list(self.hosts.values()))
+            if form[2] is None or match is not None:
+                got = place_ordered(req, form, (k[2] for k in self._ordered()), self.hosts, match)
+                if got is not None:
+                    return got
         out = place(req, self.avail(), explain=False)
         if isinstance(out, Plan) or not explain:
             return out
@@ -232,7 +242,8 @@ class _FreeHosts:
         return cls({h.name: h for h in snapshot.hosts}, now)
 
     def copy(self) -> "_FreeHosts":
-        return _FreeHosts(dict(self.hosts), self.now, list(self._order) if self._order is not None else None)
+        return _FreeHosts(dict(self.hosts), self.now, list(self._order) if self._order is not None else None,
+                          self._matches)
 
     def usable(self) -> bool:
         return any(h.status == "ok" for h in self.hosts.values())
