@@ -67,7 +67,8 @@ def test_nextflow_lsf_executor_sequence(daemon, tmp_path):
     """The commands Nextflow's LSF executor runs, as it runs them: the task script piped into
     `bsub` with its #BSUB directives (values with spaces or brackets quoted, as its
     wrapHeader does), the job ID read from `Job <N> is submitted`, `bjobs -w` polled and
-    parsed by the JOBID and STAT tokens of its header, and `bkill` for a task it gives up.
+    parsed by the JOBID and STAT tokens of its header, and `bkill` for a task it gives up
+    (and `bkill -d`, which the issue names, recorded DONE).
     The memory directives are those Nextflow derives from XCE's lsf.conf, so the job is
     consistent by XCE's rules (the limit covers the reservation)."""
     env = _lsf_env(daemon)
@@ -122,3 +123,13 @@ def test_nextflow_lsf_executor_sequence(daemon, tmp_path):
     r = subprocess.run(["bkill", str(slow)], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0 and f"Job <{slow}> is being terminated" in r.stdout, (r.stdout, r.stderr)
     assert daemon.wait_state(slow, ("EXIT",), timeout=30)["state"] == "EXIT"
+    # the issue's sequence ends with `bkill -d`: the task given up is recorded DONE (LSF bkill -d,
+    # docs/lsf-behaviour.md section 6), so a tool that reads DONE as "finished" moves on
+    other = bsub(header + "#BSUB -J nf-other_1\nsleep 300\n")
+    deadline = time.monotonic() + 30
+    while poll().get(str(other)) != "RUN":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    r = subprocess.run(["bkill", "-d", str(other)], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and f"Job <{other}> is being terminated" in r.stdout, (r.stdout, r.stderr)
+    assert daemon.wait_state(other, ("DONE",), timeout=30)["state"] == "DONE"
