@@ -491,11 +491,14 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
     unsat: dict[tuple, tuple[PendReason, str]] = {}  # SCHED-2
     trace = res.trace
     reasons = res.pend_reasons
-    usable = supply.usable()
-    free_slots = supply.free_slots()  # on usable hosts, kept up to date as dispatches are decided
-    trace.append(TraceLine(None, f"session at {now:.3f}: {len(order)} pending, "
-                                 f"{sum(1 for h in supply.hosts.values() if h.status == 'ok')} usable hosts, "
-                                 f"{supply.free_slots()} free slots"))
+    n_usable, free_slots = 0, 0  # free slots on usable hosts, kept up to date as dispatches are decided
+    for h in snapshot.hosts:
+        if h.status == "ok":
+            n_usable += 1
+            free_slots += h.slots_free
+    usable = n_usable > 0
+    trace.append(TraceLine(None, f"session at {now:.3f}: {len(order)} pending, {n_usable} usable hosts, "
+                                 f"{free_slots} free slots"))
     no_hosts = PendReason(REASON_NO_HOSTS)
     projects = snapshot.projects
     book = QuotaBook(projects, supply_totals(snapshot.hosts), snapshot.usage) \
