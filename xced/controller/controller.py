@@ -116,6 +116,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         self._session_again = False
         #: the scheduler's thread (xced.controller.dispatch), made at the first large session
         self._sched_pool = None
+        self._switch_was = 0.005  # the switch interval to restore after it (dispatch.GIL_SWITCH_S)
         self._wake_at: float | None = None
         #: the last stop/resume signal of each element whose worker was away (D-8), sent at its join
         self._unsent_signals: dict[tuple[int, int], int] = {}  # a session asked for at the end of a dispatch backoff
