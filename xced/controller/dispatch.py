@@ -278,14 +278,14 @@ class DispatchMixin:
         loop.call_later(SLICE_GAP_S, self._next_slice, loop, slices, result)
 
     def _session_over(self) -> None:
-        """The session in flight is applied (or dropped): one asked for meanwhile runs now."""
+        """The session in flight is applied (or dropped): one asked for meanwhile runs next."""
         self._session_busy = False
         if self._session_again:
             self._session_again = False
             if self._session_waits_for_store():  # the kept session runs when the store takes writes
                 self._session_scheduled = False
-            else:
-                self._session()
+            else:  # in a turn of the loop of its own
+                asyncio.get_running_loop().call_soon(self._session)
 
     def attach_recorder(self, recorder) -> None:
         """Record every later session to `recorder` (an xced.sim.recording.Recorder); None stops."""
