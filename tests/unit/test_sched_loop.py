@@ -13,8 +13,9 @@ SQLite store and fake worker links whose start() records the call, as in test_co
 The issue's aim (the loop never blocked more than 50 ms at a time while 5,000 hosts fill) is
 measured by bench/sched.py, not asserted here: the bound below (1 s) only catches a loop
 frozen for the whole fill, as it was before (57 s at 5,000 hosts, about 2 s at 400).
-LSF reference: docs/lsf-behaviour.md (mbatchd answers queries while mbschd runs its
-scheduling cycle: IBM, "Scheduling cycle", LSF 10.1 mbschd).
+LSF reference: in LSF the scheduler is a process of its own (mbschd) beside mbatchd, which
+keeps answering bjobs and bsub while a scheduling cycle runs (IBM Spectrum LSF 10.1, "LSF
+daemons": mbschd); issue 19 sets XCE's aims against LSF's (a cycle capped at 45 s).
 """
 
 from __future__ import annotations
