@@ -122,6 +122,13 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         }
         self.workers: dict[str, WorkerLink] = {}
         self._session_scheduled = False
+        #: a session is being computed (in the scheduler's thread) or applied in slices (issue 19)
+        self._session_busy = False
+        #: a session was asked for while one was busy: it runs when that one is over
+        self._session_again = False
+        #: the scheduler's thread (xced.controller.dispatch), made at the first large session
+        self._sched_pool = None
+        self._switch_was = 0.005  # the switch interval to restore after it (dispatch.GIL_SWITCH_S)
         self._wake_at: float | None = None
         #: the last stop/resume signal of each element whose worker was away (D-8), sent at its join
         self._unsent_signals: dict[tuple[int, int], int] = {}  # a session asked for at the end of a dispatch backoff

@@ -9,8 +9,14 @@ runs on the event loop thread and changes state only through the shell (`_commit
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
+import itertools
+import logging
 import secrets
 import shlex
+import sys
+import time
 from dataclasses import replace
 
 from xced.controller import machine as m
@@ -24,6 +30,23 @@ from xced.scheduler.snapshot import JobSnap, QueueSnap, RunSnap, Snapshot, wall_
 from xced.store.base import token_hash
 
 S = JobState
+log = logging.getLogger("xced.controller")
+
+#: a session whose pending elements x hosts reach this is computed in the scheduler's thread,
+#: off the event loop (issue 19 part 3; below it a session takes about a millisecond)
+THREAD_WORK = 20_000
+#: about the longest one slice of a session's application holds the event loop, seconds
+#: (issue 19 part 3: the aim is at most 50 ms of blocking at a time)
+SLICE_S = 0.01
+#: the pause between two slices, seconds: the loop's other work (a request's next step, a
+#: report) runs in it, however many turns of the loop it takes (issue 19 part 3)
+SLICE_GAP_S = 0.001
+#: the interpreter's thread switch interval while the scheduler's thread computes, seconds
+#: (CPython's default is 0.005): the loop thread waits that long for the GIL each time it has
+#: something to do. Measured with 2,000 hosts filling on a loaded 2-core machine: with the
+#: default, 1 to 46 loop-lag probe gaps over 50 ms (up to 102 ms); with 0.001, none (up to 41
+#: ms), and the session no slower
+GIL_SWITCH_S = 0.001
 
 
 def wrap_with_job_starter(starter: str, argv: list[str]) -> list[str]:
@@ -49,8 +72,13 @@ class DispatchMixin:
 
     def run_session(self) -> None:
         """Run a scheduler session now, without the coalescing delay (a session asked for is
-        run by this one): what a test or a simulator drives instead of the event loop."""
-        self._session()
+        run by this one), computed and applied at once, even on the event loop: what a test
+        or a simulator drives instead of the event loop."""
+        self._session_scheduled = False
+        try:
+            self._run_session()
+        except STORE_ERRORS as e:
+            self._store_refused_session(e)
 
     def kick(self) -> None:
         """Ask for a scheduler session after the coalescing delay (D-4); idempotent. Any
@@ -73,10 +101,10 @@ class DispatchMixin:
         a session is asked for when the first such wait ends. With projects defined (PRJ-6,
         PRJ-7), each element carries its project and user, and the running and stopped
         elements' use comes along as `usage`; the session carves the shares from the usable
-        hosts' totals (the `hosts` here, from self.hosts)."""
+        hosts' totals (the `hosts` here: the controller's host view, `host_view_now`)."""
         now = self.clock()
         wake: float | None = None
-        hosts = [self._host_supply(h) for h in self.hosts.values()]
+        hosts = self.host_view_now()  # issue 19 part 4: made again only where hosts changed
         queues = [QueueSnap(q.name, q.priority, i, q.host_limit, q.backfill) for i, q in enumerate(self.config.queues)]
         backfill = any(q.backfill for q in self.config.queues)
         pending: list[JobSnap] = []
@@ -154,76 +182,191 @@ class DispatchMixin:
         loop.call_later(max(when - now, 0.0), wake)
 
     def _session(self) -> None:
-        """One scheduler session; when the store refuses its decisions (D-8: nothing was
-        applied), the session is kept and run again once the store takes writes."""
+        """One scheduler session, asked for by `kick` (D-4). On the event loop (issue 19 part
+        3): a session with much to decide (pending x hosts >= THREAD_WORK) is computed in
+        the scheduler's thread (the scheduler is pure, D-4: it reads only the snapshot, made
+        here on the loop), and every session's decisions are applied on the loop in slices
+        of about SLICE_S seconds, each slice re-checked against the state of its own time
+        (DISPATCH-2) and committed in one transaction, the loop answering between slices.
+        While one session is computed or applied, another asked for waits for it and then
+        runs on what it applied. When the store refuses its decisions (D-8: the refused
+        slice applied nothing), the session is kept and run again once the store takes writes."""
+        if self._session_busy:
+            self._session_again = True  # _session_scheduled stays True: kicks meanwhile wait for it
+            return
         self._session_scheduled = False
         try:
-            self._run_session()
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        try:
+            self._run_session(loop)
         except STORE_ERRORS as e:
-            self.shortcut.invalidate()  # its findings were never applied
-            self._retry_later(SESSION_KEY, "the scheduler's decisions", self._run_session, e)
+            self._store_refused_session(e)
 
-    def _run_session(self) -> None:
+    def _store_refused_session(self, e: Exception) -> None:
+        self.shortcut.invalidate()  # its findings were never applied
+        self._retry_later(SESSION_KEY, "the scheduler's decisions", self._run_session, e)
+
+    def _run_session(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Snapshot, decide, apply: at once without `loop` (a retry, a test, `run_session`),
+        else as `_session` says."""
         snap = self.snapshot()
         if not snap.pending:
             return
         now = self.clock()
-        result = schedule(snap, now)
+        if loop is not None and len(snap.pending) * max(len(snap.hosts), 1) >= THREAD_WORK:
+            self._session_busy = True
+            if self._sched_pool is None:
+                self._sched_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xced-sched")
+            self._switch_was = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_was, GIL_SWITCH_S))
+            fut = loop.run_in_executor(self._sched_pool, schedule, snap, now)
+            fut.add_done_callback(functools.partial(self._computed, snap, now))
+            return
+        self._decided(snap, now, schedule(snap, now), loop)
+
+    def _computed(self, snap: Snapshot, now: float, fut: asyncio.Future) -> None:
+        """The scheduler's thread has decided (on the loop, a done-callback of `fut`)."""
+        sys.setswitchinterval(self._switch_was)
+        try:
+            result = fut.result()
+        except Exception:  # noqa: BLE001 - a scheduler fault must not stop every later session
+            log.exception("the scheduler failed; its session is dropped (jobs stay pending)")
+            self._session_over()
+            return
+        self._decided(snap, now, result, asyncio.get_running_loop())
+
+    def _decided(self, snap: Snapshot, now: float, result: SessionResult,
+                 loop: asyncio.AbstractEventLoop | None) -> None:
+        """Note the session (count, trace, recording) and apply its decisions: all at once
+        without `loop`; else the first slice now and each next one in a later turn of the loop."""
         self.sessions += 1
         self.traces.append((result.trace, result.heads, snap.clock))
         if self.recorder is not None and not self.recorder.session(now, self._config_hash, snap, result):
             self.recorder = None  # it could not write; it logged why
-        self.apply(result)
-        self.shortcut.after_session(result.blocked, result.unsatisfiable, self._session_scheduled)
+        slices = self._apply_slices(result, loop is not None)
+        if loop is None:
+            for _ in slices:
+                pass
+            self.shortcut.after_session(result.blocked, result.unsatisfiable, self._session_scheduled)
+            return
+        self._session_busy = True
+        self._next_slice(loop, slices, result)
+
+    def _next_slice(self, loop: asyncio.AbstractEventLoop, slices, result: SessionResult) -> None:
+        """Apply one slice of a session's decisions; the next in a later turn of the loop."""
+        try:
+            next(slices)
+        except StopIteration:
+            self.shortcut.after_session(result.blocked, result.unsatisfiable,
+                                        self._session_scheduled or self._session_again)
+            self._session_over()
+            return
+        except STORE_ERRORS as e:  # this slice applied nothing; the slices before it stand
+            self._store_refused_session(e)
+            self._session_over()
+            return
+        except Exception:  # noqa: BLE001 - as a failed callback would: logged, and sessions go on
+            log.exception("applying the scheduler's decisions failed; the rest of its session is dropped")
+            self.shortcut.invalidate()
+            self._session_over()
+            return
+        if self.stopping:  # the daemon stops: the rest stays pending, as stored
+            self._session_over()
+            return
+        loop.call_later(SLICE_GAP_S, self._next_slice, loop, slices, result)
+
+    def _session_over(self) -> None:
+        """The session in flight is applied (or dropped): one asked for meanwhile runs next."""
+        self._session_busy = False
+        if self._session_again:
+            self._session_again = False
+            if self._session_waits_for_store():  # the kept session runs when the store takes writes
+                self._session_scheduled = False
+            else:  # in a turn of the loop of its own
+                asyncio.get_running_loop().call_soon(self._session)
 
     def attach_recorder(self, recorder) -> None:
         """Record every later session to `recorder` (an xced.sim.recording.Recorder); None stops."""
         self.recorder = recorder
 
     def apply(self, result: SessionResult) -> None:
-        """Apply a session's decisions (DESIGN rule 1): re-check each dispatch against the
-        current state, commit all accepted dispatches in one transaction, then start them."""
-        sid, now = self._sid("session"), self.clock()
-        reasons: list = []
-        for (jid, idx), reason in result.pend_reasons.items():
-            job = self.jobs.get(jid)
-            e = job.elements.get(idx) if job is not None else None
-            if e is not None and e.state is S.PEND:  # SCHED-3: only a changed reason replaces the last one
-                reasons += self._changes([e], m.Pending(sid, "scheduler", now, reason=reason))
-        if reasons:
-            self._commit(reasons)
-        if not result.dispatches:
-            return
-        changes: list = []
-        taken: dict[str, dict[str, float]] = {}  # what this session's accepted dispatches take, per host
-        for d in result.dispatches:
-            job = self.jobs.get(d.job_id)
-            e = job.elements.get(d.index) if job else None
-            if e is None or e.state is not S.PEND or any(x is e for x, _, _ in changes):
-                continue
-            reserve = d.reserve or {host: {"slots": n} for host, n in d.alloc}
-            if not self._fits(reserve, taken):
-                continue
-            app = job.spec.app
-            why = None
-            if app and app not in self.config.applications:
-                why = f"application profile {app!r} no longer exists"
-            elif app and d.profile_hash is not None and self.config.applications[app].content_hash() != d.profile_hash:
-                why = f"application profile {app!r} changed between decision and dispatch"
-            if why is not None:
-                stim = m.Declined(sid, "system", now, why=why, limit=self.config.settings.max_dispatch_failures)
+        """Apply a session's decisions at once (DESIGN rule 1): `_apply_slices` to its end."""
+        for _ in self._apply_slices(result, False):
+            pass
+
+    def _apply_slices(self, result: SessionResult, sliced: bool):
+        """Apply a session's decisions (DESIGN rule 1, DISPATCH-2), a generator: its changed
+        pend reasons, then its dispatches, each re-checked against the state when its slice
+        runs (the element still PEND, its hosts served and with room beyond what the slice
+        takes, its profile still there with the hash the decision carries) and committed in
+        one transaction per slice; then the starts. `sliced`: a slice ends (the generator
+        yields) once it has taken about SLICE_S seconds, so that the caller lets the event
+        loop run between slices (issue 19 part 3); else all in one slice each. A store error
+        raised from a slice's commit leaves that slice unapplied."""
+        sid = self._sid("session")
+        budget = SLICE_S if sliced else float("inf")
+        pend = iter(result.pend_reasons.items())
+        while True:
+            now, reasons, t0, done = self.clock(), [], time.perf_counter(), True
+            for count, ((jid, idx), reason) in enumerate(pend, 1):
+                job = self.jobs.get(jid)
+                e = job.elements.get(idx) if job is not None else None
+                if e is not None and e.state is S.PEND:  # SCHED-3: only a changed reason replaces the last one
+                    reasons += self._changes([e], m.Pending(sid, "scheduler", now, reason=reason))
+                if count % 64 == 0 and time.perf_counter() - t0 > budget:
+                    done = False
+                    break
+            if reasons:
+                self._commit(reasons)
+            if done:
+                break
+            yield
+        todo = iter(result.dispatches)
+        seen: set[tuple[int, int]] = set()  # nothing is dispatched twice, in one slice or across them
+        while True:
+            # the decisions take a third of a slice: its commit and starts take about twice that
+            now, changes, t0, done = self.clock(), [], time.perf_counter(), True
+            taken: dict[str, dict[str, float]] = {}  # what this slice's accepted dispatches take, per host
+            for count, d in enumerate(todo, 1):
+                if count % 64 == 0 and time.perf_counter() - t0 > budget / 3:
+                    done = False
+                    todo = itertools.chain((d,), todo)
+                    break
+                key = (d.job_id, d.index)
+                job = self.jobs.get(d.job_id)
+                e = job.elements.get(d.index) if job else None
+                if e is None or e.state is not S.PEND or key in seen:
+                    continue
+                reserve = d.reserve or {host: {"slots": n} for host, n in d.alloc}
+                if not self._fits(reserve, taken):
+                    continue
+                seen.add(key)
+                app = job.spec.app
+                why = None
+                if app and app not in self.config.applications:
+                    why = f"application profile {app!r} no longer exists"
+                elif app and d.profile_hash is not None and \
+                        self.config.applications[app].content_hash() != d.profile_hash:
+                    why = f"application profile {app!r} changed between decision and dispatch"
+                if why is not None:
+                    stim = m.Declined(sid, "system", now, why=why, limit=self.config.settings.max_dispatch_failures)
+                    changes.append((e, stim, transition(e, stim)))
+                    continue
+                token = secrets.token_hex(16)  # D-7: the store keeps its hash only
+                stim = m.Dispatch(sid, "scheduler", now, alloc=tuple((h, n) for h, n in d.alloc),
+                                  reserve=d.reserve or {}, token=token, token_hash=token_hash(token),
+                                  note=f" (profile {app} {d.profile_hash[:12]})" if app and d.profile_hash else "")
                 changes.append((e, stim, transition(e, stim)))
-                continue
-            token = secrets.token_hex(16)  # D-7: the store keeps its hash only
-            stim = m.Dispatch(sid, "scheduler", now, alloc=tuple((h, n) for h, n in d.alloc), reserve=d.reserve or {},
-                              token=token, token_hash=token_hash(token),
-                              note=f" (profile {app} {d.profile_hash[:12]})" if app and d.profile_hash else "")
-            changes.append((e, stim, transition(e, stim)))
-            for host, held in reserve.items():
-                t = taken.setdefault(host, {})
-                for k, v in held.items():
-                    t[k] = t.get(k, 0.0) + v
-        self._commit(changes)
+                for host, held in reserve.items():
+                    t = taken.setdefault(host, {})
+                    for k, v in held.items():
+                        t[k] = t.get(k, 0.0) + v
+            self._commit(changes)
+            if done:
+                return
+            yield
 
     def _start(self, e: Element) -> None:
         """Start a dispatched element on its first host. When its profile has a

@@ -76,6 +76,12 @@ class HostsMixin:
         #: hosts named by running jobs that no worker has declared since the start (SCHED-4)
         self._ghosts: dict[str, HostState] = {}
         self._host_admin: dict[str, tuple] = self.store.host_admin()
+        #: the scheduler's host view (D-4, issue 19 part 4): each host's HostSupply, in the
+        #: order of self.hosts, made again only for the hosts changed since the last look
+        #: (`_host_changed`; `host_view_now` brings it up to date)
+        self._supply: dict[str, HostSupply] = {}
+        #: the hosts changed since (a dict for its order: a host new to the view goes last)
+        self._supply_dirty: dict[str, None] = dict.fromkeys(self.hosts)
         for h in self.hosts.values():
             h.away_since = now
             self._apply_admin(h)
@@ -104,6 +110,28 @@ class HostsMixin:
         h.closed = (actor, reason, t) if kind in ("close", "drain") else None
         h.draining = kind == "drain" and not drained
         h.status = self._status_of(h)
+        self._host_changed(h.name)
+
+    def _host_changed(self, name: str) -> None:
+        """Host `name`'s supply, use, status or load changed: its record in the scheduler's
+        host view is made again at the next look (issue 19 part 4). Every change to what
+        `_host_supply` reads comes through here."""
+        self._supply_dirty[name] = None
+
+    def host_view_now(self) -> list[HostSupply]:
+        """The scheduler's host view (D-4): every known host's supply (`_host_supply`) in the
+        order of self.hosts, equal to a fresh `[_host_supply(h) for h in hosts]` but made again
+        only for the hosts changed since the last call (issue 19 part 4: a snapshot costs what
+        changed). A new list each call; its records are never changed (HostSupply is frozen)."""
+        dirty = self._supply_dirty
+        if dirty:
+            sup, hosts, make = self._supply, self.hosts, self._host_supply
+            for name in dirty:
+                h = hosts.get(name)
+                if h is not None:
+                    sup[name] = make(h)
+            dirty.clear()
+        return list(self._supply.values())
 
     def _status_of(self, h: HostState) -> str:
         """LSF bhosts' status of `h`: unavail (no worker), closed_Adm, or ok."""
@@ -119,6 +147,7 @@ class HostsMixin:
             h = self.hosts.get(host)
             if h is None or (only is not None and host != only):
                 continue
+            self._supply_dirty[host] = None  # _host_changed, inline: once per dispatch and end
             h.njobs += sign
             if sign > 0:
                 h.last_dispatch = self.clock()  # ties go to the host dispatched to least recently (RES-4)
@@ -142,10 +171,12 @@ class HostsMixin:
             h = self.hosts[link.host]
             h.slots, h.memory_mb = offer.slots, offer.memory_mb
             h.resources, h.attributes, h.tags = dict(offer.resources), dict(offer.attributes), list(offer.tags)
+            self._host_changed(link.host)
             log.info("host %s declared again at join: %d slots, %d MB", link.host, offer.slots, offer.memory_mb)
         if not declared:
             self.hosts[link.host] = HostState(link.host, offer.slots, offer.memory_mb, dict(offer.resources),
                                               dict(offer.attributes), list(offer.tags))
+            self._host_changed(link.host)  # new to the view: last, as in self.hosts
             self._apply_admin(self.hosts[link.host])
             log.info("host %s declared at join: %d slots, %d MB", link.host, offer.slots, offer.memory_mb)
             # what running jobs hold there (known from the store before the host was)
@@ -222,6 +253,7 @@ class HostsMixin:
         except ValueError as e:
             log.warning("worker %s sent a load report that is refused: %s", link.host, e)
             return False
+        self._host_changed(h.name)
         now = h.load_at = self.clock()
         last = getattr(self, "_load_kicked_at", None)
         if last is None or not 0 <= now - last < LOAD_KICK_S:
@@ -262,6 +294,7 @@ class HostsMixin:
         h = self.hosts.get(s.host)
         if h is not None:
             h.status = self._status_of(h)
+            self._host_changed(h.name)
             if isinstance(s, m.HostJoined):
                 if h.lost_at is not None:
                     log.warning("host %s is back after it was lost", s.host)
@@ -422,6 +455,7 @@ class HostsMixin:
             h.closed = None if op == "open" else (actor, reason, now)
             h.draining = op == "drain"
             h.status = self._status_of(h)
+            self._host_changed(name)
             log.info("host %s: %s by %s%s", name, op, caller.user, f" ({reason})" if reason else "")
             if op == "open":
                 self.kick()
@@ -512,6 +546,8 @@ class HostsMixin:
     def host_supplies(self, idle: bool = False) -> list[HostSupply]:
         """Every known host's supply (`_host_supply`): what shares are carved from (PRJ-6,
         xced.policy.projects.supply_totals) and what placement checks run on."""
+        if not idle:
+            return self.host_view_now()
         return [self._host_supply(h, idle) for h in self.hosts.values()]
 
     @staticmethod
