@@ -167,3 +167,19 @@ def test_a_dispatch_in_the_session_makes_its_host_the_most_recent():
     hs = [HostSupply("a", 4, 4, 8000, 8000), HostSupply("b", 4, 3, 8000, 8000)]
     out = schedule(_snap(hs, [JobSnap(1, 0, "normal", 0.0, 1, 1), JobSnap(2, 0, "normal", 1.0, 1, 1)]), 100.0)
     assert [d.alloc for d in out.dispatches] == [[("a", 1)], [("b", 1)]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(snapshots())
+def test_a_session_given_the_host_index_decides_as_one_that_sorts_the_hosts(snap):
+    """Issue 19 part 4: Snapshot.host_order (the index the controller keeps) stands for the
+    session's own sort of the hosts: the same dispatches, reservations and reasons."""
+    from dataclasses import replace
+
+    from xced.scheduler.snapshot import host_order_key
+
+    given_order = replace(snap, host_order=sorted(k for k in map(host_order_key, snap.hosts) if k is not None))
+    a, b = schedule(snap, 100.0), schedule(given_order, 100.0)
+    assert [(d.job_id, d.alloc, d.reserve) for d in a.dispatches] == [(d.job_id, d.alloc, d.reserve) for d in b.dispatches]
+    assert a.reservations == b.reservations and a.pend_reasons == b.pend_reasons
+    assert given_order.host_order == sorted(k for k in map(host_order_key, snap.hosts) if k is not None)  # not changed

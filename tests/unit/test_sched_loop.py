@@ -31,6 +31,7 @@ from xced.api.peer import Join
 from xced.controller import dispatch
 from xced.controller.controller import Controller
 from xced.model.config import ClusterConfig, ClusterSettings, HostConfig, QueueConfig
+from xced.scheduler.snapshot import host_order_key
 from xced.store.sqlite import SqliteStore
 
 
@@ -169,7 +170,8 @@ def test_the_host_view_kept_up_to_date_equals_one_made_afresh(tmp_path):
     """Issue 19 part 4 (D-4, RES-2): after each of a varied sequence of host joins (known and
     declared at the join, again with other slots), leaves, closes, opens, load reports, job
     starts (single, multi-host, with memory, exclusive), ends, kills and requeues, the
-    controller's host view and the snapshot's hosts equal those made afresh from its hosts."""
+    controller's host view and the snapshot's hosts equal those made afresh from its hosts, and
+    so does the host index it keeps beside them (Snapshot.host_order)."""
     cfg = ClusterConfig(settings=ClusterSettings(mode="test"), queues=[QueueConfig(name="normal")],
                         hosts=[HostConfig(name=f"h{i}", slots=4, memory_mb=4000) for i in range(1, 4)])
     c = Controller(cfg, SqliteStore(tmp_path / "db"), tmp_path, clock=Clock())
@@ -185,6 +187,10 @@ def test_the_host_view_kept_up_to_date_equals_one_made_afresh(tmp_path):
              if e.state in ("RUN", "USUSP") for n, _ in e.alloc}
         assert [(h.name, h.slots_free, h.mem_free_mb, h.status, h.njobs, h.exclusive) for h in snap.hosts] == \
             [(h.name, h.slots_free, h.mem_free_mb, h.status, h.njobs, h.name in x) for h in fresh], f"after {what}"
+        # the host index the controller keeps (issue 19 parts 1, 4; RES-4): exactly the sorted
+        # keys of the snapshot's hosts, exclusive ones out, as a session would sort them itself
+        assert snap.host_order == sorted(k for k in map(host_order_key, snap.hosts) if k is not None), \
+            f"after {what}"
 
     check("start")
     c.attach_worker(links["h1"])

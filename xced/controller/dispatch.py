@@ -148,10 +148,12 @@ class DispatchMixin:
                 array_running[job.id] = nrun
         if wake is not None:
             self._kick_at(wake, now)
+        order = self.host_order_now()
         if exclusive:
             hosts = [replace(h, exclusive=True) if h.name in exclusive else h for h in hosts]
+            order = [k for k in order if k[2] not in exclusive]  # no task goes there (host_order_key)
         return Snapshot(hosts, queues, pending, array_running, running, wall_clock(now), projects,
-                        [(p, u, used) for (p, u), used in usage.items()])
+                        [(p, u, used) for (p, u), used in usage.items()], order)
 
     def project_usage(self) -> list[tuple[str, str, dict[str, float]]]:
         """What the running and stopped elements of jobs with a project hold (PRJ-7), summed

@@ -30,6 +30,7 @@ runs on the event loop thread and changes state only through the shell (`_commit
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import os
 from typing import Protocol
@@ -37,7 +38,7 @@ from typing import Protocol
 from xced.controller import machine as m
 from xced.model.jobs import ACTIVE, format_job_ref
 from xced.model.state import Element, HostState, StartInfo, TaskSpec
-from xced.scheduler.snapshot import HostSupply
+from xced.scheduler.snapshot import HostSupply, host_order_key
 
 log = logging.getLogger("xced.controller")
 
@@ -80,6 +81,9 @@ class HostsMixin:
         #: order of self.hosts, made again only for the hosts changed since the last look
         #: (`_host_changed`; `host_view_now` brings it up to date)
         self._supply: dict[str, HostSupply] = {}
+        #: the host index of that view (host_order_now): sorted keys, and each host's key in it
+        self._order: list[tuple[int, float, str]] = []
+        self._order_keys: dict[str, tuple[int, float, str]] = {}
         #: the hosts changed since (a dict for its order: a host new to the view goes last)
         self._supply_dirty: dict[str, None] = dict.fromkeys(self.hosts)
         for h in self.hosts.values():
@@ -126,12 +130,26 @@ class HostsMixin:
         dirty = self._supply_dirty
         if dirty:
             sup, hosts, make = self._supply, self.hosts, self._host_supply
+            order, keys = self._order, self._order_keys
             for name in dirty:
                 h = hosts.get(name)
                 if h is not None:
-                    sup[name] = make(h)
+                    s = sup[name] = make(h)
+                    old, new = keys.get(name), host_order_key(s)
+                    if old != new:  # the host index (issue 19): moved by a bisection, not sorted anew
+                        if old is not None:
+                            del order[bisect.bisect_left(order, old)]
+                            del keys[name]
+                        if new is not None:
+                            bisect.insort(order, new)
+                            keys[name] = new
             dirty.clear()
         return list(self._supply.values())
+
+    def host_order_now(self) -> list[tuple[int, float, str]]:
+        """The host index of the host view (`host_view_now`, called first): the sorted
+        `host_order_key`s of the hosts that have one (Snapshot.host_order), a new list."""
+        return list(self._order)
 
     def _status_of(self, h: HostState) -> str:
         """LSF bhosts' status of `h`: unavail (no worker), closed_Adm, or ok."""

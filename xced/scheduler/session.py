@@ -72,7 +72,7 @@ from xced.model.jobs import HINT_START_WITH, PendReason
 from xced.policy.projects import SLOTS, Cap, QuotaBook, least_need, reserve_use, supply_totals
 from xced.scheduler.placement import (Plan, PlacementRequest, Shortfall, matching_hosts, ordered_form, place,
                                       place_ordered)
-from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, Snapshot, format_when
+from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, Snapshot, format_when, host_order_key
 
 
 @dataclass(slots=True)
@@ -204,12 +204,7 @@ class _FreeHosts:
             self._avail = [h for h in self.hosts.values() if h.slots_free > 0 and h.status == "ok"]
         return self._avail
 
-    @staticmethod
-    def _key(h: HostSupply) -> tuple[int, float, str] | None:
-        """Host h's place in the index, or None when no task of a plain request can go there."""
-        if h.slots_free > 0 and h.status == "ok" and not h.exclusive:
-            return (-h.slots_free, h.last_dispatch, h.name)
-        return None
+    _key = staticmethod(host_order_key)
 
     def _ordered(self) -> list[tuple[int, float, str]]:
         if self._order is None:
@@ -239,7 +234,8 @@ class _FreeHosts:
 
     @classmethod
     def of(cls, snapshot: Snapshot, now: float = 0.0) -> "_FreeHosts":
-        return cls({h.name: h for h in snapshot.hosts}, now)
+        order = snapshot.host_order
+        return cls({h.name: h for h in snapshot.hosts}, now, list(order) if order is not None else None)
 
     def copy(self) -> "_FreeHosts":
         return _FreeHosts(dict(self.hosts), self.now, list(self._order) if self._order is not None else None,

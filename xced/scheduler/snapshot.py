@@ -50,6 +50,16 @@ class HostSupply:
     last_dispatch: float = 0.0
 
 
+def host_order_key(h: HostSupply) -> tuple[int, float, str] | None:
+    """Host h's place in the default host order (RES-4, xced.scheduler.placement: most free
+    slots, least recently dispatched to, name) among the hosts a task of a plain request can
+    go to, as a sort key; None when none can (no free slot, not ok, or it runs an exclusive
+    job). The host index of a session (issue 19) is the sorted list of these keys."""
+    if h.slots_free > 0 and h.status == "ok" and not h.exclusive:
+        return (-h.slots_free, h.last_dispatch, h.name)
+    return None
+
+
 @dataclass(slots=True)
 class QueueSnap:
     """A queue's policy (MERGE-2): priority (higher first), position in queues.yaml for
@@ -143,7 +153,8 @@ class Snapshot:
     totals and whose caps hold the pending jobs (PRJ-6, PRJ-7; None or no project: open
     mode, no caps); `usage`: what the running and stopped elements hold, one
     (project, user, {"slots", "mem_mb", resource: amount}) each or summed per (project, user)
-    (xced.policy.projects.reserve_use makes the dict from a reserve); read only with projects."""
+    (xced.policy.projects.reserve_use makes the dict from a reserve); read only with projects.
+    `host_order`: the host index kept by whoever builds the snapshot, or None."""
 
     hosts: list[HostSupply]
     queues: list[QueueSnap]
@@ -153,3 +164,7 @@ class Snapshot:
     clock: "Clock" = field(default_factory=lambda: TRACE_CLOCK)
     projects: "ProjectsConfig | None" = None
     usage: list[tuple[str | None, str | None, dict[str, float]]] = field(default_factory=list)
+    #: the sorted keys (`host_order_key`) of the hosts that have one, exactly: the host index,
+    #: which the controller keeps up to date as hosts change (issue 19 part 4), so that a
+    #: session does not sort every host; None: the session sorts them itself
+    host_order: list[tuple[int, float, str]] | None = None
