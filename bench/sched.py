@@ -283,6 +283,67 @@ def fill_idle(nhosts: int, npending: int) -> dict:
             "snapshot_ms": statistics.median(snap_t) * 1000, "host_view_ms": statistics.median(view_t) * 1000}
 
 
+def fill_scheduler_alone(nhosts: int, npending: int, runs: int) -> tuple[float, int, int]:
+    """Issue 19 parts 1-2 (RES-4): one `schedule()` over an idle cluster of `nhosts` hosts x 4
+    slots and `npending` single-slot jobs, the scheduler alone (no controller): (median
+    seconds, dispatches, the most jobs one host got)."""
+    hosts = [HostSupply(f"h{i:05d}", 4, 4, 16_000, 16_000) for i in range(nhosts)]
+    jobs = [JobSnap(k + 1, 0, "normal", float(k), 1, 1, run_limit_s=3600.0) for k in range(npending)]
+    snap = Snapshot(hosts, [QueueSnap("normal", 30, 0, None, True)], jobs)
+    times, out = [], None
+    for _ in range(runs):
+        out = None
+        gc.collect()
+        t = time.process_time()
+        out = schedule(snap, 1000.0)
+        times.append(time.process_time() - t)
+    per: dict[str, int] = {}
+    for d in out.dispatches:
+        per[d.alloc[0][0]] = per.get(d.alloc[0][0], 0) + 1
+    return statistics.median(times), len(out.dispatches), max(per.values())
+
+
+def one_job_session(nhosts: int, runs: int) -> tuple[float, float]:
+    """Issue 19: one session placing 1 job on an idle cluster of `nhosts` hosts, in-process with
+    the daemon's own controller: (median ms of the snapshot plus `schedule()`, median ms of
+    `schedule()` alone), CPU time of this thread."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        ctl, _ = idle_cluster(nhosts, 1, Path(d))
+        try:
+            both, alone = [], []
+            for _ in range(runs):
+                t = time.thread_time()
+                snap = ctl.snapshot()
+                t1 = time.thread_time()
+                out = schedule(snap, 1000.0)
+                t2 = time.thread_time()
+                assert len(out.dispatches) == 1
+                both.append(t2 - t)
+                alone.append(t2 - t1)
+        finally:
+            ctl.store.close()
+    return statistics.median(both) * 1000, statistics.median(alone) * 1000
+
+
+def spread(nhosts: int, njobs: int) -> tuple[int, int, int]:
+    """Issue 19 part 2 (RES-4): `njobs` single jobs one after another over `nhosts` equally free
+    hosts, each ending before the next session (every host idle again), as a stream of short
+    jobs does; each session's snapshot carries the hosts' last dispatches as the controller
+    keeps them: (hosts used, fewest jobs on a host used, most jobs on one host)."""
+    last = {f"h{i}": 0.0 for i in range(1, nhosts + 1)}
+    per: dict[str, int] = {}
+    for k in range(njobs):
+        hosts = [HostSupply(n, 4, 4, 16_000, 16_000, last_dispatch=t) for n, t in last.items()]
+        out = schedule(Snapshot(hosts, [QueueSnap("normal", 30, 0)], [JobSnap(k, 0, "normal", float(k), 1, 1)]),
+                       1000.0 + k)
+        h = out.dispatches[0].alloc[0][0]
+        last[h] = 1000.0 + k
+        per[h] = per.get(h, 0) + 1
+    return len(per), min(per.values()), max(per.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes, one run each")
@@ -309,6 +370,18 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((f"session, {npend:,} pending, {nhosts:,} hosts, {'EASY' if bf else 'FCFS'}",
                          f"{med * 1000:,.0f} ms", f"{nd} dispatches, {nr:,} pend reasons"))
             print(rows[-1], flush=True)
+    med, nd, most = fill_scheduler_alone(5000, 20_000, 1 if a.quick else 3)
+    rows.append(("fill an idle cluster, 5,000 hosts x 4 slots, 20,000 pending single-slot jobs, the scheduler alone",
+                 f"{med:,.2f} s", f"CPU time, one `schedule()`; {nd:,} dispatches, at most {most} on a host"))
+    print(rows[-1], flush=True)
+    both, alone = one_job_session(5000, 5 if a.quick else 21)
+    rows.append(("one session, 1 job, 5,000 hosts, in-process (snapshot + session)", f"{both:,.2f} ms",
+                 f"CPU time; the session alone {alone:,.2f} ms"))
+    print(rows[-1], flush=True)
+    used, fewest, most = spread(150, 2000)
+    rows.append(("2,000 single jobs in a row over 150 equally free hosts", f"{used} hosts used",
+                 f"{fewest}-{most} jobs per host (ties go to the host dispatched to least recently)"))
+    print(rows[-1], flush=True)
     for nh in ((150, 1000) if a.quick else (150, 1000, 5000)):
         f = fill_idle(nh, 4 * nh)
         rows.append((f"fill an idle cluster, {nh:,} hosts x 4 slots, {4 * nh:,} pending single-slot jobs, in-process",
