@@ -437,10 +437,11 @@ def test_a_lost_second_host_requeues_the_job_and_its_stale_task_is_killed_at_the
     """SCHED-4 fencing of a job's task on its second host: the job runs on h1 (first) and h2;
     a restart of h2's worker keeps that task (the current attempt's); then h2's worker
     dies, and the task runs on. After host_lost_grace the job is
-    requeued (its copy on h1 killed first) and runs again on h1 and h3. When h2's worker
-    comes back while the old task still runs, that stale task is killed there (the kill
-    sequence, SIGKILL for a task that shrugs off SIGTERM), and nothing of it is recorded:
-    the job runs on, on h1 and h3, and ends DONE."""
+    requeued (its copy on h1 killed first) and runs again on h3 and h1: h3 first, as the
+    host never dispatched to (RES-4: ties go to the host dispatched to least recently), so
+    its task is on h1. When h2's worker comes back while the old task still runs, that stale
+    task is killed there (the kill sequence, SIGKILL for a task that shrugs off SIGTERM), and
+    nothing of it is recorded: the job runs on, on h3 and h1, and ends DONE."""
     c, d = cluster3, cluster3.ctl
     assert c.admin("hosts", "close", "h3").returncode == 0  # the first run takes h1 and h2
     jid, pids = _two_host_job(c, tmp_path)
@@ -461,21 +462,21 @@ def test_a_lost_second_host_requeues_the_job_and_its_stale_task_is_killed_at_the
     c.wait_hosts(h2="unavail")
     assert d.show(jid)["state"] == "RUN" and not _pid_gone(stale, 0.2)  # within the grace period: runs on
     assert c.admin("debug", "clock", "--advance", "61s").returncode == 0
-    _wait_job(d, jid, lambda j: j["state"] == "RUN" and _hosts_of(j) == ["h1", "h3"], 30)
+    _wait_job(d, jid, lambda j: j["state"] == "RUN" and _hosts_of(j) == ["h3", "h1"], 30)
     assert _gone(old_script), "the job's copy on its first host outlived the loss of its second"
     hist = d.cli("hist", str(jid), check=True).stdout
     assert "requeued: host h2 lost" in hist, hist
-    new_task = _pid_in(pids / "task-h3")
+    new_task = _pid_in(pids / "task-h1")
     assert not _pid_gone(stale, 0.2), "the old task on h2 ended with no worker there"  # nobody could end it yet
     c.start_worker("h2")
     c.wait_hosts(h2="ok")
     assert _pid_gone(stale), "the stale task on h2 outlived the rejoin of its host"
     assert (pids / "term-h2").exists()  # it was asked to end (the kill sequence), then killed
     j = d.show(jid)
-    assert j["state"] == "RUN" and _hosts_of(j) == ["h1", "h3"], j
-    assert not _pid_gone(new_task, 0.1), "the current attempt's task on h3 was killed"
+    assert j["state"] == "RUN" and _hosts_of(j) == ["h3", "h1"], j
+    assert not _pid_gone(new_task, 0.1), "the current attempt's task on h1 was killed"
     assert "host h2 runs a stale copy of job" in c.ctl.log.read_text()  # the fencing is logged
-    _let_it_end_done_on(d, jid, ["h1", "h3"], new_task, tmp_path)
+    _let_it_end_done_on(d, jid, ["h3", "h1"], new_task, tmp_path)
 
 
 def _let_it_end_done_on(d, jid: int, hosts: list[str], task: int, tmp_path) -> None:
@@ -493,8 +494,9 @@ def _let_it_end_done_on(d, jid: int, hosts: list[str], task: int, tmp_path) -> N
 def test_a_lost_first_host_requeues_the_job_and_its_task_on_the_second_host_is_ended(cluster3, tmp_path):
     """SCHED-4, the other way round: the job's first host h1 stops (its worker SIGSTOPped:
     its heartbeats stop) and is lost; the job's task on h2, which shrugs off SIGTERM, is
-    ended there at the loss (the job is handled as a whole), and the job runs again on h2
-    and h3. When h1's worker resumes, the old copy there is fenced: killed, and its end,
+    ended there at the loss (the job is handled as a whole), and the job runs again on h3
+    and h2 (h3 first, never dispatched to: RES-4, ties go to the host dispatched to least
+    recently), its new task on h2. When h1's worker resumes, the old copy there is fenced: killed, and its end,
     which that worker still reports, is not recorded."""
     c, d = cluster3, cluster3.ctl
     assert c.admin("hosts", "close", "h3").returncode == 0
@@ -509,10 +511,14 @@ def test_a_lost_first_host_requeues_the_job_and_its_task_on_the_second_host_is_e
     assert c.admin("debug", "clock", "--advance", "61s").returncode == 0
     assert _pid_gone(task), "the job's task on h2 outlived the loss of its first host"
     assert (pids / "term-h2").exists()  # the kill sequence reached it, then SIGKILL
-    j = _runs_on(d, jid, "h2")
-    assert _hosts_of(j) == ["h2", "h3"], j
+    j = _runs_on(d, jid, "h3")
+    assert _hosts_of(j) == ["h3", "h2"], j
     assert "requeued: host h1 lost" in d.cli("hist", str(jid), check=True).stdout
-    new_task = _pid_in(pids / "task-h3")
+    deadline = time.monotonic() + 20
+    while not (pids / "task-h2").exists() or int((pids / "task-h2").read_text()) == task:  # the new run's task
+        assert time.monotonic() < deadline, "the job's new run started no task on h2"
+        time.sleep(0.1)
+    new_task = int((pids / "task-h2").read_text())
     os.killpg(old_script, 0)  # the old copy on h1 runs on, with nobody to end it
     c.workers["h1"].send_signal(signal.SIGCONT)
     c.wait_hosts(timeout=30, h1="ok")
@@ -522,9 +528,9 @@ def test_a_lost_first_host_requeues_the_job_and_its_task_on_the_second_host_is_e
         assert time.monotonic() < deadline, "h1's worker never reported the end of its stale copy"
         time.sleep(0.1)
     j = d.show(jid)
-    assert j["state"] == "RUN" and _hosts_of(j) == ["h2", "h3"], j  # that end was not the job's
+    assert j["state"] == "RUN" and _hosts_of(j) == ["h3", "h2"], j  # that end was not the job's
     assert not _pid_gone(new_task, 0.1)
-    _let_it_end_done_on(d, jid, ["h2", "h3"], new_task, tmp_path)
+    _let_it_end_done_on(d, jid, ["h3", "h2"], new_task, tmp_path)
 
 
 # ---------------------------------------------------------------------- a keyed worker over TLS (KEY-6)
