@@ -111,6 +111,8 @@ class SimHost:
         self.memory_mb = memory_mb
         self.runs: list[tuple[int, int, int]] = []
         self.joined = asyncio.Event()
+        #: set once the join is over: joined, refused, or failed
+        self.settled = asyncio.Event()
         self.refused: str | None = None
         self.ws = None
 
@@ -161,14 +163,14 @@ class Fleet:
             host, port = parse_controller_url(self.url)
             self._ssl = await asyncio.to_thread(pinned_client_context, host, port, self.pin)
         self._tasks = [asyncio.create_task(self._serve(h), name=f"fleet-{h.name}") for h in self.hosts]
-        waits = [asyncio.create_task(h.joined.wait()) for h in self.hosts]
-        done, pending = await asyncio.wait(waits, timeout=timeout)
+        waits = [asyncio.create_task(h.settled.wait()) for h in self.hosts]
+        _, pending = await asyncio.wait(waits, timeout=timeout)
         for w in pending:
             w.cancel()
         refused = [f"{h.name}: {h.refused}" for h in self.hosts if h.refused]
-        if refused or pending:
-            missing = [h.name for h in self.hosts if not h.joined.is_set()]
-            raise RuntimeError(f"{len(missing)} of {len(self.hosts)} simulated hosts did not join in {timeout:.0f} s "
+        missing = [h.name for h in self.hosts if not h.joined.is_set()]
+        if refused or missing:
+            raise RuntimeError(f"{len(missing)} of {len(self.hosts)} simulated hosts did not join (waited up to {timeout:.0f} s) "
                                f"(first: {missing[:5]}); refused: {refused[:5]}; errors: {self.errors[:5]}")
         return time.monotonic() - t0
 
@@ -202,6 +204,12 @@ class Fleet:
     # ------------------------------------------------------------------ one host
 
     async def _serve(self, h: SimHost) -> None:
+        try:
+            await self._serve_channel(h)
+        finally:
+            h.settled.set()
+
+    async def _serve_channel(self, h: SimHost) -> None:
         import websockets
 
         scheme = "wss://" if self._ssl is not None else "ws://"
@@ -273,6 +281,7 @@ class Fleet:
             h.refused = answer.get("reason") or f"answered {answer.get('op')}"
             return None
         h.joined.set()
+        h.settled.set()
         return float(answer.get("heartbeat_s") or 10.0)
 
     async def _heartbeat(self, ws, beat: float) -> None:
