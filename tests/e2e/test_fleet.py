@@ -4,9 +4,9 @@ its own, peers on TCP) and a fleet of simulated hosts in this process (tests/fle
 event loop, one worker channel per host, each dispatched job run as an immediate exit with
 the code its command names, reported through the real channel messages.
 
-LSF sources: docs/lsf-behaviour.md section 1 (placement: among hosts equally good for a
-request the load spreads, as LSF's LIM-ordered host list does) and the IBM doc "bsub -pack"
-(one job per line of the pack file).
+LSF sources: docs/lsf-behaviour.md section 1 (order[]: LSF's default order is `r15s:pg`,
+least loaded first, so among hosts equally good for a request the load spreads rather than
+going to one host name) and the IBM doc "bsub -pack" (one job per line of the pack file).
 """
 
 from __future__ import annotations
