@@ -137,6 +137,9 @@ def test_five_thousand_jobs_each_end_exactly_once(drained):
         else:
             assert (j["state"], e["exit_code"]) == ("DONE", 0), j
     assert Counter(j["state"] for j in jobs.values()) == {"DONE": JOBS - len(FAILING), "EXIT": len(FAILING)}
+    # every report of the fleet was taken as a real worker's: none refused, no channel dropped
+    log = d.log.read_text()
+    assert not [ln for ln in log.splitlines() if "refused" in ln or "dropped" in ln or "Traceback" in ln], log[-3000:]
 
 
 def test_the_drain_spreads_evenly_over_the_hosts(drained):
