@@ -130,7 +130,10 @@ class Fleet:
 
     `await start(timeout)` joins all and returns the seconds it took; raises RuntimeError
     naming the hosts refused or not joined in `timeout`. `await close()` closes every channel.
-    `runs()` maps (job ID, index) to the hosts told to start it; `refused` lists refusals.
+    `runs()` maps (job ID, index) to the hosts told to start it; `errors` lists each channel
+    that failed or that the controller closed (a simulated host does not rejoin, unlike
+    `xced --roles worker`: a controller that stalls past HEARTBEAT_MISSES beats and drops
+    channels shows here, SCHED-4).
     """
 
     def __init__(self, url: str, names: list[str], *, slots: int = 4, memory_mb: int = 8192,
@@ -251,6 +254,8 @@ class Fleet:
                 elif op == "refused":
                     h.refused = msg.get("reason")
                 # kill, signal, reattach, end_tasks: the element has ended already; nothing to do
+            if not self._stop.is_set():  # a simulated host does not rejoin: its loss is the caller's to see
+                self.errors.append(f"{h.name}: the controller closed the channel ({ws.close_code} {ws.close_reason})")
         except Exception as e:  # noqa: BLE001 - the channel closed under it
             if not self._stop.is_set():
                 self.errors.append(f"{h.name}: {type(e).__name__}: {e}")
