@@ -120,6 +120,18 @@ def test_keys_yaml_reads_back_what_it_was_written_from(tmp_path):
     assert load_keys(tmp_path / "none", [], []) == KeysConfig()  # no file: no key trusted
 
 
+def test_a_key_is_found_by_its_fingerprint_in_the_list_it_is_asked_of():
+    """KEY-3: the trusted list answers by fingerprint (a dict lookup since issue 19, where a
+    scan made the controller's key sweep O(hosts^2)); a list built after, or before, answers
+    for its own keys only, and indexing leaves the lists' equality alone."""
+    a, b = _entry(K.generate(), "h1"), _entry(K.generate(), "h2")
+    one, two = KeysConfig(keys=[a]), KeysConfig(keys=[a, b])
+    assert one.by_fingerprint(a.fingerprint) == a and one.by_fingerprint(b.fingerprint) is None
+    assert two.by_fingerprint(b.fingerprint) == b
+    assert one.by_fingerprint(b.fingerprint) is None and one.by_fingerprint("SHA256:nope") is None
+    assert KeysConfig(keys=[a]) == one  # the index is kept outside the model
+
+
 def test_keys_yaml_problems_are_each_at_their_line_and_column(tmp_path):
     good = K.public_line(K.generate().public_key(), "h1")
     (tmp_path / "keys.yaml").write_text(
