@@ -507,8 +507,17 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
 
     def pend(j: JobSnap, reason: PendReason) -> None:
         last = j.last_reason
-        if last is not reason and last != reason:
+        if last is None or last is not reason and last != reason:
             reasons[(j.job_id, j.index)] = reason
+
+    # Per session, what jobs with the same request share (a busy cluster's 100,000 pending jobs
+    # hold a few distinct requests): the request and its SCHED-2 key, by the values that make
+    # them (the requirement by identity: the snapshot keeps it alive for the session); the
+    # trace text of a cache hit, by the job that proved it; a hinted reason, by the reason and
+    # the reservations it is hinted against (each kept alive by `unsat` and `reserved`).
+    requests: dict[tuple, tuple[PlacementRequest, tuple]] = {}
+    hit_texts: dict[str, str] = {}
+    hinted: dict[tuple, PendReason] = {}
 
     for j in order:
         if j.held:
@@ -551,8 +560,11 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                 ntasks_max = room
                 trace.append(TraceLine(ref, f"task range {j.ntasks_min},{j.ntasks_max} cut to "
                                             f"{j.ntasks_min},{ntasks_max} by the project caps"))
-        req = PlacementRequest(j.ntasks_min, ntasks_max, j.resreq, q.host_limit if q else None, j.exclusive)
-        key = request_key(req)
+        made = requests.get(rkey := (j.ntasks_min, ntasks_max, id(j.resreq), j.queue, j.exclusive))
+        if made is None:
+            req = PlacementRequest(j.ntasks_min, ntasks_max, j.resreq, q.host_limit if q else None, j.exclusive)
+            made = requests[rkey] = (req, request_key(req))
+        req, key = made
         hit = unsat.get(key)
         end = now + j.run_limit_s if j.run_limit_s is not None else _INF
         late = [r for r in reserved if end > r.start] if reserved else reserved
@@ -632,7 +644,10 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             continue
         if hit is not None:
             pr, proved, never = hit
-            trace.append(TraceLine(ref, TRACE_CACHE_HIT.format(proved=proved)))
+            text = hit_texts.get(proved)
+            if text is None:
+                text = hit_texts[proved] = TRACE_CACHE_HIT.format(proved=proved)
+            trace.append(TraceLine(ref, text))
         else:
             pr = out.pend_reason()
             never = isinstance(out, Shortfall) and out.never
@@ -640,7 +655,11 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             res.unsatisfiable[key] = pr
             trace.append(TraceLine(ref, f"pend: {pr.main}"))
         if late and pr.start_with is not None:
-            pr = _hint_with_reservations(pr, late, snapshot.clock)
+            hkey = (id(pr), *map(id, late))
+            got_pr = hinted.get(hkey)
+            if got_pr is None:
+                got_pr = hinted[hkey] = _hint_with_reservations(pr, late, snapshot.clock)
+            pr = got_pr
         if capped and not never and j.queue not in heads and j.resreq.rusage:
             # it would block its queue or head a reservation: not when its caps hold it back too
             # (its memory or resources; its slots were checked above), which blocks nobody (PRJ-7)
