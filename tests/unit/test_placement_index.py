@@ -183,3 +183,20 @@ def test_a_session_given_the_host_index_decides_as_one_that_sorts_the_hosts(snap
     assert [(d.job_id, d.alloc, d.reserve) for d in a.dispatches] == [(d.job_id, d.alloc, d.reserve) for d in b.dispatches]
     assert a.reservations == b.reservations and a.pend_reasons == b.pend_reasons
     assert given_order.host_order == sorted(k for k in map(host_order_key, snap.hosts) if k is not None)  # not changed
+
+
+def test_the_trace_says_which_requests_read_every_host():
+    """Issue 19 part 1 (D-4): a request the index places says nothing more; one that needs the
+    full planner says why in its dispatch or pend line of the decision trace."""
+    hs = [HostSupply(f"h{i}", 4, 4, 8000, 8000, {"gpu": 1}, {"gpu": 1}) for i in range(1, 4)]
+    jobs = [JobSnap(1, 0, "normal", 1.0, 1, 1, parse("select[maxslots>=4]")),
+            JobSnap(2, 0, "normal", 2.0, 2, 2, parse("span[ptile=1]")),
+            JobSnap(3, 0, "normal", 3.0, 1, 1, parse("select[slots>=1]")),
+            JobSnap(4, 0, "normal", 4.0, 1, 1, parse("rusage[gpu=1]")),
+            JobSnap(5, 0, "normal", 5.0, 64, 64, parse("order[-slots]"))]
+    lines = {t.ref: t.text for t in schedule(_snap(hs, jobs), 100.0).trace if t.ref}
+    assert "every host read" not in lines["1"]
+    assert lines["2"].endswith("(every host read: span[ptile=1])")
+    assert lines["3"].endswith("(every host read: a select on free slots, memory or a resource)")
+    assert lines["4"].endswith("(every host read: rusage of gpu)")
+    assert lines["5"].startswith("pend:") and lines["5"].endswith("(every host read: order[])")

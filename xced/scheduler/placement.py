@@ -149,6 +149,7 @@ __all__ = [
     "ordered_form",
     "place",
     "place_ordered",
+    "why_not_ordered",
     "plan_fixed",
 ]
 
@@ -986,6 +987,35 @@ def ordered_form(req: PlacementRequest) -> tuple[bool, float, Expr | None] | Non
             _ORDERED_MEMO.clear()
         _ORDERED_MEMO[rr] = got
     return got
+
+
+def why_not_ordered(req: PlacementRequest) -> str:
+    """Why ``ordered_form`` does not take ``req`` (it reads every usable host instead), as the
+    decision trace says it (issue 19 part 1): "order[]", "span[ptile=4]", ... ; "" when it
+    takes it."""
+    rr = req.resreq
+    if req.exclusive:
+        return "an exclusive job (-x)"
+    if req.host_limit is not None:
+        return "the queue's host limit"
+    if rr.kind != "simple":
+        return f"a {rr.kind} requirement"
+    if rr.order:
+        return "order[]"
+    if rr.same:
+        return "same[]"
+    if len(rr.rusage) > 1:
+        return "rusage alternatives (||)"
+    kind, p = _span_kind(rr.span)
+    if kind in ("ptile", "block"):
+        return f"span[{kind}={p}]"
+    d = _demand(rr, 0)
+    if d.host or d.job:
+        return "a /host or /job rusage term"
+    other = [n for n in d.names if n != "mem"]
+    if other:
+        return f"rusage of {', '.join(other)}"
+    return ""
 
 
 def matching_hosts(sel: Expr, hosts: Sequence[HostSupply]) -> frozenset[str] | None:

@@ -71,7 +71,7 @@ from dataclasses import dataclass, field, replace
 from xced.model.jobs import HINT_START_WITH, PendReason
 from xced.policy.projects import SLOTS, Cap, QuotaBook, least_need, reserve_use, supply_totals
 from xced.scheduler.placement import (Plan, PlacementRequest, Shortfall, matching_hosts, ordered_form, place,
-                                      place_ordered)
+                                      place_ordered, why_not_ordered)
 from xced.scheduler.snapshot import Clock, HostSupply, JobSnap, Snapshot, format_when, host_order_key
 
 
@@ -231,6 +231,20 @@ class _FreeHosts:
         if isinstance(out, Plan) or not explain:
             return out
         return place(req, list(self.hosts.values()), explain=True, max_host_lines=50)
+
+    def full_scan(self, req: PlacementRequest) -> str | None:
+        """Why placing `req` reads every usable host rather than the index (the decision trace
+        says so, issue 19 part 1), or None when the index places it."""
+        form = ordered_form(req)
+        if form is None:
+            return why_not_ordered(req)
+        if form[2] is not None:
+            match = self._matches.get(form[2], _UNSEEN)
+            if match is _UNSEEN:
+                match = self._matches[form[2]] = matching_hosts(form[2], list(self.hosts.values()))
+            if match is None:
+                return "a select on free slots, memory or a resource"
+        return None
 
     @classmethod
     def of(cls, snapshot: Snapshot, now: float = 0.0) -> "_FreeHosts":
@@ -629,8 +643,10 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
                         bisect.insort(ends, (end, out.reserve), key=_first)
                 if j.array_limit is not None:
                     array_running[j.job_id] = array_running.get(j.job_id, 0) + 1
+                scan = supply.full_scan(req)
                 trace.append(TraceLine(ref, f"{'backfill' if backfill else 'dispatch'} {out.ntasks} task(s) on "
-                                       + " ".join(f"{h}:{n}" for h, n in out.alloc)))
+                                       + " ".join(f"{h}:{n}" for h, n in out.alloc)
+                                       + (f" (every host read: {scan})" if scan else "")))
                 continue
         if delayed is not None:
             for r in late:
@@ -653,7 +669,8 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Session
             never = isinstance(out, Shortfall) and out.never
             unsat[key] = (_copy_reason(pr), ref, never)
             res.unsatisfiable[key] = pr
-            trace.append(TraceLine(ref, f"pend: {pr.main}"))
+            scan = supply.full_scan(req)
+            trace.append(TraceLine(ref, f"pend: {pr.main}" + (f" (every host read: {scan})" if scan else "")))
         if late and pr.start_with is not None:
             hkey = (id(pr), *map(id, late))
             got_pr = hinted.get(hkey)
