@@ -243,8 +243,8 @@ def test_bhist_l_tells_a_jobs_history_in_lsfs_phrases(shared_daemon, tmp_path):
     """CLI-8, D-5: `bhist -l` gives LSF's phrases for a job's events: "Submitted from host
     <H>, to Queue <normal>", "Dispatched to <h1>", "Starting", "Done successfully." or
     "Exited with exit code 3.", then the summary of seconds per state; `bhist` alone the
-    summary table. Sources: docs/lsf-behaviour.md section 5 and the shared reference's bhist
-    -l example ("Dispatched to <intel4>"); LSF 6.2 Administration Guide p. 598; bhist.1."""
+    summary table, a bsub job named by its command line. Sources: docs/lsf-behaviour.md
+    section 5 and the shared reference's bhist -l example ("Dispatched to <intel4>"); LSF 6.2 Administration Guide p. 598; bhist.1."""
     d = shared_daemon
     ok = d.submit("--", "true", cwd=tmp_path)
     bad = d.submit("--", "sh", "-c", "exit 3", cwd=tmp_path)
@@ -264,6 +264,14 @@ def test_bhist_l_tells_a_jobs_history_in_lsfs_phrases(shared_daemon, tmp_path):
     assert lines[0] == "Summary of time in seconds spent in various states:"
     assert lines[1].split() == ["JOBID", "USER", "JOB_NAME", "PEND", "PSUSP", "RUN", "USUSP", "SSUSP", "UNKWN", "TOTAL"]
     assert lines[2].split()[0] == str(ok)
+    # a bsub job's JOB_NAME is its command line as typed (LSF's default job name), not the
+    # /bin/sh that runs it
+    sub = lsf(d, "bsub", "true")
+    assert sub.returncode == 0, sub.stderr
+    bj = int(sub.stdout.split("<")[1].split(">")[0])
+    d.wait_state(bj, ("DONE",))
+    row = lsf(d, "bhist", str(bj)).stdout.splitlines()[2].split()
+    assert row[0] == str(bj) and row[2] == "true", row
     r = lsf(d, "bhist", "987656")
     assert (r.returncode, r.stderr) == (255, "Job <987656>: No matching job found\n")
 

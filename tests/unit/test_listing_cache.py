@@ -119,3 +119,30 @@ def test_a_listing_of_more_jobs_than_kept_is_still_whole(tmp_path):
         assert len(cache._entries) <= 5
     finally:
         store.close()
+
+
+def test_a_kept_entry_costs_about_its_json(tmp_path):
+    """The cache keeps each job's JSON at its own size (about 1 KB for a plain job), not the
+    working buffer orjson made it in (about 8 KB): 10,000 pending jobs' listing kept adds
+    about 10 MB to the daemon, not 160 MB (issue 17; bench/RESULTS.md, RSS after listings)."""
+    import tracemalloc
+
+    from xced.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "db")
+    ctl = Controller(_config(3600), store, tmp_path, clock=Clock())
+    try:
+        for i in range(300):
+            ctl.submit({"argv": ["true"], "cwd": "/tmp", "ntasks_min": 1, "name": f"j{i}"}, ALICE)
+        jobs = list(ctl.jobs.values())
+        tracemalloc.start()
+        try:
+            cache = ListingCache()
+            body = cache.listing(jobs, ctl.hosts).body
+            kept = tracemalloc.get_traced_memory()[0] - len(body)
+        finally:
+            tracemalloc.stop()
+        per_job = kept / len(jobs)
+        assert per_job < 2 * len(body) / len(jobs), (per_job, len(body) / len(jobs))
+    finally:
+        store.close()

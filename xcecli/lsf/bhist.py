@@ -225,11 +225,13 @@ def bhist(argv: list[str]) -> int:
         if opts.get("long"):
             blocks += _long(job, events, master, now, _command(c, jid, job))
             continue
+        # JOB_NAME: bsub -J, else the command line as typed (LSF's default job name), not the
+        # /bin/sh that runs a bsub line
+        name = job.get("name") or _command(c, jid, job) or "-"
         for el in job["elements"]:
             mine = [ev for ev in events if ev["id"] in (el["id"], str(jid))]
             end = el.get("end_time") if el["state"] in ("DONE", "EXIT") else None
             d = durations(mine, end if end is not None else now)
-            name = job.get("name") or (job["argv"][0] if job["argv"] else "-")
             rows.append([el["id"], job["user"], name] + [str(d[s]) for s in (*STATES, "TOTAL")])
     if opts.get("long"):
         sep = "\n" + "-" * 78 + "\n\n"
