@@ -337,3 +337,16 @@ def p95(xs: list[float]) -> float:
     s = sorted(xs)
     k = max(0, min(len(s) - 1, round(0.95 * len(s) + 0.5) - 1))
     return s[k]
+
+
+def write_block(results: Path, begin: str, end: str, block: list[str]) -> None:
+    """Put `block` (lines, from the `begin` marker to the `end` marker) into the file
+    `results` (bench/RESULTS.md) in place of the block between those markers there, or at
+    its end when it has none; the rest of the file is kept as it is."""
+    text = results.read_text() if results.exists() else ""
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + "\n".join(block) + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(block) + "\n"
+    results.write_text(text)
+    print(f"wrote {results}")

@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.conftest import Daemon, kill_job_processes, short_tmpdir, write_config  # noqa: E402
+from bench._common import write_block  # noqa: E402
 from tests.fleet import FD_MARGIN, FleetKeys, FleetThread, raise_nofile  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -240,13 +241,7 @@ def main(argv: list[str] | None = None) -> int:
              *(_row(r) for r in results), "",
              "Issue 19's figures with real `xced --roles worker` processes: RSS 68-98 MB and ~1% idle CPU at 500 "
              "hosts.", "", END]
-    text = RESULTS.read_text() if RESULTS.exists() else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + "\n".join(block) + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(block) + "\n"
-    RESULTS.write_text(text)
-    print(f"wrote {RESULTS}")
+    write_block(RESULTS, BEGIN, END, block)
     return 0
 
 

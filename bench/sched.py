@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._common import write_block  # noqa: E402
 from xced.resreq import parse  # noqa: E402
 from xced.scheduler.session import schedule  # noqa: E402
 from xced.scheduler.snapshot import HostSupply, JobSnap, QueueSnap, RunSnap, Snapshot  # noqa: E402
@@ -416,13 +417,7 @@ def main(argv: list[str] | None = None) -> int:
               "the same session without one. Issue 19: filling 5,000 hosts x 4 slots "
               "from 20,000 pending jobs within 1 s of scheduler time, the loop never blocked more than 50 ms at a "
               "time; a snapshot at 5,000 hosts within 1 ms or incremental.", "", END]
-    text = RESULTS.read_text() if RESULTS.exists() else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + "\n".join(block) + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(block) + "\n"
-    RESULTS.write_text(text)
-    print(f"wrote {RESULTS}")
+    write_block(RESULTS, BEGIN, END, block)
     return 0
 
 
