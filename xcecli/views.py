@@ -137,15 +137,13 @@ def _jobs_by_id(client, refs: list[tuple[int, int | None]], cols: list[str], *, 
         by_el: dict[tuple[int, int], list] = {}
         gone: set[int] = set()
         if plain:
-            body = client.request_retried("GET", "/jobs/table", params={
-                **base, "fields": " ".join(["id", *cols]), "id": [str(j) for j in plain]}, on_lost=err).json()
+            body = client.table({**base, "fields": " ".join(["id", *cols])}, plain, on_lost=err)
             for r in body["rows"]:
                 by_job[r[0]] = r[1:]
             gone.update(body["missing"])
         if elems:
-            body = client.request_retried("GET", "/jobs/table", params={
-                **base, "fields": " ".join(["id", "index", *cols]), "elements": "true",
-                "id": [str(j) for j in elems]}, on_lost=err).json()
+            body = client.table({**base, "fields": " ".join(["id", "index", *cols]), "elements": "true"}, elems,
+                                on_lost=err)
             for r in body["rows"]:
                 by_el[(r[0], r[1])] = r[2:]
             gone.update(body["missing"])

@@ -200,6 +200,28 @@ def test_an_unknown_job_is_not_found_exit_255(jobs):
     assert bad.returncode == 255 and "12x: Illegal job ID" in bad.stderr
 
 
+def test_twelve_thousand_job_ids_are_taken(jobs):
+    """`bjobs $(seq ...)`, `xcecli jobs ID...` and `brequeue -r ID...` with 12,000 job IDs: the
+    client asks for them in parts (a request line of them all is more than the daemon's HTTP
+    server takes: it answered 400), the known job shown in place, each unknown one named
+    (CLI-8, docs/lsf-behaviour.md section 5)."""
+    d, ids = jobs
+    many = [str(n) for n in range(900_000, 912_000)]
+    r = bjobs(d, *many[:6000], str(ids["ok"]), *many[6000:])
+    assert r.returncode == 255, r.stderr[-300:]
+    assert nextflow_parse(r.stdout) == {str(ids["ok"]): "DONE"}
+    err = r.stderr.splitlines()
+    assert len(err) == 12_000 and err[0] == "Job <900000> is not found" and err[-1] == "Job <911999> is not found"
+    r = d.cli("jobs", str(ids["ok"]), *many)
+    assert r.returncode == 1 and str(ids["ok"]) in r.stdout and "job(s) not found: 900000" in r.stderr, r.stderr[-300:]
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    env.pop("XCE_SOCKET", None)
+    env.pop("XCE_TEST_USER", None)
+    r = subprocess.run([sys.executable, "-m", "xcecli.lsf.brequeue", "-r", str(ids["ok"]), *many], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert "HTTP 400" not in r.stderr and f"Job <{ids['ok']}>" in r.stderr + r.stdout, r.stderr[-300:]
+
+
 def test_no_job_found(jobs):
     """LSF prints `No unfinished job found` when the user has none (`No job found` with -a)
     and exits 0, or 255 with LSB_BJOBS_CONSISTENT_EXIT_CODE=Y (IBM lsf.conf

@@ -522,16 +522,14 @@ def bjobs(argv: list[str]) -> int:
             params[k] = opts[k]
     if states is not None:
         params["state"] = sorted(states)
-    if refs:
-        params["id"] = [str(j) for j in dict.fromkeys(j for j, _, _ in refs)]
+    ids = list(dict.fromkeys(j for j, _, _ in refs)) if refs else None
     client = Client.connect()  # XCE_SOCKET, XCE_TOPDIR or the default TopDir, as xcecli
     try:
-        res = client.request_retried("GET", "/jobs/table", params=params)
+        body = client.table(params, ids)  # the IDs in parts: any number of them (issue 18)
     except InvalidRequest as e:
         if e.field in ("user", "queue", "project"):
             raise LsfUsage(e.message) from None
         raise
-    body = res.json()
     names = body["fields"]
     rows = [dict(zip(names, r)) for r in body["rows"]]
     if states is not None:

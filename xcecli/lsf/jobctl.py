@@ -284,8 +284,7 @@ def in_states(c, refs: list[Target], states: tuple[str, ...], hint) -> tuple[lis
     ids = list(dict.fromkeys(j for j, _, _ in refs))
     if not ids:
         return refs, []
-    r = c.request_retried("GET", "/jobs/table", params={"fields": "id index state", "id": ids, "user": "all",
-                                                         "elements": "true"}).json()
+    r = c.table({"fields": "id index state", "user": "all", "elements": "true"}, ids)
     cols = r["fields"]
     i_id, i_idx, i_st = cols.index("id"), cols.index("index"), cols.index("state")
     el: dict[int, dict[int, str]] = {}
