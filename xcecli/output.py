@@ -30,17 +30,23 @@ RICH_MAX_ROWS = 500
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     """A table on stdout: Rich on a terminal; in a pipe (or past RICH_MAX_ROWS rows),
-    space-aligned columns with a header line, never truncated, so `awk` and `cut` can read it."""
-    cells = [["-" if c is None else str(c) for c in r] for r in rows]
+    space-aligned columns with a header line, never truncated, so `awk` and `cut` can read it.
+    A cell's characters that are not printable are shown escaped (xced.api.listing.one_line:
+    a job's name or command never moves the cursor or starts a row of its own), and on a
+    terminal its text is never read as Rich markup."""
+    from xced.api.listing import one_line
+
+    cells = [["-" if c is None else one_line(str(c)) for c in r] for r in rows]
     if sys.stdout.isatty() and len(cells) <= RICH_MAX_ROWS:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         t = Table(box=None, header_style="bold", pad_edge=False)
         for h in headers:
             t.add_column(h, overflow="fold")
         for r in cells:
-            t.add_row(*r)
+            t.add_row(*map(escape, r))
         Console().print(t)
         return
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]

@@ -240,8 +240,10 @@ def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> N
         limit = j.get("array_limit")
         lines.append(("Array", j["array_spec"] + ("" if limit is None else f" (at most {limit} running)")))
         lines.append(("Elements", ", ".join(f"{n} {s}" for s, n in sorted((j.get("counts") or {}).items()))))
-    for k, v in lines:
-        print(f"{k + ':' if k else '':<14}{v}")
+    from xced.api.listing import one_line
+
+    for k, v in lines:  # a value's control characters escaped: a job's command never drives the terminal
+        print(f"{k + ':' if k else '':<14}{one_line(str(v))}")
     from xced.api.arrays import SUMMARY_OVER
 
     if len(els) > SUMMARY_OVER and not verbose:  # grouped, not a row per element (issue 17 part 4)

@@ -217,6 +217,20 @@ def test_a_newline_in_a_command_line_cannot_forge_a_row_of_bjobs(shared_daemon, 
     assert "true\\n99999" in _name_and_command(d, job)
 
 
+def test_xcecli_show_and_jobs_never_print_a_commands_control_characters(shared_daemon, tmp_path):
+    """A fresh tester's finding (D-7: one user's job must not drive another's terminal): a
+    command holding escape sequences (clear the screen, set the window title) is shown by
+    `xcecli show` and `xcecli jobs` with them escaped (`\\x1b`), never raw."""
+    d = shared_daemon
+    nasty = "echo \x1b[2J\x1b]0;owned\x07"
+    job = _job(bsub(d, "-H", "-J", "plain", nasty, cwd=tmp_path))
+    shown = d.cli("show", str(job), check=True).stdout
+    assert "\x1b" not in shown and "\x07" not in shown, repr(shown)
+    assert "\\x1b[2J\\x1b]0;owned\\x07" in shown, shown
+    listed = d.cli("jobs", "-o", "id name", str(job), check=True).stdout
+    assert "\x1b" not in listed
+
+
 def test_bjobs_reads_a_flat_project_name_as_bsub_does(shared_daemon, tmp_path):
     """LSF bsub -P / bjobs -P: the flat name bsub took as /NAME lists that project's jobs."""
     d = shared_daemon
