@@ -199,4 +199,4 @@ def test_the_trace_says_which_requests_read_every_host():
     assert lines["2"].endswith("(every host read: span[ptile=1])")
     assert lines["3"].endswith("(every host read: a select on free slots, memory or a resource)")
     assert lines["4"].endswith("(every host read: rusage of gpu)")
-    assert lines["5"].startswith("pend:") and lines["5"].endswith("(every host read: order[])")
+    assert lines["5"].startswith("pend:") and lines["5"].endswith("(every host read: order[-slots])")

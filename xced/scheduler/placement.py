@@ -135,6 +135,7 @@ from xced.resreq import (
     Span,
     Unary,
     explain_select,
+    render,
     render_expr,
     select_matches,
 )
@@ -1001,9 +1002,9 @@ def why_not_ordered(req: PlacementRequest) -> str:
     if rr.kind != "simple":
         return f"a {rr.kind} requirement"
     if rr.order:
-        return "order[]"
+        return render(ResReq(order=rr.order))
     if rr.same:
-        return "same[]"
+        return render(ResReq(same=rr.same))
     if len(rr.rusage) > 1:
         return "rusage alternatives (||)"
     kind, p = _span_kind(rr.span)
