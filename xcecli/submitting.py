@@ -222,13 +222,13 @@ class RefusalShown(SystemExit):
     the command exits with the code it carries, xcecli's 1 (CLI-1); bsub makes it LSF's 255."""
 
 
-def _post(client, path: str, body: dict, key: str | None = None):
+def _post(client, path: str, body: dict, key: str | None = None, prog: str = "xcecli"):
     """POST a submit body; with Idempotency-Key `key` (the submit itself, JOB-10), sent again
     with the same key while its answer is lost, up to XCE_CONNECT_TIMEOUT (the client's
     `request_retried`), so a lost answer never makes a second job. When the daemon refuses
     the -w expression as unparsable, print its one-line error and then the expression with a
     caret under the column (the parser is the same pure module the daemon runs,
-    xced.model.deps) and exit 1 (CLI-1: refused)."""
+    xced.model.deps) and exit 1 (CLI-1: refused); `prog` names the command in that line."""
 
     try:
         if key is None:
@@ -247,7 +247,7 @@ def _post(client, path: str, body: dict, key: str | None = None):
         except DependencyError as de:
             from xcecli.output import err
 
-            err(f"xcecli: error: {' '.join(e.message.split())}")
+            err(f"{prog}: error: {' '.join(e.message.split())}")
             err("\n".join(de.pretty().splitlines()[1:]))
             raise RefusalShown(e.exit_code) from None
         raise
@@ -664,7 +664,8 @@ def run(opts: dict, command: list[str], client_of, *, base_env: dict[str, str] |
     body["env"] = {**base_env, **body.get("env", {})}
     preset_name = opts.get("preset")
     client = client_of()
-    post = _post if preset is None else (lambda c, p, b, k=None: _post_preset(c, p, b, sources, preset.name, k))
+    post = (lambda c, p, b, k=None: _post(c, p, b, k, prog)) if preset is None else \
+        (lambda c, p, b, k=None: _post_preset(c, p, b, sources, preset.name, k))
     if opts["dry_run"]:
         res = post(client, "/jobs/dry-run", body).json()
         extra = redundant_preset_values(preset.name, values, sources, res["effective"].get("profile")) \

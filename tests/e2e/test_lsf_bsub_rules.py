@@ -118,6 +118,7 @@ def test_every_failure_to_submit_exits_255_with_the_message_on_stderr(shared_dae
     assert (r.returncode, r.stdout) == (255, "") and "unknown queue 'no_such_queue'" in r.stderr, r.stderr
     r = bsub(d, "-w", "done(1) &&", "true", cwd=tmp_path)
     assert (r.returncode, r.stdout) == (255, "") and "^" in r.stderr, r.stderr
+    assert r.stderr.startswith("bsub: error: dependency: "), r.stderr  # bsub's name, not xcecli's
     assert _ids(d) == before
     empty = tmp_path / "no_cluster"
     empty.mkdir()
