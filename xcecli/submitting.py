@@ -247,8 +247,10 @@ def _post(client, path: str, body: dict, key: str | None = None, prog: str = "xc
         except DependencyError as de:
             from xcecli.output import err
 
-            err(f"{prog}: error: {' '.join(e.message.split())}")
-            err("\n".join(de.pretty().splitlines()[1:]))
+            from xced.api.listing import one_line
+
+            err(f"{prog}: error: {one_line(' '.join(e.message.split()))}")
+            err("\n".join(one_line(ln) for ln in de.pretty().splitlines()[1:]))
             raise RefusalShown(e.exit_code) from None
         raise
 

@@ -264,9 +264,9 @@ def show(client_of, job: str, as_json: bool = False, verbose: bool = False) -> N
     for e in els:
         pend = e.get("pend_reason")
         if pend and pend.get("hosts"):
-            print(f"\n{e['id']} pending: {pend['main']}")
+            print(f"\n{e['id']} pending: {one_line(pend['main'])}")
             for h in pend["hosts"]:
-                print(f"  {h['message']}")
+                print(f"  {one_line(h['message'])}")
 
 
 def _grouped(job_id: int, els: list[dict]) -> None:

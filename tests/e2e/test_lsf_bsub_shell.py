@@ -24,6 +24,7 @@ import pytest
 from tests.conftest import Daemon, write_config
 from tests.e2e.test_lsf_bjobs import bjobs
 from tests.e2e.test_lsf_bsub import LSF_LINE, _ids, bsub
+from tests.e2e.test_lsf_commands import lsf
 from tests.e2e.test_projects import PROJECTS, build
 
 pytestmark = pytest.mark.timeout(120)
@@ -229,6 +230,13 @@ def test_xcecli_show_and_jobs_never_print_a_commands_control_characters(shared_d
     assert "\\x1b[2J\\x1b]0;owned\\x07" in shown, shown
     listed = d.cli("jobs", "-o", "id name", str(job), check=True).stdout
     assert "\x1b" not in listed
+    # its working directory too, in bjobs -l and bhist -l (a second tester's finding)
+    odd = tmp_path / "d\x1b[2J"
+    odd.mkdir()
+    job2 = _job(bsub(d, "-H", "true", cwd=odd))
+    for cmd in (("bjobs", "-l", str(job2)), ("bhist", "-l", str(job2))):
+        out = lsf(d, *cmd).stdout
+        assert "\x1b" not in out and "d\\x1b[2J" in out, (cmd, out)
 
 
 def test_bjobs_reads_a_flat_project_name_as_bsub_does(shared_daemon, tmp_path):

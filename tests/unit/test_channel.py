@@ -99,3 +99,27 @@ def test_what_belongs_to_a_lost_channel_is_dropped_and_reports_stay_in_order():
     r.queue.put_nowait({"op": "finished", "job_id": 1, "index": 0})
     assert r.channel_lost() == 3
     assert [r.queue.get_nowait()["op"] for _ in range(r.queue.qsize())] == ["started", "finished"]
+
+
+def test_a_join_with_control_characters_or_empty_names_is_refused():
+    """D-8, a fresh tester's finding: a worker's attribute holding an escape sequence was
+    taken, and pend reasons (`xcecli why`, `bjobs -l`) printed it raw on admins' terminals.
+    A join naming a resource, attribute or tag with a control character (C0, DEL or C1), or
+    an empty one, is refused naming the field; printable values, and an empty attribute
+    value, are taken."""
+    import pytest
+    from pydantic import ValidationError
+
+    from xced.api.peer import Join
+
+    for bad, field in (({"attributes": {"type": "a\x1b[2J"}}, "attributes.type"),
+                       ({"attributes": {"rk": "\x9b31m"}}, "attributes.rk"),
+                       ({"attributes": {"a\x07": "x"}}, "attributes"),
+                       ({"tags": ["t\x1b[5m"]}, "tags.0"), ({"tags": [""]}, "tags.0"),
+                       ({"resources": {"": 1.0}}, "resources")):
+        with pytest.raises(ValidationError) as e:
+            Join(host="h1", slots=1, memory_mb=1, **bad)
+        assert field in str(e.value), (bad, str(e.value))
+    ok = Join(host="h1", slots=1, memory_mb=1, attributes={"type": "X86_64", "note": "", "model": "PC 6000"},
+              tags=["fast"], resources={"gpu": 2})
+    assert ok.attributes["note"] == "" and ok.tags == ["fast"]

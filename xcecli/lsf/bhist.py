@@ -102,7 +102,7 @@ def _phrase(ev: dict, el: dict, master: str, job: dict) -> str | None:
     kind, reason = ev["kind"], ev.get("reason") or ""
     if kind == "SUBMIT":
         return (f"Submitted from host <{job.get('from_host') or master}>, to Queue <{job['queue']}>, "
-                f"CWD <{job['cwd']}>;")
+                f"CWD <{one_line(job['cwd'])}>;")
     if kind == "DISPATCH":
         hosts = " ".join(f"{a['slots']}*{a['host']}" if a["slots"] > 1 else a["host"] for a in el.get("alloc") or [])
         return f"Dispatched to <{hosts or reason.removeprefix('dispatched to ')}>;\nStarting;"

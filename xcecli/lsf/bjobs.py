@@ -386,7 +386,7 @@ def _long(client, rows: list[dict]) -> list[str]:
             out.append("-" * 78)
         out.append("")
         out.append(", ".join(head))
-        out.append(f"{_long_time(j['submit_time'])}: Submitted from host <{r['from_host']}>, CWD <{j['cwd']}>;")
+        out.append(f"{_long_time(j['submit_time'])}: Submitted from host <{r['from_host']}>, CWD <{one_line(j['cwd'])}>;")
         pairs = [(a["host"], a["slots"]) for a in e.get("alloc") or []]
         if e.get("start_time") is not None and pairs:
             try:
@@ -397,7 +397,7 @@ def _long(client, rows: list[dict]) -> list[str]:
             where = f"<{pairs[0][0]}>" if slots == 1 else \
                 f"{slots} Hosts/Processors " + " ".join(f"<{n}*{h}>" for h, n in pairs)
             out.append(f"{_long_time(e['start_time'])}: Started on {where}"
-                       + (f", Execution Home <{home}>" if home else "") + f", Execution CWD <{j['cwd']}>;")
+                       + (f", Execution Home <{home}>" if home else "") + f", Execution CWD <{one_line(j['cwd'])}>;")
         if e["state"] == "DONE":
             out.append(f"{_long_time(e.get('end_time'))}: Done successfully.")
         elif e["state"] == "EXIT":

@@ -14,7 +14,11 @@ from xced.constants import ENV_DEBUG
 
 
 def _one_line(msg: str) -> str:
-    return " ".join(msg.split("\n")).strip()
+    """An error message on one line, its other control characters escaped (a refusal that
+    quotes the input, `-R $'select[type==\\e[2J]'`, never drives the terminal)."""
+    from xced.api.listing import one_line
+
+    return one_line(" ".join(msg.split("\n")).strip())
 
 
 def run_app(app, prog: str) -> None:

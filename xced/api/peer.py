@@ -50,6 +50,14 @@ class _Msg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: a resource, attribute or tag name a worker declares at its join: not empty, at most
+#: MAX_NAME characters, no control character (a fresh tester's finding: an attribute
+#: holding an escape sequence reached admins' terminals through pend reasons)
+_Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")]
+#: an attribute's value: as a name, but it may be empty
+_Value = Annotated[str, Field(max_length=MAX_NAME, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$")]
+
+
 class Join(_Msg):
     """A worker announces itself and what it offers (RES-2). `running` lists the elements
     whose supervisors it still has, as (job ID, index, attempt) (after a restart of either
@@ -62,12 +70,10 @@ class Join(_Msg):
     #: join offering more is refused with the bound (issue 19: 10^12 slots was taken)
     slots: int = Field(ge=1, le=MAX_SLOTS)
     memory_mb: int = Field(ge=1, le=MAX_MEMORY_MB)
-    resources: dict[Annotated[str, Field(max_length=MAX_NAME)],
-                    Annotated[float, Field(ge=0, le=MAX_RESOURCE, allow_inf_nan=False)]] = Field(
+    resources: dict[_Name, Annotated[float, Field(ge=0, le=MAX_RESOURCE, allow_inf_nan=False)]] = Field(
         default_factory=dict, max_length=MAX_ENTRIES)
-    attributes: dict[Annotated[str, Field(max_length=MAX_NAME)], Annotated[str, Field(max_length=MAX_NAME)]] = Field(
-        default_factory=dict, max_length=MAX_ENTRIES)
-    tags: list[Annotated[str, Field(max_length=MAX_NAME)]] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    attributes: dict[_Name, _Value] = Field(default_factory=dict, max_length=MAX_ENTRIES)
+    tags: list[_Name] = Field(default_factory=list, max_length=MAX_ENTRIES)
     running: list[tuple[int, int, int] | tuple[int, int]] = Field(default_factory=list, max_length=1_000_000)
     version: str = ""
     #: the host's load indices now (RES-7, xced.model.load; checked by check_load); null
