@@ -651,3 +651,60 @@ def test_a_bsub_script_on_stdin_is_kept_and_run_as_its_user_only(prod, users, ba
     r = subprocess.run([*bkill, str(job)], user=bob.uid, group=bob.gid, extra_groups=[], cwd="/",
                        capture_output=True, text=True, env={**env, "MY_SECRET": ""}, timeout=60)
     assert r.returncode == 255 and "user xce-bob may not kill it" in r.stderr, (r.stdout, r.stderr)
+
+
+def test_one_user_cannot_hold_every_connection_of_the_socket(prod, users, base):
+    """D-8 (a second fresh tester's finding): a local user who opens many idle connections
+    to the Unix socket holds at most MAX_CONNECTIONS_PER_USER of them; the others are closed
+    as they are made (logged once), and meanwhile another user's request and root's are
+    answered. Once they close, that user is served again."""
+    from xced.server.auth import MAX_CONNECTIONS_PER_USER
+
+    import socket
+
+    alice, bob = users
+    n = MAX_CONNECTIONS_PER_USER + 16
+    said_r, said_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # alice's process: n idle connections, then how many the daemon closed
+        try:
+            os.close(said_r)
+            os.close(go_w)  # else its own copy keeps the pipe open and it waits forever
+            os.setgroups([])
+            os.setgid(alice.gid)
+            os.setuid(alice.uid)
+            socks = []
+            for _ in range(n):
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(str(_sock(prod)))
+                socks.append(s)
+            time.sleep(1.5)
+            closed = 0
+            for s in socks:
+                s.setblocking(False)
+                try:
+                    closed += s.recv(1) == b""
+                except BlockingIOError:
+                    pass
+            os.write(said_w, f"{closed}\n".encode())
+            os.read(go_r, 1)  # hold them until the test is done
+        finally:
+            os._exit(0)
+    os.close(said_w)
+    os.close(go_r)
+    try:
+        with os.fdopen(said_r) as said:
+            assert int(said.readline()) == 16  # the ones past the cap were closed by the daemon
+        code, out = bob.api(_sock(prod), "GET", "/info")
+        assert code == 200, out
+        assert prod.cli("jobs", "-u", "all").returncode == 0
+        code, out = alice.api(_sock(prod), "GET", "/info")
+        assert code != 200  # alice is at her cap: her next connection is closed
+    finally:
+        os.close(go_w)
+        os.waitpid(pid, 0)
+    code, out = alice.api(_sock(prod), "GET", "/info")
+    assert code == 200, out  # her connections closed: served again
+    log = prod.log.read_text()
+    assert log.count("connections to the Unix socket, the most one user may") == 1, log[-2000:]

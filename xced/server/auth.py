@@ -16,6 +16,7 @@ each operation of the OpenAPI document as `x-xce-permission`.
 
 from __future__ import annotations
 
+import logging
 import os
 import pwd
 import socket
@@ -59,15 +60,58 @@ def _peer_name(peer: tuple[int, int, int]) -> str:
     return name
 
 
+#: the open Unix-socket connections one user (other than the daemon's own) may hold at once
+#: (D-8; a second fresh tester's finding: 200 idle connections of one local user used up a
+#: daemon's descriptors and every other client waited until they closed)
+MAX_CONNECTIONS_PER_USER = 64
+
+
 class PeerCredProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, plus the peer's credentials in every request scope."""
+    """uvicorn's httptools protocol, plus the peer's credentials in every request scope.
+
+    A user other than the daemon's own holds at most MAX_CONNECTIONS_PER_USER connections to
+    the Unix socket at once: one more is closed as it is made, logged once per stretch of
+    such refusals, so that one user's idle connections cannot take the descriptors every
+    other client needs (the xcecli of each command opens one; a pipeline's parallel calls a
+    few tens). The daemon's own user (root for a system cluster) is not counted."""
+
+    #: uid -> its open connections now (one daemon per process)
+    _open: dict[int, int] = {}
+    #: uids refused since their last accepted connection (each logged once)
+    _refused: set[int] = set()
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._xce_uid = None
         try:
             self._xce_peer = peer_credentials(transport.get_extra_info("socket"))
         except OSError:
             self._xce_peer = None
+        if self._xce_peer is not None and self._xce_peer[1] != os.geteuid():
+            uid = self._xce_peer[1]
+            n = self._open.get(uid, 0)
+            if n >= MAX_CONNECTIONS_PER_USER:
+                if uid not in self._refused:
+                    self._refused.add(uid)
+                    logging.getLogger("xced.server").warning(
+                        "user %s holds %d connections to the Unix socket, the most one user may: more are closed "
+                        "as they are made until some of those close", _user_name(uid), n)
+                transport.close()
+                return
+            self._refused.discard(uid)
+            self._open[uid] = n + 1
+            self._xce_uid = uid
+
+    def connection_lost(self, exc) -> None:  # type: ignore[override]
+        uid = getattr(self, "_xce_uid", None)
+        if uid is not None:
+            self._xce_uid = None
+            n = self._open.get(uid, 1) - 1
+            if n > 0:
+                self._open[uid] = n
+            else:
+                self._open.pop(uid, None)
+        super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
