@@ -218,11 +218,7 @@ class _FreeHosts:
         wanted, again over every host, for the full per-host reason (RES-6)."""
         form = ordered_form(req)
         if form is not None:
-            match = None
-            if form[2] is not None:
-                match = self._matches.get(form[2], _UNSEEN)
-                if match is _UNSEEN:
-                    match = self._matches[form[2]] = matching_hosts(form[2], list(self.hosts.values()))
+            match = self._match(form[2])
             if form[2] is None or match is not None:
                 got = place_ordered(req, form, (k[2] for k in self._ordered()), self.hosts, match)
                 if got is not None:
@@ -238,13 +234,19 @@ class _FreeHosts:
         form = ordered_form(req)
         if form is None:
             return why_not_ordered(req)
-        if form[2] is not None:
-            match = self._matches.get(form[2], _UNSEEN)
-            if match is _UNSEEN:
-                match = self._matches[form[2]] = matching_hosts(form[2], list(self.hosts.values()))
-            if match is None:
-                return "a select on free slots, memory or a resource"
+        if form[2] is not None and self._match(form[2]) is None:
+            return "a select on free slots, memory or a resource"
         return None
+
+    def _match(self, sel) -> frozenset[str] | None:
+        """The hosts select `sel` is true on (placement.matching_hosts), once per session;
+        None for no select, or one that reads what placing changes."""
+        if sel is None:
+            return None
+        match = self._matches.get(sel, _UNSEEN)
+        if match is _UNSEEN:
+            match = self._matches[sel] = matching_hosts(sel, list(self.hosts.values()))
+        return match
 
     @classmethod
     def of(cls, snapshot: Snapshot, now: float = 0.0) -> "_FreeHosts":
