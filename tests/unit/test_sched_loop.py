@@ -235,3 +235,45 @@ def test_the_host_view_kept_up_to_date_equals_one_made_afresh(tmp_path):
     check("ends, a kill and a session")
     assert c.host_view_now()[-1].name == "w9" and c.host_view_now()[-1].slots == 8
     assert len(steps) == 14
+
+
+@pytest.mark.timeout(120)
+def test_a_commit_failing_between_slices_leaves_the_slices_before_and_the_rest_starts_once_it_clears(tmp_path):
+    """D-8, DISPATCH-2 with an injected fault: while 1,000 pending jobs fill 250 idle hosts in
+    slices, the store refuses three commits in a row (as a full disk would) from the second
+    slice's on. The slices committed before stand, the refused one applies nothing, and once
+    the store takes writes again the session is retried: every job starts exactly once, 4 to a
+    host, and what is in memory is what is in the store."""
+    from contextlib import contextmanager
+
+    from xced.api.errors import StoreUnavailable
+
+    c, started = cluster(tmp_path, 250)
+    jobs = [c.submit(req(name="fill[1-990]"), ALICE)] + [c.submit(req(), ALICE) for _ in range(10)]
+    real_tx, calls, refused = c.store.tx, [0], []
+
+    @contextmanager
+    def flaky_tx(durable=False):
+        calls[0] += 1
+        if 2 <= calls[0] <= 4:
+            refused.append((calls[0], len(started)))
+            raise StoreUnavailable("the store refused a write: database or disk is full (injected)")
+        with real_tx(durable) as db:
+            yield db
+
+    c.store.tx = flaky_tx
+
+    async def main():
+        t0 = time.monotonic()
+        c.kick()
+        while len(started) < 1000 or c.session_asked or c._session_busy:
+            assert time.monotonic() - t0 < 90, f"{len(started)} of 1000 started"
+            await asyncio.sleep(0.01)
+    asyncio.run(main())
+    assert [n for n, _ in refused] == [2, 3, 4]  # the fault really hit the fill
+    assert 0 < refused[0][1] < 1000, refused  # between slices: the first slice's jobs had started
+    assert refused[0][1] == refused[-1][1]  # the refused slices started nothing
+    assert sorted((j, i) for j, i, _ in started) == sorted((j.id, i) for j in jobs for i in j.elements)
+    assert set(per_host(started).values()) == {4} and len(per_host(started)) == 250
+    stored = dict(c.store.db.execute("SELECT state, COUNT(*) FROM elements GROUP BY state").fetchall())
+    assert stored == {"RUN": 1000}, stored
