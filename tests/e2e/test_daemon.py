@@ -384,8 +384,13 @@ def test_a_wait_rides_out_a_daemon_restart(topdir):
         jid = int(json.loads(d.cli("jobs", "-a", "--json", check=True).stdout)["jobs"][0]["job_id"])
         w = subprocess.Popen([XCECLI, "wait", str(jid)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-        while not any(os.readlink(f"/proc/{w.pid}/fd/{fd}").startswith("socket:")
-                      for fd in os.listdir(f"/proc/{w.pid}/fd") if os.path.exists(f"/proc/{w.pid}/fd/{fd}")):
+        def link(fd: str) -> str:  # a descriptor may close between the listing and the look (its start-up)
+            try:
+                return os.readlink(f"/proc/{w.pid}/fd/{fd}")
+            except FileNotFoundError:
+                return ""
+
+        while not any(link(fd).startswith("socket:") for fd in os.listdir(f"/proc/{w.pid}/fd")):
             assert time.monotonic() < deadline and w.poll() is None, "xcecli wait never connected"
             time.sleep(0.02)
         d.stop()
