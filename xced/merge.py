@@ -70,6 +70,7 @@ from xced.resreq import (
     Reserved,
     parse_select,
     reserve_ways,
+    shared,
     to_json,
 )
 
@@ -624,7 +625,7 @@ def merge_job(
         exdata["meta"] = given["meta"]  # untouched: the very same object
 
     return Effective(
-        resreq=resreq,
+        resreq=shared(resreq),  # one object per distinct requirement (issue 19)
         ntasks_min=nmin,
         ntasks_max=nmax,
         run_limit_s=run_limit,

@@ -204,6 +204,21 @@ def test_state_survives_reload(ctl, tmp_path):
     assert j2.elements[1].exit_code == 2 and c2.hosts["h1"].slots_used == 2
 
 
+def test_jobs_of_one_requirement_share_one_parsed_requirement_across_submits_and_restarts(ctl, tmp_path):
+    """Issue 19 (SCHED-2): the scheduler decides the pending jobs of one request as a group,
+    keyed by their requirement's identity, so jobs submitted one by one (a pipeline's 100,000
+    `bsub -R "rusage[mem=1GB]"` calls) must hold the same object, after a restart too;
+    a different requirement holds another."""
+    a = ctl.submit(req(resreq=["rusage[mem=100]"]), ALICE)
+    b = ctl.submit(req(resreq=["rusage[mem=100]"]), ALICE)
+    c = ctl.submit(req(resreq=["rusage[mem=200]"]), ALICE)
+    assert ctl.jobs[a.id].resreq is ctl.jobs[b.id].resreq
+    assert ctl.jobs[c.id].resreq is not ctl.jobs[a.id].resreq
+    c2 = Controller(ctl.config, ctl.store, tmp_path)
+    assert c2.jobs[a.id].resreq is c2.jobs[b.id].resreq
+    assert c2.jobs[a.id].resreq == ctl.jobs[a.id].resreq
+
+
 def test_containment_is_shown_from_the_start_and_stored_with_the_end(ctl, tmp_path):
     """JOB-1 (issue 15): the mechanism the worker reports with the start is the element's
     `containment` while it runs, is written with its end (migration 0009), and so is still

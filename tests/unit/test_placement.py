@@ -18,6 +18,7 @@ from xced.scheduler.placement import (
     never_satisfiable,
     place,
     plan_fixed,
+    shortfall,
 )
 
 
@@ -491,3 +492,45 @@ def test_property_plans_respect_supply_and_span(hosts, r):
 def test_empty_request_default():
     assert PlacementRequest(1, 1).resreq == ResReq()
     assert alloc(place(PlacementRequest(1, 1), [host("a", 1)])) == [("a", 1)]
+
+
+def _cut(full: list, k: int) -> list[str]:
+    """The rule of ``max_host_lines`` (RES-6), applied to the unbounded lines: every line of
+    the first k hosts that have any, then one line counting the hosts left out."""
+    kept, seen, dropped = [], [], set()
+    for h in full:
+        if h.host in seen or len(seen) < k:
+            if h.host not in seen:
+                seen.append(h.host)
+            kept.append(h.message)
+        else:
+            dropped.add(h.host)
+    return kept + ([f"and {len(dropped)} more host(s) with shortfalls"] if dropped else [])
+
+
+@settings(deadline=None, database=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), requests(), st.integers(0, 4))
+def test_bounded_host_lines_are_the_first_hosts_lines_of_the_full_reason(hosts, r, k):
+    """RES-6, issue 19: a busy cluster of 5,000 hosts gives each request a line per host, so a
+    session asks for the lines of the first 50 hosts (by name) only, and the planner makes no
+    others. What it says must be the full reason cut by that rule: every line of the first k
+    hosts with a shortfall (a host may have several: slots and mem), then "and N more host(s)
+    with shortfalls"; the main line and hint unchanged. `shortfall()` (for a caller that has
+    already found the request does not fit) says the same as `place()`."""
+    full = place(r, hosts)
+    if isinstance(full, Plan):
+        return
+    cut = place(r, hosts, max_host_lines=k)
+    assert lines(cut) == _cut(full.hosts, k)
+    assert (cut.main, cut.hint, cut.never, cut.start_with) == (full.main, full.hint, full.never, full.start_with)
+    again = shortfall(r, hosts, max_host_lines=k)
+    assert (again.main, lines(again), again.hint, again.never, again.start_with) == \
+        (cut.main, lines(cut), cut.hint, cut.never, cut.start_with)
+
+
+def test_bounded_host_lines_keep_every_line_of_a_kept_host():
+    """RES-6: a host short of slots and memory both keeps both lines within the bound."""
+    hosts = [host(f"h{i}", 4, 0, mem=1000, memfree=0) for i in range(4)] + [host("z", 4, status="closed")]
+    sf = place(req(1, rr="rusage[mem=500]"), hosts, max_host_lines=1)
+    assert lines(sf) == ["h0: slots 0 free of 4, needs 1", "h0: mem 0 MB free of 1000 MB, needs 500 MB",
+                         "and 4 more host(s) with shortfalls"]

@@ -72,6 +72,26 @@ def test_the_index_places_a_plain_request_as_the_full_planner_does(hs, req):
         assert fast is None
 
 
+@settings(max_examples=400, deadline=None)
+@given(hosts(), plain_requests(), st.sampled_from(PLAIN + DYNAMIC + ["select[r15s<1]", "span[ptile=2]"]))
+def test_the_idle_cluster_check_of_a_plain_request_agrees_with_the_full_planner(hs, req, text):
+    """MERGE-2, RES-6: "can never start" is judged on an idle cluster with every host open.
+    For a plain request that check is a sum (or, span[hosts=1], a maximum) of what each
+    matching host holds, with no sort (issue 19); it must say a request fits exactly when
+    the full planner places it on the hosts' totals (closed and busy hosts counted whole),
+    and must leave every other request to the full planner."""
+    from xced.scheduler.placement import _Counters, _fits_idle_plain, _place_rr, _without_load
+
+    req = PlacementRequest(req.ntasks_min, req.ntasks_max, parse(text))
+    rr = _without_load(req.resreq)
+    full = _place_rr(rr, _Counters(hs, idle=True), req.ntasks_min, req.ntasks_max, None) is not None
+    fast = _fits_idle_plain(PlacementRequest(req.ntasks_min, req.ntasks_max, rr), hs)
+    if ordered_form(req) is not None and (text not in DYNAMIC):
+        assert fast == full
+    else:
+        assert not fast or full  # it may only ever say "fits" when the planner does
+
+
 def test_requests_the_index_does_not_take_go_to_the_full_planner():
     """An order, same, ptile, block, a resource other than memory, a per-host or per-job
     term, rusage alternatives, a host limit or an exclusive job: not plain; a select that

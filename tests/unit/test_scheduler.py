@@ -256,6 +256,31 @@ def test_smaller_count_hint_tells_the_reservation_it_must_not_delay():
     assert r.pend_reasons[(39, 0)].hint == "would start now with -n 1"
 
 
+def test_identical_jobs_decided_as_a_group_keep_their_own_run_limits_hint():
+    """Issue 19 (SCHED-2 with SCHED-1): once a request is proved unsatisfiable behind a
+    reserved head, later identical jobs are decided as a group, but the group is per run limit:
+    "would start now with -n 1" holds for a job that ends before the head's reservation, and
+    one that outlasts it is told the run limit it needs too (RES-6). Interleaved jobs must each
+    get their own, with a trace line naming the job that proved the request."""
+    running = [RunSnap(32, 0, 1120.0, {"h1": {"slots": 4}}), RunSnap(33, 0, 1600.0, {"h1": {"slots": 2}})]
+    head = bjob(34, 5, 300)
+    ranged = JobSnap(37, 0, "normal", 37.0, 1, 2, parse(""), run_limit_s=None)
+    limits = {38: None, 39: 60, 40: None, 41: 60, 42: None, 43: 60}
+    rr = parse("")  # one object, as the controller gives jobs of one requirement (xced.resreq.shared)
+    two = [JobSnap(k, 0, "normal", float(k), 2, 2, rr, run_limit_s=v) for k, v in limits.items()]
+    r = brun([host("h1", 8, free=2)], [head, ranged, *two], running)
+    assert [(d.job_id, d.ntasks) for d in r.dispatches] == [(37, 1)]
+    long_hint = ("would start now with -n 1 and a run limit (-W) ending by t=1120 s, "
+                 "so as not to delay job 34's reservation")
+    for k, v in limits.items():
+        assert r.pend_reasons[(k, 0)].hint == (long_hint if v is None else "would start now with -n 1"), k
+        assert r.pend_reasons[(k, 0)].main == r.pend_reasons[(38, 0)].main
+    trace = [str(t) for t in r.trace]
+    for k in list(limits)[1:]:
+        assert f"{k}: no plan generated: skipped, same request as 38 proved unsatisfiable earlier this session" \
+            in trace
+
+
 def test_reservation_times_read_in_the_snapshots_time_zone(monkeypatch):
     """The scheduler takes its clock from its input (D-4): a daemon's snapshot reads as clock
     times in the daemon's time zone, whatever the machine's TZ; a trace clock as seconds."""

@@ -48,7 +48,7 @@ from xced.policy.rbac import Policy
 from xced.model.config import ClusterConfig
 from xced.model.jobs import ACTIVE, FINISHED, JobState
 from xced.model.state import Element, HostState, Job
-from xced.resreq import parse
+from xced.resreq import parse, shared
 from xced.scheduler.shortcut import SubmitShortcut
 from xced.store.base import Store
 
@@ -176,7 +176,7 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         self._load_referenced()  # after _use_loaded: the active jobs name them
         for job in self.jobs.values():
             eff_text = job.effective.resreq
-            job.resreq = parse(eff_text) if eff_text else effective_resreq(job.spec.resreq)
+            job.resreq = shared(parse(eff_text) if eff_text else effective_resreq(job.spec.resreq))
 
     def _sid(self, kind: str) -> str:
         """A new stimulus ID: `KIND-BOOT.N` (BOOT names this daemon run), on every event it causes."""

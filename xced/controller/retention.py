@@ -66,10 +66,10 @@ def _with_resreq(job: Job) -> Job:
     """`job` with its effective resreq parsed (as a restart parses it), for show's reserve
     lines and for a job that comes back to life."""
     from xced.controller.submit import effective_resreq
-    from xced.resreq import parse
+    from xced.resreq import parse, shared
 
     text = job.effective.resreq
-    job.resreq = parse(text) if text else effective_resreq(job.spec.resreq)
+    job.resreq = shared(parse(text) if text else effective_resreq(job.spec.resreq))
     return job
 
 

@@ -9,6 +9,7 @@ Public API::
     order_keys_at(text) -> [(name, column)]  the order[] keys of a string, with their columns
     merge([ResReq, ...]) -> ResReq         several -R strings, as LSF merges them
     render(req) -> str                     canonical text; parse(render(r)) == r
+    shared(req) -> ResReq                  the one object kept for requirements equal to req
     render_expr(expr) -> str               canonical select expression text
     to_json(req) -> dict                   the documented JSON form
     reserve_ways(req, nmin, nmax=None, nhosts=None) -> [[Reserved]]  each rusage way, with
@@ -97,6 +98,7 @@ from ._ast import (
     Span,
     Str,
     Unary,
+    shared,
 )
 from ._errors import ResReqError
 from ._merge import merge
@@ -127,6 +129,7 @@ __all__ = [
     "Span",
     "Str",
     "Unary",
+    "shared",
     "explain_select",
     "merge",
     "order_keys_at",

@@ -7,6 +7,7 @@ alike; the scheduler may cache by request.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -209,7 +210,22 @@ class ResReq:
     @property
     def is_empty(self) -> bool:
         """True for a simple requirement with no section at all."""
-        return self == ResReq()
+        return self is _EMPTY or self == _EMPTY
+
+    def __hash__(self) -> int:
+        """The hash of the fields, computed once per object (the scheduler keys its per-session
+        caches by whole requirements, issue 19); kept out of pickles and copies, whose strings
+        may hash differently in another process."""
+        h = self.__dict__.get("_hash_memo")
+        if h is None:
+            h = hash((self.kind, self.select, self.order, self.rusage, self.span, self.same, self.parts))
+            object.__setattr__(self, "_hash_memo", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash_memo", None)
+        return state
 
     def rusage_terms(self, alternative: int = 0) -> list[tuple[RusageTerm, int | None, int | None]]:
         """The terms of one rusage alternative, flattened: ``(term, duration_s,
@@ -217,3 +233,23 @@ class ResReq:
         if not self.rusage:
             return []
         return [(t, g.duration_s, g.decay) for g in self.rusage[alternative] for t in g.terms]
+
+
+_EMPTY = ResReq()
+
+
+_SHARED: "weakref.WeakValueDictionary[ResReq, ResReq]" = weakref.WeakValueDictionary()
+
+
+def shared(rr: ResReq) -> ResReq:
+    """The one object kept for requirements equal to ``rr`` (``rr`` itself when none is kept),
+    held weakly: while any job holds it, every equal requirement given here comes back as
+    that same object. The daemon gives each job's effective requirement through this, so
+    that 100,000 jobs of a few distinct requests hold a few objects, and the scheduler,
+    which groups the jobs of a session by their requirement's identity (issue 19, SCHED-2),
+    finds the jobs of one request together however they were submitted. Not thread-safe:
+    the controller's thread alone calls it."""
+    got = _SHARED.get(rr)
+    if got is None:
+        _SHARED[rr] = got = rr
+    return got

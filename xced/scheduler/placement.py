@@ -7,6 +7,8 @@ Public API::
 
     place(req, hosts, *, explain=True, max_host_lines=None) -> Plan | Shortfall
                                                  the largest count in [min, max] that fits now
+    shortfall(req, hosts, *, max_host_lines=None) -> Shortfall
+                                                 why it does not fit, for a caller that found so
     plan_fixed(req, n, hosts) -> Plan | None     exactly n tasks (None: does not fit now)
     never_satisfiable(req, hosts) -> str | None  why the request could not start even on an
                                                  idle cluster (submit-time refusal, MERGE-2)
@@ -155,6 +157,7 @@ __all__ = [
 ]
 
 _EPS = 1e-9
+_INF = float("inf")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -943,21 +946,18 @@ def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool =
         return _to_plan(got, hosts, req.exclusive)
     if not explain:
         return Shortfall(f"The resource requirement cannot be met now for {req.ntasks_min} tasks")
-    sf = _shortfall(req, hosts, sup)
-    if max_host_lines is not None:
-        kept: list[HostShortfall] = []
-        seen: set[str] = set()
-        dropped: set[str] = set()
-        for line in sf.hosts:
-            if line.host in seen or len(seen) < max_host_lines:
-                seen.add(line.host)
-                kept.append(line)
-            else:
-                dropped.add(line.host)
-        if dropped:
-            kept.append(HostShortfall("*", "more", len(dropped), 0, f"and {len(dropped)} more host(s) with shortfalls"))
-        sf.hosts = kept
-    return sf
+    return _shortfall(req, hosts, sup, max_host_lines)
+
+
+def shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], *, max_host_lines: int | None = None) -> Shortfall:
+    """Why ``req`` does not fit on ``hosts`` now (RES-6), for a caller that has found it does
+    not (``place`` on them, or on the hosts with a free slot, returned a Shortfall): what
+    ``place(..., explain=True)`` says then, without placing it again. ``max_host_lines`` as
+    for ``place``."""
+    err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
+    if err is not None:
+        return Shortfall(f"The request can never start: {err}", [], f"can never start: {err}", True)
+    return _shortfall(req, hosts, _Counters(hosts, exclusive=req.exclusive), max_host_lines)
 
 
 #: a requirement -> its ordered form (``ordered_form``), bounded as _NAMES_MEMO
@@ -1104,11 +1104,48 @@ def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply]) -> str
     err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
     if err is not None:
         return err
-    idle = _Counters(hosts, idle=True)
     rr = _without_load(req.resreq)
+    if _fits_idle_plain(req if rr is req.resreq else replace(req, resreq=rr), hosts):
+        return None
+    idle = _Counters(hosts, idle=True)
     if _place_rr(rr, idle, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
         return None
-    return _diagnose(rr, idle, req.ntasks_min, req.ntasks_max, req.host_limit).never
+    return _diagnose(rr, idle, req.ntasks_min, req.ntasks_max, req.host_limit, 0).never
+
+
+def _fits_idle_plain(req: PlacementRequest, hosts: Sequence[HostSupply]) -> bool:
+    """True when ``req`` is plain (``ordered_form``, its select reading only what an idle
+    cluster does not change) and fits the hosts' totals, every host open: what ``_place_rr``
+    over idle counters finds, told from a sum (spread) or a maximum (span[hosts=1]) of the
+    tasks each matching host holds, with no sort (issue 19: a busy session asks this once per
+    distinct request, over 5,000 hosts). False when it cannot say so: the full check decides."""
+    form = ordered_form(req)
+    if form is None:
+        return False
+    one, per_task, sel = form
+    match = None
+    if sel is not None:
+        match = matching_hosts(sel, hosts)
+        if match is None:
+            return False
+    lo = req.ntasks_min
+    total = 0
+    for h in hosts:
+        if match is not None and h.name not in match:
+            continue
+        cap = h.slots
+        if cap <= 0:
+            continue
+        if per_task:
+            cap = min(cap, math.floor(h.mem_mb / per_task + _EPS)) if h.mem_mb >= -_EPS else 0
+        if one:
+            if cap >= lo:
+                return True
+        else:
+            total += max(cap, 0)
+            if total >= lo:
+                return True
+    return False
 
 
 #: the load index names a select may read (RES-7): unknown until a worker reports them
@@ -1148,6 +1185,8 @@ class _Diag:
     lines: list[HostShortfall]
     wait: str | None
     never: str
+    #: hosts with a shortfall left out of `lines` (beyond the `room` the diagnosis was given)
+    more: int = 0
 
 
 #: the longest select text a reason quotes (a select of a thousand terms gives a short reason)
@@ -1163,9 +1202,11 @@ def _where(sel: Expr | None) -> str:
     return "any host" if sel is None else f"any host with {_sel(sel)}"
 
 
-def _diagnose(rr: ResReq, sup: _Counters, lo: int, hi: int, limit: int | None) -> _Diag:
+def _diagnose(rr: ResReq, sup: _Counters, lo: int, hi: int, limit: int | None, room: float = _INF) -> _Diag:
+    """Why ``rr`` cannot place [lo, hi] tasks on ``sup``, with the per-host lines of the first
+    ``room`` hosts (by name) that have any; the hosts past those are only counted (``more``)."""
     if rr.kind == "simple":
-        return _diagnose_simple(rr, sup, lo, limit, _nspell(lo, hi))
+        return _diagnose_simple(rr, sup, lo, limit, _nspell(lo, hi), room)
     if rr.kind == "compound":
         work = sup.fork()
         used: set[int] = set()
@@ -1173,8 +1214,8 @@ def _diagnose(rr: ResReq, sup: _Counters, lo: int, hi: int, limit: int | None) -
             c = part.count or 0
             got = _place_simple(part.resreq, work, c, c, limit)
             if got is None:
-                dg = _diagnose_simple(part.resreq, work, c, limit, f"{c} tasks")
-                return _Diag(f"part {k} ({c} tasks): {dg.main}", dg.lines, dg.wait, f"part {k}: {dg.never}")
+                dg = _diagnose_simple(part.resreq, work, c, limit, f"{c} tasks", room)
+                return _Diag(f"part {k} ({c} tasks): {dg.main}", dg.lines, dg.wait, f"part {k}: {dg.never}", dg.more)
             for alloc, d in got.segments:
                 for pos, (i, n) in enumerate(alloc):
                     work.take(i, n, d.amounts(n, pos == 0))
@@ -1183,17 +1224,20 @@ def _diagnose(rr: ResReq, sup: _Counters, lo: int, hi: int, limit: int | None) -
                 if limit is not None and len(used) > limit else "The parts of the compound request do not fit together")
         return _Diag(main, [], None, main[0].lower() + main[1:])
     alts = [(k, p) for k, p in enumerate(rr.parts, 1) if _rr_error(p.resreq, lo, hi, limit) is None]
-    dgs = [(k, _diagnose(p.resreq, sup, lo, hi, limit)) for k, p in alts]
+    dgs = [(k, _diagnose(p.resreq, sup, lo, hi, limit, room)) for k, p in alts]
     if not dgs:
         why = _rr_error(rr, lo, hi, limit) or "no alternative"
         return _Diag(f"The request can never start: {why}", [], None, why)
     k, first = dgs[0]
     return _Diag(f"No alternative fits now (alternative {k}: {first.main})", first.lines, first.wait,
-                 "; ".join(f"alternative {k}: {dg.never}" for k, dg in dgs))
+                 "; ".join(f"alternative {k}: {dg.never}" for k, dg in dgs), first.more)
 
 
-def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, what: str) -> _Diag:
-    """Why ``part`` cannot place ``n`` tasks on ``sup`` (first rusage alternative)."""
+def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, what: str,
+                     room: float = _INF) -> _Diag:
+    """Why ``part`` cannot place ``n`` tasks on ``sup`` (first rusage alternative); per-host
+    lines for the first ``room`` hosts (by name) that have any, the rest counted in ``more``
+    (their lines are never made: a busy cluster's 5,000 hosts each have one, issue 19)."""
     hosts = sup.hosts
     kind, p = _span_kind(part.span)
     d = _demand(part, 0)
@@ -1205,50 +1249,83 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
     limiting: dict[str, None] = {}  # the resources that bound a host's count, first-seen order
     sel_ok = 0
     barred: list[str] = []  # LSF bsub -x: hosts exclusivity keeps from the job
-    for i in sorted(range(len(hosts)), key=lambda i: hosts[i].name):
+    lined = 0  # hosts with lines so far; past `room`, hosts with a shortfall are only counted
+    more = 0
+    sel_names = _select_names(part.select) if part.select is not None else ()
+    sel_seen: dict[tuple[object, ...], bool] = {}
+    for i in sorted(range(len(hosts)), key=[h.name for h in hosts].__getitem__):
         h = hosts[i]
+        detail = lined < room
         if sup.barred is not None and sup.barred[i] is not None and hosts[i].status == "ok":
             barred.append(sup.barred[i])
-            lines.append(HostShortfall(h.name, "exclusive", 0, 0, sup.barred[i]))
+            if detail:
+                lines.append(HostShortfall(h.name, "exclusive", 0, 0, sup.barred[i]))
+                lined += 1
+            else:
+                more += 1
             continue
         if not sup.usable[i]:
-            lines.append(HostShortfall(h.name, "status", 0, 0, f"{h.name}: status {h.status}"))
+            if detail:
+                lines.append(HostShortfall(h.name, "status", 0, 0, f"{h.name}: status {h.status}"))
+                lined += 1
+            else:
+                more += 1
             continue
         if part.select is not None:
-            why = explain_select(part.select, sup.view(i))
-            if why is not None:
-                lines.append(HostShortfall(h.name, "select", 0, 1, f"{h.name}: select false: {why}"))
+            if detail:
+                why = explain_select(part.select, sup.view(i))
+                if why is not None:
+                    lines.append(HostShortfall(h.name, "select", 0, 1, f"{h.name}: select false: {why}"))
+                    lined += 1
+                    continue
+            elif not _select_true(part.select, sel_names, sup, i, sel_seen):  # the same verdict, no text
+                more += 1
                 continue
         sel_ok += 1
-        missing = [r for r in res_names if r not in h.resources]
+        missing = [r for r in res_names if r not in h.resources] if res_names else None
         if missing:
-            for r in missing:
-                need = d.task.get(r, 0.0) * need_k + d.host.get(r, 0.0) + d.job.get(r, 0.0)
-                lines.append(HostShortfall(h.name, r, 0, need, f"{h.name}: no resource {r}"))
+            if detail:
+                for r in missing:
+                    need = d.task.get(r, 0.0) * need_k + d.host.get(r, 0.0) + d.job.get(r, 0.0)
+                    lines.append(HostShortfall(h.name, r, 0, need, f"{h.name}: no resource {r}"))
+                lined += 1
+            else:
+                more += 1
             continue
         if part.same and _same_key(h, part.same) is None:
-            a = next(a for a in part.same if _same_key(h, (a,)) is None)
-            lines.append(HostShortfall(h.name, a, 0, 0, f"{h.name}: same[{_same_text(part.same)}]: {a} not defined"))
+            if detail:
+                a = next(a for a in part.same if _same_key(h, (a,)) is None)
+                lines.append(HostShortfall(h.name, a, 0, 0, f"{h.name}: same[{_same_text(part.same)}]: {a} not defined"))
+                lined += 1
+            else:
+                more += 1
             continue
         matching.append(i)
-        cap, _ = _caps(sup, i, d)
-        caps[i] = cap
         free = sup.slots[i]
-        if free < need_k:
+        caps[i] = _caps(sup, i, d)[0] if d.names else max(free, 0)
+        short = free < need_k
+        if short and detail:
             lines.append(HostShortfall(h.name, "slots", free, need_k,
                                        f"{h.name}: slots {free} free of {h.slots}, needs {need_k}"))
         for r in d.names:
             need = d.task.get(r, 0.0) * need_k + d.host.get(r, 0.0)
             have = sup.free(i, r)
             if have + _EPS < need:
-                unit = " MB" if r == "mem" else ""
-                lines.append(HostShortfall(h.name, r, _num(have), _num(need),
-                                           f"{h.name}: {r} {_fmt(have)}{unit} free of {_fmt(sup.total(i, r))}{unit}, "
-                                           f"needs {_fmt(need)}{unit}"))
+                short = True
+                if detail:
+                    unit = " MB" if r == "mem" else ""
+                    lines.append(HostShortfall(h.name, r, _num(have), _num(need),
+                                               f"{h.name}: {r} {_fmt(have)}{unit} free of {_fmt(sup.total(i, r))}{unit}, "
+                                               f"needs {_fmt(need)}{unit}"))
             t = d.task.get(r, 0.0)
             bound = math.floor((have - d.host.get(r, 0.0)) / t + _EPS) if t > 0 else (free if have + _EPS >= need else 0)
             if bound < free:
                 limiting.setdefault(r)
+        if short:
+            if detail:
+                lined += 1
+            else:
+                more += 1
 
     where = _where(part.select)
     total = len(hosts)
@@ -1264,7 +1341,7 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
         main = "; ".join(barred[:2]) + (f"; and {len(barred) - 2} more host(s)" if len(barred) > 2 else "")
         wait = ("waits for a host where no job runs" if barred[0].startswith("exclusive job")
                 else "waits for the exclusive job to end")
-        return _Diag(main, lines, wait, "no host can run it")
+        return _Diag(main, lines, wait, "no host can run it", more)
     if not matching:
         main = f"Not enough hosts match: 0 of {total} hosts can take a task"
         if res_names and not any(r in h.resources for h in hosts for r in res_names):
@@ -1278,7 +1355,7 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
             never = f"no matching host defines {_same_text(part.same)} (same[{_same_text(part.same)}])"
         else:
             never = "no host can run it"
-        return _Diag(main, lines, None, never)
+        return _Diag(main, lines, None, never, more)
 
     sk = _sort_key(part.order, sup)
     union = _Group(sorted(((i, caps[i], caps[i]) for i in able), key=lambda row: sk(row[0])))
@@ -1337,7 +1414,7 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
             else:
                 main = "The resource requirement cannot be met now"
                 never = "the resource requirement cannot be met even on an idle cluster"
-        return _Diag(main, lines, wait, never)
+        return _Diag(main, lines, wait, never, more)
 
     if part.same:
         groups = _groups(part, sup, matching, d)
@@ -1354,23 +1431,27 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
         main = f"same[{attrs}]: no group of hosts with one {attrs} can take {n} tasks (at most {best_n}{on})"
         wait = f"waits for {n} free slots on hosts sharing one {attrs}"
         never = f"same[{attrs}] with {what}: no group of matching hosts with one {attrs} can hold {n} tasks"
-        return _Diag(main, lines, wait, never)
+        return _Diag(main, lines, wait, never, more)
     if d.has_job:
         jobs = ", ".join(f"{r}={_fmt(v)}" for r, v in d.job.items())
         main = f"rusage {jobs} per job: no host can hold it together with its first tasks"
         wait = f"waits for {jobs} on one of the job's hosts"
         never = f"rusage {jobs} per job: no matching host can hold it with a task"
-        return _Diag(main, lines, wait, never)
+        return _Diag(main, lines, wait, never, more)
     return _Diag("The resource requirement cannot be met now", lines, None,
-                 "the resource requirement cannot be met even on an idle cluster")
+                 "the resource requirement cannot be met even on an idle cluster", more)
 
 
-def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Counters) -> Shortfall:
+def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Counters,
+               max_host_lines: int | None) -> Shortfall:
     rr, lo, hi, limit = req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit
-    dg = _diagnose(rr, sup, lo, hi, limit)
+    dg = _diagnose(rr, sup, lo, hi, limit, _INF if max_host_lines is None else max_host_lines)
+    lines = dg.lines
+    if dg.more:
+        lines.append(HostShortfall("*", "more", dg.more, 0, f"and {dg.more} more host(s) with shortfalls"))
     never = never_satisfiable(req, hosts)
     if never is not None:
-        return Shortfall(dg.main, dg.lines, f"can never start: {never}", True)
+        return Shortfall(dg.main, lines, f"can never start: {never}", True)
     hint, start_with = dg.wait, None
     if lo > 1 and rr.kind == "simple":
         floor = 1
@@ -1380,4 +1461,4 @@ def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Counter
             smaller = _place_rr(rr, sup, floor, lo - 1, limit)
             if smaller is not None:
                 hint, start_with = HINT_START_WITH.format(n=smaller.ntasks), smaller.ntasks
-    return Shortfall(dg.main, dg.lines, hint, False, start_with)
+    return Shortfall(dg.main, lines, hint, False, start_with)
