@@ -85,6 +85,46 @@ def test_submit_sends_body_and_as_user_header(server):
     assert sent["argv"] == ["true"] and "ntasks_max" not in sent  # None fields are not sent
 
 
+def test_requests_share_one_kept_alive_connection_until_the_daemon_closes_it(tmp_path):
+    """D-2: a client that makes many requests (an API loop, a pipeline's poller) sends them on
+    one HTTP/1.1 connection while the daemon keeps it open, as uvicorn does; when an answer
+    says `Connection: close`, the next request opens a new one. (Reading keep-alive after the
+    parser had finished said False for every answer, so every request paid a connect, an
+    accept and the daemon's peer lookup.)"""
+    connections: list[int] = []
+    seen: list = []
+
+    class Handler(RecordingHandler):
+        def setup(self):
+            super().setup()
+            connections.append(id(self))
+
+        def do_GET(self):
+            self.record(seen)
+            data = b'{"cluster_name":"c"}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            if self.path.endswith("/close"):
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+
+    sock = tmp_path / "k.sock"
+    srv = _Server(str(sock), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with Client(sock) as c:
+            for _ in range(3):
+                c.request("GET", "/info")
+            assert len(connections) == 1
+            c.request("GET", "/close")
+            c.request("GET", "/info")
+            assert len(connections) == 2 and len(seen) == 5
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 @pytest.mark.parametrize("status,code,cls", [
     (422, "invalid", errors.InvalidRequest), (404, "not_found", errors.NotFound),
     (403, "forbidden", errors.PermissionDenied), (409, "conflict", errors.Conflict),

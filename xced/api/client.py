@@ -91,19 +91,26 @@ def _retriable(e: errors.XceError) -> bool:
 
 
 class _Answer:
-    """httptools' callbacks for one response: the body's chunks, and whether it is whole."""
+    """httptools' callbacks for one response: the body's chunks, whether it is whole, and
+    whether the daemon keeps the connection open after it (`keep`, read as the message
+    completes: once the parser has finished, llhttp has reset and says False for every
+    answer, which closed every connection after one request)."""
 
-    __slots__ = ("chunks", "done")
+    __slots__ = ("chunks", "done", "keep", "parser")
 
     def __init__(self) -> None:
         self.chunks: list[bytes] = []
         self.done = False
+        self.keep = False
+        self.parser = None
 
     def on_body(self, body: bytes) -> None:
         self.chunks.append(body)
 
     def on_message_complete(self) -> None:
         self.done = True
+        self.keep = self.parser.should_keep_alive()
+        self.parser = None  # no cycle left between the two
 
 
 class _Connection:
@@ -141,7 +148,7 @@ class _Connection:
         head.append(f"Content-Length: {len(body) if body is not None else 0}")
         self.sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b""))
         answer = _Answer()
-        parser = httptools.HttpResponseParser(answer)
+        parser = answer.parser = httptools.HttpResponseParser(answer)
         while not answer.done:
             data = self.sock.recv(262144)
             if not data:
@@ -150,7 +157,7 @@ class _Connection:
                 parser.feed_data(data)
             except httptools.HttpParserError as e:
                 raise ConnectionError(f"the daemon's answer is not HTTP: {e}") from None
-        return parser.get_status_code(), b"".join(answer.chunks), parser.should_keep_alive()
+        return parser.get_status_code(), b"".join(answer.chunks), answer.keep
 
     def close(self) -> None:
         if self.sock is not None:

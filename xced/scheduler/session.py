@@ -556,8 +556,8 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
     #: Jobs decided as a group (issue 19): once a job of a request proved unsatisfiable (a
     #: SCHED-2 hit) has only pended, with nothing else following from it (its queue's head is
     #: already blocked, or it can never start), a later job with the same request, queue and
-    #: run limit, outside any project, is decided the same: the same reason and trace text,
-    #: without the steps that lead there. (queue, ntasks_min, ntasks_max, resreq by identity,
+    #: run limit, whose project's caps leave it its whole task range, is decided the same: the
+    #: same reason and trace text, without the steps that lead there. (queue, ntasks_min, ntasks_max, resreq by identity,
     #: exclusive, run limit) -> (reason, trace text); cleared at every dispatch and every new
     #: reservation, the only steps that change what those jobs would be told.
     settled: dict[tuple, tuple[PendReason, str]] = {}
@@ -572,8 +572,15 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
         if behind is not None:
             pend(j, behind)  # one shared object: cheap for 10,000 jobs behind a head
             continue
-        if settled and (headroom is None or j.project is None):
+        if settled:
             got_s = settled.get((j.queue, j.ntasks_min, j.ntasks_max, id(j.resreq), j.exclusive, j.run_limit_s))
+            if got_s is not None and headroom is not None and j.project is not None:
+                who = (j.project, j.user)  # its project's caps must not be in the way (PRJ-6, PRJ-7)
+                room = rooms.get(who, _UNSEEN)
+                if room is _UNSEEN:
+                    room = rooms[who] = headroom(j.project, j.user)
+                if room is not None and room < j.ntasks_max:
+                    got_s = None
             if got_s is not None:  # decided as an earlier job with the same request: see `settled`
                 pr = got_s[0]
                 last = j.last_reason
@@ -728,7 +735,7 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
         if never or j.queue in heads:
             # no host could ever run it, even idle: it waits for a host to join, blocking nobody;
             # or a later job of a backfilling queue: it just cannot start now
-            if hit is not None and not capped:
+            if hit is not None and ntasks_max == j.ntasks_max:  # not cut by its project's caps
                 settled[(j.queue, j.ntasks_min, j.ntasks_max, id(j.resreq), j.exclusive, j.run_limit_s)] = (pr, text)
             continue
         if q is None or not q.backfill:
