@@ -385,6 +385,26 @@ def test_a_dispatch_takes_its_use_before_the_next_job_is_decided():
     assert r.pend_reasons[(2, 0)].main == "user bob at member_quota of /physics/hep: 5/8 slots, 5 needed"
 
 
+def test_a_job_decided_with_its_group_is_still_held_to_its_own_caps_after_a_dispatch():
+    """Issue 19 with PRJ-7: identical jobs are decided as a group only while their own
+    project's caps leave them their whole range, and a dispatch between them counts: bob's
+    job 6 is like jobs 1-3 and 5 (-n 4 on no host that exists: can never start), but bob's
+    job 4 took 5 of his member_quota of 8 meanwhile, so job 6 pends on that cap, not with the
+    group's reason; alice, with her quota untouched, keeps the group's."""
+    never = parse("select[type==nosuch]")  # one object, as the controller gives jobs of one requirement
+
+    def nj(jid, user):
+        return JobSnap(jid, 0, "normal", float(jid), 4, 4, never, project="/physics/hep", user=user)
+
+    jobs = [nj(1, "bob"), nj(2, "bob"), nj(3, "bob"), pjob(4, "/physics/hep", "bob", 5), nj(5, "alice"),
+            nj(6, "bob")]
+    r = prun([host("h1", 32)], jobs)
+    assert [d.job_id for d in r.dispatches] == [4]
+    for k in (1, 2, 3, 5):
+        assert "can never start" in (r.pend_reasons[(k, 0)].hint or ""), k
+    assert r.pend_reasons[(6, 0)].main == "user bob at member_quota of /physics/hep: 5/8 slots, 4 needed"
+
+
 def test_the_plans_memory_is_held_to_the_caps_too():
     """/bio's quota is 4096 MB: 8 tasks of 1 GB each would pass it; the range shrinks to 4,
     and a fixed -n 8 pends naming the memory."""

@@ -561,6 +561,13 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
     #: exclusive, run limit) -> (reason, trace text); cleared at every dispatch and every new
     #: reservation, the only steps that change what those jobs would be told.
     settled: dict[tuple, tuple[PendReason, str]] = {}
+    #: project -> user -> (its slot headroom, `taken` then): a floor of its headroom that
+    #: outlives dispatches, as a dispatch of n slots lowers any cap's headroom by n at most;
+    #: `rooms` (exact) is cleared at every dispatch, and asking it again for each of a
+    #: session's thousands of (project, user) pairs after each dispatch cost more than the
+    #: group decision saved
+    floors: dict[str, dict[str | None, tuple[float, float]]] = {}
+    taken = 0.0  # slots the session's dispatches of jobs in a project took so far
 
     for j in order:
         if j.held:
@@ -575,12 +582,19 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
         if settled:
             got_s = settled.get((j.queue, j.ntasks_min, j.ntasks_max, id(j.resreq), j.exclusive, j.run_limit_s))
             if got_s is not None and headroom is not None and j.project is not None:
-                who = (j.project, j.user)  # its project's caps must not be in the way (PRJ-6, PRJ-7)
-                room = rooms.get(who, _UNSEEN)
-                if room is _UNSEEN:
-                    room = rooms[who] = headroom(j.project, j.user)
-                if room is not None and room < j.ntasks_max:
-                    got_s = None
+                # its project's caps must not be in the way (PRJ-6, PRJ-7)
+                of_project = floors.get(j.project)
+                if of_project is None:
+                    of_project = floors[j.project] = {}
+                floor = of_project.get(j.user)
+                if floor is None or floor[0] - (taken - floor[1]) < j.ntasks_max:
+                    who = (j.project, j.user)
+                    room = rooms.get(who, _UNSEEN)
+                    if room is _UNSEEN:
+                        room = rooms[who] = headroom(j.project, j.user)
+                    of_project[j.user] = (_INF if room is None else room, taken)
+                    if room is not None and room < j.ntasks_max:
+                        got_s = None
             if got_s is not None:  # decided as an earlier job with the same request: see `settled`
                 pr = got_s[0]
                 last = j.last_reason
@@ -669,7 +683,9 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
                 supply.take(out.reserve, exclusive=out.exclusive)
                 free_slots -= out.held_slots
                 if capped:
-                    book.take(j.project, j.user, reserve_use(out.reserve))
+                    used = reserve_use(out.reserve)
+                    book.take(j.project, j.user, used)
+                    taken += used.get(SLOTS, 0)
                     held_by_caps.clear()
                     rooms.clear()
                 for r in late:
