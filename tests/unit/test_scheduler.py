@@ -202,6 +202,27 @@ def test_reason_equal_to_the_last_accepted_is_not_pushed_again():
     assert list(run([host("h1", 4, free=2)], again).pend_reasons) == [(2, 0)]
 
 
+def test_one_last_reason_object_shared_by_many_jobs_is_compared_per_new_reason():
+    """SCHED-3 in a busy cluster's steady state: the controller keeps the one reason object a
+    session gave a group of jobs, so many jobs carry the same last reason. Each job is still
+    judged against what this session says of it: the jobs it still fits push nothing, a job
+    told something else now gets its new reason."""
+    rr = parse("")  # one object, as the controller gives jobs of one requirement
+
+    def jobs(last=None):
+        return [JobSnap(k, 0, "normal", float(k), 3, 3, rr, run_limit_s=60, last_reason=last) for k in (1, 2, 3)]
+
+    first = brun([host("h1", 4, free=2)], jobs(), []).pend_reasons
+    shared = first[(2, 0)]
+    assert first[(3, 0)] is shared and first[(1, 0)] == shared  # job 1 proved it, 2 and 3 share it
+    never = JobSnap(5, 0, "low", 5.0, 9, 9, parse("select[type==nosuch]"), last_reason=shared)
+    r = brun([host("h1", 4, free=2)], jobs(shared) + [never], [])
+    assert r.pend_reasons.keys() == {(5, 0)} and "can never start" in r.pend_reasons[(5, 0)].hint
+    r = brun([host("h1", 4, free=1)], jobs(shared), [])  # one slot fewer free: each is told so
+    assert r.pend_reasons.keys() == {(1, 0), (2, 0), (3, 0)}
+    assert "1 free" in r.pend_reasons[(3, 0)].main
+
+
 def test_reservation_of_a_general_head_is_the_earliest_end_that_frees_enough():
     """The reserved start of a head with span[hosts=1] is the first estimated end after which
     one host has room (binary search over end times gives the same as a scan)."""

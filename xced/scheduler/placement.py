@@ -273,11 +273,13 @@ class _Counters:
     dicts shared with the caller's HostSupply until written (copy on write). ``idle``: totals as
     free and every host usable (the never-satisfiable check)."""
 
-    __slots__ = ("_own", "barred", "hosts", "idle", "mem", "res", "slots", "usable")
+    __slots__ = ("_own", "barred", "by_name", "hosts", "idle", "mem", "res", "slots", "usable")
 
     def __init__(self, hosts: Sequence[HostSupply], idle: bool = False, exclusive: bool = False) -> None:
         self.hosts = hosts
         self.idle = idle
+        #: the host indices in name order, when the caller knows them (else sorted on need)
+        self.by_name: list[int] | None = None
         #: per host, why exclusivity keeps it from the job (``_barred``); None: nothing does
         self.barred: list[str | None] | None = None
         if idle:
@@ -297,7 +299,7 @@ class _Counters:
 
     def fork(self) -> _Counters:
         s = _Counters.__new__(_Counters)
-        s.hosts, s.idle, s.usable, s.barred = self.hosts, self.idle, self.usable, self.barred
+        s.hosts, s.idle, s.usable, s.barred, s.by_name = self.hosts, self.idle, self.usable, self.barred, self.by_name
         s.slots, s.mem, s.res = list(self.slots), list(self.mem), list(self.res)
         s._own = [False] * len(self.hosts)
         return s
@@ -949,15 +951,20 @@ def place(req: PlacementRequest, hosts: Sequence[HostSupply], *, explain: bool =
     return _shortfall(req, hosts, sup, max_host_lines)
 
 
-def shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], *, max_host_lines: int | None = None) -> Shortfall:
+def shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], *, max_host_lines: int | None = None,
+              by_name: list[int] | None = None, matches: dict | None = None) -> Shortfall:
     """Why ``req`` does not fit on ``hosts`` now (RES-6), for a caller that has found it does
     not (``place`` on them, or on the hosts with a free slot, returned a Shortfall): what
     ``place(..., explain=True)`` says then, without placing it again. ``max_host_lines`` as
-    for ``place``."""
+    for ``place``. A caller explaining many requests over the same hosts (a session) may
+    give what it knows of them: ``by_name``, the indices of ``hosts`` in name order, and
+    ``matches``, select -> ``matching_hosts(select, hosts)``, read and filled here."""
     err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
     if err is not None:
         return Shortfall(f"The request can never start: {err}", [], f"can never start: {err}", True)
-    return _shortfall(req, hosts, _Counters(hosts, exclusive=req.exclusive), max_host_lines)
+    sup = _Counters(hosts, exclusive=req.exclusive)
+    sup.by_name = by_name
+    return _shortfall(req, hosts, sup, max_host_lines, matches)
 
 
 #: a requirement -> its ordered form (``ordered_form``), bounded as _NAMES_MEMO
@@ -1097,15 +1104,17 @@ def place_ordered(req: PlacementRequest, form: tuple[bool, float, Expr | None], 
     return Plan(alloc, reserve)
 
 
-def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply]) -> str | None:
+def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply], *, matches: dict | None = None
+                      ) -> str | None:
     """Why the request could never start, judged on the hosts' totals as if the
     cluster were idle and every host open (a closed or down host may come back), or
-    None when it could. For submit-time refusal (MERGE-2)."""
+    None when it could. For submit-time refusal (MERGE-2). ``matches``: select ->
+    ``matching_hosts(select, hosts)``, a memo the caller keeps for these hosts."""
     err = _rr_error(req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit)
     if err is not None:
         return err
     rr = _without_load(req.resreq)
-    if _fits_idle_plain(req if rr is req.resreq else replace(req, resreq=rr), hosts):
+    if _fits_idle_plain(req if rr is req.resreq else replace(req, resreq=rr), hosts, matches):
         return None
     idle = _Counters(hosts, idle=True)
     if _place_rr(rr, idle, req.ntasks_min, req.ntasks_max, req.host_limit) is not None:
@@ -1113,7 +1122,7 @@ def never_satisfiable(req: PlacementRequest, hosts: Sequence[HostSupply]) -> str
     return _diagnose(rr, idle, req.ntasks_min, req.ntasks_max, req.host_limit, 0).never
 
 
-def _fits_idle_plain(req: PlacementRequest, hosts: Sequence[HostSupply]) -> bool:
+def _fits_idle_plain(req: PlacementRequest, hosts: Sequence[HostSupply], matches: dict | None = None) -> bool:
     """True when ``req`` is plain (``ordered_form``, its select reading only what an idle
     cluster does not change) and fits the hosts' totals, every host open: what ``_place_rr``
     over idle counters finds, told from a sum (spread) or a maximum (span[hosts=1]) of the
@@ -1125,7 +1134,11 @@ def _fits_idle_plain(req: PlacementRequest, hosts: Sequence[HostSupply]) -> bool
     one, per_task, sel = form
     match = None
     if sel is not None:
-        match = matching_hosts(sel, hosts)
+        match = matches.get(sel, _MISSING) if matches is not None else _MISSING
+        if match is _MISSING:
+            match = matching_hosts(sel, hosts)
+            if matches is not None:
+                matches[sel] = match
         if match is None:
             return False
     lo = req.ntasks_min
@@ -1253,7 +1266,8 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
     more = 0
     sel_names = _select_names(part.select) if part.select is not None else ()
     sel_seen: dict[tuple[object, ...], bool] = {}
-    for i in sorted(range(len(hosts)), key=[h.name for h in hosts].__getitem__):
+    by_name = sup.by_name if sup.by_name is not None else sorted(range(len(hosts)), key=[h.name for h in hosts].__getitem__)
+    for i in by_name:
         h = hosts[i]
         detail = lined < room
         if sup.barred is not None and sup.barred[i] is not None and hosts[i].status == "ok":
@@ -1302,7 +1316,7 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
             continue
         matching.append(i)
         free = sup.slots[i]
-        caps[i] = _caps(sup, i, d)[0] if d.names else max(free, 0)
+        caps[i] = _caps(sup, i, d)[0] if d.names else (free if free > 0 else 0)
         short = free < need_k
         if short and detail:
             lines.append(HostShortfall(h.name, "slots", free, need_k,
@@ -1443,13 +1457,13 @@ def _diagnose_simple(part: ResReq, sup: _Counters, n: int, limit: int | None, wh
 
 
 def _shortfall(req: PlacementRequest, hosts: Sequence[HostSupply], sup: _Counters,
-               max_host_lines: int | None) -> Shortfall:
+               max_host_lines: int | None, matches: dict | None = None) -> Shortfall:
     rr, lo, hi, limit = req.resreq, req.ntasks_min, req.ntasks_max, req.host_limit
     dg = _diagnose(rr, sup, lo, hi, limit, _INF if max_host_lines is None else max_host_lines)
     lines = dg.lines
     if dg.more:
         lines.append(HostShortfall("*", "more", dg.more, 0, f"and {dg.more} more host(s) with shortfalls"))
-    never = never_satisfiable(req, hosts)
+    never = never_satisfiable(req, hosts, matches=matches)
     if never is not None:
         return Shortfall(dg.main, lines, f"can never start: {never}", True)
     hint, start_with = dg.wait, None

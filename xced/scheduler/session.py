@@ -156,6 +156,7 @@ def reservation_text(r: "Reservation | None", clock: Clock) -> str:
 
 _INF = float("inf")
 _UNSEEN = object()
+_BY_NAME = object()  # the key of the name order in _FreeHosts._matches
 
 
 def request_key(req: PlacementRequest) -> tuple:
@@ -196,8 +197,9 @@ class _FreeHosts:
         self.now = now
         self._avail: list[HostSupply] | None = None
         self._order = order
-        #: select -> the hosts it is true on (placement.matching_hosts), once per session:
-        #: what it reads never changes in a session, so copies share it
+        #: what placing never changes in a session, so copies share it: select -> the hosts
+        #: it is true on (placement.matching_hosts), once per session; and, under _BY_NAME,
+        #: the hosts' order by name (`_names_order`)
         self._matches = matches if matches is not None else {}
 
     def avail(self) -> list[HostSupply]:
@@ -229,7 +231,8 @@ class _FreeHosts:
         out = place(req, self.avail(), explain=False)
         if isinstance(out, Plan) or not explain:
             return out
-        return shortfall(req, list(self.hosts.values()), max_host_lines=50)
+        return shortfall(req, list(self.hosts.values()), max_host_lines=50, by_name=self._names_order(),
+                         matches=self._matches)
 
     def full_scan(self, req: PlacementRequest) -> str | None:
         """Why placing `req` reads every usable host rather than the index (the decision trace
@@ -240,6 +243,15 @@ class _FreeHosts:
         if form[2] is not None and self._match(form[2]) is None:
             return "a select on free slots, memory or a resource"
         return None
+
+    def _names_order(self) -> list[int]:
+        """The hosts' indices (in `hosts` order, which never changes in a session) sorted by
+        name, made once per session: what an explanation reads hosts in (RES-6)."""
+        order = self._matches.get(_BY_NAME)
+        if order is None:
+            names = list(self.hosts)
+            order = self._matches[_BY_NAME] = sorted(range(len(names)), key=names.__getitem__)
+        return order
 
     def _match(self, sel) -> frozenset[str] | None:
         """The hosts select `sel` is true on (placement.matching_hosts), once per session;
@@ -540,10 +552,25 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
     headroom = book.headroom if book is not None else None
     rooms: dict[tuple, int | None] = {}  # (project, user) -> its slot headroom, until the next dispatch
 
+    #: (id(last reason), id(new reason)) -> whether they are equal (SCHED-3), compared once
+    #: per pair: the controller gives the jobs of a group the one reason object a session gave
+    #: them, so in a busy cluster's steady state 100,000 jobs hold a few last reasons, each
+    #: equal to this session's (with up to 50 host lines, a deep comparison: ~1 s a session
+    #: when made for each job). Both objects live through the session, so an id is never reused.
+    same: dict[tuple[int, int], bool] = {}
+
     def pend(j: JobSnap, reason: PendReason) -> None:
         last = j.last_reason
-        if last is None or last is not reason and last != reason:
-            reasons[(j.job_id, j.index)] = reason
+        if last is reason:
+            return
+        if last is not None:
+            k = (id(last), id(reason))
+            eq = same.get(k)
+            if eq is None:
+                eq = same[k] = last == reason
+            if eq:
+                return
+        reasons[(j.job_id, j.index)] = reason
 
     # Per session, what jobs with the same request share (a busy cluster's 100,000 pending jobs
     # hold a few distinct requests): the request and its SCHED-2 key, by the values that make
@@ -598,8 +625,16 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
             if got_s is not None:  # decided as an earlier job with the same request: see `settled`
                 pr = got_s[0]
                 last = j.last_reason
-                if last is None or last is not pr and last != pr:
-                    reasons[(j.job_id, j.index)] = pr
+                if last is not pr:  # `pend`, inline
+                    if last is None:
+                        reasons[(j.job_id, j.index)] = pr
+                    else:
+                        k = (id(last), id(pr))
+                        eq = same.get(k)
+                        if eq is None:
+                            eq = same[k] = last == pr
+                        if not eq:
+                            reasons[(j.job_id, j.index)] = pr
                 trace.append(TraceLine(str(j.job_id) if j.index == 0 else f"{j.job_id}[{j.index}]", got_s[1]))
                 continue
         ref = _ref(j)
