@@ -426,6 +426,19 @@ def test_a_job_decided_with_its_group_is_still_held_to_its_own_caps_after_a_disp
     assert r.pend_reasons[(6, 0)].main == "user bob at member_quota of /physics/hep: 5/8 slots, 4 needed"
 
 
+def test_jobs_held_by_the_same_cap_share_its_reason_until_a_dispatch_changes_the_use():
+    """PRJ-6, PRJ-7: bob's jobs 2 and 3 are held by his member_quota of 8 (5 used); job 4 of
+    erin takes 4 more of /physics/hep's quota of 12, so bob's job 5, held like them, is told
+    of both caps now, with the numbers after that dispatch."""
+    jobs = [pjob(1, "/physics/hep", "bob", 5), pjob(2, "/physics/hep", "bob", 5), pjob(3, "/physics/hep", "bob", 5),
+            pjob(4, "/physics/hep", "erin", 4), pjob(5, "/physics/hep", "bob", 5)]
+    r = prun([host("h1", 32)], jobs)
+    assert [d.job_id for d in r.dispatches] == [1, 4]
+    member = "user bob at member_quota of /physics/hep: 5/8 slots, 5 needed"
+    assert r.pend_reasons[(2, 0)].caps == r.pend_reasons[(3, 0)].caps == (member,)
+    assert r.pend_reasons[(5, 0)].caps == ("project /physics/hep at quota: 9/12 slots, 5 needed", member)
+
+
 def test_the_plans_memory_is_held_to_the_caps_too():
     """/bio's quota is 4096 MB: 8 tasks of 1 GB each would pass it; the range shrinks to 4,
     and a fixed -n 8 pends naming the memory."""

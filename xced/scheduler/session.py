@@ -606,6 +606,16 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
         if behind is not None:
             pend(j, behind)  # one shared object: cheap for 10,000 jobs behind a head
             continue
+        if held_by_caps and usable and j.project is not None:
+            # held back by its project's caps as an earlier job of the same (project, user,
+            # ntasks_min) was since the last dispatch: what the steps below would find again
+            room = rooms.get((j.project, j.user), _UNSEEN)
+            if room is not _UNSEEN and room is not None and room < j.ntasks_min:
+                held = held_by_caps.get((j.project, j.user, j.ntasks_min))
+                if held is not None:
+                    pend(j, held[0])
+                    trace.append(TraceLine(str(j.job_id) if j.index == 0 else f"{j.job_id}[{j.index}]", held[1]))
+                    continue
         if settled:
             got_s = settled.get((j.queue, j.ntasks_min, j.ntasks_max, id(j.resreq), j.exclusive, j.run_limit_s))
             if got_s is not None and headroom is not None and j.project is not None:
