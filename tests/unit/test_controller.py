@@ -289,6 +289,37 @@ def test_submits_behind_a_blocked_head_need_no_session(ctl):
     asyncio.run(main())
 
 
+def test_a_submit_the_last_session_proved_short_still_gets_its_own_run_limits_hint(tmp_path):
+    """RES-6 with SCHED-1 (a fresh tester's find): behind a reserved head, a -n 2 job is told
+    "would start now with -n 1 and a run limit (-W) ending by ..., so as not to delay job
+    B's reservation". A second such job submitted with nothing else happening must be told
+    the same: the last session's proof (SCHED-2) says it cannot start, but its smaller count's
+    hint depends on its run limit, which only a session weighs (xced.scheduler.shortcut)."""
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test"),
+                        queues=[QueueConfig(name="normal", max_run_limit_s=3600, backfill=True)],
+                        hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)])
+    c = controller_on(SqliteStore(tmp_path / "db"), cfg, tmp_path)
+
+    async def main():
+        a = c.submit(req(ntasks_min=3, run_limit_s=600), ALICE)
+        session(c)
+        b = c.submit(req(ntasks_min=4), ALICE)  # the head: reserved from a's end
+        session(c)
+        first = c.submit(req(ntasks_min=2), ALICE)
+        session(c)
+        assert a.elements[0].state == "RUN" and b.elements[0].state == "PEND"
+        hint = first.elements[0].pend_reason.hint
+        assert hint.startswith("would start now with -n 1 and a run limit (-W) ending by ")
+        assert hint.endswith(f"so as not to delay job {b.id}'s reservation")
+        second = c.submit(req(ntasks_min=2), ALICE)
+        told = second.elements[0].pend_reason  # a reason given at the submit, without a session
+        assert told is None or told.hint == hint, told
+        session(c)
+        assert second.elements[0].pend_reason.hint == hint
+    asyncio.run(main())
+    c.store.close()
+
+
 def test_vanished_profile_declines_then_system_hold(tmp_path):
     """DISPATCH-2: a job whose profile is gone at dispatch stays PEND (never EXIT); after
     MAX_DECLINES declined dispatches in a row it gets a system hold that names the reason,
@@ -612,9 +643,11 @@ def test_dependency_survives_reload(ctl, tmp_path):
 def test_submit_of_a_request_proved_unsatisfiable_needs_no_session(tmp_path):
     """SCHED-2 at submit: when only submits happened since the last session and that session
     proved the new job's very request cannot start, the job gets that full reason at once and
-    no session is asked for (a new job never lets another start); otherwise one is."""
+    no session is asked for (a new job never lets another start); otherwise one is. (The
+    running job has no run limit, so no reservation is made: with one, a reason offering a
+    smaller count needs a session, test_a_submit_the_last_session_proved_short_...)"""
     cfg = ClusterConfig(settings=ClusterSettings(mode="test"),
-                        queues=[QueueConfig(name="normal", max_run_limit_s=3600, backfill=True)],
+                        queues=[QueueConfig(name="normal", backfill=True)],
                         hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)])
     store = SqliteStore(tmp_path / "db")
     c = controller_on(store, cfg, tmp_path)

@@ -120,7 +120,7 @@ def test_values_are_normalized_to_command_line_strings():
     ("queue", "", "-q '': the value is empty"),
     ("name", "a[3-1]", "a[3-1]"),
     ("env", {"1X": "y"}, "--env '1X=y'"),
-    ("resreq", [" "], "-R '': the resource requirement is empty"),
+    ("resreq", [" "], "-R ' ': the resource requirement is empty"),
 ])
 def test_a_value_submit_refuses_is_refused(name, value, needle):
     with pytest.raises(so.OptionError) as e:

@@ -28,6 +28,7 @@ from xced.resreq import (
     explain_select,
     merge,
     parse,
+    parse_job,
     parse_select,
     render,
     select_matches,
@@ -530,6 +531,19 @@ def test_parse_errors(text, column, expected):
     assert str(err).startswith(f"{text}: column {column}: ")
     caret = err.pretty().splitlines()
     assert caret[-1].index("^") == caret[-2].index(text[0]) + column - 1
+
+
+@pytest.mark.parametrize(("text", "column"), [("{ } || { }", 3), ("1*{select[slots>0]} + 1*{}", 26), ("{}", 2),
+                                               ("{select[a>1]} || {  }", 21)])
+def test_an_empty_part_is_refused_where_a_user_writes_it_and_read_where_the_daemon_stored_it(text, column):
+    """RES-1 (bad input: never silent acceptance; a fresh tester's find): `{}` as a part of a
+    compound or an alternative says nothing, as an empty select[] or rusage[] says nothing,
+    so a job's -R (parse_job) refuses it at the '}' with the column. A requirement the daemon
+    stored before this rule is still read (uncapped parse), so such a job still loads."""
+    with pytest.raises(ResReqError) as info:
+        parse_job([text])
+    assert info.value.column == column and "a requirement inside '{...}'" in info.value.expected, str(info.value)
+    assert parse(text) is not None
 
 
 def test_error_message_shape():

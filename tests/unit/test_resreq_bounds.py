@@ -195,7 +195,7 @@ def test_too_many_strings_alternatives_or_parts_are_refused_naming_the_cap():
     k = MAX_RESREQ_ALTERNATIVES
     cases = [  # (what is at the cap, one more, what the message says, where the extra one starts)
         (lambda n: "rusage[" + " || ".join(f"r{i}=1" for i in range(n)) + "]", "rusage alternatives", "||"),
-        (lambda n: " + ".join(["1*{}"] * n), "parts in a compound requirement", "1*{"),
+        (lambda n: " + ".join(["1*{a}"] * n), "parts in a compound requirement", "1*{"),
         (lambda n: " || ".join(["{a}"] * n), "alternatives in an alternative requirement", "{a}"),
     ]
     for make, what, marker in cases:

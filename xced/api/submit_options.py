@@ -418,8 +418,10 @@ def check(name: str, value: Any, *, deep: bool = False) -> dict[str, Any]:
     if name == "app_params":
         return {"app_params": dict(value)}
     if name == "resreq":
-        if any(not t.strip() for t in value):
-            raise OptionError(name, "-R '': the resource requirement is empty")
+        blank = next((t for t in value if not t.strip()), None)
+        if blank is not None:  # quoted as given: a blank of spaces is not the same as ''
+            raise OptionError(name, f"-R {blank!r}: the resource requirement is empty; give sections such as "
+                                    f"'select[...] rusage[...]', or leave -R out")
         return {"resreq": list(value)}
     if name in OVERWRITES:  # -oo FILE: the -o path, opened with truncation (LSF bsub -oo/-eo)
         path = OVERWRITES[name]

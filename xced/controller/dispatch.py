@@ -251,7 +251,8 @@ class DispatchMixin:
         if loop is None:
             for _ in slices:
                 pass
-            self.shortcut.after_session(result.blocked, result.unsatisfiable, self._session_scheduled)
+            self.shortcut.after_session(result.blocked, result.unsatisfiable, self._session_scheduled,
+                                        bool(result.reservations))
             return
         self._session_busy = True
         self._next_slice(loop, slices, result)
@@ -262,7 +263,7 @@ class DispatchMixin:
             next(slices)
         except StopIteration:
             self.shortcut.after_session(result.blocked, result.unsatisfiable,
-                                        self._session_scheduled or self._session_again)
+                                        self._session_scheduled or self._session_again, bool(result.reservations))
             self._session_over()
             return
         except STORE_ERRORS as e:  # this slice applied nothing; the slices before it stand

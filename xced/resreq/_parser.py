@@ -320,6 +320,7 @@ class _Parser:
             self.expect("*", "'*' after the slot count")
             self.expect("{", "'{' after '*'")
             inner = self.parse_simple(stop="}")
+            self.not_empty(inner)
             self.expect("}", "'}'")
             parts.append(Part(count, inner))
             self.skip_ws()
@@ -346,6 +347,7 @@ class _Parser:
                 inner = self.parse_compound(stop="}")
             else:
                 inner = self.parse_simple(stop="}")
+                self.not_empty(inner)
             self.expect("}", "'}'")
             parts.append(Part(None, inner))
             self.skip_ws()
@@ -361,6 +363,14 @@ class _Parser:
         if len(parts) == 1:
             return parts[0].resreq
         return ResReq(kind="alternative", parts=tuple(parts))
+
+    def not_empty(self, inner: ResReq) -> None:
+        """Refuse `{}` (a part or an alternative with no section, at its '}') in what a user
+        or admin writes (a capped parse): it would say nothing, as the empty sections
+        `select[]`, `rusage[]` ... are refused. A stored requirement (uncapped) is read as it
+        was, so that jobs taken before this rule still load."""
+        if inner.is_empty and self.max_terms is not None:
+            raise self.fail(self.pos, "a requirement inside '{...}' (select[...], rusage[...], span[...], ...)")
 
     def parse_simple(self, stop: str | None) -> ResReq:
         found: dict[str, object] = {}

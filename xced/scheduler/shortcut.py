@@ -5,7 +5,11 @@ nothing but submits has happened since the last session, that session's findings
 - a queue whose head could not start blocks every job behind it (strict FCFS without
   backfill): the new job pends with the head's reason;
 - a request the session proved unable to start (SCHED-2's cache) still cannot, since the
-  free supply has only shrunk: the new job with that very request gets the proof's reason.
+  free supply has only shrunk: the new job with that very request gets the proof's reason,
+  unless that reason offers a smaller task count ("would start now with -n 1") while the
+  session reserved a head's start (SCHED-1): whether that count would delay the reservation
+  depends on the new job's run limit, which only a session weighs (the hint then names the
+  run limit it also needs, RES-6).
 
 Anything else (a job end, a kill, a release, a host joining, a config change) makes them
 stale: the controller calls `invalidate()` whenever it asks for a session.
@@ -24,22 +28,31 @@ class SubmitShortcut:
         self.unsatisfiable: dict[tuple, PendReason] = {}
         #: True while only submits happened since the session that found them
         self.valid = False
+        #: the session reserved a blocked head's start (SCHED-1)
+        self.reserved = False
 
     def invalidate(self) -> None:
         """Something other than a submit happened: the findings no longer hold."""
         self.valid = False
 
     def after_session(self, blocked: dict[str, PendReason], unsatisfiable: dict[tuple, PendReason],
-                      another_asked: bool) -> None:
+                      another_asked: bool, reserved: bool = False) -> None:
         """A session ended with these findings; they hold unless another session is already
-        asked for (something happened while it ran)."""
+        asked for (something happened while it ran). `reserved`: it reserved a head's start."""
         self.blocked = blocked
         self.unsatisfiable = unsatisfiable
         self.valid = not another_asked
+        self.reserved = reserved
 
     def reason_for(self, queue: str, request: tuple) -> PendReason | None:
         """The reason a new job in `queue` with `request` (ntasks_min, ntasks_max, resreq,
         host_limit) pends without a session, or None when it needs one."""
         if not self.valid:
             return None
-        return self.blocked.get(queue) or self.unsatisfiable.get(request)
+        got = self.blocked.get(queue)
+        if got is not None:
+            return got
+        got = self.unsatisfiable.get(request)
+        if got is not None and got.start_with is not None and self.reserved:
+            return None  # the smaller count's hint depends on the job's run limit (module docstring)
+        return got
