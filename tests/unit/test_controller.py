@@ -320,6 +320,31 @@ def test_a_submit_the_last_session_proved_short_still_gets_its_own_run_limits_hi
     c.store.close()
 
 
+def test_a_submit_that_would_head_a_backfilling_queue_gets_its_reservation(tmp_path):
+    """SCHED-1 (a fresh tester's find): the last session proved -n 2 short (for a job of a
+    strict queue) and only submits followed; a new -n 2 job in a backfilling queue with no
+    blocked head heads that queue, so it needs a reservation, which only a session makes: it
+    must not just take the proof's reason."""
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test"),
+                        queues=[QueueConfig(name="normal", max_run_limit_s=3600, backfill=True),
+                                QueueConfig(name="strict", max_run_limit_s=3600)],
+                        hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)])
+    c = controller_on(SqliteStore(tmp_path / "db"), cfg, tmp_path)
+
+    async def main():
+        c.submit(req(ntasks_min=3, queue="strict"), ALICE)
+        session(c)
+        c.submit(req(ntasks_min=2, queue="strict"), ALICE)  # proves -n 2 short, heads "strict"
+        session(c)
+        head = c.submit(req(ntasks_min=2), ALICE)  # in "normal", whose head it becomes
+        assert head.elements[0].pend_reason is None and c.session_asked
+        session(c)
+        why = c.why(head.id, None)
+        assert why["reservation"] is not None and why["reservation"]["text"].startswith("reserved from "), why
+    asyncio.run(main())
+    c.store.close()
+
+
 def test_vanished_profile_declines_then_system_hold(tmp_path):
     """DISPATCH-2: a job whose profile is gone at dispatch stays PEND (never EXIT); after
     MAX_DECLINES declined dispatches in a row it gets a system hold that names the reason,

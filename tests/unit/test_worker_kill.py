@@ -57,6 +57,40 @@ def test_a_kill_during_the_launch_is_delivered_and_the_command_never_runs(tmp_pa
     assert not marker.exists(), "the command ran although it was killed first"
 
 
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_an_ending_signal_during_the_launch_ends_the_job_and_another_is_not_sent(tmp_path, sig):
+    """LSF bkill -s KILL (a fresh tester's find): `xcecli kill -s KILL` of many jobs frees
+    slots, a session dispatches later jobs of the same list, and their signal reached the
+    worker before the job had a process: it was dropped and the job ran on. A KILL, TERM or
+    INT that reaches an element still being launched now ends it as a kill does (the command
+    never runs); a USR1 then is not sent (False), as a job that has not started takes none."""
+    import signal
+
+    marker = tmp_path / "ran"
+    rec = Recorder()
+
+    async def run():
+        w = LocalWorker("h1", tmp_path, rec)
+        try:
+            info = StartInfo(7, 0, None, "normal", "alice", ["/bin/sh", "-c", f"touch {marker}; sleep 30"],
+                             str(tmp_path), {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None, None, None,
+                             [("h1", 1)], "alice", None, None, 0.2, 0.2)
+            w.start(info)
+            assert w.signal(7, 0, signal.SIGUSR1) is False  # no process yet: not sent
+            assert w.signal(7, 0, getattr(signal, sig)) is True  # before the launch task has run
+            deadline = time.monotonic() + 30
+            while not rec.finished and not rec.failed:
+                assert time.monotonic() < deadline, "the element never ended"
+                await asyncio.sleep(0.05)
+        finally:
+            await w.close()
+
+    asyncio.run(run())
+    assert rec.failed == [] and len(rec.finished) == 1
+    assert rec.finished[0][2].reason == "killed", rec.finished
+    assert not marker.exists(), "the command ran although an ending signal came first"
+
+
 def test_fencing_by_attempt_ends_only_the_stale_copy_and_leaves_the_current_one(tmp_path):
     """SCHED-4: a host runs element 7[0] of attempt 2 and, beside it, a task of attempt 1
     (a stale copy, e.g. whose end never reached the host). The rejoin lists both

@@ -252,7 +252,7 @@ class DispatchMixin:
             for _ in slices:
                 pass
             self.shortcut.after_session(result.blocked, result.unsatisfiable, self._session_scheduled,
-                                        bool(result.reservations))
+                                        bool(result.reservations), result.headed)
             return
         self._session_busy = True
         self._next_slice(loop, slices, result)
@@ -263,7 +263,8 @@ class DispatchMixin:
             next(slices)
         except StopIteration:
             self.shortcut.after_session(result.blocked, result.unsatisfiable,
-                                        self._session_scheduled or self._session_again, bool(result.reservations))
+                                        self._session_scheduled or self._session_again, bool(result.reservations),
+                                        result.headed)
             self._session_over()
             return
         except STORE_ERRORS as e:  # this slice applied nothing; the slices before it stand

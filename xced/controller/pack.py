@@ -240,7 +240,7 @@ class PackMixin:
                         m.Pending, "submit", "system", reason=waiting))
                     continue
             known = (self.shortcut.reason_for(qname, request_key(PlacementRequest(
-                eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit, job.spec.exclusive)))
+                eff.ntasks_min, eff.ntasks_max, eff.resreq, queue.host_limit, job.spec.exclusive)), queue.backfill)
                      if use_shortcut else None)
             if known is not None:
                 changes += self._changes(list(job.elements.values()), self._stim(

@@ -572,7 +572,8 @@ class SubmitMixin:
                 self._commit(self._changes(list(job.elements.values()), self._stim(
                     m.Pending, "submit", "system", reason=waiting)))
                 return
-        known = self.shortcut.reason_for(qname, request) if not self._session_scheduled else None
+        known = (self.shortcut.reason_for(qname, request, self.config.queue(qname).backfill)
+                 if not self._session_scheduled else None)
         if known is not None:
             self._commit(self._changes(list(job.elements.values()), self._stim(
                 m.Pending, "submit", "scheduler", reason=known)))

@@ -138,6 +138,8 @@ class SessionResult:
     #: the session's unsatisfiable-request cache (SCHED-2): (ntasks_min, ntasks_max, resreq,
     #: host_limit) -> the full reason; still true after the session, as supply only shrank
     unsatisfiable: dict[tuple, PendReason] = field(default_factory=dict)
+    #: the backfilling queues whose head could not start (each has an entry in `heads`)
+    headed: set[str] = field(default_factory=set)
 
 
 REASON_ARRAY_LIMIT = "The job array has reached its limit of {limit} running elements"
@@ -527,7 +529,7 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
     supply = _FreeHosts.of(snapshot, now)
     array_running = dict(snapshot.array_running)
     blocked = res.blocked  # queue -> the one reason shared by every job behind its head
-    heads: set[str] = set()  # backfilling queues whose head is blocked
+    heads = res.headed  # backfilling queues whose head is blocked
     reserved: list[_Reserved] = []
     ends: list[tuple[float, dict]] | None = None  # running work by estimated end, built on first need
     started: list[tuple[float, dict]] = []  # this session's dispatches until `ends` is built

@@ -9,7 +9,9 @@ nothing but submits has happened since the last session, that session's findings
   unless that reason offers a smaller task count ("would start now with -n 1") while the
   session reserved a head's start (SCHED-1): whether that count would delay the reservation
   depends on the new job's run limit, which only a session weighs (the hint then names the
-  run limit it also needs, RES-6).
+  run limit it also needs, RES-6). Nor does it when the new job would head a backfilling
+  queue whose head the session did not find blocked: a head gets a reservation (SCHED-1),
+  which only a session makes.
 
 Anything else (a job end, a kill, a release, a host joining, a config change) makes them
 stale: the controller calls `invalidate()` whenever it asks for a session.
@@ -30,28 +32,35 @@ class SubmitShortcut:
         self.valid = False
         #: the session reserved a blocked head's start (SCHED-1)
         self.reserved = False
+        #: the backfilling queues whose head the session found blocked
+        self.headed: set[str] = set()
 
     def invalidate(self) -> None:
         """Something other than a submit happened: the findings no longer hold."""
         self.valid = False
 
     def after_session(self, blocked: dict[str, PendReason], unsatisfiable: dict[tuple, PendReason],
-                      another_asked: bool, reserved: bool = False) -> None:
+                      another_asked: bool, reserved: bool = False, headed: set[str] | None = None) -> None:
         """A session ended with these findings; they hold unless another session is already
-        asked for (something happened while it ran). `reserved`: it reserved a head's start."""
+        asked for (something happened while it ran). `reserved`: it reserved a head's start;
+        `headed`: the backfilling queues whose head it found blocked."""
         self.blocked = blocked
         self.unsatisfiable = unsatisfiable
         self.valid = not another_asked
         self.reserved = reserved
+        self.headed = headed or set()
 
-    def reason_for(self, queue: str, request: tuple) -> PendReason | None:
-        """The reason a new job in `queue` with `request` (ntasks_min, ntasks_max, resreq,
-        host_limit) pends without a session, or None when it needs one."""
+    def reason_for(self, queue: str, request: tuple, backfill: bool = False) -> PendReason | None:
+        """The reason a new job in `queue` (`backfill`: a backfilling queue) with `request`
+        (ntasks_min, ntasks_max, resreq, host_limit) pends without a session, or None when it
+        needs one."""
         if not self.valid:
             return None
         got = self.blocked.get(queue)
         if got is not None:
             return got
+        if backfill and queue not in self.headed:
+            return None  # it would head its queue: its reservation needs a session
         got = self.unsatisfiable.get(request)
         if got is not None and got.start_with is not None and self.reserved:
             return None  # the smaller count's hint depends on the job's run limit (module docstring)

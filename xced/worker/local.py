@@ -12,6 +12,7 @@ import logging
 import os
 import pwd
 import stat
+import signal as _signal
 import time
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from xced.worker import procs
 from xced.worker.env import (element_environment, expand_output_path, hosts_per_slot, task_environment,
                              task_starter_line)
 
+#: signals that ask a job to end (LSF: what a pending job takes, as a kill)
+_ENDING_SIGNALS = frozenset({_signal.SIGKILL, _signal.SIGTERM, _signal.SIGINT})
 log = logging.getLogger("xced.worker")
 
 
@@ -412,7 +415,22 @@ class LocalWorker:
         return procs.request_kill(self.jobdir(job_id, index))
 
     def signal(self, job_id: int, index: int, sig: int) -> bool:
-        return procs.signal_job(self.jobdir(job_id, index), sig)
+        """Send `sig` to the element's job (procs.signal_job); True if it was sent, or will be.
+        A KILL, TERM or INT that reaches an element still starting (being launched, or its
+        supervisor not yet past starting the job: no job.json and no status.json) ends it as
+        `kill` does, as soon as it can: such a signal asks the job to end, and there is no
+        process yet to take it, so it would be lost and the job run on (LSF bkill -s KILL; a
+        pending job takes these three signals as a kill too). Another signal to a job that has
+        not started is not sent (False)."""
+        from xced.worker.supervisor import JOB_FILE, STATUS_FILE
+
+        jd = self.jobdir(job_id, index)
+        if procs.signal_job(jd, sig):
+            return True
+        if sig in _ENDING_SIGNALS and ((job_id, index) in self._launching
+                                       or not ((jd / JOB_FILE).exists() or (jd / STATUS_FILE).exists())):
+            return self.kill(job_id, index)
+        return False
 
     def read_output(self, job_id: int, index: int, stream: str, max_bytes: int) -> dict | None:
         """The element's stdout or stderr so far (`xcecli peek`, LSF bpeek): None when it has
