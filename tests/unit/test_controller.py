@@ -219,6 +219,18 @@ def test_jobs_of_one_requirement_share_one_parsed_requirement_across_submits_and
     assert c2.jobs[a.id].resreq == ctl.jobs[a.id].resreq
 
 
+def test_a_users_hold_says_the_same_after_a_restart(ctl, tmp_path):
+    """D-5 (a fresh tester's find): pend reasons are not stored, and a held element is in no
+    session, so after a restart `xcecli jobs` showed '-' for a job held by its user (bsub -H)
+    that had said "The job was suspended by the user while pending ..." before."""
+    j = ctl.submit(req(hold=True), ALICE)
+    before = ctl.jobs[j.id].elements[0].pend_reason
+    assert before is not None and before.main.startswith("The job was suspended by the user while pending")
+    c2 = Controller(ctl.config, ctl.store, tmp_path)
+    assert c2.jobs[j.id].elements[0].state == "PSUSP"
+    assert c2.jobs[j.id].elements[0].pend_reason == before
+
+
 def test_containment_is_shown_from_the_start_and_stored_with_the_end(ctl, tmp_path):
     """JOB-1 (issue 15): the mechanism the worker reports with the start is the element's
     `containment` while it runs, is written with its end (migration 0009), and so is still

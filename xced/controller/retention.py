@@ -20,7 +20,7 @@ import json
 import logging
 
 from xced.model import deps
-from xced.model.jobs import ACTIVE, FINISHED, JobState
+from xced.model.jobs import ACTIVE, FINISHED, HoldKind, JobState, PendReason
 from xced.model.spec import from_record
 from xced.model.state import Element, Job
 
@@ -38,15 +38,24 @@ PURGE_EVERY_S = 60.0
 TRIM_EVERY_S = 10.0
 
 
+_USER_ONLY = frozenset({HoldKind.USER})
+
+
 def _element(job: Job, row: tuple) -> Element:
     """An Element of `job` from a store row (job_id, idx, state, holds, start, end, exit_code,
     exit_signal, exit_reason, alloc, action, token_hash, reserve, failures, containment, attempt)."""
     (_, idx, state, holds, st, et, code, sig, reason, alloc, action, thash, reserve, failures, containment,
      attempt) = row
-    return Element(job, idx, S(state), frozenset(h for h in holds.split(",") if h) if holds else frozenset(),
-                   st, et, code, sig, reason, [tuple(a) for a in json.loads(alloc)] if alloc else (), action,
-                   token_hash=thash, reserve=json.loads(reserve) if reserve else {}, failures=failures or 0,
-                   containment=containment, attempt=attempt or 0)
+    e = Element(job, idx, S(state), frozenset(h for h in holds.split(",") if h) if holds else frozenset(),
+                st, et, code, sig, reason, [tuple(a) for a in json.loads(alloc)] if alloc else (), action,
+                token_hash=thash, reserve=json.loads(reserve) if reserve else {}, failures=failures or 0,
+                containment=containment, attempt=attempt or 0)
+    if e.state is S.PSUSP and e.holds == _USER_ONLY:
+        # pend reasons are not stored; a user's hold says what it said before the restart (D-5)
+        from xced.controller.machine import REASON_USER_HOLD
+
+        e.pend_reason = PendReason(REASON_USER_HOLD)
+    return e
 
 
 def job_from_rows(row: tuple, element_rows) -> Job:
