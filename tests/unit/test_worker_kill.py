@@ -32,7 +32,10 @@ class Recorder:
         self.failed.append((job_id, index, why))
 
 
-def test_a_kill_during_the_launch_is_delivered_and_the_command_never_runs(tmp_path):
+def _act_during_the_launch(tmp_path, act) -> None:
+    """Start element 7[0] (a command that leaves a marker) on a LocalWorker, call `act(worker)`
+    before its launch task has run (no spec.json yet), and check that the element ended
+    killed without its command having run."""
     marker = tmp_path / "ran"
     rec = Recorder()
 
@@ -43,7 +46,7 @@ def test_a_kill_during_the_launch_is_delivered_and_the_command_never_runs(tmp_pa
                              str(tmp_path), {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None, None, None,
                              [("h1", 1)], "alice", None, None, 0.2, 0.2)
             w.start(info)
-            assert w.kill(7, 0) is True  # before the launch task has run: no spec.json yet
+            act(w)
             deadline = time.monotonic() + 30
             while not rec.finished and not rec.failed:
                 assert time.monotonic() < deadline, "the element never ended"
@@ -57,6 +60,13 @@ def test_a_kill_during_the_launch_is_delivered_and_the_command_never_runs(tmp_pa
     assert not marker.exists(), "the command ran although it was killed first"
 
 
+def test_a_kill_during_the_launch_is_delivered_and_the_command_never_runs(tmp_path):
+    def act(w):
+        assert w.kill(7, 0) is True
+
+    _act_during_the_launch(tmp_path, act)
+
+
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_an_ending_signal_during_the_launch_ends_the_job_and_another_is_not_sent(tmp_path, sig):
     """LSF bkill -s KILL (a fresh tester's find): `xcecli kill -s KILL` of many jobs frees
@@ -66,29 +76,11 @@ def test_an_ending_signal_during_the_launch_ends_the_job_and_another_is_not_sent
     never runs); a USR1 then is not sent (False), as a job that has not started takes none."""
     import signal
 
-    marker = tmp_path / "ran"
-    rec = Recorder()
+    def act(w):
+        assert w.signal(7, 0, signal.SIGUSR1) is False  # no process yet: not sent
+        assert w.signal(7, 0, getattr(signal, sig)) is True
 
-    async def run():
-        w = LocalWorker("h1", tmp_path, rec)
-        try:
-            info = StartInfo(7, 0, None, "normal", "alice", ["/bin/sh", "-c", f"touch {marker}; sleep 30"],
-                             str(tmp_path), {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None, None, None,
-                             [("h1", 1)], "alice", None, None, 0.2, 0.2)
-            w.start(info)
-            assert w.signal(7, 0, signal.SIGUSR1) is False  # no process yet: not sent
-            assert w.signal(7, 0, getattr(signal, sig)) is True  # before the launch task has run
-            deadline = time.monotonic() + 30
-            while not rec.finished and not rec.failed:
-                assert time.monotonic() < deadline, "the element never ended"
-                await asyncio.sleep(0.05)
-        finally:
-            await w.close()
-
-    asyncio.run(run())
-    assert rec.failed == [] and len(rec.finished) == 1
-    assert rec.finished[0][2].reason == "killed", rec.finished
-    assert not marker.exists(), "the command ran although an ending signal came first"
+    _act_during_the_launch(tmp_path, act)
 
 
 def test_fencing_by_attempt_ends_only_the_stale_copy_and_leaves_the_current_one(tmp_path):
