@@ -616,7 +616,7 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
                 held = held_by_caps.get((j.project, j.user, j.ntasks_min))
                 if held is not None:
                     pend(j, held[0])
-                    trace.append(TraceLine(str(j.job_id) if j.index == 0 else f"{j.job_id}[{j.index}]", held[1]))
+                    trace.append(TraceLine(_ref(j), held[1]))
                     continue
         if settled:
             got_s = settled.get((j.queue, j.ntasks_min, j.ntasks_max, id(j.resreq), j.exclusive, j.run_limit_s))
@@ -635,19 +635,8 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
                     if room is not None and room < j.ntasks_max:
                         got_s = None
             if got_s is not None:  # decided as an earlier job with the same request: see `settled`
-                pr = got_s[0]
-                last = j.last_reason
-                if last is not pr:  # `pend`, inline
-                    if last is None:
-                        reasons[(j.job_id, j.index)] = pr
-                    else:
-                        k = (id(last), id(pr))
-                        eq = same.get(k)
-                        if eq is None:
-                            eq = same[k] = last == pr
-                        if not eq:
-                            reasons[(j.job_id, j.index)] = pr
-                trace.append(TraceLine(str(j.job_id) if j.index == 0 else f"{j.job_id}[{j.index}]", got_s[1]))
+                pend(j, got_s[0])
+                trace.append(TraceLine(_ref(j), got_s[1]))
                 continue
         ref = _ref(j)
         q = queues.get(j.queue)
