@@ -198,3 +198,31 @@ def test_bounds_the_fuzz_cannot_reach_are_held(shared_daemon):
                 c.request("POST", "/jobs/dry-run", json={"argv": ["true"], "cwd": "/tmp", name: "x" * (bound + 1)})
             ok = c.request("POST", "/jobs/dry-run", json={"argv": ["true"], "cwd": "/tmp", name: "x" * bound})
             assert ok.status == 200
+
+
+def test_exdata_json_cannot_carry_is_refused_and_a_large_integer_is_kept(shared_daemon, tmp_path):
+    """A submit whose exdata holds 1e400 (infinity to the json module) is 422 naming exdata,
+    and nothing is submitted; one holding an integer over 64 bits is taken and shown back
+    exactly (the store writes that spec with the json module, which orjson cannot)."""
+    d = shared_daemon
+    before = len(_jobs(d))
+    conn = _UnixConnection(_socket(d), 30)
+    try:
+        raw = b'{"argv": ["true"], "cwd": "%s", "exdata": {"meta": {"x": 1e400}}}' % str(tmp_path).encode()
+        conn.request("POST", "/xce/v1/jobs", body=raw, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        answer = json.loads(resp.read())
+        assert resp.status == 422 and answer["error"]["field"] == "exdata", answer
+        assert "a number JSON cannot carry" in answer["error"]["message"]
+        assert len(_jobs(d)) == before
+        raw = b'{"argv": ["true"], "cwd": "%s", "hold": true, "exdata": {"meta": {"n": %d}}}' % (
+            str(tmp_path).encode(), 2**70)
+        conn.request("POST", "/xce/v1/jobs", body=raw, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        job_id = json.loads(resp.read())["job_id"]
+        assert resp.status == 200
+    finally:
+        conn.close()
+    shown = json.loads(d.cli("show", str(job_id), "--json", check=True).stdout)
+    assert str(2**70) in json.dumps(shown), shown
+    d.cli("kill", str(job_id), check=True)

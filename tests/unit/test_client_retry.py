@@ -11,16 +11,19 @@ store_busy, or never answer. The end-to-end tests (tests/e2e/test_retry.py) use 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xced.api import errors
 from xced.api.client import Client, connect_timeout
-from xced.api.idempotency import HEADER, body_digest, check_key, new_key
+from xced.api.idempotency import HEADER, body_digest, canonical, check_key, new_key
 
 from tests.unit.test_client import RecordingHandler, _Server
 
@@ -231,6 +234,33 @@ def test_body_digest_is_canonical_json():
     assert a != body_digest({"argv": ["true"], "cwd": "/tmp", "env": {"A": "1", "B": "3"}})
     assert len(body_digest({"env": {"X": "caf\udce9"}})) == 64
     assert len(new_key()) == 32 and new_key() != new_key()
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)))
+_PLAIN = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | _TEXT,
+                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+                      max_leaves=16)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(_PLAIN)
+def test_canonical_json_is_the_same_bytes_whichever_encoder_writes_it(value):
+    """JOB-10: a digest kept by an older daemon must match a retry's: the fast way (orjson,
+    for what holds no float) gives the json module's bytes exactly, control characters,
+    non-ASCII text, key order and 64-bit integers included."""
+    assert canonical(value, floatless=True) == canonical(value)
+    assert canonical(value) == json.dumps(value, sort_keys=True, separators=(",", ":"),
+                                          ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def test_what_orjson_cannot_write_is_still_canonical_json():
+    """A lone surrogate, an integer over 64 bits and a float (in exdata, the one free-form
+    field) go the json module's way, the bytes the digest was always made of."""
+    for value in ({"env": {"X": "caf\udce9"}}, {"exdata": {"n": 2**70}}, {"exdata": {"x": 1e-7}}):
+        assert canonical(value, floatless=value.get("exdata") is None) == json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    assert body_digest({"argv": ["a"], "exdata": {"x": 1e-7}}) == \
+        hashlib.sha256(b'{"argv":["a"],"exdata":{"x":1e-07}}').hexdigest()
 
 
 def test_a_malformed_key_is_quoted_as_the_user_typed_it():

@@ -81,3 +81,17 @@ def test_counts_of_many_tiny_entries_are_bounded(field, make, cap):
     counts are capped, and the refusal says at most how many."""
     SubmitRequest(argv=["true"], cwd="/tmp", **{field: make(cap)})
     assert f"at most {cap} items" in refusal(**{field: make(cap + 1)})
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_exdata_with_a_number_json_cannot_carry_is_refused_saying_so(number):
+    """RFC 8259 has no NaN or Infinity, but the json module reads them, and 1e400 as
+    infinity: refused, so that no stored spec, listing or `show --json` holds a value JSON
+    cannot give back (the store writes specs with orjson, which would make it null)."""
+    body = json.loads('{"argv": ["true"], "cwd": "/tmp", "exdata": {"meta": {"x": [1, %s]}}}' % number)
+    with pytest.raises(ValidationError) as info:
+        SubmitRequest(**body)
+    err = info.value.errors()[0]
+    assert err["loc"] == ("exdata",)
+    assert "a number JSON cannot carry" in err["msg"] and "give a finite number" in err["msg"]
+    assert SubmitRequest(argv=["true"], cwd="/tmp", exdata={"meta": {"x": 1e300}}).exdata == {"meta": {"x": 1e300}}

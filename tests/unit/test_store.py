@@ -119,3 +119,26 @@ def test_a_read_of_a_broken_store_off_the_loop_is_a_typed_error(tmp_path):
     for read in (lambda: s.read_job(1), lambda: list(s.read_jobs(None, None))):
         with pytest.raises((StoreBusy, StoreUnavailable)):
             read()
+
+
+def test_a_spec_and_a_keys_answer_read_back_as_they_were_written(tmp_path):
+    """The submit path writes its records with orjson (record_text, issue 17 part 5): what
+    the json module reads back is the record as given, a float written 1e-7 rather than
+    1e-07 and non-ASCII text included; an integer over 64 bits, which orjson refuses, is
+    written by the json module (a submit's exdata may hold one)."""
+    import json
+
+    s = SqliteStore(tmp_path / "x.db")
+    spec = {"argv": ["echo", "café ☃"], "exdata": {"meta": {"f": 1e16, "small": 1e-7, "z": -0.0}},
+            "env_digest": "d", "run_limit_s": None, "warnings": ["a\nb"]}
+    big = {**spec, "exdata": {"meta": {"big": 2**70}}}
+    answer = {"job_id": 7, "name": "ü", "queue": "normal", "array_size": 0}
+    with s.tx(durable=True):
+        s.insert_job(7, "ü", "alice", "normal", 1.5, spec, [0], "PEND")
+        s.insert_job(8, None, "alice", "normal", 1.5, big, [0], "PEND")
+        s.add_idempotency_key("alice", "k" * 16, 7, "h", 1.5, answer)
+    rows = list(s.load_jobs())
+    assert [json.loads(r[5]) for r in rows] == [spec, big]
+    assert "café ☃" in rows[0][5] and "1e-7" in rows[0][5]  # orjson's text (json writes 1e-07)
+    assert s.idempotency_key("alice", "k" * 16) == (7, "h", 1.5, answer)
+    s.close()

@@ -48,17 +48,35 @@ def check_key(value: str) -> str:
                          f"one per submit and send each retry of that submit with the same one", field=HEADER)
 
 
-def canonical(value: object) -> bytes:
+def canonical(value: object, *, floatless: bool = False) -> bytes:
     """`value` (JSON-able) as canonical JSON: keys sorted, no spaces, UTF-8 (lone surrogates
     kept as they are, `surrogatepass`), so two values that say the same thing are the same
-    bytes whatever their key order or spacing."""
+    bytes whatever their key order or spacing.
+
+    The bytes are the json module's (`sort_keys`, `separators=(",", ":")`,
+    `ensure_ascii=False`), so a digest kept by an older daemon still matches. `floatless`:
+    the caller knows `value` holds no float (a SubmitRequest's fields without `exdata`);
+    then orjson makes them, about 8 times faster (issue 17 part 5), and its bytes are the
+    json module's for every value without a float (tests/unit/test_idempotency.py proves it
+    over generated values). A float is written differently by the two (1e-7 against 1e-07),
+    so it always goes the json module's way, as does what orjson refuses (a lone
+    surrogate, an integer over 64 bits, a key that is not a string)."""
+    if floatless:
+        import orjson  # the daemon's alone, as json below
+
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # orjson.JSONEncodeError: what it cannot write, written below
+            pass
     import json  # the daemon's alone: kept out of the CLI's start-up (CLI-6)
 
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def body_digest(body: dict) -> str:
-    """The hex SHA-256 of `body` (a submit request as JSON-able values) as `canonical` JSON."""
+    """The hex SHA-256 of `body` (a submit request: SubmitRequest's fields as JSON-able
+    values) as `canonical` JSON. Only its `exdata` (the free-form side record) can hold a
+    float; without one it is canonical's fast way."""
     import hashlib  # the daemon's alone: kept out of the CLI's start-up (CLI-6)
 
-    return hashlib.sha256(canonical(body)).hexdigest()
+    return hashlib.sha256(canonical(body, floatless=body.get("exdata") is None)).hexdigest()

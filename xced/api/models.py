@@ -128,11 +128,15 @@ class SubmitRequest(RequestBody):
     @field_validator("exdata")
     @classmethod
     def _exdata_items(cls, v: dict | None) -> dict | None:
-        """D-8: exdata holds at most MAX_EXDATA_ITEMS keys, values and array elements; walked
-        once, without recursion, and given up as soon as it passes the bound (its depth,
+        """D-8: exdata holds at most MAX_EXDATA_ITEMS keys, values and array elements, and no
+        number JSON cannot carry (RFC 8259 has no Infinity or NaN: the json module reads
+        `NaN`, and `1e400` as infinity, which no listing could show again); walked once,
+        without recursion, and given up as soon as it passes the bound (its depth,
         MAX_EXDATA_DEPTH, is the submit's check, xced.controller.submit._check_exdata)."""
         if v is None:
             return v
+        import math
+
         items = 0
         stack: list[object] = [v]
         while stack:
@@ -142,7 +146,12 @@ class SubmitRequest(RequestBody):
             if items > MAX_EXDATA_ITEMS:
                 raise ValueError(f"exdata has more than {MAX_EXDATA_ITEMS} keys, values and array elements "
                                  f"(MAX_EXDATA_ITEMS); keep the side record small")
-            stack.extend(x for x in children if isinstance(x, (dict, list)))  # type: ignore[union-attr]
+            for x in children:  # type: ignore[union-attr]
+                if isinstance(x, (dict, list)):
+                    stack.append(x)
+                elif isinstance(x, float) and not math.isfinite(x):
+                    raise ValueError(f"exdata holds {x!r}, a number JSON cannot carry (NaN and Infinity are not JSON; "
+                                     f"a number as large as 1e400 overflows to infinity); give a finite number")
         return v
 
 

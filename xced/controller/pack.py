@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
@@ -32,6 +31,7 @@ from xced.model.state import Element, Job
 from xced.policy.rbac import Caller
 from xced.scheduler.placement import PlacementRequest
 from xced.scheduler.session import request_key
+from xced.store.base import record_text
 
 S = JobState
 log = logging.getLogger("xced.controller")
@@ -66,7 +66,7 @@ def _digest_start(env: Mapping[str, str]):
     can be a pack's) and the pack's environment; each job follows as "\n" + canonical JSON."""
     import hashlib
 
-    return hashlib.sha256(b"pack\n" + canonical(dict(env)))
+    return hashlib.sha256(b"pack\n" + canonical(dict(env), floatless=True))  # str: str
 
 
 def pack_digest(env: Mapping[str, str], jobs: Sequence[Mapping]) -> str:
@@ -76,7 +76,8 @@ def pack_digest(env: Mapping[str, str], jobs: Sequence[Mapping]) -> str:
     digest whatever its key order or spacing; `submit_pack` makes it job by job."""
     h = _digest_start(env)
     for job in jobs:
-        h.update(b"\n" + canonical(dict(job)))
+        job = dict(job)
+        h.update(b"\n" + canonical(job, floatless=job.get("exdata") is None))
     return h.hexdigest()
 
 
@@ -131,7 +132,7 @@ class PackMixin:
             for i, job in enumerate(jobs):
                 req = dict(job)
                 if digest is not None and attempt == 0:
-                    digest.update(b"\n" + canonical(req))
+                    digest.update(b"\n" + canonical(req, floatless=req.get("exdata") is None))
                 if i and i % PACK_CHUNK == 0 and attempt < PACK_CHECK_TRIES - 1:
                     await asyncio.sleep(0)  # let the daemon answer others (the last try keeps the loop)
                 with job_of_pack(i):
@@ -143,7 +144,7 @@ class PackMixin:
                     c = self._check_submit(req, caller, *targets[project], base_env=env, base_record=record)
                 # what the commit writes, made here, a step at a time, rather than while nothing else runs
                 effective = self._effective(c[5], c[4])
-                checked.append(_Checked(*c, effective, json.dumps(to_record(c[6], effective), separators=(",", ":"))))
+                checked.append(_Checked(*c, effective, record_text(to_record(c[6], effective))))
             if state == (self._config_hash, self.purged):
                 break
         idempotency = None

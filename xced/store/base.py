@@ -122,3 +122,21 @@ class Store(Protocol):
     def schema_version(self) -> int: ...
     def check_writable(self) -> None: ...
     def close(self) -> None: ...
+
+
+def record_text(record: dict) -> str:
+    """A record the submit path stores (a job's spec, an idempotency key's answer) as compact
+    JSON text, made by orjson: about ten times the json module's speed on a spec (issue 17
+    part 5), and read back by `json.loads` to the same values. Floats are the one place the
+    two write differently (1e-7 for 1e-07), and both read either form; a spec cannot hold
+    an infinity or NaN, which orjson would write as null (the submit refuses them in exdata,
+    the only free-form part: xced.api.models.SubmitRequest). What orjson refuses (an integer
+    over 64 bits in exdata) is written by the json module, as before."""
+    import orjson
+
+    try:
+        return orjson.dumps(record).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        import json
+
+        return json.dumps(record, separators=(",", ":"))

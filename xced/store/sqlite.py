@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from xced.api.errors import StoreBusy, StoreUnavailable
-from xced.store.base import store_failure, token_hash
+from xced.store.base import record_text, store_failure, token_hash
 
 _JOB_COLUMNS = "id, name, user, queue, submit_time, spec"
 _ELEMENT_COLUMNS = ("job_id, idx, state, holds, start_time, end_time, exit_code, exit_signal, exit_reason, alloc, "
@@ -234,8 +234,10 @@ class SqliteStore:
 
     def insert_job(self, job_id: int, name: str | None, user: str, queue: str, submit_time: float, spec: dict,
                    indices: Iterable[int], state: str) -> None:
+        """Inside a transaction: a new job's row, its spec (a record of xced.model.spec.to_record)
+        as `record_text`, and one element row per index in `state`."""
         self.db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?)",
-                        (job_id, name, user, queue, submit_time, json.dumps(spec, separators=(",", ":"))))
+                        (job_id, name, user, queue, submit_time, record_text(spec)))
         self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)",
                             ((job_id, i, state) for i in indices))
 
@@ -246,8 +248,7 @@ class SqliteStore:
         A spec may come as its JSON text already (made before the transaction)."""
         rows, elements = [], []
         for jid, name, user, queue, t, spec, indices in jobs:
-            rows.append((jid, name, user, queue, t, spec if isinstance(spec, str) else
-                         json.dumps(spec, separators=(",", ":"))))
+            rows.append((jid, name, user, queue, t, spec if isinstance(spec, str) else record_text(spec)))
             elements.extend((jid, i, state) for i in indices)
         self.db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,?)", rows)
         self.db.executemany("INSERT INTO elements (job_id, idx, state) VALUES (?,?,?)", elements)
@@ -291,7 +292,7 @@ class SqliteStore:
         from a body whose canonical hash is `body_hash`; `answer` is the SubmitResponse given.
         A key `user` has used already raises sqlite3.IntegrityError (the transaction rolls back)."""
         self.db.execute("INSERT INTO idempotency_keys (user, key, job_id, body_hash, time, answer) VALUES (?,?,?,?,?,?)",
-                        (user, key, job_id, body_hash, t, json.dumps(answer, separators=(",", ":"))))
+                        (user, key, job_id, body_hash, t, record_text(answer)))
 
     def idempotency_key(self, user: str, key: str) -> tuple[int, str, float, dict] | None:
         """(job_id, body_hash, time, answer) of `user`'s `key`, or None: one indexed read, no
