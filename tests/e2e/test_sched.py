@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -66,5 +67,49 @@ def test_backfill_live_and_recording_verifies(topdir, tmp_path):
         assert r.returncode == 1 and "no recording is running" in r.stderr
         r = xceadmin(topdir, "sim", "record", "--name", "sessions.jsonl")
         assert r.returncode == 1 and "exists already" in r.stderr
+    finally:
+        d.stop()
+
+
+def test_a_reason_a_later_backfill_made_stale_is_made_again_without_an_event(topdir):
+    """SCHED-3, pend_reason_update: head b pends on "1 free"; in the next session it is
+    decided before e, which backfills into that slot. With no event after, b's reason would
+    keep counting the slot e took. A session pend_reason_update (1 s) later tells b "0
+    free", and then the daemon stays quiet: the refresh finds nothing stale and asks for no
+    other (sessions counted from a recording of them)."""
+    write_config(topdir, slots=4)
+    (topdir / "config" / "queues.yaml").write_text("queues:\n  - name: normal\n    backfill: true\n")
+    with open(topdir / "config" / "xce.yaml", "a") as f:
+        f.write("pend_reason_update: 1\n")
+    d = Daemon(topdir).start()
+    rec = topdir / "recordings" / "refresh.jsonl"
+
+    def main(job: int) -> str:
+        return json.loads(d.cli("why", str(job), "--json", check=True).stdout)["main"]
+
+    def sessions() -> int:
+        return sum(1 for line in rec.read_text().splitlines() if '"kind":"session"' in line)
+
+    try:
+        assert xceadmin(topdir, "sim", "record", "--name", "refresh").returncode == 0
+        a = d.submit("-n", "3", "-W", "10", "--", "sleep", "60")
+        d.wait_state(a, ("RUN",))
+        b = d.submit("-n", "4", "-W", "1", "--", "true")  # the head: 1 free of the 4 it needs
+        deadline = time.monotonic() + 10
+        while main(b) != "Not enough free slots: 1 free on matching hosts, the job needs 4":
+            assert time.monotonic() < deadline, main(b)
+            time.sleep(0.05)
+        e = d.submit("-n", "1", "-W", "1", "--", "sleep", "60")  # ends before b's reservation: backfills
+        d.wait_state(e, ("RUN",))
+        deadline = time.monotonic() + 10
+        while main(b) != "Not enough free slots: 0 free on matching hosts, the job needs 4":
+            assert time.monotonic() < deadline, main(b)
+            time.sleep(0.1)
+        quiet = sessions()
+        time.sleep(2.5)  # two more refresh intervals: no session without an event
+        assert sessions() == quiet
+        assert d.show(b)["state"] == "PEND"
+        d.cli("kill", str(a), str(e), check=True)
+        assert d.wait_state(b, ("DONE",))["state"] == "DONE"
     finally:
         d.stop()

@@ -483,6 +483,20 @@ def test_max_array_size_is_an_admin_setting_with_lsfs_default(tmp_path: Path) ->
         assert f"max_array_size must be an integer from 1 to {MAX_ARRAY_SIZE_SETTING}" in r.errors[0].message
 
 
+def test_pend_reason_update_is_a_duration_of_at_least_a_second(tmp_path: Path) -> None:
+    """SCHED-3: xce.yaml's pend_reason_update (LSF's PEND_REASON_UPDATE_INTERVAL), default
+    5 s, seconds or a duration; under 1 s (each refresh is a whole session) is an error at
+    its place."""
+    r = load_cluster_config(make_topdir(tmp_path / "a"))
+    assert r.config is not None and r.config.settings.pend_reason_update_s == 5.0
+    r = load_cluster_config(make_topdir(tmp_path / "b", settings=GOOD_SETTINGS + "pend_reason_update: 2m\n"))
+    assert r.config is not None and r.config.settings.pend_reason_update_s == 120.0
+    for bad in ("0.5", "2d", "soon"):
+        r = load_cluster_config(make_topdir(tmp_path / bad, settings=GOOD_SETTINGS + f"pend_reason_update: {bad}\n"))
+        assert where(r) == [("xce.yaml", 5, 21)], r.errors
+        assert "pend_reason_update must be a number of seconds from 1 to 86400 (a day)" in r.errors[0].message
+
+
 def test_a_config_file_that_is_not_a_regular_file_or_too_big_is_refused_not_read(tmp_path: Path) -> None:
     """D-8: a FIFO would block the build for ever and /dev/zero never end; a file over
     MAX_CONFIG_BYTES is refused by its size, before anything reads it."""

@@ -500,3 +500,30 @@ def test_a_job_whose_memory_no_cap_leaves_room_for_pends_on_the_cap_before_any_s
     pr = r.pend_reasons[(1, 0)]
     assert pr.main == "project /bio at quota: 3072/4096 MB of memory, 2048 needed" and pr.hosts == []
     assert "1" not in r.heads and [d.job_id for d in r.dispatches] == [2]
+
+
+def test_a_session_that_starts_a_job_behind_one_it_pended_says_its_reasons_may_be_stale():
+    """SCHED-3: a session decides jobs in order, so head 1's "2 free" was given before job 2
+    backfilled into those slots: the session says so (`stale`), and the controller decides
+    the pending jobs again later (xced.controller.dispatch, pend_reason_update)."""
+    running = [RunSnap(90, 0, 1100.0, {"h1": {"slots": 8}})]
+    r = brun([host("h1", 10, free=2)], [bjob(1, 10, 50), bjob(2, 2, 50)], running)
+    assert [d.job_id for d in r.dispatches] == [2]
+    assert r.pend_reasons[(1, 0)].main == "Not enough free slots: 2 free on matching hosts, the job needs 10"
+    assert r.stale
+    # the next session, on the state after that dispatch, tells head 1 what is free now
+    again = brun([host("h1", 10, free=0)], [bjob(1, 10, 50)],
+                 running + [RunSnap(2, 0, 1050.0, {"h1": {"slots": 2}})])
+    assert again.pend_reasons[(1, 0)].main == "Not enough free slots: 0 free on matching hosts, the job needs 10"
+    assert not again.stale
+
+
+def test_dispatches_before_any_pend_and_held_jobs_leave_the_reasons_current():
+    """Only a dispatch after a job that pended makes a reason stale: dispatches first, then
+    pends, are decided on the state those dispatches left; a held job decides nothing."""
+    assert not run([host("h1", 4)], [job(1, 2), job(2, 2), job(3, 1)]).stale  # 1, 2 start; 3 pends after
+    r = run([host("h1", 4)], [job(1, 1, held=True), job(2, 2)])
+    assert [d.job_id for d in r.dispatches] == [2] and not r.stale
+    assert not run([host("h1", 4, free=0)], [job(1, 1), job(2, 1)]).stale  # nothing starts
+    r = run([host("h1", 4, free=1)], [job(1, 2, queue="high"), job(2, 1)])  # 1 pends, 2 starts in its queue
+    assert [d.job_id for d in r.dispatches] == [2] and r.stale

@@ -453,6 +453,8 @@ def _duration(low: float, high: float, shown: str):
 _clean_period = _duration(0.0, MAX_CLEAN_PERIOD_S, f"from 0 to {MAX_CLEAN_PERIOD_S:.0f} (a year)")
 #: host_lost_grace: from 1 s to a day (SCHED-4)
 _host_lost_grace = _duration(1.0, MAX_INTERVAL_S, f"from 1 to {MAX_INTERVAL_S:.0f} (a day)")
+#: pend_reason_update: from 1 s (each refresh is a whole session) to a day (SCHED-3)
+_pend_reason_update = _duration(1.0, MAX_INTERVAL_S, f"from 1 to {MAX_INTERVAL_S:.0f} (a day)")
 
 
 def _memory(v: Any, what: str) -> int:
@@ -612,6 +614,7 @@ _SETTINGS_FIELDS = {
     "presets_dir": _Field(_nullable(_str())),
     "clean_period": _Field(_clean_period),
     "host_lost_grace": _Field(_host_lost_grace),
+    "pend_reason_update": _Field(_pend_reason_update),
 }
 _SETTINGS_MODEL_NAMES = {
     "kill_interval": "kill_interval_s",
@@ -621,6 +624,7 @@ _SETTINGS_MODEL_NAMES = {
     "launch_timeout": "launch_timeout_s",
     "clean_period": "clean_period_s",
     "host_lost_grace": "host_lost_grace_s",
+    "pend_reason_update": "pend_reason_update_s",
 }
 
 _LISTEN_FIELDS = {

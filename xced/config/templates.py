@@ -79,6 +79,12 @@ clean_period: 1h
 # seconds or a duration. Longer than a worker restart plus its rejoin.
 host_lost_grace: 2m
 
+# A session decides pending jobs in order, so a reason given before a later job of the
+# same session started may count what that job took ("1 free slot"); the pending jobs
+# are decided again this long after such a session, unless an event has run one by
+# then (as LSF's PEND_REASON_UPDATE_INTERVAL): seconds or a duration, at least 1.
+pend_reason_update: 5
+
 # Seconds a request that writes waits for a store another process has locked; then
 # it answers store_busy (exit 3) and changed nothing.
 store_busy_timeout: 5

@@ -253,6 +253,7 @@ class DispatchMixin:
                 pass
             self.shortcut.after_session(result.blocked, result.unsatisfiable, self._session_scheduled,
                                         bool(result.reservations), result.headed)
+            self._refresh_reasons_later(result)
             return
         self._session_busy = True
         self._next_slice(loop, slices, result)
@@ -265,6 +266,7 @@ class DispatchMixin:
             self.shortcut.after_session(result.blocked, result.unsatisfiable,
                                         self._session_scheduled or self._session_again, bool(result.reservations),
                                         result.headed)
+            self._refresh_reasons_later(result)
             self._session_over()
             return
         except STORE_ERRORS as e:  # this slice applied nothing; the slices before it stand
@@ -280,6 +282,29 @@ class DispatchMixin:
             self._session_over()
             return
         loop.call_later(SLICE_GAP_S, self._next_slice, loop, slices, result)
+
+    def _refresh_reasons_later(self, result: SessionResult) -> None:
+        """After a session whose reasons may be out of date (`result.stale`: a job started
+        behind one it pended, and that job's reason may count what it took, "1 free slot
+        ... would start now with -n 1"), ask for a session `pend_reason_update` seconds
+        later (xce.yaml, default 5), unless another session runs by then (SCHED-3). A
+        session decides jobs in queue order, and sessions run on events; without this the
+        reason would stand until the next event, which on a quiet cluster may never come.
+        LSF's reasons too are those of its last scheduling turn, made again every
+        PEND_REASON_UPDATE_INTERVAL. The cost: at most one session per quiet spell, as an
+        event's own session comes first and the refresh then finds a session after it."""
+        if not result.stale:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: whoever drives the controller runs the sessions
+            return
+        loop.call_later(self.config.settings.pend_reason_update_s, self._refresh_reasons, self.sessions)
+
+    def _refresh_reasons(self, sessions_then: int) -> None:
+        """`_refresh_reasons_later`'s timer: a session, when none has run since the stale one."""
+        if self.sessions == sessions_then and not self.stopping:
+            self.kick()
 
     def _session_over(self) -> None:
         """The session in flight is applied (or dropped): one asked for meanwhile runs next."""

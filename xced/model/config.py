@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from xced.model.profile import Profile, builtin_profiles
 from xced.model.keys import KeysConfig
 from xced.model.project import PROJECT_PATH_PATTERN, ProjectsConfig, RbacConfig
-from xced.model.units import (DEFAULT_CLEAN_PERIOD_S, DEFAULT_HOST_LOST_GRACE_S, MAX_CLEAN_PERIOD_S, DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
+from xced.model.units import (DEFAULT_CLEAN_PERIOD_S, DEFAULT_HOST_LOST_GRACE_S, DEFAULT_PEND_REASON_UPDATE_S, MAX_CLEAN_PERIOD_S, DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING, MAX_DISPATCH_FAILURES, MAX_INTERVAL_S, MAX_MEMORY_MB, MAX_RESOURCE, MAX_RUN_LIMIT_S,
                               MAX_SCHED_DELAY_S, MAX_SLOTS, MAX_STORE_BUSY_TIMEOUT_S, NAME_PATTERN, RESOURCE_PATTERN, HOST_PATTERN)
 
 Mode = Literal["production", "test"]
@@ -82,6 +82,10 @@ class ClusterSettings(_Strict):
     #: as their profiles' on_host_failure says (SCHED-4); longer than a worker restart plus
     #: its rejoin. On the daemon's clock (the test clock moves it).
     host_lost_grace_s: float = Field(DEFAULT_HOST_LOST_GRACE_S, ge=1, le=MAX_INTERVAL_S)
+    #: seconds after a session that dispatched a job behind one it pended before another
+    #: session decides the pending jobs again, unless one has by then (SCHED-3; LSF's
+    #: PEND_REASON_UPDATE_INTERVAL): how long a reason may count what a later job took
+    pend_reason_update_s: float = Field(DEFAULT_PEND_REASON_UPDATE_S, ge=1, le=MAX_INTERVAL_S)
 
 
 class QueueConfig(_Strict):

@@ -87,6 +87,10 @@ MAX_CLEAN_PERIOD_S = 365 * 86400.0
 DEFAULT_CLEAN_PERIOD_S = 3600.0
 #: the default host_lost_grace (SCHED-4): two minutes, longer than a worker restart plus rejoin
 DEFAULT_HOST_LOST_GRACE_S = 120.0
+#: seconds, default of pend_reason_update (xce.yaml): a session's reasons that a later
+#: dispatch of the same session may have made wrong are made again this long after it
+#: (LSF refreshes pend reasons on an interval too, PEND_REASON_UPDATE_INTERVAL)
+DEFAULT_PEND_REASON_UPDATE_S = 5.0
 #: D-4: the scheduler's coalescing delay may not pass 10 ms.
 MAX_SCHED_DELAY_S = 0.010
 #: the longest a request waits for a store another process has locked (D-8), seconds

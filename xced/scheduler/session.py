@@ -140,6 +140,11 @@ class SessionResult:
     unsatisfiable: dict[tuple, PendReason] = field(default_factory=dict)
     #: the backfilling queues whose head could not start (each has an entry in `heads`)
     headed: set[str] = field(default_factory=set)
+    #: a job was dispatched after an earlier job of this session had pended: the reasons
+    #: given before it may count slots, memory or cap use it then took ("1 free slot ...
+    #: would start now with -n 1"), so they are that much out of date until a later session
+    #: decides those jobs again (the controller runs one, `pend_reason_update` seconds later)
+    stale: bool = False
 
 
 REASON_ARRAY_LIMIT = "The job array has reached its limit of {limit} running elements"
@@ -598,8 +603,10 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
     floors: dict[str, dict[str | None, tuple[float, float]]] = {}
     taken = 0.0  # slots the session's dispatches of jobs in a project took so far
 
-    for j in order:
+    held_seen = 0  # held jobs passed over so far: every other job before this one pended or started
+    for i, j in enumerate(order):
         if j.held:
+            held_seen += 1
             continue  # the controller keeps the hold's own reason
         if j.array_limit is not None and array_running.get(j.job_id, 0) >= j.array_limit:
             pend(j, PendReason(REASON_ARRAY_LIMIT.format(limit=j.array_limit)))
@@ -732,6 +739,8 @@ def _schedule(snapshot: Snapshot, now: float, explain: bool) -> SessionResult:
                         if r.pending_plan is not None:
                             r.plan, r.pending_plan = r.pending_plan, None
                 backfill = j.queue in heads or bool(reserved)
+                if i - held_seen > len(res.dispatches):  # an earlier job pended: its reason may count this one's take
+                    res.stale = True
                 res.dispatches.append(Dispatch(j.job_id, j.index, list(out.alloc), out.reserve, j.profile_hash,
                                                backfill))
                 if end != _INF:
