@@ -788,3 +788,45 @@ def test_failed_dispatches_are_counted_across_a_restart(tmp_path):
     session(c)
     assert c.jobs[j.id].elements[0].state == "PSUSP"  # the third in a row, across the restart
     store.close()
+
+
+def test_stale_sessions_keep_one_refresh_timer_and_a_later_session_drops_it(tmp_path):
+    """SCHED-3, pend_reason_update (a fresh tester's find): a busy backfilling cluster has
+    many stale sessions a second; they share one timer on the loop (not one each, which at
+    pend_reason_update: 1d would hold millions). The timer asks for a session only when no
+    session ran after the latest stale one, and not before that one's time has come."""
+    from xced.scheduler.session import SessionResult
+
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test", pend_reason_update_s=1),
+                        queues=[QueueConfig(name="normal")], hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)])
+    c = controller_on(SqliteStore(tmp_path / "db"), cfg, tmp_path)
+    stale = SessionResult(stale=True)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        timers = []
+        real = loop.call_later
+
+
+        def counting(delay, cb, *a):
+            if getattr(cb, "__name__", "") == "_refresh_reasons":
+                timers.append(delay)
+            return real(delay, cb, *a)
+
+        loop.call_later = counting
+        kicks = []
+        c.kick = lambda: kicks.append(loop.time())  # the session it would ask for
+        for _ in range(10_000):
+            c._refresh_reasons_later(stale)
+        assert timers == [1]
+        await asyncio.sleep(0.4)
+        c._refresh_reasons_later(stale)  # a later stale session: the timer waits for its time too
+        await asyncio.sleep(0.8)  # the first deadline passed: set again for the rest, no session yet
+        assert len(timers) == 2 and 0 < timers[1] < 0.5 and kicks == []
+        await asyncio.sleep(0.5)
+        assert len(kicks) == 1  # nothing ran since the latest stale session: a refresh is asked for
+        c._refresh_reasons_later(stale)
+        c.sessions += 1  # a session after it (not stale) decided every job again
+        await asyncio.sleep(1.2)
+        assert len(kicks) == 1 and len(timers) == 3
+    asyncio.run(main())

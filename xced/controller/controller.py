@@ -130,6 +130,10 @@ class Controller(HostsMixin, SubmitMixin, DependenciesMixin, ReconfigMixin, Disp
         self._sched_pool = None
         self._switch_was = 0.005  # the switch interval to restore after it (dispatch.GIL_SWITCH_S)
         self._wake_at: float | None = None
+        #: the latest session whose reasons may be stale: (the session count after it, the
+        #: loop time its refresh is due), and whether the one refresh timer is set (SCHED-3)
+        self._stale_mark: tuple[int, float] | None = None
+        self._refresh_timer = False
         #: the last stop/resume signal of each element whose worker was away (D-8), sent at its join
         self._unsent_signals: dict[tuple[int, int], int] = {}  # a session asked for at the end of a dispatch backoff
         self._init_retry()

@@ -292,19 +292,39 @@ class DispatchMixin:
         reason would stand until the next event, which on a quiet cluster may never come.
         LSF's reasons too are those of its last scheduling turn, made again every
         PEND_REASON_UPDATE_INTERVAL. The cost: at most one session per quiet spell, as an
-        event's own session comes first and the refresh then finds a session after it."""
+        event's own session comes first and the refresh then finds a session after it.
+
+        One timer at most, whatever the rate of stale sessions (a busy backfilling cluster
+        has many a second): the latest stale session is marked, and the timer, when it
+        fires, refreshes, waits on for a mark made after it was set, or drops a mark a
+        later session has already made good."""
         if not result.stale:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop: whoever drives the controller runs the sessions
             return
-        loop.call_later(self.config.settings.pend_reason_update_s, self._refresh_reasons, self.sessions)
+        wait = self.config.settings.pend_reason_update_s
+        self._stale_mark = (self.sessions, loop.time() + wait)
+        if not self._refresh_timer:
+            self._refresh_timer = True
+            loop.call_later(wait, self._refresh_reasons)
 
-    def _refresh_reasons(self, sessions_then: int) -> None:
-        """`_refresh_reasons_later`'s timer: a session, when none has run since the stale one."""
-        if self.sessions == sessions_then and not self.stopping:
-            self.kick()
+    def _refresh_reasons(self) -> None:
+        """`_refresh_reasons_later`'s timer: a session when none has run since the latest
+        stale one and its time has come; set again for a later mark's time."""
+        self._refresh_timer = False
+        mark, self._stale_mark = self._stale_mark, None
+        if mark is None or self.sessions != mark[0] or self.stopping:
+            return  # a session after the stale one decided every pending job again
+        loop = asyncio.get_running_loop()
+        left = mark[1] - loop.time()
+        if left > 0:  # a later stale session moved the mark after the timer was set
+            self._stale_mark = mark
+            self._refresh_timer = True
+            loop.call_later(left, self._refresh_reasons)
+            return
+        self.kick()
 
     def _session_over(self) -> None:
         """The session in flight is applied (or dropped): one asked for meanwhile runs next."""
