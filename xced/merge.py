@@ -623,6 +623,14 @@ def merge_job(
     }
     if "meta" in given:
         exdata["meta"] = given["meta"]  # untouched: the very same object
+    # MERGE-4: env, limits and app_params are the merge's record of what the job gets, made
+    # here; a client's own, where it says otherwise, is replaced, and the job is told so
+    # (an echo of a job's exdata, as `show --json` gave it, says the same and passes quietly)
+    overridden = [key for key in ("env", "limits", "app_params") if key in given and given[key] != exdata[key]]
+    if overridden:
+        warnings.append(f"exdata: {', '.join(repr(k) for k in overridden)} replaced by the merge's record of the "
+                        f"job's effective values (MERGE-4): set them with the submit's own fields (--env, -n, "
+                        f"-W, -M, --app-param), not in exdata; only 'meta' is kept as given")
 
     return Effective(
         resreq=shared(resreq),  # one object per distinct requirement (issue 19)

@@ -160,6 +160,9 @@ def test_production_mode_refuses_as_user(topdir):
     (["-J", "a[1-3]%99999999999999999999", "--", "true"], "limit", 2),
     (["-J", "a[99999999999999999999]", "--", "true"], "indices go up to 2147483646", 2),
     (["-J", "evil\nJOBID USER", "--", "true"], "control characters", 2),
+    (["-J", "a\u0085b", "--", "true"], "control characters", 2),  # C1 NEL: a line break to splitlines
+    (["-J", "a\u009b31mRED", "--", "true"], "control characters", 2),  # C1 CSI: a terminal escape
+    (["-J", "a\u2028b", "--", "true"], "control characters", 2),  # LINE SEPARATOR
     (["--", "/tmp"], "is a directory", 2),
     (["-q", "", "--", "true"], "-q '': the value is empty", 2),
     (["-o", "", "--", "true"], "-o '': the value is empty", 2),

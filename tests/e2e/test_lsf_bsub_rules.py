@@ -162,6 +162,8 @@ def test_bsub_K_prints_lsfs_lines(shared_daemon, tmp_path):
     ("   ", "the job name is empty or blank"),
     ("a\nb", "the job name holds a control character ('\\n')"),
     ("tab\there", "the job name holds a control character ('\\t')"),
+    ("a\u009b31mRED", "the job name holds a control character ('\\x9b')"),
+    ("a\u2028b", "the job name holds a control character ('\\u2028')"),
     ("x" * 4095, "the job name has 4095 characters, more than the 4094 LSF takes"),
     ("name[1-", "is not a valid array: expected NAME[START-END:STEP,...]%LIMIT"),
     ("[1-3]", "the job array has no name; write the name before its index list, e.g. -J 'myarray[1-3]'"),

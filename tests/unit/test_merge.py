@@ -223,6 +223,20 @@ def test_exdata_meta_kept_and_rewritten():
     assert given == {"meta": meta, "limits": {"run_limit_s": 99999}, "junk": 1}  # input untouched
 
 
+def test_exdata_limits_env_or_app_params_a_client_gave_are_replaced_saying_so():
+    """MERGE-4 (a fresh tester's find: they were dropped silently): exdata's env, limits and
+    app_params are the merge's record; where a client's own says otherwise the job gets a
+    warning naming the keys and the fields that set them. An echo of the record passes."""
+    eff = run(job(n=4, W=100, env={"A": "1"}, exdata={"limits": {"run_limit_s": 120}, "env": {"ZZ": "1"}}), "mpi")
+    (w,) = [w for w in eff.warnings if w.startswith("exdata")]
+    assert w == ("exdata: 'env', 'limits' replaced by the merge's record of the job's effective values (MERGE-4): "
+                 "set them with the submit's own fields (--env, -n, -W, -M, --app-param), not in exdata; only "
+                 "'meta' is kept as given")
+    echo = {k: eff.exdata[k] for k in ("env", "limits", "app_params")}
+    again = run(job(n=4, W=100, env={"A": "1"}, exdata=echo), "mpi")
+    assert not [w for w in again.warnings if w.startswith("exdata")]
+
+
 def test_many_unknown_exdata_keys_make_one_short_warning():
     """D-8: the warnings are stored with the job and shown by --dry-run: thousands of unknown
     exdata keys give one warning naming the first five and counting the rest."""

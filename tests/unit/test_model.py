@@ -27,6 +27,9 @@ def test_array_specs():
     ("x[1-4:0]", "step 0"), ("x[1-4]%0", "limit '0'"), ("x[a]", "bad index range"), ("x%3", "only valid after"),
     ("x[1-4", "not a valid array"), ("x[1-2000000]", "2000000 indices, more than the 1000"),
     ("x[" + "9" * 5000 + "]", "indices go up to 2147483646"), ("x[1-3]%" + "9" * 5000, "is invalid"),
+    # one line of a listing (a fresh tester's find: C1 controls and U+2028 passed, and bjobs printed them raw)
+    ("a\nb", "control characters"), ("a\x7fb", "control characters"), ("a\x85b", "control characters"),
+    ("a\x9b31mRED", "control characters"), ("a\u2028b", "control characters"), ("a\u2029b", "control characters"),
 ])
 def test_bad_array_specs(bad, needle):
     with pytest.raises(ArraySpecError, match=needle.replace("[", r"\[")) as info:

@@ -204,7 +204,7 @@ def check_job_name(value: str) -> None:
     MAX_JOB_NAME characters, a control character (newline, tab: a name is one line of
     bjobs), an array part that does not parse (`name[1-`), an array without a name
     (`[1-3]`), or an index listed twice (`b[1,1,1]`)."""
-    from xced.model.jobs import _RANGE_RE, ArraySpecError, parse_job_name
+    from xced.model.jobs import _RANGE_RE, ArraySpecError, first_control, parse_job_name
     from xced.model.units import MAX_ARRAY_SIZE_SETTING
 
     shown = repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
@@ -213,7 +213,7 @@ def check_job_name(value: str) -> None:
     if len(value) > MAX_JOB_NAME:
         raise LsfUsage(f"-J {shown}: the job name has {len(value)} characters, more than the {MAX_JOB_NAME} LSF "
                        f"takes; give {VALID_NAME}")
-    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    bad = first_control(value)
     if bad is not None:
         raise LsfUsage(f"-J {shown}: the job name holds a control character ({bad!r}); give {VALID_NAME}")
     if "[" not in value and "]" not in value and "%" not in value:

@@ -586,7 +586,9 @@ class HostControlRequest(Body):
     def _one_line(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        bad = next((c for c in v if ord(c) < 32 or 127 <= ord(c) < 160), None)
+        from xced.model.jobs import first_control
+
+        bad = first_control(v)
         if bad is not None:
             raise ValueError(f"the reason holds a control character ({bad!r}); give one line of text, without "
                              f"newlines, tabs or escapes")

@@ -48,6 +48,19 @@ _RANGE_RE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
 _MAX_INDEX_DIGITS = len(str(_MAX_ARRAY_INDEX))
 
 
+def first_control(text: str) -> str | None:
+    """The first character of `text` that would break a one-line listing, or None: a C0
+    control (newline, tab, ESC; U+0000-U+001F), DEL, a C1 control (U+0080-U+009F: NEL
+    breaks a line, CSI starts a terminal escape) or a Unicode line or paragraph separator
+    (U+2028, U+2029, which line-based readers split on). A job name or a reason is one
+    line of `bjobs` and `xcecli jobs` (LSF bsub -J: a name is shown on one line)."""
+    for c in text:
+        o = ord(c)
+        if o < 32 or 127 <= o < 160 or o in (0x2028, 0x2029):
+            return c
+    return None
+
+
 def _q(text: str) -> str:
     """A -J value for a message: quoted, and shortened when long, so the message stays one short line."""
     return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
@@ -83,8 +96,9 @@ def parse_job_name(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> tuple[s
     the cap and the setting), an index over MAX_ARRAY_INDEX, or a name with `[` but no
     valid array part.
     """
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise ArraySpecError(f"job name {_q(text)}: control characters (newlines, tabs) are not allowed")
+    if first_control(text) is not None:
+        raise ArraySpecError(f"job name {_q(text)}: control characters (newlines, tabs, escapes, line separators) "
+                             f"are not allowed: a name is one line of a listing")
     if "[" not in text and "]" not in text:
         if "%" in text:
             raise ArraySpecError(f"job name {_q(text)}: '%limit' is only valid after an array part, as in 'name[1-10]%2'")
