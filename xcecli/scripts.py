@@ -65,6 +65,39 @@ class Directive:
         return f"Directive({self.line}, {self.prefix!r}, {self.words!r})"
 
 
+def shell_words(line: str) -> list[str]:
+    """`line` split into words as a POSIX shell splits a simple command: quotes and
+    backslashes as `shlex.split` reads them, and a comment from an unquoted `#` that starts
+    a word to the end of the line (`-n 4  # four tasks`), while a `#` inside a word stays
+    (`-J run#1`, as sh keeps it; shlex's own `comments=True` would cut there). Used for pack
+    lines (CLI-7, LSF bsub -pack) and #BSUB/#XCE directives (JOB-12). Raises ValueError for
+    an unclosed quote, as shlex does."""
+    import shlex
+
+    quote, start, i = "", True, 0
+    while i < len(line):
+        c = line[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif quote == '"':
+            if c == "\\":
+                i += 1  # the next character is escaped inside double quotes
+            elif c == '"':
+                quote = ""
+        elif c == "#" and start:
+            line = line[:i]
+            break
+        elif c == "\\":
+            i += 1  # an escaped character is part of a word
+            start = False
+        elif c in "'\"":
+            quote, start = c, False
+        else:
+            start = c in " \t"
+        i += 1
+    return shlex.split(line)
+
+
 def _prefix(line: str) -> str | None:
     """The directive prefix `line` starts with (followed by a blank or the line's end)."""
     for p in (BSUB, XCE):
@@ -98,10 +131,8 @@ def directives(text: str, where: str) -> tuple[list[Directive], list[str]]:
                     warnings.append(f"{where}:{n}: {stripped[:80]}: not read: a directive starts at the "
                                     f"beginning of its line; remove the blanks before it")
                 continue
-            import shlex
-
             try:
-                words = shlex.split(line[len(p):], comments=True)
+                words = shell_words(line[len(p):])
             except ValueError as e:
                 raise ScriptError(f"{where}:{n}: {stripped}: {e} (quote a value as a shell would)") from None
             found.append(Directive(n, p, stripped, words))

@@ -845,7 +845,7 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
     table, `_line_options`; bsub gives its own, LSF's "normal bsub syntax but omitting the
     word bsub") raises ValueError for a bad line; `shell`: each command is a shell command
     line (`prepare`, bsub)."""
-    import shlex
+    from xcecli.scripts import shell_words
 
     from xced.api.submit_options import spelling
 
@@ -870,7 +870,7 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
         if not stripped or stripped.startswith("#"):
             continue
         try:
-            words = shlex.split(line)
+            words = shell_words(line)
             opts, command = (read_line or _line_options)(words)
             bad = [spelling(c) for c in _NOT_ON_A_LINE if opts.get(c)]
             if bad:

@@ -344,6 +344,7 @@ def test_bqueues_bhosts_lsid_bparams_and_badmin_showconf(daemon):
                    "Max Job Array Size:  1000"]
     out = lsf(d, "bparams", "-a").stdout
     assert "    CLEAN_PERIOD = 3600\n" in out and "    kill_interval_s = 0.3\n" in out
+    assert "    PEND_REASON_UPDATE_INTERVAL = 5\n" in out and "    pend_reason_update_s = 5\n" in out
     out = lsf(d, "badmin", "showconf", "mbd").stdout.splitlines()
     assert out[0].startswith("MBD configuration at ")
     assert "    JOB_TERMINATE_INTERVAL=0.3" in out and "    clean_period_s=3600" in out

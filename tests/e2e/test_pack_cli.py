@@ -53,6 +53,21 @@ def test_a_pack_of_three_jobs_with_their_own_options(shared_daemon, tmp_path):
     assert all(j["cwd"] == str(tmp_path) for j in (first, fam, third))
 
 
+def test_a_line_is_split_as_a_shell_splits_it_comments_included(shared_daemon, tmp_path):
+    """CLI-7 ("split as a shell would"; a fresh tester's find: a trailing comment became the
+    command's arguments): an unquoted `#` starting a word begins a comment, as in sh; a `#`
+    inside a word or in quotes stays."""
+    d = shared_daemon
+    pack = tmp_path / "comments.pack"
+    pack.write_text("-J run#1 -- echo a#b 'c # d'   # the first job\n"
+                    "-J second -- true\t# a tab before the comment\n")
+    r = _cli(d, "submit", "--parsable", "--pack", str(pack), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    first, second = (d.show(int(x)) for x in r.stdout.split())
+    assert (first["name"], first["argv"]) == ("run#1", ["echo", "a#b", "c # d"])
+    assert (second["name"], second["argv"]) == ("second", ["true"])
+
+
 def test_the_plain_answer_says_each_job_in_line_order(shared_daemon):
     d = shared_daemon
     r = _cli(d, "submit", "--pack", "-", input="-J one true\n-J 'many[1-2]' true\n")

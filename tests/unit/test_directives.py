@@ -38,6 +38,13 @@ def test_directives_are_read_from_the_top_up_to_the_first_command():
                         "it above that line if it is meant for this job"]
 
 
+def test_a_directive_is_split_as_a_shell_splits_it():
+    """JOB-12: `#` starts a comment only at the start of a word, as in sh: `-J run#1` keeps
+    its name whole, a quoted `#` stays, `  # note` ends the line."""
+    opts, _, _ = _read("#BSUB -J run#1   # the name has a hash\n#XCE --env 'A=x # y'\n")
+    assert opts == {"name": "run#1", "env": ["A=x # y"]}
+
+
 def test_the_last_directive_of_a_one_value_option_wins():
     opts, lines, _ = _read("#BSUB -J first\n#BSUB -J second\n")
     assert opts == {"name": "second"} and lines == {"name": [1, 2]} and origin(lines["name"]) == \

@@ -6,9 +6,11 @@ clean_period_s                  CLEAN_PERIOD                   seconds a finishe
 kill_interval_s                 JOB_TERMINATE_INTERVAL         seconds between bkill's INT, TERM and KILL
 max_array_size                  MAX_JOB_ARRAY_SIZE             the most elements of a job array
 default_queue                   DEFAULT_QUEUE                  the queue of a job that names none
+pend_reason_update_s            PEND_REASON_UPDATE_INTERVAL    seconds between updates of the pend reasons
 
 Sources: https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_config_ref/lsb.params.5.html (CLEAN_PERIOD,
-JOB_TERMINATE_INTERVAL, MAX_JOB_ARRAY_SIZE, DEFAULT_QUEUE); docs/lsf-behaviour.md section 5.
+JOB_TERMINATE_INTERVAL, MAX_JOB_ARRAY_SIZE, DEFAULT_QUEUE, PEND_REASON_UPDATE_INTERVAL);
+docs/lsf-behaviour.md section 5.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ LSF_NAMES = {
     "kill_interval_s": "JOB_TERMINATE_INTERVAL",
     "max_array_size": "MAX_JOB_ARRAY_SIZE",
     "default_queue": "DEFAULT_QUEUE",
+    "pend_reason_update_s": "PEND_REASON_UPDATE_INTERVAL",
 }
 
 

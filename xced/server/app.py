@@ -101,8 +101,8 @@ def _validation_message(errs: list[dict]) -> tuple[str, str | None]:
                           "the request body must be a JSON object") + f"; {_SEND_JSON}")
         elif typ == "missing":
             parts.append(f"field {fld!r} is required")
-        else:
-            parts.append(f"field {fld!r}: {err.get('msg', 'invalid')}")
+        else:  # our validators' own messages, without pydantic's "Value error, " before them
+            parts.append(f"field {fld!r}: {str(err.get('msg', 'invalid')).removeprefix('Value error, ')}")
     if unknown:
         names = ", ".join(repr(u) for u in unknown)
         parts.insert(0, f"unknown field{'s' if len(unknown) > 1 else ''} {names} in the request: "
