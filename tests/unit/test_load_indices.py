@@ -17,7 +17,7 @@ import shutil
 
 import pytest
 
-from tests.unit.test_controller import ALICE, Clock, req
+from tests.unit.test_controller import ALICE, Clock, req, session
 from tests.unit.test_hosts import Link, _cfg
 from xced.api.errors import InvalidRequest
 from xced.controller.controller import Controller
@@ -200,3 +200,28 @@ def test_the_controller_keeps_reports_and_refuses_order_on_what_no_host_has(two)
     assert "order[r15s:foo]: column 12: order[foo]: no host has resource 'foo'" in got.value.message
     c.submit(req(resreq=["order[-r15s:ut:it]"]), ALICE)
     assert set(LOAD_INDICES) >= {"r15s", "ut", "it"}
+
+
+def test_a_load_report_asks_for_a_session_only_for_a_pending_select_on_load(two):
+    """RES-7 (a fresh tester's find: a session every 15 s for as long as any job pended):
+    a host's new load can let a pending job start only through a select that reads a load
+    index, so only then does a report ask for a session (at most one per LOAD_KICK_S)."""
+    from xced.controller.hosts import LOAD_KICK_S
+
+    c = two
+    full = c.submit(req(ntasks_min=4), ALICE)  # every slot of the two hosts
+    big = c.submit(req(ntasks_min=2), ALICE)  # pends on slots
+    session(c)
+    assert full.elements[0].state == "RUN" and big.elements[0].state == "PEND" and not c.session_asked
+    c.kick = lambda: setattr(c, "kicked", getattr(c, "kicked", 0) + 1)
+    c.host_load(c.links["h1"], {"r1m": 0.5})
+    assert getattr(c, "kicked", 0) == 0  # no pending select reads load: nothing to decide again
+    on_load = c.submit(req(resreq=["select[r1m < 0.1]"]), ALICE)
+    assert on_load.elements[0].state == "PEND"
+    c.host_load(c.links["h1"], {"r1m": 0.05})
+    assert c.kicked == 1
+    c.host_load(c.links["h2"], {"r1m": 0.05})  # within LOAD_KICK_S of the last: no second session
+    assert c.kicked == 1
+    c.clock.t += LOAD_KICK_S
+    c.host_load(c.links["h2"], {"r1m": 0.02})
+    assert c.kicked == 2

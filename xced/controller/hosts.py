@@ -36,7 +36,7 @@ import os
 from typing import Protocol
 
 from xced.controller import machine as m
-from xced.model.jobs import ACTIVE, format_job_ref
+from xced.model.jobs import ACTIVE, JobState, format_job_ref
 from xced.model.state import Element, HostState, StartInfo, TaskSpec
 from xced.scheduler.snapshot import HostSupply, host_order_key
 
@@ -259,8 +259,10 @@ class HostsMixin:
         order read, and `xcecli hosts --load` shows) with the time. A report that
         xced.model.load.check_load refuses (an unknown index, a value out of range) is logged
         and dropped whole; so is one from a channel another worker has replaced. Returns
-        whether it was taken. A session follows (a pending job's select on a load index may
-        hold now), at most one per LOAD_KICK_S however many hosts report."""
+        whether it was taken. A session follows when a pending job's select reads a load
+        index (it may hold now), at most one per LOAD_KICK_S however many hosts report; with
+        none, a load report changes no decision, and a quiet cluster stays quiet (a fresh
+        tester saw a session every 15 s for as long as any job pended)."""
         from xced.model.load import check_load
 
         h = self.hosts.get(link.host)
@@ -274,10 +276,26 @@ class HostsMixin:
         self._host_changed(h.name)
         now = h.load_at = self.clock()
         last = getattr(self, "_load_kicked_at", None)
-        if last is None or not 0 <= now - last < LOAD_KICK_S:
+        if (last is None or not 0 <= now - last < LOAD_KICK_S) and self._pending_select_reads_load():
             self._load_kicked_at = now
             self.kick()
         return True
+
+    def _pending_select_reads_load(self) -> bool:
+        """Whether a pending element's job (not a held one) has a select that reads a load index
+        (xced.scheduler.placement.select_reads_load), each distinct requirement looked at
+        once (jobs of one requirement share one object, xced.resreq.shared)."""
+        from xced.scheduler.placement import select_reads_load
+
+        seen: dict[int, bool] = {}
+        for job in self.active.values():
+            rr = job.resreq
+            reads = seen.get(id(rr))
+            if reads is None:
+                reads = seen[id(rr)] = select_reads_load(rr)
+            if reads and any(e.state is JobState.PEND for e in job.elements.values()):
+                return True
+        return False
 
     def is_joined(self, host: str) -> bool:
         """Whether a worker serves `host` now (host names are unique among joined workers)."""

@@ -1180,6 +1180,14 @@ def _static_select(sel: Expr | None) -> Expr | None:
     return None
 
 
+def select_reads_load(rr: ResReq) -> bool:
+    """Whether a select of `rr` (any part's) reads a load index (RES-7: r15s, ut, io ...):
+    only such a pending job can become able to start when a host's load changes, as load
+    moves nothing else a placement counts (slots, memory and resources are reservations).
+    An order string on load only picks among hosts a job fits anyway."""
+    return _without_load(rr) is not rr
+
+
 def _without_load(rr: ResReq) -> ResReq:
     """``rr`` with each select made ``_static_select`` (itself when none reads a load index)."""
     if rr.kind == "simple":
