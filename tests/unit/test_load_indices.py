@@ -218,6 +218,9 @@ def test_a_load_report_asks_for_a_session_only_for_a_pending_select_on_load(two)
     assert getattr(c, "kicked", 0) == 0  # no pending select reads load: nothing to decide again
     on_load = c.submit(req(resreq=["select[r1m < 0.1]"]), ALICE)
     assert on_load.elements[0].state == "PEND"
+    c.host_load(c.links["h1"], {"r1m": 0.05})  # within LOAD_KICK_S of the last look: not looked at again
+    assert getattr(c, "kicked", 0) == 0
+    c.clock.t += LOAD_KICK_S
     c.host_load(c.links["h1"], {"r1m": 0.05})
     assert c.kicked == 1
     c.host_load(c.links["h2"], {"r1m": 0.05})  # within LOAD_KICK_S of the last: no second session

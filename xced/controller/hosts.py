@@ -260,9 +260,10 @@ class HostsMixin:
         xced.model.load.check_load refuses (an unknown index, a value out of range) is logged
         and dropped whole; so is one from a channel another worker has replaced. Returns
         whether it was taken. A session follows when a pending job's select reads a load
-        index (it may hold now), at most one per LOAD_KICK_S however many hosts report; with
-        none, a load report changes no decision, and a quiet cluster stays quiet (a fresh
-        tester saw a session every 15 s for as long as any job pended)."""
+        index (it may hold now): the pending jobs are looked at, and a session asked for,
+        at most once per LOAD_KICK_S however many hosts report; with no such job a load
+        report changes no decision, and a quiet cluster stays quiet (a fresh tester saw a
+        session every 15 s for as long as any job pended)."""
         from xced.model.load import check_load
 
         h = self.hosts.get(link.host)
@@ -276,9 +277,10 @@ class HostsMixin:
         self._host_changed(h.name)
         now = h.load_at = self.clock()
         last = getattr(self, "_load_kicked_at", None)
-        if (last is None or not 0 <= now - last < LOAD_KICK_S) and self._pending_select_reads_load():
+        if last is None or not 0 <= now - last < LOAD_KICK_S:  # the look, too, once per LOAD_KICK_S
             self._load_kicked_at = now
-            self.kick()
+            if self._pending_select_reads_load():
+                self.kick()
         return True
 
     def _pending_select_reads_load(self) -> bool:
