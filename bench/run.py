@@ -165,6 +165,34 @@ def run_timed(cmd: list[str], env: dict[str, str], cwd: str, timeout: float = 12
     return dt, r
 
 
+def run_on_terminal(cmd: list[str], env: dict[str, str], cwd: str, columns: int = 100) -> float:
+    """Seconds `cmd` takes with its stdout on a pseudo-terminal `columns` wide (TERM
+    xterm-256color), from its start until the terminal has read everything and it exited:
+    what a user at a terminal waits for."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    env = {**{k: v for k, v in env.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR")},
+           "TERM": "xterm-256color"}
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=child, stdin=child, stderr=subprocess.DEVNULL, env=env, cwd=cwd, close_fds=True)
+    os.close(child)
+    try:
+        while os.read(main, 65536):
+            pass
+    except OSError:  # the terminal's other end closed: everything is read
+        pass
+    finally:
+        os.close(main)
+    if p.wait(60) != 0:
+        raise RuntimeError(f"{shlex.join(cmd)} on a terminal -> exit {p.returncode}")
+    return time.perf_counter() - t
+
+
 def cpu_busy() -> tuple[int, int]:
     """(busy, total) jiffies of the whole machine from /proc/stat."""
     f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -339,6 +367,11 @@ class Bench:
             bsub_py, bsub_t = alternated([str(BIN / "bsub"), "true"], n, lsf_id)
             bjobs_py, bjobs_t = alternated([str(BIN / "bjobs"), "-u", "all"], 11)
             help_py, help_t = alternated([XCECLI, "--help"], n)
+            tty_py, tty_t = [], []  # on a terminal: the stored colour help (CLI-7), no Typer
+            run_on_terminal([XCECLI, "--help"], env, cwd)  # warm the page cache; not counted
+            for _ in range(n):
+                tty_py.append(run_timed(py, env, cwd)[0] * 1000)
+                tty_t.append(run_on_terminal([XCECLI, "--help"], env, cwd) * 1000)
             show_py, show_t = alternated([XCECLI, "show", str(hold)], n)
             loop = f"for i in $(seq 100); do {shlex.quote(XCECLI)} submit --parsable -- true >/dev/null || exit 1; done"
             loop_t = []
@@ -358,6 +391,7 @@ class Bench:
 
         row("cli17_submit", "`xcecli submit --parsable -- true`", sub_t, sub_py, 50, 5, f"{n} calls")
         row("cli17_help", "`xcecli --help` (stdout a pipe)", help_t, help_py, 60, None, f"{n} calls")
+        row("cli17_help_tty", "`xcecli --help` (a 100-column terminal)", tty_t, tty_py, 60, None, f"{n} calls")
         row("cli17_show", "`xcecli show ID`", show_t, show_py, 60, None, f"{n} calls")
         row("cli17_jobs", f"`xcecli jobs -u all`, {npack:,} pending", jobs_t, jobs_py, 150, 113, "11 calls")
         row("cli17_jobs_json", f"`xcecli jobs -u all --json`, {npack:,} pending", json_t, json_py, 150, None,
@@ -373,7 +407,8 @@ class Bench:
         res.details += [
             "medians in ms, each beside `python -c pass` in the same run (command / pass): "
             + "; ".join(f"{name} {median(t):.1f} / {median(p):.1f}" for name, t, p in (
-                ("submit", sub_t, sub_py), ("--help", help_t, help_py), ("show", show_t, show_py),
+                ("submit", sub_t, sub_py), ("--help", help_t, help_py), ("--help on a terminal", tty_t, tty_py),
+                ("show", show_t, show_py),
                 ("jobs", jobs_t, jobs_py), ("jobs --json", json_t, json_py), ("bsub", bsub_t, bsub_py),
                 ("bjobs", bjobs_t, bjobs_py))),
             f"100 submits in a shell loop: {', '.join(f'{t:.2f}' for t in loop_t)} s",

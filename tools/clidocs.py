@@ -656,21 +656,27 @@ def man_files() -> dict[str, str]:
 
 
 def help_files() -> dict[str, str]:
-    """File name -> the help `xcecli` prints into a pipe (Rich's 80 columns, no colour) for
-    each command line whose help the start-up fast path serves (xcecli.fast.HELP, CLI-7):
-    the Typer app's own output, run in a subprocess as a user would run it."""
+    """File name -> the help `xcecli` prints for each command line whose help the start-up
+    fast path serves (xcecli.fast.HELP, CLI-7): NAME.txt into a pipe (Rich's 80 columns, no
+    colour) and NAME.ansi on an 80-column colour terminal (FORCE_COLOR with COLUMNS=80 and
+    TERM=xterm-256color: Rich renders for a terminal, the bytes a terminal gets apart from
+    its own newline translation). The Typer app's own output, run in a subprocess as a user
+    would run it."""
     import os
     import subprocess
 
     from xcecli.fast import HELP
 
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TERM", "FORCE_COLOR", "NO_COLOR")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("COLUMNS", "LINES", "TERM", "FORCE_COLOR", "NO_COLOR", "COLORTERM", "TERMINAL_WIDTH")}
+    colour = {**env, "FORCE_COLOR": "1", "COLUMNS": "80", "TERM": "xterm-256color"}
     code = "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"
     out = {}
     for words, name in HELP.items():
-        r = subprocess.run([sys.executable, "-c", code, *words], capture_output=True, text=True, env=env,
-                           cwd=str(ROOT), check=True)
-        out[name] = r.stdout
+        for file, e in ((name, env), (name[:-len(".txt")] + ".ansi", colour)):
+            r = subprocess.run([sys.executable, "-c", code, *words], capture_output=True, text=True, env=e,
+                               cwd=str(ROOT), check=True)
+            out[file] = r.stdout
     return out
 
 

@@ -198,6 +198,56 @@ def test_help_into_a_pipe_is_typers_own_text_without_typer(shared_daemon, args):
     assert _heavy(mods) == []
 
 
+def _on_terminal(argv: list[str], columns: int, term: str = "xterm-256color") -> tuple[bytes, set[str]]:
+    """Run `argv` with stdout on a pseudo-terminal `columns` wide (stderr a pipe, for
+    `-X importtime`): (the bytes the terminal got, the modules imported)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "COLORTERM", "TERMINAL_WIDTH")}
+    env["TERM"] = term
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    p = subprocess.Popen([sys.executable, "-X", "importtime", *argv], stdout=child, stdin=child,
+                         stderr=subprocess.PIPE, env=env, close_fds=True)
+    os.close(child)
+    out = b""
+    try:
+        while chunk := os.read(main, 65536):
+            out += chunk
+    except OSError:  # the child end closed: all is read
+        pass
+    finally:
+        os.close(main)
+    err = p.communicate(timeout=60)[1].decode()
+    assert p.returncode == 0, err[-2000:]
+    return out, {line.split("|")[-1].strip() for line in err.splitlines() if line.startswith("import time:")}
+
+
+_TYPER_APP = ["-c", "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"]
+
+
+@pytest.mark.parametrize("args", [("--help",), ("submit", "-h"), ("jobs", "--help")])
+def test_help_on_a_terminal_is_typers_coloured_text_without_typer(args):
+    """CLI-7 (issue 17: --help at most 60 ms): on a terminal at least 80 columns wide the
+    stored colour help (xcecli/help/*.ansi) is printed without Typer, and on an 80-column
+    terminal it is byte for byte what the Typer app itself prints there; a wider terminal
+    gets the same 80 columns; a narrower one, or TERM=dumb, Typer's own rendering."""
+    fast, mods = _on_terminal([XCECLI, *args], 80)
+    assert _heavy(mods) == [] and b"\x1b[1;33mUsage: \x1b[0m" in fast
+    typer_out, typer_mods = _on_terminal([*_TYPER_APP, *args], 80)
+    assert "typer" in typer_mods and fast == typer_out
+    wide, mods = _on_terminal([XCECLI, *args], 132)
+    assert wide == fast and _heavy(mods) == []
+    narrow, mods = _on_terminal([XCECLI, *args], 60)
+    assert "typer" in mods and narrow != fast
+    plain, mods = _on_terminal([XCECLI, *args], 100, term="dumb")
+    assert "typer" in mods and b"\x1b[" not in plain
+
+
 def test_a_declined_command_line_runs_the_typer_app(shared_daemon):
     """`-h` after an option is Typer's: the fast path declined, and Typer (which the budget
     test forbids on the fast path) printed the help."""
