@@ -168,8 +168,12 @@ HELP: dict[tuple[str, ...], str] = {("--help",): "xcecli.txt"}
 for _cmd in COMMANDS:
     HELP[(_cmd, "--help")] = f"{_cmd}.txt"
 
-#: the narrowest terminal the stored colour help (80 columns) is printed on
+#: the narrowest terminal the stored help (80 columns) is printed for
 HELP_COLUMNS = 80
+#: environment variables by which Rich or Typer would render the help otherwise than the stored
+#: texts (set at all: Rich reads an empty FORCE_COLOR as "no colour"); Typer renders it then
+_RENDER_ENV = ("FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS", "TERMINAL_WIDTH", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
+               "_TYPER_FORCE_DISABLE_TERMINAL", "TYPER_USE_RICH", "JUPYTER_COLUMNS")
 
 
 def _print_help(text: str) -> int:
@@ -186,30 +190,35 @@ def _print_help(text: str) -> int:
 
 def _help(argv: list[str]) -> str | None:
     """The stored help text of `xcecli ARGV` (`--help`/`-h` of the root, submit, jobs or show),
-    or None, and Typer renders it. Into a pipe: NAME.txt, exactly what Typer prints there
-    (Rich renders 80 columns without colour) unless COLUMNS or FORCE_COLOR say otherwise. On
-    a terminal at least HELP_COLUMNS wide whose TERM takes colour (not `dumb`), without
-    NO_COLOR, FORCE_COLOR or COLUMNS: NAME.ansi, what Typer prints on an 80-column terminal
-    (Rich's standard colours, the same on 8, 256 and true-colour terminals), drawn 80 wide
-    where Typer would fill a wider terminal; 30 ms instead of Typer's 180 (issue 17). A
-    narrower terminal gets Typer's own rendering, wrapped to its width."""
+    or None, and Typer renders it. Rich draws Typer's help as wide as the first of stdin,
+    stdout and stderr that is a terminal (80 columns when none is, or COLUMNS), in colour
+    when stdout is a terminal. The stored texts are its 80-column renderings: NAME.txt (no
+    colour) when stdout is not a terminal, NAME.ansi (Rich's standard colours, the same on 8,
+    256 and true-colour terminals) when it is one whose TERM takes colour (not `dumb`) and
+    NO_COLOR is not set. They are printed when that width is at least HELP_COLUMNS (drawn 80
+    wide where Typer would fill a wider terminal) and stdout's encoding is UTF-8, and no
+    variable of _RENDER_ENV is set: 20 ms instead of Typer's 180 (issue 17). A narrower
+    terminal (`xcecli submit --help | less` on 60 columns too) gets Typer's own rendering."""
     words = tuple("--help" if w == "-h" else w for w in argv)
     name = HELP.get(words)
     env = os.environ
-    if name is None or env.get("TTY_COMPATIBLE") or env.get("TTY_INTERACTIVE") or env.get("FORCE_COLOR"):
+    if name is None or any(k in env for k in _RENDER_ENV) or env.get("COLUMNS", "80") != "80" or \
+            (sys.stdout.encoding or "").lower().replace("-", "").replace("_", "") != "utf8":
+        return None
+    width = 80
+    if "COLUMNS" not in env:
+        for fd in (0, 1, 2):  # Rich's order
+            try:
+                width = os.get_terminal_size(fd).columns or 80
+                break
+            except OSError:
+                continue
+    if width < HELP_COLUMNS:
         return None
     if sys.stdout.isatty():
-        if "COLUMNS" in env or env.get("NO_COLOR") is not None or \
-                env.get("TERM", "").strip().lower().startswith(("dumb", "unknown")):
-            return None
-        try:
-            if os.get_terminal_size(sys.stdout.fileno()).columns < HELP_COLUMNS:
-                return None
-        except OSError:
+        if "NO_COLOR" in env or env.get("TERM", "").strip().lower() in ("dumb", "unknown"):
             return None
         name = name[:-len(".txt")] + ".ansi"
-    elif env.get("COLUMNS", "80") != "80":
-        return None
     try:
         with open(os.path.join(os.path.dirname(__file__), "help", name), encoding="utf-8") as f:
             return f.read()

@@ -248,6 +248,45 @@ def test_help_on_a_terminal_is_typers_coloured_text_without_typer(args):
     assert "typer" in mods and b"\x1b[" not in plain
 
 
+def _piped_from_terminal(argv: list[str], columns: int, extra_env: dict | None = None) -> tuple[str, set[str]]:
+    """Run `argv` as `... | less` runs it: stdin on a pseudo-terminal `columns` wide, stdout
+    a pipe (stderr a pipe for `-X importtime`): (what stdout got, the modules imported)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "COLORTERM", "TERMINAL_WIDTH")}
+    env.update(extra_env or {})
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    try:
+        r = subprocess.run([sys.executable, "-X", "importtime", *argv], stdin=child, capture_output=True, text=True,
+                           env=env, timeout=60)
+    finally:
+        os.close(child)
+        os.close(main)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout, {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_help_piped_from_a_narrow_terminal_or_with_rich_settings_is_typers():
+    """A second fresh tester's finds: Rich draws help as wide as the first of stdin, stdout and
+    stderr that is a terminal, so `xcecli submit --help | less` on 60 columns is Typer's
+    60-column text, not the stored 80; PY_COLORS, TERMINAL_WIDTH, an empty FORCE_COLOR and an
+    encoding that is not UTF-8 (Rich then draws ASCII boxes) get Typer's rendering too."""
+    narrow, mods = _piped_from_terminal([XCECLI, "submit", "--help"], 60)
+    typer_narrow, _ = _piped_from_terminal([*_TYPER_APP, "submit", "--help"], 60)
+    assert "typer" in mods and narrow == typer_narrow and max(len(x) for x in narrow.splitlines()) <= 60
+    wide, mods = _piped_from_terminal([XCECLI, "submit", "--help"], 100)
+    assert _heavy(mods) == [] and max(len(x) for x in wide.splitlines()) == 80
+    for extra in ({"PY_COLORS": "1"}, {"TERMINAL_WIDTH": "70"}, {"PYTHONIOENCODING": "ascii"}, {"FORCE_COLOR": ""}):
+        out, mods = _piped_from_terminal([XCECLI, "submit", "--help"], 100, extra)
+        typer_out, _ = _piped_from_terminal([*_TYPER_APP, "submit", "--help"], 100, extra)
+        assert "typer" in mods and out == typer_out, extra
+
+
 def test_a_declined_command_line_runs_the_typer_app(shared_daemon):
     """`-h` after an option is Typer's: the fast path declined, and Typer (which the budget
     test forbids on the fast path) printed the help."""
