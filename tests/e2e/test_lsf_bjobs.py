@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, XCEADMIN, Daemon, kill_job_processes, short_tmpdir, write_config
+from tests.conftest import DATA, XCEADMIN, XCECLI, Daemon, kill_job_processes, short_tmpdir, write_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -371,3 +371,21 @@ def test_a_job_past_the_clean_period_is_still_reported_by_id(topdir):
             str(jid), d.show(jid)["user"], "EXIT"]
     finally:
         d.stop()
+
+
+def test_a_name_a_non_utf8_stdout_cannot_hold_is_escaped_not_fatal(shared_daemon):
+    """CLI-3, CLI-8 (a second fresh tester's find): a job named with an emoji made `bjobs`,
+    `xcecli jobs` and `xcecli show` fail (UnicodeEncodeError, exit 1) for anyone whose
+    stdout is not UTF-8; what it cannot encode is written as a backslash escape now, as
+    Python writes stderr, and the listing exits 0."""
+    d = shared_daemon
+    job = d.submit("-J", "\U0001f600job", "--", "true")
+    d.wait_state(job, ("DONE",))
+    ascii_out = {"PYTHONIOENCODING": "ascii"}
+    r = bjobs(d, "-a", str(job), env=ascii_out)
+    assert r.returncode == 0 and "\\U0001f600job" in r.stdout, (r.returncode, r.stderr)
+    env = {**os.environ, "XCE_TOPDIR": str(d.top), "PYTHONIOENCODING": "latin-1"}
+    env.pop("XCE_SOCKET", None)
+    for args in (["jobs", "-a", str(job)], ["show", str(job)]):
+        r = subprocess.run([XCECLI, *args], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 0 and "\\U0001f600job" in r.stdout, (args, r.returncode, r.stderr)

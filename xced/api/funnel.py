@@ -22,7 +22,9 @@ def _one_line(msg: str) -> str:
 
 
 def run_app(app, prog: str) -> None:
-    """Run a Typer `app` under the funnel and exit with its code. Never returns."""
+    """Run a Typer `app` under the funnel and exit with its code. Never returns. A stdout
+    that is not UTF-8 escapes what it cannot encode, as in `run_fast`."""
+    _escape_what_stdout_cannot_encode()
     try:  # Typer >= 0.20 vendors click as typer._click
         from typer._click import exceptions as cx
     except ImportError:  # pragma: no cover - older Typer uses click itself
@@ -91,13 +93,30 @@ def exit_code_of(e: BaseException, prog: str) -> int:
     return 1
 
 
+def _escape_what_stdout_cannot_encode() -> None:
+    """Make stdout write characters its encoding cannot hold as backslash escapes (errors
+    "backslashreplace"), when that encoding is not UTF-8; a no-op otherwise."""
+    enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    if enc != "utf8" and hasattr(sys.stdout, "reconfigure"):
+        try:
+            sys.stdout.reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # a stream that cannot be reconfigured is left as it is
+            pass
+
+
 def run_fast(fn, prog: str, passthrough: tuple[type[BaseException], ...] = ()):
     """Run `fn()` (a command of the start-up fast path, xcecli.fast; CLI-7) under the same
     mapping as `run_app` (`exit_code_of`), then flush stdout and stderr and end the process
     with `os._exit`: interpreter shutdown is skipped, which nothing here needs (no atexit
     handler, no open file but the two streams). `fn` returns None (exit 0) or an int exit
     code, or raises SystemExit. Exceptions of the `passthrough` types are raised to the caller
-    as they are (the fast path declining); otherwise never returns."""
+    as they are (the fast path declining); otherwise never returns.
+
+    A stdout whose encoding is not UTF-8 (PYTHONIOENCODING=ascii, a Latin-1 locale) writes
+    what it cannot encode as a backslash escape, as Python's stderr does, rather than
+    failing the listing: one user's job named with an emoji must not break `bjobs` for
+    another whose locale is not UTF-8."""
+    _escape_what_stdout_cannot_encode()
     try:
         rv = fn()
         code = rv if isinstance(rv, int) else 0
