@@ -281,6 +281,29 @@ def test_json_has_lsfs_shape(jobs):
     assert refused.returncode == 255 and "-noheader" in refused.stderr
 
 
+def test_json_gives_a_command_as_typed_and_the_table_one_line(shared_daemon):
+    """CLI-8 (a second fresh tester's find): the table shows a command's newline as `\\n` so
+    that a row stays one line, and -json gave that escaped text too, so a real backslash-n
+    and a newline could not be told apart. JSON escapes by itself: -json gives COMMAND and
+    the JOB_NAME made from it as typed."""
+    d = shared_daemon
+    env = {**os.environ, "XCE_TOPDIR": str(d.top)}
+    env.pop("XCE_SOCKET", None)
+    env.pop("XCE_TEST_USER", None)
+    ids = []
+    for line in ("echo line1\necho line2", "printf 'a\\nb'"):
+        r = subprocess.run([str(Path(sys.executable).parent / "bsub"), line], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        ids.append(int(re.search(r"Job <(\d+)>", r.stdout).group(1)))
+    r = bjobs(d, "-a", "-json", "-o", "jobid job_name command", *map(str, ids))
+    newline, backslash = json.loads(r.stdout)["RECORDS"]
+    assert newline["COMMAND"] == newline["JOB_NAME"] == "echo line1\necho line2"
+    assert backslash["COMMAND"] == "printf 'a\\nb'"
+    table = bjobs(d, "-a", "-o", "jobid command", "-noheader", *map(str, ids)).stdout.splitlines()
+    assert [line.split(None, 1)[1] for line in table] == ["echo line1\\necho line2", "printf 'a\\nb'"]
+
+
 def test_long_form_has_the_phrases_tools_parse(jobs):
     """CLI-8: `bjobs -l` with LSF's phrases: "Started on", "Done successfully", "Exited with
     exit code N.", "PENDING REASONS:" (docs/lsf-behaviour.md section 5)."""

@@ -516,6 +516,8 @@ def bjobs(argv: list[str]) -> int:
         fields.update(FIELDS[f][1])
     if opts.get("json") and not fmt:
         fmt = [(f, None, False) for f in DEFAULT]
+    if opts.get("json"):  # JSON escapes a newline itself: COMMAND and JOB_NAME as typed (LSF)
+        fields.update(f"{f}_text" for f in ("command", "job_name") if f in fields)
     params: dict[str, object] = {"fields": " ".join(sorted(fields)), "elements": "true"}
     for k in ("user", "queue", "project"):
         if opts.get(k):
@@ -567,6 +569,10 @@ def bjobs(argv: list[str]) -> int:
     lines: list[str] = []
     text = None
     if opts.get("json"):
+        for r in rows:
+            for f in ("command", "job_name"):
+                if f"{f}_text" in r:
+                    r[f] = r[f"{f}_text"]
         text = _json(rows, [f for f, _, _ in fmt])  # type: ignore[union-attr]
     elif rows:
         if opts.get("long"):

@@ -52,6 +52,8 @@ TIME_FIELDS = frozenset({"submit_time", "start_time", "end_time"})
 LSF_FIELDS: dict[str, str] = {
     "from_host": "FROM_HOST", "job_name": "JOB_NAME", "command": "COMMAND", "index": "JOBINDEX",
     "exit_reason": "EXIT_REASON", "exit_signal": "EXIT_SIGNAL",
+    # as typed, not made one line (`one_line`): for output that escapes by itself (bjobs -json)
+    "command_text": "COMMAND", "job_name_text": "JOB_NAME",
 }
 
 

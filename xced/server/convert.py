@@ -228,11 +228,12 @@ def _command(j) -> str:
     return one_line(j.spec.shown_command())  # a cell of one line (xced.api.listing.one_line)
 
 
-def _lsf_name(j, e) -> str:
-    """LSF's JOB_NAME (bsub -J, else the command line); an array element's `name[index]`."""
+def _lsf_name(j, e, command=_command) -> str:
+    """LSF's JOB_NAME (bsub -J, else the command line, as `command(j)` gives it); an array
+    element's `name[index]`."""
     if j.is_array:
-        return f"{j.name or ''}[{e.index}]" if e is not None else _job_name(j) or _command(j)
-    return j.name or _command(j)
+        return f"{j.name or ''}[{e.index}]" if e is not None else _job_name(j) or command(j)
+    return j.name or command(j)
 
 
 #: the host name FROM_HOST gives (xced.api.listing.LSF_FIELDS), found once
@@ -251,6 +252,8 @@ def _from_host() -> str:
 _LSF_CELLS = {
     "from_host": lambda j, e, h: _from_host(), "job_name": lambda j, e, h: _lsf_name(j, e),
     "command": lambda j, e, h: _command(j),
+    "command_text": lambda j, e, h: j.spec.shown_command(),
+    "job_name_text": lambda j, e, h: _lsf_name(j, e, lambda j: j.spec.shown_command()),
     "index": lambda j, e, h: (e.index if j.is_array else 0) if e is not None else None,
     "exit_reason": lambda j, e, h: e.exit_reason if e is not None else None,
     "exit_signal": lambda j, e, h: e.exit_signal if e is not None else None,
