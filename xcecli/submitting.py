@@ -870,6 +870,9 @@ def pack_bodies(text: str, where: str, base_env: dict[str, str], cwd: str, umask
         if not stripped or stripped.startswith("#"):
             continue
         try:
+            if "\r" in line:  # not a CRLF line end (taken off above): lines that run together
+                raise ValueError("a carriage return inside the line: lines end at newlines; a file whose lines end "
+                                 "in carriage returns alone needs them changed first, e.g. tr '\\r' '\\n'")
             words = shell_words(line)
             opts, command = (read_line or _line_options)(words)
             bad = [spelling(c) for c in _NOT_ON_A_LINE if opts.get(c)]

@@ -114,6 +114,8 @@ def test_a_bad_line_in_the_middle_refuses_the_whole_pack(shared_daemon, tmp_path
     ("-q normal\n", "line 1: no command"),
     ("echo 'unclosed\n", "line 1: No closing quotation"),
     ("true\n--bogus true\n", "line 2: No such option: --bogus"),
+    # old Mac line ends: two jobs would run together as one (a second fresh tester's find)
+    ("-J cr1 -- true\r-J cr2 -- true\r", "line 1: a carriage return inside the line: lines end at newlines"),
     ("true\n-n 1 -h true\n", "line 2: No such option: -h"),
     ("true\n-n\n", "line 2: Option '-n' requires an argument; nothing was submitted"),
     ("-J a -- true\n\f\n-n 0 -- true\n", "line 3: -n 0: the task count must be at least 1"),
