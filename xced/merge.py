@@ -458,6 +458,15 @@ def memory_over_hosts(memory_mb: int | None, origin: str | None, hosts) -> str |
             f"has {best[1]} MB; give -M {best[1]} MB or less")
 
 
+def _agrees(given: object, record: object) -> bool:
+    """Whether a client's exdata value `given` says nothing the merge's `record` does not: an
+    object whose every key the record has with an agreeing value (part of the record, `{}`
+    included), or anything else equal to it (MERGE-4)."""
+    if isinstance(given, dict) and isinstance(record, dict):
+        return all(k in record and _agrees(v, record[k]) for k, v in given.items())
+    return given == record
+
+
 def _parse_exdata(raw: dict | str | None) -> dict:
     if raw is None:
         return {}
@@ -626,7 +635,7 @@ def merge_job(
     # MERGE-4: env, limits and app_params are the merge's record of what the job gets, made
     # here; a client's own, where it says otherwise, is replaced, and the job is told so
     # (an echo of a job's exdata, as `show --json` gave it, says the same and passes quietly)
-    overridden = [key for key in ("env", "limits", "app_params") if key in given and given[key] != exdata[key]]
+    overridden = [key for key in ("env", "limits", "app_params") if key in given and not _agrees(given[key], exdata[key])]
     if overridden:
         warnings.append(f"exdata: {', '.join(repr(k) for k in overridden)} replaced by the merge's record of the "
                         f"job's effective values (MERGE-4): set them with the submit's own fields (--env, -n, "

@@ -233,8 +233,12 @@ def test_exdata_limits_env_or_app_params_a_client_gave_are_replaced_saying_so():
                  "set them with the submit's own fields (--env, -n, -W, -M, --app-param), not in exdata; only "
                  "'meta' is kept as given")
     echo = {k: eff.exdata[k] for k in ("env", "limits", "app_params")}
-    again = run(job(n=4, W=100, env={"A": "1"}, exdata=echo), "mpi")
-    assert not [w for w in again.warnings if w.startswith("exdata")]
+    part = {"limits": {"run_limit_s": 100}, "env": {"job": {"A": "1"}}, "app_params": {}}  # a part that agrees
+    for agreeing in (echo, part):
+        again = run(job(n=4, W=100, env={"A": "1"}, exdata=agreeing), "mpi")
+        assert not [w for w in again.warnings if w.startswith("exdata")], agreeing
+    other = run(job(n=4, W=100, env={"A": "1"}, exdata={"limits": {"run_limit_s": 100, "nodes": 2}}), "mpi")
+    assert [w for w in other.warnings if w.startswith("exdata: 'limits' replaced")]  # a key the record lacks
 
 
 def test_many_unknown_exdata_keys_make_one_short_warning():

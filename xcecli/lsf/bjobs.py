@@ -466,7 +466,8 @@ def bjobs(argv: list[str]) -> int:
         v = opts.get(opt)
         if v is not None and (not v.strip() or len(v) > 1000):
             flag = next(f for f, (n, _) in SPEC.items() if n == opt)
-            raise LsfUsage(f"{flag} {v[:40]!r}: the value is empty or longer than 1000 characters")
+            raise LsfUsage(f"{flag} {v[:40]!r}: " + ("the value is longer than 1000 characters" if len(v) > 1000 else
+                                                     "the value is empty or blank (spaces, tabs or line separators)"))
     if opts.get("json") and opts.get("noheader"):
         raise LsfUsage("-json and -noheader cannot be used together (-json has no header to leave out)")
     if opts.get("long") and (opts.get("format") or opts.get("json")):
