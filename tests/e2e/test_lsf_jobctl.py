@@ -79,6 +79,9 @@ def test_bkill_filters_take_the_last_matching_job_and_with_0_every_one(d):
     assert d.show(b)["state"] in ("PEND", "RUN")
     r = lsf(d, "bkill", "-u", "ku1", "-J", "nosuch*", "0", user="ku1")
     assert (r.returncode, r.stderr) == (255, "bkill: Job <nosuch*> is not found\n")
+    # a name with an escape or a newline is echoed escaped, on one line (a second fresh tester's find)
+    r = lsf(d, "bkill", "-u", "ku1", "-J", "\x1b[31mred\nx", "0", user="ku1")
+    assert (r.returncode, r.stderr) == (255, "bkill: Job <\\x1b[31mred\\nx> is not found\n")
     assert lsf(d, "bkill", str(b), user="ku1").returncode == 0
     _ended(d, b)
 

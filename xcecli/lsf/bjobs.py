@@ -597,7 +597,9 @@ def bjobs(argv: list[str]) -> int:
         return LSF_FAILED
     if not rows:
         if opts.get("name"):
-            print(f"Job <{opts['name']}> is not found", file=sys.stderr)
+            from xced.api.listing import one_line
+
+            print(f"Job <{one_line(opts['name'])}> is not found", file=sys.stderr)
         elif not refs:
             print(_none_found(opts), file=sys.stderr)
         if os.environ.get("LSB_BJOBS_CONSISTENT_EXIT_CODE", "").strip().upper() == "Y":

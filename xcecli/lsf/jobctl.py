@@ -114,8 +114,10 @@ def none_found(name: str | None, states: tuple[str, ...], queue: str | None = No
     DONE/EXIT job found` (finished ones: brequeue -d/-e), or `No job found` (both: brequeue
     -a), each followed by `where`."""
     w = where(queue, host, app)
-    if name is not None:
-        return f"Job <{name}> is not found{w}"
+    if name is not None:  # a -J pattern as given, its control characters escaped (one line, no terminal escapes)
+        from xced.api.listing import one_line
+
+        return f"Job <{one_line(name)}> is not found{w}"
     if set(states) <= set(FINISHED):
         return f"No DONE/EXIT job found{w}"
     if set(states) & set(FINISHED):
