@@ -201,9 +201,12 @@ def _help(argv: list[str]) -> str | None:
     terminal (`xcecli submit --help | less` on 60 columns too) gets Typer's own rendering."""
     words = tuple("--help" if w == "-h" else w for w in argv)
     name = HELP.get(words)
+    if name is None:
+        return None
+    from xced.api.funnel import stdout_is_utf8  # run_fast's module: imported on this path anyway
+
     env = os.environ
-    if name is None or any(k in env for k in _RENDER_ENV) or env.get("COLUMNS", "80") != "80" or \
-            (sys.stdout.encoding or "").lower().replace("-", "").replace("_", "") != "utf8":
+    if any(k in env for k in _RENDER_ENV) or env.get("COLUMNS", "80") != "80" or not stdout_is_utf8():
         return None
     width = 80
     if "COLUMNS" not in env:

@@ -198,9 +198,11 @@ def test_help_into_a_pipe_is_typers_own_text_without_typer(shared_daemon, args):
     assert _heavy(mods) == []
 
 
-def _on_terminal(argv: list[str], columns: int, term: str = "xterm-256color") -> tuple[bytes, set[str]]:
-    """Run `argv` with stdout on a pseudo-terminal `columns` wide (stderr a pipe, for
-    `-X importtime`): (the bytes the terminal got, the modules imported)."""
+def _with_terminal(argv: list[str], columns: int, *, stdout_on_it: bool, term: str | None = "xterm-256color",
+                   extra_env: dict | None = None) -> tuple[bytes, set[str]]:
+    """Run `argv` (`python -X importtime ARGV`) with stdin on a pseudo-terminal `columns` wide,
+    and stdout on it too (`stdout_on_it`) or a pipe (as `... | less` runs it); stderr a pipe:
+    (the bytes stdout got, the modules imported). `term`: TERM (None: TERM as it is)."""
     import fcntl
     import pty
     import struct
@@ -208,23 +210,50 @@ def _on_terminal(argv: list[str], columns: int, term: str = "xterm-256color") ->
 
     env = {k: v for k, v in os.environ.items()
            if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "COLORTERM", "TERMINAL_WIDTH")}
-    env["TERM"] = term
+    if term is not None:
+        env["TERM"] = term
+    env.update(extra_env or {})
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    p = subprocess.Popen([sys.executable, "-X", "importtime", *argv], stdout=child, stdin=child,
-                         stderr=subprocess.PIPE, env=env, close_fds=True)
+    p = subprocess.Popen([sys.executable, "-X", "importtime", *argv], stdin=child,
+                         stdout=child if stdout_on_it else subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         close_fds=True)
     os.close(child)
     out = b""
     try:
-        while chunk := os.read(main, 65536):
-            out += chunk
-    except OSError:  # the child end closed: all is read
-        pass
+        if stdout_on_it:
+            import threading
+
+            errs: list[bytes] = []  # stderr drained meanwhile: a full pipe would stop the child's writes
+            drain = threading.Thread(target=lambda: errs.append(p.stderr.read()))
+            drain.start()
+            try:
+                while chunk := os.read(main, 65536):
+                    out += chunk
+            except OSError:  # the child end closed: all is read
+                pass
+            p.wait(60)
+            drain.join(60)
+            out_pipe, err = b"", errs[0]
+        else:
+            out_pipe, err = p.communicate(timeout=60)
     finally:
         os.close(main)
-    err = p.communicate(timeout=60)[1].decode()
+    err = err.decode()
     assert p.returncode == 0, err[-2000:]
-    return out, {line.split("|")[-1].strip() for line in err.splitlines() if line.startswith("import time:")}
+    return (out if stdout_on_it else out_pipe), {line.split("|")[-1].strip() for line in err.splitlines()
+                                                 if line.startswith("import time:")}
+
+
+def _on_terminal(argv: list[str], columns: int, term: str = "xterm-256color") -> tuple[bytes, set[str]]:
+    """`argv` with stdout on a terminal `columns` wide (`_with_terminal`)."""
+    return _with_terminal(argv, columns, stdout_on_it=True, term=term)
+
+
+def _piped_from_terminal(argv: list[str], columns: int, extra_env: dict | None = None) -> tuple[str, set[str]]:
+    """`argv` as `... | less` runs it on a terminal `columns` wide (`_with_terminal`): stdout's text."""
+    out, mods = _with_terminal(argv, columns, stdout_on_it=False, term=None, extra_env=extra_env)
+    return out.decode(), mods
 
 
 _TYPER_APP = ["-c", "import sys; sys.argv[0] = 'xcecli'; from xcecli.app import main; main()"]
@@ -246,29 +275,6 @@ def test_help_on_a_terminal_is_typers_coloured_text_without_typer(args):
     assert "typer" in mods and narrow != fast
     plain, mods = _on_terminal([XCECLI, *args], 100, term="dumb")
     assert "typer" in mods and b"\x1b[" not in plain
-
-
-def _piped_from_terminal(argv: list[str], columns: int, extra_env: dict | None = None) -> tuple[str, set[str]]:
-    """Run `argv` as `... | less` runs it: stdin on a pseudo-terminal `columns` wide, stdout
-    a pipe (stderr a pipe for `-X importtime`): (what stdout got, the modules imported)."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "COLORTERM", "TERMINAL_WIDTH")}
-    env.update(extra_env or {})
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    try:
-        r = subprocess.run([sys.executable, "-X", "importtime", *argv], stdin=child, capture_output=True, text=True,
-                           env=env, timeout=60)
-    finally:
-        os.close(child)
-        os.close(main)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stdout, {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
 
 
 def test_help_piped_from_a_narrow_terminal_or_with_rich_settings_is_typers():

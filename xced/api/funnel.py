@@ -93,11 +93,15 @@ def exit_code_of(e: BaseException, prog: str) -> int:
     return 1
 
 
+def stdout_is_utf8() -> bool:
+    """Whether stdout's encoding is UTF-8 (`utf-8`, `UTF8`, `utf_8` alike)."""
+    return (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "") == "utf8"
+
+
 def _escape_what_stdout_cannot_encode() -> None:
     """Make stdout write characters its encoding cannot hold as backslash escapes (errors
     "backslashreplace"), when that encoding is not UTF-8; a no-op otherwise."""
-    enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-    if enc != "utf8" and hasattr(sys.stdout, "reconfigure"):
+    if not stdout_is_utf8() and hasattr(sys.stdout, "reconfigure"):
         try:
             sys.stdout.reconfigure(errors="backslashreplace")
         except (ValueError, OSError):  # a stream that cannot be reconfigured is left as it is

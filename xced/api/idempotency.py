@@ -57,7 +57,7 @@ def canonical(value: object, *, floatless: bool = False) -> bytes:
     `ensure_ascii=False`), so a digest kept by an older daemon still matches. `floatless`:
     the caller knows `value` holds no float (a SubmitRequest's fields without `exdata`);
     then orjson makes them, about 8 times faster (issue 17 part 5), and its bytes are the
-    json module's for every value without a float (tests/unit/test_idempotency.py proves it
+    json module's for every value without a float (tests/unit/test_client_retry.py proves it
     over generated values). A float is written differently by the two (1e-7 against 1e-07),
     so it always goes the json module's way, as does what orjson refuses (a lone
     surrogate, an integer over 64 bits, a key that is not a string)."""
