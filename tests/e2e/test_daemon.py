@@ -25,10 +25,17 @@ def test_restart_while_jobs_run_loses_nothing(daemon, tmp_path):
     can be killed."""
     d = daemon
     gate = tmp_path / "gate"  # the short job ends when the test opens its gate, never after a time
-    short = d.submit("--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; exit 7", cwd=tmp_path)
+    began = tmp_path / "began"  # ... and says when its process runs: RUN is shown from the dispatch on,
+    # and under load the supervisor's start time (what a restart adopts) can come after it
+    short = d.submit("--", "sh", "-c", f"touch {began}; while [ ! -e {gate} ]; do sleep 0.02; done; exit 7",
+                     cwd=tmp_path)
     long = d.submit("--", "sleep", "60", cwd=tmp_path)
     d.wait_state(short, ("RUN",))
     d.wait_state(long, ("RUN",))
+    deadline = time.time() + 20
+    while not began.exists():
+        assert time.time() < deadline
+        time.sleep(0.02)
     assert d.stop(signal.SIGKILL) == -signal.SIGKILL
     opened = time.time()
     gate.touch()
