@@ -299,9 +299,15 @@ def test_a_stopped_launcher_is_replaced_and_the_job_dispatched_again(topdir):
         d.stop()
 
 
-def test_a_job_whose_supervisor_never_started_pends_again_after_a_crash(topdir):
-    """D-8: the daemon is killed while a launch hangs; after the restart the job, which never
-    ran, pends again and runs: it is not recorded EXIT "supervisor lost"."""
+@pytest.mark.parametrize("launcher_fate", ["killed", "continued"])
+def test_a_job_whose_supervisor_never_started_pends_again_after_a_crash_and_runs_once(topdir, tmp_path,
+                                                                                       launcher_fate):
+    """D-8, JOB-8: the daemon is killed while a launch hangs (its launcher stopped); after the
+    restart the job, which never ran, pends again and runs: it is not recorded EXIT
+    "supervisor lost". The stopped launcher outlives the daemon in its own session: killed,
+    or continued once the restarted daemon has dispatched the job again, when it still holds
+    the old launch request. Continued, it forks nothing (its daemon is gone), so the job's
+    command runs once, not twice."""
     import signal as sig
 
     _launch_timeout_config(topdir, 60)
@@ -311,16 +317,26 @@ def test_a_job_whose_supervisor_never_started_pends_again_after_a_crash(topdir):
         d.wait_state(d.submit("--", "true"), ("DONE",))
         launcher = _launcher_of(d)
         launcher.send_signal(sig.SIGSTOP)
-        b = d.submit("--", "true")
+        b = d.submit("--", "sh", "-c", "echo ran >> runs", cwd=tmp_path)
         d.wait_state(b, ("RUN",))  # dispatched; its launch hangs
         assert (topdir / "jobs" / str(b) / "0" / "spec.json").exists()
         d.stop(sig.SIGKILL)
-        launcher.kill()  # by its PID: it outlives the daemon in its own session
+        if launcher_fate == "killed":
+            launcher.kill()  # by its PID
         d.start()
+        if launcher_fate == "continued":
+            deadline = time.monotonic() + 30
+            while "DISPATCH_FAILED" not in d.cli("hist", str(b), check=True).stdout:
+                assert time.monotonic() < deadline, d.cli("hist", str(b)).stdout
+                time.sleep(0.05)
+            launcher.send_signal(sig.SIGCONT)
+            launcher.wait(10)  # it ends, having forked nothing
         j = d.wait_state(b, ("DONE", "EXIT"), timeout=30)
         assert j["state"] == "DONE" and j["elements"][0]["exit_code"] == 0, j
         kinds = [ev["kind"] for ev in json.loads(d.cli("hist", str(b), "--json", check=True).stdout)["events"]]
         assert "LOST" not in kinds and "DISPATCH_FAILED" in kinds, kinds
+        time.sleep(0.5)  # a second copy, had one been forked, would have written by now
+        assert (tmp_path / "runs").read_text() == "ran\n"
     finally:
         if launcher is not None and launcher.is_running():
             launcher.kill()

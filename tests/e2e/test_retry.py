@@ -146,7 +146,11 @@ def test_submit_K_wait_and_jobs_ride_out_a_restart_and_K_returns_the_jobs_code(d
         assert f"has not answered for 1 s (XCE_CONNECT_TIMEOUT), so the wait for job {jid} ends" in gone.stderr
         assert k.poll() is None and w.poll() is None and ls.poll() is None  # still waiting, still asking
         d.start()
-        out, err = k.communicate(timeout=60)
+        try:
+            out, err = k.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # what the daemon knows of the job, to learn from a failure
+            pytest.fail(f"submit -K still waits 60 s after the restart\n{d.cli('hist', str(jid)).stdout}\n"
+                        f"{d.log.read_text()[-4000:]}")
         assert k.returncode == 7, (k.returncode, err)
         assert "still waiting for job" in err, err
         _, werr = w.communicate(timeout=60)

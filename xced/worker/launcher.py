@@ -13,7 +13,11 @@ absolute JOBDIR; the launcher answers with one line, the supervisor's pid (or
 child could be reaped, so the worker never trusts a bare pid (JOB-8). The launcher
 reaps its children; supervisors outlive it (they are in their own sessions and only
 need their JOBDIR), so a daemon that dies or restarts loses nothing. The launcher
-exits when the worker's end of the socket closes.
+exits when the worker's end of the socket closes, and forks nothing once the daemon that
+started it is gone (its parent changed), even for a request still buffered in the socket:
+a launcher stopped or slowed while its daemon was killed would otherwise fork a supervisor
+at any later time, after the restarted daemon found the job never started and dispatched
+it again, and the job would run twice (D-8, JOB-8).
 
 STDLIB ONLY, like the supervisor: it must not import the daemon's heavy modules.
 """
@@ -55,8 +59,11 @@ def _reap() -> None:
 
 
 def serve(sock: socket.socket) -> int:
-    """Answer launch requests on `sock` until it closes."""
+    """Answer launch requests on `sock` until it closes, or until the process that started
+    the launcher (its parent at this call: the daemon's worker) is gone; returns 0."""
     import xced.worker.supervisor  # noqa: F401  (imported once, inherited by every fork)
+
+    daemon = os.getppid()
 
     rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wfd)
@@ -86,6 +93,8 @@ def serve(sock: socket.socket) -> int:
             return 0
         buf += data
         while b"\n" in buf:
+            if os.getppid() != daemon:
+                return 0  # the daemon that asked is gone: its restart decides about the job (D-8)
             line, buf = buf.split(b"\n", 1)
             jobdir = line.decode()
             try:

@@ -585,7 +585,9 @@ def attach(jobdir: str | os.PathLike[str], *, settle_s: float = 2.0) -> Supervis
       exit_code=1, reason="supervisor lost", end_time=now)``, once every process of the
       job that is left has been ended (JOB-1: see ``_lost_status``).
     - Otherwise (nothing was launched here, or the supervisor died before it started
-      the job): None; the job never ran, so it pends again rather than end EXIT.
+      the job): None; the job never ran, so it pends again rather than end EXIT. When a
+      spec.json is there, the kill marker is left too, so that a supervisor forked only
+      after this look never starts this copy of the job (it would run twice).
 
     A supervisor that holds the lock but has not yet written supervisor.pid
     (its first milliseconds) is waited for up to `settle_s` seconds, and so
@@ -620,6 +622,10 @@ def attach(jobdir: str | os.PathLike[str], *, settle_s: float = 2.0) -> Supervis
                 time.sleep(0.005)
                 continue
             if not (jobdir / JOB_FILE).exists():
+                try:  # a supervisor forked after this look (a launcher slowed as its daemon died)
+                    _mark_killed(jobdir)  # finds the marker and never starts the job: it pends again
+                except OSError:
+                    pass
                 contain.kill_recorded(str(jobdir))  # what it may have forked into the job's cgroup
                 return None  # the job itself never started (D-8: it pends again, never EXIT)
             return _lost_status(jobdir)
