@@ -235,6 +235,20 @@ def test_unknown_key_lists_valid_keys(tmp_path: Path) -> None:
     assert 'did you mean "priority"' in d.message
 
 
+def test_an_empty_value_is_reported_at_its_own_key_not_the_next(tmp_path: Path) -> None:
+    """`kill_interval:` with nothing after it is an error at the place its value belongs (the
+    line of the key, just past its colon), saying no value was given; ruamel.yaml itself puts
+    an empty value at the next key."""
+    settings = GOOD_SETTINGS + "kill_interval:\nsched_delay: 0.01\n"
+    queues = "queues:\n  - name: normal\n    priority:\n  - name: short\n"
+    r = load_cluster_config(make_topdir(tmp_path, settings=settings, queues=queues))
+    got = {(Path(d.file).name, d.line, d.col): d.message for d in r.errors}
+    assert set(got) == {("xce.yaml", 5, 15), ("queues.yaml", 3, 14)}, got
+    assert got[("xce.yaml", 5, 15)].startswith("kill_interval must be a number of seconds") \
+        and got[("xce.yaml", 5, 15)].endswith("got no value (null)")
+    assert got[("queues.yaml", 3, 14)].endswith("got no value (null)")
+
+
 def test_duplicate_queue_points_at_the_second(tmp_path: Path) -> None:
     queues = "queues:\n  - name: normal\n  - name: short\n  - name: normal\n"
     r = load_cluster_config(make_topdir(tmp_path, queues=queues))

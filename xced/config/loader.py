@@ -166,7 +166,7 @@ def _is_seq(v: object) -> bool:
 def _got(v: object) -> str:
     """How a found value is shown in a message."""
     if v is None:
-        return "null"
+        return "no value (null)"
     if _is_bool(v):
         return "true" if v else "false"
     if isinstance(v, str):
@@ -199,6 +199,9 @@ def _key_pos(mapping: Any, key: object) -> Pos:
 
 
 def _value_pos(mapping: Any, key: object) -> Pos:
+    """Where `key`'s value is, (line, col) from 0. An empty value (`kill_interval:` with
+    nothing after it) is placed just past the key's colon: ruamel.yaml gives it the position
+    of the next token, which is the next key's line."""
     value = mapping.get(key)
     if (_is_map(value) or _is_seq(value)) and value:
         pos = _node_pos(value)
@@ -206,9 +209,13 @@ def _value_pos(mapping: Any, key: object) -> Pos:
             return pos
     try:
         line, col = mapping.lc.value(key)
-        return (line, col)
     except Exception:
         return _key_pos(mapping, key)
+    if value is None and isinstance(key, str):
+        kpos = _key_pos(mapping, key)
+        if kpos is not None and kpos[0] != line:
+            return (kpos[0], kpos[1] + len(key) + 1)
+    return (line, col)
 
 
 def _item_pos(seq: Any, index: int) -> Pos:
