@@ -412,3 +412,22 @@ def test_a_name_a_non_utf8_stdout_cannot_hold_is_escaped_not_fatal(shared_daemon
     for args in (["jobs", "-a", str(job)], ["show", str(job)]):
         r = subprocess.run([XCECLI, *args], capture_output=True, text=True, env=env, timeout=60)
         assert r.returncode == 0 and "\\U0001f600job" in r.stdout, (args, r.returncode, r.stderr)
+
+
+def test_a_bidi_override_or_zero_width_character_in_a_name_is_shown_escaped(shared_daemon):
+    """CLI-8, CLI-3: a -J name may hold a right-to-left override (U+202E) or a zero-width
+    space (U+200B); bjobs shows them escaped, in its columns and in -l, as xcecli jobs
+    does, so that a name cannot reorder or hide what the terminal shows of its row.
+    `bjobs -json` gives the name as it was typed (JSON escapes by itself)."""
+    d = shared_daemon
+    name = "ab\u202ecd\u200bef"
+    job = d.submit("-J", name, "--", "true")
+    d.wait_state(job, ("DONE",))
+    shown = "ab\\u202ecd\\u200bef"
+    for args in (("-a", "-w", str(job)), ("-l", str(job)), ("-a", "-o", "name", str(job))):
+        r = bjobs(d, *args)
+        assert r.returncode == 0 and shown in r.stdout and "\u202e" not in r.stdout, (args, r.stdout)
+    r = d.cli("jobs", "-a", str(job))
+    assert shown in r.stdout and "\u202e" not in r.stdout, r.stdout
+    r = bjobs(d, "-a", "-json", "-o", "job_name", str(job))
+    assert json.loads(r.stdout)["RECORDS"][0]["JOB_NAME"] == name, r.stdout

@@ -228,12 +228,15 @@ def _command(j) -> str:
     return one_line(j.spec.shown_command())  # a cell of one line (xced.api.listing.one_line)
 
 
-def _lsf_name(j, e, command=_command) -> str:
+def _lsf_name(j, e, command=_command, shown=one_line) -> str:
     """LSF's JOB_NAME (bsub -J, else the command line, as `command(j)` gives it); an array
-    element's `name[index]`."""
+    element's `name[index]`. The name as `shown` gives it: by default one_line's, so that a
+    bidi override or a zero-width character in a -J name (printable to the daemon's
+    checks, xced.model.jobs.first_control) is shown escaped in bjobs' columns, as it is in
+    xcecli jobs', and cannot reorder or hide what the terminal shows."""
     if j.is_array:
-        return f"{j.name or ''}[{e.index}]" if e is not None else _job_name(j) or command(j)
-    return j.name or command(j)
+        return f"{shown(j.name or '')}[{e.index}]" if e is not None else shown(_job_name(j) or '') or command(j)
+    return shown(j.name) if j.name else command(j)
 
 
 #: the host name FROM_HOST gives (xced.api.listing.LSF_FIELDS), found once
@@ -253,7 +256,7 @@ _LSF_CELLS = {
     "from_host": lambda j, e, h: _from_host(), "job_name": lambda j, e, h: _lsf_name(j, e),
     "command": lambda j, e, h: _command(j),
     "command_text": lambda j, e, h: j.spec.shown_command(),
-    "job_name_text": lambda j, e, h: _lsf_name(j, e, lambda j: j.spec.shown_command()),
+    "job_name_text": lambda j, e, h: _lsf_name(j, e, lambda j: j.spec.shown_command(), str),
     "index": lambda j, e, h: (e.index if j.is_array else 0) if e is not None else None,
     "exit_reason": lambda j, e, h: e.exit_reason if e is not None else None,
     "exit_signal": lambda j, e, h: e.exit_signal if e is not None else None,
