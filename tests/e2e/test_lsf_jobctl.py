@@ -115,6 +115,47 @@ def test_bkill_m_takes_the_jobs_on_that_host_and_app_those_of_that_profile(d):
     assert lsf(d, "bkill", str(waiting), user="ku3").returncode == 0
 
 
+def test_bkill_stat_kills_the_jobs_in_that_status_and_b_skips_those_it_cannot_kill(d):
+    """CLI-8, JOB-1: IBM bkill.1's `-stat run | pend | susp` ("Kills large numbers of jobs in
+    the specified status ... silently skips the jobs that LSF cannot kill"; no job ID needed)
+    kills the caller's jobs in that status only: pend a pending one, susp a held one (PSUSP),
+    and with IDs only those of them in that status, the others left alone, exit 0. `-stat
+    pend` takes -s INT, KILL or TERM only, and -stat excludes -b. `bkill -b 0` kills what it
+    may and skips silently what it may not (another user's job), where plain `bkill 0` names
+    each refusal and exits 255."""
+    run = d.submit("--", "sleep", "60", user="ku9")
+    d.wait_state(run, ("RUN",))
+    pend = d.submit("-w", f"done({run})", "--", "true", user="ku9")  # pends until run ends
+    held = d.submit("-H", "--", "true", user="ku9")
+    r = lsf(d, "bkill", "-stat", "pend", "-s", "USR1", user="ku9")
+    assert (r.returncode, r.stdout) == (255, "") and "a pending job takes only INT, KILL or TERM" in r.stderr
+    r = lsf(d, "bkill", "-b", "-stat", "run", user="ku9")
+    assert (r.returncode, r.stderr) == (255, "bkill: -b and -stat exclude each other (LSF: [-b | -stat run | pend | "
+                                             "susp]); give one\n")
+    r = lsf(d, "bkill", "-stat", "hold", user="ku9")
+    assert (r.returncode, r.stderr) == (255, "bkill: -stat hold: not a status bkill takes; give run, pend or susp\n")
+    r = lsf(d, "bkill", "-stat", "pend", user="ku9")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{pend}> is being terminated\n", "")
+    assert [d.show(j, user="ku9")["state"] for j in (run, pend, held)] == ["RUN", "EXIT", "PSUSP"]
+    r = lsf(d, "bkill", "-stat", "susp", str(run), str(held), user="ku9")  # run is not suspended: left alone
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{held}> is being terminated\n", "")
+    assert [d.show(j, user="ku9")["state"] for j in (run, held)] == ["RUN", "EXIT"]
+    other = d.submit("-q", "short", "--", "sleep", "60", user="ku8")
+    mine = d.submit("-q", "short", "-H", "--", "true", user="ku9")
+    r = lsf(d, "bkill", "-u", "all", "-q", "short", "0", user="ku9")
+    assert r.returncode == 255 and f"Job <{other}>: " in r.stderr, r.stderr
+    assert f"Job <{mine}> is being terminated\n" in r.stdout
+    mine = d.submit("-q", "short", "-H", "--", "true", user="ku9")
+    r = lsf(d, "bkill", "-b", "-u", "all", "-q", "short", "0", user="ku9")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{mine}> is being terminated\n", "")
+    assert d.show(other, user="ku8")["state"] in ("PEND", "RUN")
+    r = lsf(d, "bkill", "-stat", "run", user="ku9")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{run}> is being terminated\n", "")
+    _ended(d, run)
+    assert lsf(d, "bkill", str(other), user="ku8").returncode == 0
+    _ended(d, other)
+
+
 def test_bkill_of_an_index_list_is_one_request_and_names_each_element(d):
     """CLI-8, JOB-4: `bkill "ID[1,3,5-7]"` (bkill.1: "job_ID[index_list]") prints LSF's line
     for each element in the order given, and the daemon got one request: every kill event
@@ -200,12 +241,14 @@ def test_brequeue_state_options_choose_what_is_requeued(d, tmp_path):
 
 def test_the_usage_of_bkill_and_brequeue_names_their_options(d):
     """CLI-8: `-h` "Prints command usage to stderr and exits" (each LSF 10.1 command page,
-    docs/lsf-behaviour.md section 5 [57]): bkill's names the filters -u, -q, -m, -app, -J
-    and what 0 and no ID do; brequeue's its state options -r (the default), -e, -d, -a and
+    docs/lsf-behaviour.md section 5 [57]): bkill's names the filters -u, -q, -m, -app, -J,
+    -stat and -b and what 0 and no ID do; brequeue's its state options -r (the default), -e, -d, -a and
     -H. An option neither takes (bkill's -g, brequeue's -p) is a usage error listing theirs."""
     r = lsf(d, "bkill", "-h")
     assert (r.returncode, r.stdout) == (0, "")
-    for needle in ("[-u USER | -u all] [-q QUEUE] [-m HOST] [-app PROFILE]", "-m HOST  the jobs running on that host",
+    for needle in ("[-b | -stat run | pend | susp] [-s SIG | -r | -d] [-u USER | -u all] [-q QUEUE]",
+                   "[-m HOST] [-app PROFILE] [-J NAME]", "-m HOST  the jobs running on that host",
+                   "-stat S  the jobs in status S: run (RUN), pend (PEND), susp (PSUSP, USUSP)",
                    "filters without an ID: the most recently submitted job they match"):
         assert needle in r.stderr, r.stderr
     r = lsf(d, "brequeue", "-h")

@@ -2,8 +2,8 @@
 SIGKILL, spaced by the cluster's kill_interval, LSF's JOB_TERMINATE_INTERVAL), or sends one
 signal with `-s SIG`.
 
-    bkill [-s SIG | -r | -d] [-u USER | -u all] [-q QUEUE] [-m HOST] [-app APP] [-J NAME]
-          [ID ... | "ID[INDEX_LIST]" ... | 0]
+    bkill [-b | -stat run | pend | susp] [-s SIG | -r | -d] [-u USER | -u all] [-q QUEUE]
+          [-m HOST] [-app APP] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]
 
 - `ID`, `"ID[INDEX_LIST]"`: the jobs or array elements (`"138[4-5]"`, `"7[1,3,10-20:5]"`: LSF's
   `"job_ID[index_list]"`, read as bjobs reads it, xcecli.lsf.jobctl.job_args); the elements
@@ -39,6 +39,21 @@ signal with `-s SIG`.
   -d)" (KillRequest.record_done); so jobs waiting on its `done()` start and those waiting
   on its `exit()` never do.
 
+- `-stat run | pend | susp`: the jobs in that status, as LSF's bkill -stat ("Kills large
+  numbers of jobs in the specified status as soon as possible ... silently skips the jobs
+  that LSF cannot kill"; no job ID or filter is needed): `run` RUN, `pend` PEND, `susp`
+  the suspended ones, PSUSP and USUSP (what bjobs -s lists; XCE has no SSUSP). Without an
+  ID it is every job of the caller in that status that the filters match (as `0`); with
+  IDs, their elements in that status, the others left alone. A job it cannot kill (it
+  finished meanwhile) is skipped silently, exit 0. With -s, `-stat pend` takes only INT,
+  KILL or TERM (IBM: "The bkill -stat pend command only works with three signals that are
+  specified by the -s option: INT, KILL, or TERM"); -stat and -b exclude each other.
+- `-b`: LSF's bulk kill. With `0`, every job the filters match is killed and one that
+  cannot be killed is skipped silently (IBM: "If the -b option is used with bkill 0, it
+  kills all applicable jobs and silently skips the jobs that cannot be killed"); it is
+  ignored with -r or -s, as LSF ignores it. XCE kills them as `bkill 0` does: what LSF's
+  -b saves (the per-job accounting records of lsb.acct) XCE does not write.
+
 Prints LSF's `Job <N> is being terminated` (`is being signaled` with -s) per job, and
 `Job <N>: No matching job found` / `Job <N>: Job has already finished` on stderr for a job
 refused. Exit codes: 0 all acted on, 255 (LSF_FAILED) any refused or a usage error, 3 daemon
@@ -56,29 +71,50 @@ import sys
 from xcecli.lsf.common import LsfUsage, read_options, run
 
 SPEC = {"-s": ("signal", "one"), "-J": ("name", "one"), "-r": ("remove", "flag"), "-d": ("done", "flag"),
-        "-u": ("user", "one"), "-q": ("queue", "one"), "-m": ("host", "one"), "-app": ("app", "one")}
+        "-u": ("user", "one"), "-q": ("queue", "one"), "-m": ("host", "one"), "-app": ("app", "one"),
+        "-stat": ("stat", "one"), "-b": ("bulk", "flag")}
+
+#: the element states each `-stat` word selects (LSF bkill -stat run | pend | susp; `susp` as
+#: bjobs -s lists suspended jobs: PSUSP and USUSP, XCE having no SSUSP)
+STAT_STATES = {"run": ("RUN",), "pend": ("PEND",), "susp": ("PSUSP", "USUSP")}
+#: the signals `-stat pend` takes with -s (IBM bkill.1)
+PEND_SIGNALS = ("SIGINT", "SIGKILL", "SIGTERM")
 
 
 def bkill(argv: list[str]) -> int:
     """Run `bkill ARGV` (module docstring); returns the exit code. Raises LsfUsage."""
-    from xcecli.lsf.jobctl import act, client, targets
+    from xcecli.lsf.jobctl import UNFINISHED, act, client, in_states, targets
 
     opts, args = read_options(argv, SPEC, interspersed=True)
     sig = opts.get("signal")
     if sum(1 for k in ("signal", "remove", "done") if opts.get(k)) > 1:
         raise LsfUsage("-r, -s and -d exclude each other (LSF: [-r | -s signal | -d]); give one")
+    stat = opts.get("stat")
+    if stat is not None and stat not in STAT_STATES:
+        raise LsfUsage(f"-stat {stat}: not a status bkill takes; give run, pend or susp")
+    if stat is not None and opts.get("bulk"):
+        raise LsfUsage("-b and -stat exclude each other (LSF: [-b | -stat run | pend | susp]); give one")
     if sig is not None:
         from xced.model.signals import parse_signal
 
         try:
-            parse_signal(str(sig))
+            signame = parse_signal(str(sig))[1]
         except ValueError as e:
             raise LsfUsage(str(e)) from None
+        if stat == "pend" and signame not in PEND_SIGNALS:
+            raise LsfUsage(f"-stat pend -s {sig}: a pending job takes only INT, KILL or TERM (which kill it); "
+                           f"give one of those, or -stat susp for held jobs")
     c = client()
+    states = STAT_STATES[stat] if stat is not None else UNFINISHED  # type: ignore[index]
+    if stat is not None and not args:
+        args = ["0"]  # LSF: -stat needs no job ID; it is every job in that status
     refs = targets(c, args, opts.get("name"), user=opts.get("user"), queue=opts.get("queue"),  # type: ignore[arg-type]
-                   host=opts.get("host"), app=opts.get("app"))  # type: ignore[arg-type]
+                   host=opts.get("host"), app=opts.get("app"), states=states)  # type: ignore[arg-type]
+    if stat is not None and any(a.strip() != "0" for a in args):
+        refs, _ = in_states(c, refs, states, str)  # IDs given: their elements in that status only
+    quiet = stat is not None or bool(opts.get("bulk") and "0" in args and not (sig or opts.get("remove")))
     return act("bkill", "kill", refs, c, signal=sig, record_done=bool(opts.get("done")),  # type: ignore[arg-type]
-               force=bool(opts.get("remove")))
+               force=bool(opts.get("remove")), skip_refused=quiet)
 
 
 def main() -> None:

@@ -344,9 +344,10 @@ def action_body(index: int | None, signal: str | None = None, record_done: bool 
     return body
 
 def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: dict[str, object],
-         signal: str | None) -> bool:
+         signal: str | None, skip_refused: bool = False) -> bool:
     """Ask for `action` on job `jid` (element `idx`) and print LSF's line for it (module
-    docstring); True when it was acted on. A daemon that cannot be reached raises."""
+    docstring); True when it was acted on, or when it was refused and `skip_refused` (bkill
+    -b with 0, bkill -stat: skipped silently). A daemon that cannot be reached raises."""
     from xced.api.errors import XceError
 
     try:
@@ -355,6 +356,8 @@ def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: d
     except XceError as e:
         if e.exit_code == 3:
             raise
+        if skip_refused:
+            return True
         print(f"Job <{ref}>: {_reason('signal' if signal else action, e)}", file=sys.stderr)
         return False
     print(f"Job <{ref}> is being {_verb(action, signal, res)}")
@@ -371,7 +374,8 @@ def _verb(action: str, signal: str | None, res: dict) -> str:
 
 
 def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = None,
-        record_done: bool = False, force: bool = False, extra: dict[str, object] | None = None) -> int:
+        record_done: bool = False, force: bool = False, extra: dict[str, object] | None = None,
+        skip_refused: bool = False) -> int:
     """Ask for `action` (kill, stop, resume, requeue) on each of `refs` and print LSF's line
     for each job or element (module docstring); `signal` (a name or number, bkill -s) turns a
     kill into that signal; `record_done` (bkill -d) records the jobs a kill ends DONE, `force`
@@ -381,16 +385,18 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
     element acted on is named): each is printed `Job <12[1]> is being terminated`, in the
     order given; an element the request left alone (a finished one) is then asked on its own,
     so that its refusal is LSF's line for it, and when the daemon refuses the list whole (an
-    index the array lacks, nothing left to act on) each element is asked on its own. Returns
-    0, or LSF_FAILED when any was refused; a daemon that cannot be reached raises (exit 3
-    through the funnel)."""
+    index the array lacks, nothing left to act on) each element is asked on its own. With
+    `skip_refused` (bkill -b with 0, bkill -stat: "silently skips the jobs that LSF cannot
+    kill", IBM bkill.1) a refusal prints nothing and fails nothing. Returns 0, or
+    LSF_FAILED when any was refused; a daemon that cannot be reached raises (exit 3 through
+    the funnel)."""
     from xced.api.errors import XceError
 
     rc = 0
     base = {**action_body(None, signal, record_done, force), **(extra or {})}
     for jid, idx, ref in refs:
         if not isinstance(idx, list):
-            rc = rc if _one(c, prog, action, jid, idx, ref, base, signal) else LSF_FAILED
+            rc = rc if _one(c, prog, action, jid, idx, ref, base, signal, skip_refused) else LSF_FAILED
             continue
         try:
             res = c.request("POST", f"/jobs/{jid}/{action}", params={"full": "true"},
@@ -407,5 +413,5 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
                 if f"{jid}[{i}]" in done:
                     print(f"Job <{jid}[{i}]> is being {verb}")
         for i in left:
-            rc = rc if _one(c, prog, action, jid, i, f"{jid}[{i}]", base, signal) else LSF_FAILED
+            rc = rc if _one(c, prog, action, jid, i, f"{jid}[{i}]", base, signal, skip_refused) else LSF_FAILED
     return rc
