@@ -156,6 +156,41 @@ def test_bkill_stat_kills_the_jobs_in_that_status_and_b_skips_those_it_cannot_ki
     _ended(d, other)
 
 
+def test_bkill_C_records_the_kill_reason_in_the_history_and_a_pending_jobs_exit_reason(d):
+    """CLI-8, CLI-3, D-5: IBM bkill.1's `-C kill_reason`: the reason is recorded with the kill.
+    A pending job's exit reason ends with it (bjobs -l, xcecli show); a running job's kill
+    request carries it (bhist -l, xcecli hist). One line only: a newline is refused naming
+    the field, a bidi override is shown escaped; -C with -s is a usage error (bkill, and
+    `xcecli kill -C` alike), and so is a blank reason."""
+    run = d.submit("--", "sleep", "60", user="ku7")
+    held = d.submit("-H", "--", "true", user="ku7")
+    d.wait_state(run, ("RUN",))
+    r = lsf(d, "bkill", "-C", "wrong input", str(held), user="ku7")
+    assert (r.returncode, r.stdout) == (0, f"Job <{held}> is being terminated\n"), r.stderr
+    e = d.show(held, user="ku7")["elements"][0]
+    assert e["exit_reason"] == "killed by ku7 while pending; kill reason: wrong input", e
+    assert "Exit reason: killed by ku7 while pending; kill reason: wrong input." in lsf(d, "bjobs", "-l", str(held),
+                                                                                         user="ku7").stdout
+    r = lsf(d, "bkill", "-s", "USR1", "-C", "x", str(run), user="ku7")
+    assert (r.returncode, r.stderr) == (255, "bkill: -C (a kill reason) goes with a kill, not with one signal (-s); "
+                                             "give one of them\n")
+    r = d.cli("kill", "-s", "TERM", "-C", "x", str(run), user="ku7")
+    assert r.returncode == 2 and "a kill reason (-C) goes with a kill, not with one signal" in r.stderr, r.stderr
+    for bad, says in (("two\nlines", "the kill reason holds a control character ('\\n')"),
+                      ("   ", "the kill reason is blank")):
+        r = lsf(d, "bkill", "-C", bad, str(run), user="ku7")
+        assert r.returncode == 255 and f"Job <{run}>: field 'comment': {says}" in r.stderr, r.stderr
+    assert d.show(run, user="ku7")["state"] == "RUN"
+    r = d.cli("kill", "-C", "out \u202eof time", str(run), user="ku7")
+    assert r.returncode == 0, r.stderr
+    _ended(d, run)
+    events = json.loads(d.cli("hist", str(run), "--json", user="ku7", check=True).stdout)["events"]
+    assert [ev["reason"] for ev in events if ev["kind"] == "KILL_REQUEST"] == ["kill reason: out \u202eof time"]
+    out = lsf(d, "bhist", "-l", str(run), user="ku7").stdout
+    assert "Signal <KILL> requested by user or administrator <ku7>; kill reason: out \\u202eof time;" in out, out
+    assert "\u202e" not in out
+
+
 def test_bkill_of_an_index_list_is_one_request_and_names_each_element(d):
     """CLI-8, JOB-4: `bkill "ID[1,3,5-7]"` (bkill.1: "job_ID[index_list]") prints LSF's line
     for each element in the order given, and the daemon got one request: every kill event

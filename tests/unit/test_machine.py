@@ -163,6 +163,22 @@ def test_kill():
     assert out.effects == [m.KillElement()]
 
 
+def test_a_kills_comment_ends_the_reason_of_its_event():
+    """LSF bkill -C kill_reason: the comment ends the kill's event reason, and the exit reason
+    of an element the kill ends at once (pending, or removed with -r); a running element's
+    KILL_REQUEST carries it, beside bkill -d's note."""
+    out = transition(_el(S.PEND), _stim(m.Kill, user="alice", comment="wrong input"))
+    assert out.fields["exit_reason"] == "killed by alice while pending; kill reason: wrong input"
+    assert out.events[0].reason == out.fields["exit_reason"]
+    out = transition(_el(S.RUN), _stim(m.Kill, user="alice", comment="wrong input"))
+    assert _kinds(out) == [("KILL_REQUEST", None, None)] and out.events[0].reason == "kill reason: wrong input"
+    out = transition(_el(S.RUN), _stim(m.Kill, user="alice", comment="x", record_done=True))
+    assert out.events[0].reason == "recorded DONE when it ends (bkill -d); kill reason: x"
+    out = transition(_el(S.RUN), _stim(m.Kill, user="alice", comment="x", force=True))
+    assert out.fields["exit_reason"] == "removed by alice (bkill -r); its processes are being killed; kill reason: x"
+    assert transition(_el(S.RUN), _stim(m.Kill, user="alice")).events[0].reason is None
+
+
 def test_a_kill_that_records_done_ends_the_element_done():
     """CLI-8 (issue 18), LSF bkill -d: "Kills the jobs, and records the jobs as DONE after the
     jobs exit" (https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bkill.1.html;

@@ -25,12 +25,13 @@ def _refused(jid: int, text: str, e) -> dict:
 
 
 def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose: bool, sig: str | None = None,
-         record_done: bool = False, force: bool = False) -> None:
+         record_done: bool = False, force: bool = False, comment: str | None = None) -> None:
     """Ask for action `name` on each JOB and print one line per job (or --json); `sig`
     (kill -s) turns the kill into that one signal, `record_done` (kill --record-done, LSF
     bkill -d) records the jobs it kills DONE, `force` (kill --force, LSF bkill -r) removes
-    them at once, EXIT, their processes killed after (xced.api.models.KillRequest). Raises
-    typer.BadParameter when -s, --record-done and --force are combined."""
+    them at once, EXIT, their processes killed after, and `comment` (kill -C, LSF bkill -C)
+    is recorded with each kill (xced.api.models.KillRequest). Raises typer.BadParameter
+    when -s, --record-done and --force are combined, or -s with -C."""
     from xced.api.errors import XceError
     from xcecli.commands.jobs import _job_ref
     from xcecli.lsf.jobctl import action_body
@@ -49,6 +50,9 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
         if force:
             raise typer.BadParameter("--force sends the kill sequence, not one signal (LSF's bkill -s and -r "
                                      "exclude each other); give one of them", param_hint="'-s' / '--signal'")
+        if comment is not None:
+            raise typer.BadParameter("a kill reason (-C) goes with a kill, not with one signal; give one of them",
+                                     param_hint="'-C' / '--comment'")
     if force and record_done:
         raise typer.BadParameter("--force records the job EXIT at once, so it cannot go with --record-done "
                                  "(LSF's bkill -r and -d exclude each other); give one of them", param_hint="'--force'")
@@ -57,7 +61,7 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
     full = as_json or verbose
     results, failed = [], None
     for text, (jid, idx) in zip(jobs, refs):
-        body = action_body(idx, sig, record_done, force)
+        body = action_body(idx, sig, record_done, force, comment)
         try:
             # plain JSON (no model parsing); past 100 elements the daemon answers counts and
             # index runs unless asked for the full list (issue 17 part 4, CLI-7)
@@ -109,9 +113,13 @@ def _make(name: str):
                                                help="remove the jobs at once (LSF bkill -r): EXIT now, their slots "
                                                     "free for other jobs, the kill sequence still sent to their "
                                                     "processes; not with -s or --record-done"),
+                    comment: Optional[str] = typer.Option(None, "-C", "--comment", metavar="TEXT",
+                                                          help="why the jobs are killed (LSF bkill -C): recorded "
+                                                               "with each kill in the job's history (xcecli hist), "
+                                                               "one line; not with -s"),
                     as_json: bool = typer.Option(False, "--json", help=_JSON_HELP),
                     verbose: bool = typer.Option(False, "-v", "--verbose", help=_VERBOSE_HELP)) -> None:
-            _run(ctx, name, jobs, as_json, verbose, sig, record_done, force)
+            _run(ctx, name, jobs, as_json, verbose, sig, record_done, force, comment)
     else:
         def command(ctx: typer.Context, jobs: List[str] = _JOBS,
                     as_json: bool = typer.Option(False, "--json", help=_JSON_HELP),

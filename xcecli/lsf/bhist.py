@@ -99,7 +99,7 @@ def durations(events: list[dict], now: float) -> dict[str, int]:
 def _phrase(ev: dict, el: dict, master: str, job: dict) -> str | None:
     """LSF's bhist -l words for one event (module docstring), or None for an event LSF
     does not show."""
-    kind, reason = ev["kind"], ev.get("reason") or ""
+    kind, reason = ev["kind"], one_line(ev.get("reason") or "")  # one line, bidi and zero-width escaped
     if kind == "SUBMIT":
         return (f"Submitted from host <{job.get('from_host') or master}>, to Queue <{job['queue']}>, "
                 f"CWD <{one_line(job['cwd'])}>;")
@@ -116,8 +116,10 @@ def _phrase(ev: dict, el: dict, master: str, job: dict) -> str | None:
         return "Running;"
     if kind in ("RELEASE", "RELEASE_ONE"):
         return "Waiting; released;"
-    if kind == "KILL_REQUEST":
-        return f"Signal <KILL> requested by user or administrator <{ev['actor'].partition(':')[2] or ev['actor']}>;"
+    if kind == "KILL_REQUEST":  # with the kill's reason (bkill -C), as the event records it
+        why = reason.partition("kill reason: ")[2]
+        return (f"Signal <KILL> requested by user or administrator <{ev['actor'].partition(':')[2] or ev['actor']}>"
+                + (f"; kill reason: {why};" if why else ";"))
     if kind == "SIGNAL":
         sig = reason.split()[1].removeprefix("SIG") if reason.startswith("signal ") else "?"
         return f"Signal <{sig}> requested by user or administrator <{ev['actor'].partition(':')[2] or ev['actor']}>;"

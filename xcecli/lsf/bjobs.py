@@ -408,7 +408,7 @@ def _long(client, rows: list[dict]) -> list[str]:
             else:
                 out.append(f"{when}: Exited.")
             if e.get("exit_reason") and not e["exit_reason"].startswith("exited with code"):
-                out.append(f"{when}: Exit reason: {e['exit_reason']}.")
+                out.append(f"{when}: Exit reason: {one_line(e['exit_reason'])}.")
         pend = e.get("pend_reason")
         if e["state"] in ("PEND", "PSUSP"):
             out.append("")

@@ -3,7 +3,7 @@ SIGKILL, spaced by the cluster's kill_interval, LSF's JOB_TERMINATE_INTERVAL), o
 signal with `-s SIG`.
 
     bkill [-b | -stat run | pend | susp] [-s SIG | -r | -d] [-u USER | -u all] [-q QUEUE]
-          [-m HOST] [-app APP] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]
+          [-m HOST] [-app APP] [-J NAME] [-C KILL_REASON] [ID ... | "ID[INDEX_LIST]" ... | 0]
 
 - `ID`, `"ID[INDEX_LIST]"`: the jobs or array elements (`"138[4-5]"`, `"7[1,3,10-20:5]"`: LSF's
   `"job_ID[index_list]"`, read as bjobs reads it, xcecli.lsf.jobctl.job_args); the elements
@@ -48,6 +48,10 @@ signal with `-s SIG`.
   finished meanwhile) is skipped silently, exit 0. With -s, `-stat pend` takes only INT,
   KILL or TERM (IBM: "The bkill -stat pend command only works with three signals that are
   specified by the -s option: INT, KILL, or TERM"); -stat and -b exclude each other.
+- `-C KILL_REASON`: why the jobs are killed (IBM bkill.1: "-C kill_reason"), one line of at
+  most 1,024 characters; recorded with each kill in the job's history (bhist -l) and, for a
+  job that ends at once (pending, or -r), in its exit reason, as "...; kill reason: TEXT".
+  Not with -s (xced.api.models.KillRequest.comment).
 - `-b`: LSF's bulk kill. With `0`, every job the filters match is killed and one that
   cannot be killed is skipped silently (IBM: "If the -b option is used with bkill 0, it
   kills all applicable jobs and silently skips the jobs that cannot be killed"); it is
@@ -72,7 +76,7 @@ from xcecli.lsf.common import LsfUsage, read_options, run
 
 SPEC = {"-s": ("signal", "one"), "-J": ("name", "one"), "-r": ("remove", "flag"), "-d": ("done", "flag"),
         "-u": ("user", "one"), "-q": ("queue", "one"), "-m": ("host", "one"), "-app": ("app", "one"),
-        "-stat": ("stat", "one"), "-b": ("bulk", "flag")}
+        "-stat": ("stat", "one"), "-b": ("bulk", "flag"), "-C": ("comment", "one")}
 
 #: the element states each `-stat` word selects (LSF bkill -stat run | pend | susp; `susp` as
 #: bjobs -s lists suspended jobs: PSUSP and USUSP, XCE having no SSUSP)
@@ -92,6 +96,8 @@ def bkill(argv: list[str]) -> int:
     stat = opts.get("stat")
     if stat is not None and stat not in STAT_STATES:
         raise LsfUsage(f"-stat {stat}: not a status bkill takes; give run, pend or susp")
+    if opts.get("comment") is not None and sig is not None:
+        raise LsfUsage("-C (a kill reason) goes with a kill, not with one signal (-s); give one of them")
     if stat is not None and opts.get("bulk"):
         raise LsfUsage("-b and -stat exclude each other (LSF: [-b | -stat run | pend | susp]); give one")
     if sig is not None:
@@ -114,7 +120,7 @@ def bkill(argv: list[str]) -> int:
         refs, _ = in_states(c, refs, states, str)  # IDs given: their elements in that status only
     quiet = stat is not None or bool(opts.get("bulk") and "0" in args and not (sig or opts.get("remove")))
     return act("bkill", "kill", refs, c, signal=sig, record_done=bool(opts.get("done")),  # type: ignore[arg-type]
-               force=bool(opts.get("remove")), skip_refused=quiet)
+               force=bool(opts.get("remove")), skip_refused=quiet, comment=opts.get("comment"))  # type: ignore[arg-type]
 
 
 def main() -> None:

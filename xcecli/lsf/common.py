@@ -34,13 +34,14 @@ _FILTERS = ("  -u USER  that user's jobs (-u all: everyone's); default yours\n"
 #: print their own (xcecli.lsf.bsub.USAGE, xcecli.lsf.bjobs.USAGE).
 USAGES = {
     "bkill": 'bkill [-h] [-V] [-b | -stat run | pend | susp] [-s SIG | -r | -d] [-u USER | -u all] [-q QUEUE]\n'
-             '      [-m HOST] [-app PROFILE] [-J NAME] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
+             '      [-m HOST] [-app PROFILE] [-J NAME] [-C KILL_REASON] [ID ... | "ID[INDEX_LIST]" ... | 0]\n'
              "  -s SIG   send SIG (USR1, SIGUSR1 or a number) instead of the kill sequence\n"
              "  -r       remove at once (EXIT now, slots freed); the processes are killed after\n"
              "  -d       kill, and record the jobs DONE\n"
              "  -stat S  the jobs in status S: run (RUN), pend (PEND), susp (PSUSP, USUSP); no ID\n"
              "           needed; those that cannot be killed are skipped silently\n"
              "  -b       with 0: skip silently the jobs that cannot be killed\n"
+             "  -C TEXT  why: recorded with each kill in the job's history (not with -s)\n"
              + _FILTERS,
     "bstop": 'bstop [-h] [-V] [-u USER | -u all] [-q QUEUE] [-m HOST] [-app PROFILE] [-J NAME]\n'
            '      [ID ... | "ID[INDEX_LIST]" ... | 0]\n'

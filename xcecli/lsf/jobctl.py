@@ -329,11 +329,11 @@ def _reason(action: str, e) -> str:
 
 
 def action_body(index: int | None, signal: str | None = None, record_done: bool = False,
-                force: bool = False) -> dict[str, object]:
+                force: bool = False, comment: str | None = None) -> dict[str, object]:
     """The body of a job action (POST /jobs/ID/kill, stop, resume, requeue): the element
     `index` (None: the whole job), and for a kill its `signal` (bkill -s), `record_done`
-    (bkill -d) and `force` (bkill -r), each sent only when given (KillRequest). Shared by
-    the LSF commands and `xcecli kill/stop/resume/requeue`."""
+    (bkill -d), `force` (bkill -r) and `comment` (bkill -C), each sent only when given
+    (KillRequest). Shared by the LSF commands and `xcecli kill/stop/resume/requeue`."""
     body: dict[str, object] = {"index": index} if index is not None else {}
     if signal is not None:
         body["signal"] = signal
@@ -341,6 +341,8 @@ def action_body(index: int | None, signal: str | None = None, record_done: bool 
         body["record_done"] = True
     if force:
         body["force"] = True
+    if comment is not None:
+        body["comment"] = comment
     return body
 
 def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: dict[str, object],
@@ -375,11 +377,12 @@ def _verb(action: str, signal: str | None, res: dict) -> str:
 
 def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = None,
         record_done: bool = False, force: bool = False, extra: dict[str, object] | None = None,
-        skip_refused: bool = False) -> int:
+        skip_refused: bool = False, comment: str | None = None) -> int:
     """Ask for `action` (kill, stop, resume, requeue) on each of `refs` and print LSF's line
     for each job or element (module docstring); `signal` (a name or number, bkill -s) turns a
     kill into that signal; `record_done` (bkill -d) records the jobs a kill ends DONE, `force`
-    (bkill -r) removes them at once, EXIT, their processes killed after (KillRequest);
+    (bkill -r) removes them at once, EXIT, their processes killed after, and `comment`
+    (bkill -C) is recorded with each kill (KillRequest);
     `extra` goes into each body as it is (brequeue -H's `hold`). Several elements of one
     array (`"12[1,3,5-7]"`) go in one request (JobAction.indices, with ?full=true so every
     element acted on is named): each is printed `Job <12[1]> is being terminated`, in the
@@ -393,7 +396,7 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
     from xced.api.errors import XceError
 
     rc = 0
-    base = {**action_body(None, signal, record_done, force), **(extra or {})}
+    base = {**action_body(None, signal, record_done, force, comment), **(extra or {})}
     for jid, idx, ref in refs:
         if not isinstance(idx, list):
             rc = rc if _one(c, prog, action, jid, idx, ref, base, signal, skip_refused) else LSF_FAILED

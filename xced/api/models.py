@@ -256,6 +256,10 @@ class RequeueRequest(JobAction):
     hold: bool = Field(False, description="pend again held by the user (PSUSP), as LSF brequeue -H; resume releases it")
 
 
+#: the most characters a kill's comment may have (bkill -C kill_reason; KillRequest.comment)
+MAX_KILL_COMMENT = 1024
+
+
 class KillRequest(JobAction):
     """POST /jobs/{id}/kill (`xcecli kill`, LSF bkill). Without `signal`, LSF's kill sequence
     (INT, TERM, KILL spaced by kill_interval). With one (`bkill -s SIG`), that signal alone:
@@ -278,13 +282,22 @@ class KillRequest(JobAction):
     job from the LSF system without waiting for the job to terminate in the operating system.
     Sends the same series of signals as bkill without -r, except that the job is removed from
     the system immediately". With `signal` or `record_done` it is refused (422): LSF's
-    synopsis is bkill [-r | -s signal | -d]."""
+    synopsis is bkill [-r | -s signal | -d].
+
+    `comment` (`bkill -C kill_reason`, `xcecli kill -C`): why the job is killed, at most
+    MAX_KILL_COMMENT characters of one line; recorded with the kill in the job's history (the
+    KILL or KILL_REQUEST event) and, for an element that ends at once (pending, or -r), in
+    its exit reason, as "...; kill reason: TEXT". Refused (422) with `signal`."""
 
     signal: str | None = Field(None, max_length=16, description="a signal by name (TERM, SIGUSR1) or number (15)")
     record_done: bool = Field(False, description="record each element the kill ends DONE, not EXIT (LSF bkill -d); "
                                                  "not with `signal`")
     force: bool = Field(False, description="remove each unfinished element at once: EXIT now, its slots freed, its "
                                            "processes killed after (LSF bkill -r); not with `signal` or `record_done`")
+    comment: str | None = Field(None, max_length=MAX_KILL_COMMENT,
+                                description="why the job is killed (LSF bkill -C kill_reason): recorded with the kill, "
+                                            "in the job's history and in a pending job's exit reason; one line of "
+                                            "text; not with `signal`")
 
     @field_validator("signal")
     @classmethod
@@ -318,6 +331,25 @@ class KillRequest(JobAction):
         if v and info.data.get("record_done"):
             raise PydanticCustomError("force_with_done", "force (bkill -r) records the job EXIT at once, so it cannot "
                                       "go with record_done (LSF's -r and -d exclude each other); give one of them")
+        return v
+
+    @field_validator("comment")
+    @classmethod
+    def _comment_one_line(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A kill's comment (bkill -C) is one line of the job's history: no control
+        characters, not blank, and it goes with a kill, not with one signal."""
+        if v is None:
+            return v
+        from xced.model.jobs import first_control
+
+        bad = first_control(v)
+        if bad is not None:
+            raise ValueError(f"the kill reason holds a control character ({bad!r}); give one line of text, without "
+                             f"newlines, tabs or escapes")
+        if not v.strip():
+            raise ValueError("the kill reason is blank; give a few words, or leave it out")
+        if info.data.get("signal") is not None:
+            raise ValueError("a kill reason (bkill -C) goes with a kill, not with one signal (-s); give one of them")
         return v
 
 

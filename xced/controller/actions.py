@@ -59,7 +59,7 @@ class ActionsMixin:
         return job, f"user:{caller.user}"
 
     def kill(self, job_id: int, index: int | list[int] | None, caller: Caller, record_done: bool = False,
-             force: bool = False) -> list[str]:
+             force: bool = False, comment: str | None = None) -> list[str]:
         """`xcecli kill` (LSF bkill): pending elements end EXIT at once; running ones get
         INT, TERM, KILL spaced by kill_interval (the supervisor runs the sequence) and end when
         their processes do. With `record_done` (LSF `bkill -d`: "Kills the jobs, and records
@@ -69,12 +69,13 @@ class ActionsMixin:
         operating system") every unfinished element is EXIT at once, "removed by USER (bkill
         -r); its processes are being killed", its slots free for the session this starts,
         and the sequence still goes to its processes. `record_done` and `force` exclude
-        each other (the route refuses both). Needs job:kill (RBAC-3; PermissionDenied naming
+        each other (the route refuses both). `comment` (LSF `bkill -C kill_reason`) is
+        recorded with the kill ("; kill reason: TEXT", machine.Kill). Needs job:kill (RBAC-3; PermissionDenied naming
         who may). Raises Conflict when every element has finished."""
         job, actor = self._begin_action(job_id, caller, "job:kill", "kill it")
         changes = self._changes(self._elements(job, index),
                                 self._stim(m.Kill, "kill", actor, user=caller.user, record_done=record_done,
-                                           force=force))
+                                           force=force, comment=comment))
         if not changes:
             ref, state = _subject(job, index)
             raise Conflict(f"job {ref} has already finished ({state}); nothing to kill")

@@ -146,6 +146,8 @@ class Kill(Stimulus):
     #: remove the element at once (`bkill -r`, `xcecli kill --force`): EXIT now, the kill
     #: sequence still sent to its processes
     force: bool = False
+    #: why (`bkill -C kill_reason`): "; kill reason: TEXT" ends the kill's event reason
+    comment: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +461,14 @@ def _finished(e: Element, s: Finished) -> Outcome:
     return out
 
 
+def _with_comment(why: str | None, s: Kill) -> str | None:
+    """`why` ended by the kill's comment (bkill -C kill_reason): "WHY; kill reason: TEXT", or
+    "kill reason: TEXT" alone."""
+    if s.comment is None:
+        return why
+    return f"{why}; kill reason: {s.comment}" if why else f"kill reason: {s.comment}"
+
+
 def _kill_pending(e: Element, s: Kill) -> Outcome:
     """EXIT at once, "killed by USER while pending", holds dropped; DONE for a kill that records DONE (bkill -d: "killed by USER while pending; recorded DONE (bkill -d)"); "removed by USER while pending (bkill -r)" for a kill that removes."""
     why = f"killed by {s.user} while pending"
@@ -466,18 +476,19 @@ def _kill_pending(e: Element, s: Kill) -> Outcome:
         why = f"removed by {s.user} while pending (bkill -r)"
     elif s.record_done:
         why = f"{why}; {RECORDED_DONE}"
+    why = _with_comment(why, s)
     return _move(e, S.DONE if s.record_done else S.EXIT, "KILL", why, end_time=s.time, exit_reason=why, holds=set())
 
 
 def _kill_running(e: Element, s: Kill) -> Outcome:
     """unchanged, the kill asked for (KILL_REQUEST; stored action "kill:USER", or "kill-done:USER" when it records DONE, bkill -d); the kill sequence runs on its first host. A kill that removes (bkill -r): EXIT at once, "removed by USER (bkill -r); its processes are being killed", its slots released, stored action "remove:USER"; the kill sequence runs on its first host all the same."""
     if s.force:
-        why = f"removed by {s.user} (bkill -r); its processes are being killed"
+        why = _with_comment(f"removed by {s.user} (bkill -r); its processes are being killed", s)
         out = _move(e, S.EXIT, "KILL", why, end_time=s.time, exit_reason=why, action=REMOVE_ACTION + s.user,
                     start_time=e.start_time, failures=0, containment=e.containment)
         out.effects.append(KillElement())
         return out
-    out = _note(e, "KILL_REQUEST", "recorded DONE when it ends (bkill -d)" if s.record_done else None,
+    out = _note(e, "KILL_REQUEST", _with_comment("recorded DONE when it ends (bkill -d)" if s.record_done else None, s),
                 action=kill_action(s.user, s.record_done))
     out.effects.append(KillElement())
     return out

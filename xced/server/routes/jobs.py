@@ -406,8 +406,8 @@ async def kill_job(job_id: int, request: Request, body: KillRequest | None = Non
     await ctl.recall(job_id)  # a purged job is finished: the kill says so, not "not found"
     if body is None or body.signal is None:
         done, force = bool(body and body.record_done), bool(body and body.force)
-        res = action_answer("kill", ctl.job(job_id), ctl.kill(job_id, index, caller, record_done=done, force=force),
-                            index, full)
+        killed = ctl.kill(job_id, index, caller, record_done=done, force=force, comment=body.comment if body else None)
+        res = action_answer("kill", ctl.job(job_id), killed, index, full)
         if done:
             res.message += "; recorded DONE when killed (bkill -d)"
         if force:
