@@ -256,6 +256,22 @@ class RequeueRequest(JobAction):
     hold: bool = Field(False, description="pend again held by the user (PSUSP), as LSF brequeue -H; resume releases it")
 
 
+def one_line_text(v: str, what: str, instead: str) -> str:
+    """`v` if it is one line of text that says something, for a reason a user gives (a host's
+    close reason, a kill's comment) that every user then sees on one line of a listing or a
+    history; raises ValueError naming `what` for a control character (a newline, a tab, a
+    terminal escape: xced.model.jobs.first_control) or a blank text (saying `instead`)."""
+    from xced.model.jobs import first_control
+
+    bad = first_control(v)
+    if bad is not None:
+        raise ValueError(f"{what} holds a control character ({bad!r}); give one line of text, without newlines, "
+                         f"tabs or escapes")
+    if not v.strip():
+        raise ValueError(f"{what} is blank; give a few words, or {instead}")
+    return v
+
+
 #: the most characters a kill's comment may have (bkill -C kill_reason; KillRequest.comment)
 MAX_KILL_COMMENT = 1024
 
@@ -340,14 +356,7 @@ class KillRequest(JobAction):
         characters, not blank, and it goes with a kill, not with one signal."""
         if v is None:
             return v
-        from xced.model.jobs import first_control
-
-        bad = first_control(v)
-        if bad is not None:
-            raise ValueError(f"the kill reason holds a control character ({bad!r}); give one line of text, without "
-                             f"newlines, tabs or escapes")
-        if not v.strip():
-            raise ValueError("the kill reason is blank; give a few words, or leave it out")
+        one_line_text(v, "the kill reason", "leave it out")
         if info.data.get("signal") is not None:
             raise ValueError("a kill reason (bkill -C) goes with a kill, not with one signal (-s); give one of them")
         return v
@@ -618,15 +627,7 @@ class HostControlRequest(Body):
     def _one_line(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from xced.model.jobs import first_control
-
-        bad = first_control(v)
-        if bad is not None:
-            raise ValueError(f"the reason holds a control character ({bad!r}); give one line of text, without "
-                             f"newlines, tabs or escapes")
-        if not v.strip():
-            raise ValueError("the reason is blank; give a few words, or leave --reason out")
-        return v
+        return one_line_text(v, "the reason", "leave --reason out")
 
 
 class HostControlResult(Body):
