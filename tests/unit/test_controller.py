@@ -830,3 +830,24 @@ def test_stale_sessions_keep_one_refresh_timer_and_a_later_session_drops_it(tmp_
         await asyncio.sleep(1.2)
         assert len(kicks) == 1 and len(timers) == 3
     asyncio.run(main())
+
+
+def test_a_head_held_back_by_a_load_index_alone_is_not_said_to_wait_for_unlimited_work(tmp_path):
+    """SCHED-1, RES-6: the head of a backfilling queue whose select reads a load index that
+    no host meets, on an idle cluster, gets no reservation (nothing foreseeable makes room
+    for it), and `xcecli why` says so without claiming it waits for work with no run limit
+    to end: there is none."""
+    cfg = ClusterConfig(settings=ClusterSettings(mode="test"),
+                        queues=[QueueConfig(name="normal", backfill=True)],
+                        hosts=[HostConfig(name="h1", slots=4, memory_mb=1000)])
+    store = SqliteStore(tmp_path / "db")
+    c = controller_on(store, cfg, tmp_path)
+    j = c.submit(req(resreq=["select[r15s < -1]"]), ALICE)
+    session(c)
+    assert j.elements[0].state == "PEND"
+    why = c.why(j.id, None)
+    assert why["reservation"]["start"] is None, why
+    text = why["reservation"]["text"]
+    assert text.startswith("no reservation: running work ending at its run limits would not make room for it"), text
+    assert "a load index" in text and "fits only after work with no run limit ends" not in text
+    store.close()

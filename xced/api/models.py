@@ -736,9 +736,10 @@ class DryRun(Body):
 
 
 class ReservationOut(Body):
-    """A blocked head's backfill reservation (SCHED-1): `start` in epoch seconds (None: it
-    fits only after work with no run limit ends, so none was made), and the line that says
-    so ("reserved from 2026-12-01 13:05:00 (backfill)")."""
+    """A blocked head's backfill reservation (SCHED-1): `start` in epoch seconds (None: no
+    start can be foreseen, since running work ending at its run limits would not make room
+    for it: work with no run limit, a load index or a closed host decides; so none was
+    made), and the line that says so ("reserved from 2026-12-01 13:05:00 (backfill)")."""
 
     start: float | None
     text: str

@@ -133,7 +133,7 @@ class SessionResult:
     blocked: dict[str, PendReason] = field(default_factory=dict)
     reservations: list[Reservation] = field(default_factory=list)
     #: every blocked head of a backfilling queue by reference ("12", "12[3]"): its
-    #: reservation, or None when it fits only after work with no run limit ends
+    #: reservation, or None when none can be foreseen (NO_RESERVATION)
     heads: dict[str, Reservation | None] = field(default_factory=dict)
     #: the session's unsatisfiable-request cache (SCHED-2): (ntasks_min, ntasks_max, resreq,
     #: host_limit) -> the full reason; still true after the session, as supply only shrank
@@ -153,7 +153,11 @@ REASON_NO_HOSTS = "No host is available: every host is closed or down"
 REASON_DELAY = ("Would delay job {ref}, which has resources reserved from {when} (backfill); "
                 "a run limit (-W) ending by then would let it start now")
 TRACE_CACHE_HIT = "no plan generated: skipped, same request as {proved} proved unsatisfiable earlier this session"
-NO_RESERVATION = "no reservation: it fits only after work with no run limit ends"
+#: a blocked head for which no start time can be foreseen: running work ending at its run
+#: limits never makes room for it, because work with no run limit holds what it needs, or a
+#: select on a load index (whose future no run limit tells) or a closed host keeps it out
+NO_RESERVATION = ("no reservation: running work ending at its run limits would not make room for it (work with no "
+                  "run limit, a load index or a closed host decides when it starts)")
 
 
 def reservation_text(r: "Reservation | None", clock: Clock) -> str:
