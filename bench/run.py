@@ -668,6 +668,34 @@ class Bench:
             f"with an --env of its own); {listed:,} jobs listed after ({reps * n:,} packed + the host's hold job)",
         ]
 
+    def bkill(self, res: BenchResult) -> None:
+        """CLI-8: `bkill 0` over 10,000 pending jobs of the caller (LSF's "Kill multiple jobs":
+        bkill 0 over more than about 1,000 jobs "can take a long time"). bkill sends them
+        2,000 to a POST /jobs/kill; `xcecli kill ID ...`, one POST /jobs/ID/kill per job, is
+        the same work a request per job, timed beside it. Each run kills a fresh pack."""
+        n = 1000 if self.quick else 10_000
+        reps = 3
+        jobs = [{"argv": ["true"], "cwd": "/tmp", "hold": True} for _ in range(n)]
+        bkill = str(Path(sys.executable).with_name("bkill"))
+        xcecli = str(Path(sys.executable).with_name("xcecli"))
+        with self.daemon("bkill", slots=1) as d:
+            env, cwd = d.cli_env(), str(d.top)
+            bulk, one = [], []
+            for _ in range(reps):
+                ids = [j["job_id"] for j in d.client.submit_pack(dict(os.environ), jobs)["jobs"]]
+                dt, r = run_timed([bkill, "0"], env, cwd, timeout=300)
+                assert r.returncode == 0 and r.stdout.count("\n") == n, r.stderr[-500:]
+                bulk.append(dt)
+                ids = [j["job_id"] for j in d.client.submit_pack(dict(os.environ), jobs)["jobs"]]
+                dt, r = run_timed([xcecli, "kill", *map(str, ids)], env, cwd, timeout=300)
+                assert r.returncode == 0 and r.stdout.count("\n") == n, r.stderr[-500:]
+                one.append(dt)
+        res.metrics.append(Metric("bkill0", f"`bkill 0`, {n:,} pending jobs", median(bulk), "s", True,
+                                  extra=f"median of {reps}; `xcecli kill ID ...` (a request per job) "
+                                        f"{median(one):.1f} s: {median(one) / median(bulk):.1f}x"))
+        res.details.append(f"bkill 0 over {n:,} pending jobs: " + ", ".join(f"{t:.2f}" for t in bulk) + " s; xcecli "
+                           f"kill of as many IDs, one request each: " + ", ".join(f"{t:.2f}" for t in one) + " s")
+
     # ---------------------------------------------------------------- array
 
     def array(self, res: BenchResult) -> None:
@@ -1034,7 +1062,7 @@ def probe_info(c, seconds: float) -> list[float]:
     return out
 
 
-BENCHES = ["cli_submit", "cli", "version", "preset", "api_submit", "api_with_cli", "pack", "array", "latency", "drain", "drain_array", "pending", "retention",
+BENCHES = ["cli_submit", "cli", "version", "preset", "api_submit", "api_with_cli", "pack", "bkill", "array", "latency", "drain", "drain_array", "pending", "retention",
            "store_busy"]
 
 

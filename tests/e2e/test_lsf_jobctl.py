@@ -123,36 +123,36 @@ def test_bkill_stat_kills_the_jobs_in_that_status_and_b_skips_those_it_cannot_ki
     pend` takes -s INT, KILL or TERM only, and -stat excludes -b. `bkill -b 0` kills what it
     may and skips silently what it may not (another user's job), where plain `bkill 0` names
     each refusal and exits 255."""
-    run = d.submit("--", "sleep", "60", user="ku9")
+    run = d.submit("--", "sleep", "60", user="kx1")
     d.wait_state(run, ("RUN",))
-    pend = d.submit("-w", f"done({run})", "--", "true", user="ku9")  # pends until run ends
-    held = d.submit("-H", "--", "true", user="ku9")
-    r = lsf(d, "bkill", "-stat", "pend", "-s", "USR1", user="ku9")
+    pend = d.submit("-w", f"done({run})", "--", "true", user="kx1")  # pends until run ends
+    held = d.submit("-H", "--", "true", user="kx1")
+    r = lsf(d, "bkill", "-stat", "pend", "-s", "USR1", user="kx1")
     assert (r.returncode, r.stdout) == (255, "") and "a pending job takes only INT, KILL or TERM" in r.stderr
-    r = lsf(d, "bkill", "-b", "-stat", "run", user="ku9")
+    r = lsf(d, "bkill", "-b", "-stat", "run", user="kx1")
     assert (r.returncode, r.stderr) == (255, "bkill: -b and -stat exclude each other (LSF: [-b | -stat run | pend | "
                                              "susp]); give one\n")
-    r = lsf(d, "bkill", "-stat", "hold", user="ku9")
+    r = lsf(d, "bkill", "-stat", "hold", user="kx1")
     assert (r.returncode, r.stderr) == (255, "bkill: -stat hold: not a status bkill takes; give run, pend or susp\n")
-    r = lsf(d, "bkill", "-stat", "pend", user="ku9")
+    r = lsf(d, "bkill", "-stat", "pend", user="kx1")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{pend}> is being terminated\n", "")
-    assert [d.show(j, user="ku9")["state"] for j in (run, pend, held)] == ["RUN", "EXIT", "PSUSP"]
-    r = lsf(d, "bkill", "-stat", "susp", str(run), str(held), user="ku9")  # run is not suspended: left alone
+    assert [d.show(j, user="kx1")["state"] for j in (run, pend, held)] == ["RUN", "EXIT", "PSUSP"]
+    r = lsf(d, "bkill", "-stat", "susp", str(run), str(held), user="kx1")  # run is not suspended: left alone
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{held}> is being terminated\n", "")
-    assert [d.show(j, user="ku9")["state"] for j in (run, held)] == ["RUN", "EXIT"]
-    other = d.submit("-q", "short", "--", "sleep", "60", user="ku8")
-    mine = d.submit("-q", "short", "-H", "--", "true", user="ku9")
-    r = lsf(d, "bkill", "-u", "all", "-q", "short", "0", user="ku9")
+    assert [d.show(j, user="kx1")["state"] for j in (run, held)] == ["RUN", "EXIT"]
+    other = d.submit("-q", "short", "--", "sleep", "60", user="kx2")
+    mine = d.submit("-q", "short", "-H", "--", "true", user="kx1")
+    r = lsf(d, "bkill", "-u", "all", "-q", "short", "0", user="kx1")
     assert r.returncode == 255 and f"Job <{other}>: " in r.stderr, r.stderr
     assert f"Job <{mine}> is being terminated\n" in r.stdout
-    mine = d.submit("-q", "short", "-H", "--", "true", user="ku9")
-    r = lsf(d, "bkill", "-b", "-u", "all", "-q", "short", "0", user="ku9")
+    mine = d.submit("-q", "short", "-H", "--", "true", user="kx1")
+    r = lsf(d, "bkill", "-b", "-u", "all", "-q", "short", "0", user="kx1")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{mine}> is being terminated\n", "")
-    assert d.show(other, user="ku8")["state"] in ("PEND", "RUN")
-    r = lsf(d, "bkill", "-stat", "run", user="ku9")
+    assert d.show(other, user="kx2")["state"] in ("PEND", "RUN")
+    r = lsf(d, "bkill", "-stat", "run", user="kx1")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{run}> is being terminated\n", "")
     _ended(d, run)
-    assert lsf(d, "bkill", str(other), user="ku8").returncode == 0
+    assert lsf(d, "bkill", str(other), user="kx2").returncode == 0
     _ended(d, other)
 
 
@@ -160,35 +160,76 @@ def test_bkill_C_records_the_kill_reason_in_the_history_and_a_pending_jobs_exit_
     """CLI-8, CLI-3, D-5: IBM bkill.1's `-C kill_reason`: the reason is recorded with the kill.
     A pending job's exit reason ends with it (bjobs -l, xcecli show); a running job's kill
     request carries it (bhist -l, xcecli hist). One line only: a newline is refused naming
-    the field, a bidi override is shown escaped; -C with -s is a usage error (bkill, and
+    the field (a usage error, exit 255, nothing killed), a bidi override is shown escaped; -C with -s is a usage error (bkill, and
     `xcecli kill -C` alike), and so is a blank reason."""
-    run = d.submit("--", "sleep", "60", user="ku7")
-    held = d.submit("-H", "--", "true", user="ku7")
+    run = d.submit("--", "sleep", "60", user="kx3")
+    held = d.submit("-H", "--", "true", user="kx3")
     d.wait_state(run, ("RUN",))
-    r = lsf(d, "bkill", "-C", "wrong input", str(held), user="ku7")
+    r = lsf(d, "bkill", "-C", "wrong input", str(held), user="kx3")
     assert (r.returncode, r.stdout) == (0, f"Job <{held}> is being terminated\n"), r.stderr
-    e = d.show(held, user="ku7")["elements"][0]
-    assert e["exit_reason"] == "killed by ku7 while pending; kill reason: wrong input", e
-    assert "Exit reason: killed by ku7 while pending; kill reason: wrong input." in lsf(d, "bjobs", "-l", str(held),
-                                                                                         user="ku7").stdout
-    r = lsf(d, "bkill", "-s", "USR1", "-C", "x", str(run), user="ku7")
+    e = d.show(held, user="kx3")["elements"][0]
+    assert e["exit_reason"] == "killed by kx3 while pending; kill reason: wrong input", e
+    assert "Exit reason: killed by kx3 while pending; kill reason: wrong input." in lsf(d, "bjobs", "-l", str(held),
+                                                                                         user="kx3").stdout
+    r = lsf(d, "bkill", "-s", "USR1", "-C", "x", str(run), user="kx3")
     assert (r.returncode, r.stderr) == (255, "bkill: -C (a kill reason) goes with a kill, not with one signal (-s); "
                                              "give one of them\n")
-    r = d.cli("kill", "-s", "TERM", "-C", "x", str(run), user="ku7")
+    r = d.cli("kill", "-s", "TERM", "-C", "x", str(run), user="kx3")
     assert r.returncode == 2 and "a kill reason (-C) goes with a kill, not with one signal" in r.stderr, r.stderr
     for bad, says in (("two\nlines", "the kill reason holds a control character ('\\n')"),
                       ("   ", "the kill reason is blank")):
-        r = lsf(d, "bkill", "-C", bad, str(run), user="ku7")
-        assert r.returncode == 255 and f"Job <{run}>: field 'comment': {says}" in r.stderr, r.stderr
-    assert d.show(run, user="ku7")["state"] == "RUN"
-    r = d.cli("kill", "-C", "out \u202eof time", str(run), user="ku7")
+        r = lsf(d, "bkill", "-C", bad, str(run), user="kx3")
+        assert (r.returncode, r.stdout) == (255, "") and r.stderr.startswith(f"bkill: field 'comment': {says}"), r.stderr
+    assert d.show(run, user="kx3")["state"] == "RUN"
+    r = d.cli("kill", "-C", "out \u202eof time", str(run), user="kx3")
     assert r.returncode == 0, r.stderr
     _ended(d, run)
-    events = json.loads(d.cli("hist", str(run), "--json", user="ku7", check=True).stdout)["events"]
+    events = json.loads(d.cli("hist", str(run), "--json", user="kx3", check=True).stdout)["events"]
     assert [ev["reason"] for ev in events if ev["kind"] == "KILL_REQUEST"] == ["kill reason: out \u202eof time"]
-    out = lsf(d, "bhist", "-l", str(run), user="ku7").stdout
-    assert "Signal <KILL> requested by user or administrator <ku7>; kill reason: out \\u202eof time;" in out, out
+    out = lsf(d, "bhist", "-l", str(run), user="kx3").stdout
+    assert "Signal <KILL> requested by user or administrator <kx3>; kill reason: out \\u202eof time;" in out, out
     assert "\u202e" not in out
+
+
+def test_post_jobs_kill_kills_many_in_one_request_each_answered_in_its_place(d):
+    """CLI-8, CLI-3, D-8: POST /jobs/kill (what `bkill 0` and `bkill ID ID ...` send, up to
+    2,000 targets a request) kills each target as POST /jobs/{id}/kill would, and answers
+    each in the order given: one acted on with its elements, one refused (unknown, finished,
+    another user's) with the code and message of the one-job route, the others still
+    killed. An empty or oversized list, or a bad target, is refused whole (422) naming it.
+    bkill prints LSF's line for each, in order, exit 255 for the refused."""
+    from xced.api.client import Client
+    from xced.api.errors import InvalidRequest
+
+    mine = [d.submit("-H", "--", "true", user="kx4") for _ in range(3)]
+    arr = d.submit("-J", "many[1-3]", "-H", "--", "true", user="kx4")
+    theirs = d.submit("-H", "--", "true", user="kx5")
+    body = {"targets": [{"job_id": mine[0]}, {"job_id": 99999}, {"job_id": arr, "index": 2}, {"job_id": theirs},
+                        {"job_id": mine[1]}], "comment": "many at once"}
+    with Client(d.top / "run" / "xced.sock", as_user="kx4", timeout=30) as c:
+        res = c.request("POST", "/jobs/kill", json=body).json()["results"]
+        assert [r["affected"] for r in res] == [[str(mine[0])], [], [f"{arr}[2]"], [], [str(mine[1])]], res
+        assert [(r["refused"] or {}).get("code") for r in res] == [None, "not_found", None, "forbidden", None], res
+        assert "job 99999 not found" in res[1]["refused"]["reason"] and "may not kill it" in res[3]["refused"]["reason"]
+        res = c.request("POST", "/jobs/kill", json={"targets": [{"job_id": mine[0]}]}).json()["results"]
+        assert res[0]["refused"]["code"] == "conflict" and "already finished" in res[0]["refused"]["reason"], res
+        for bad, says in (({"targets": []}, "targets is empty"),
+                          ({"targets": [{"job_id": 1}] * 10_001}, "more than the 10000 one request may name"),
+                          ({"targets": [{"job_id": 0}]}, "field 'targets.0.job_id'"),
+                          ({"targets": [{"job_id": 1}], "signal": "USR1", "comment": "x"},
+                           "a kill reason (bkill -C) goes with a kill, not with one signal")):
+            with pytest.raises(InvalidRequest) as ei:
+                c.request("POST", "/jobs/kill", json=bad)
+            assert ei.value.status == 422 and says in ei.value.message, ei.value.message
+    assert [e["state"] for e in d.show(arr, user="kx4")["elements"]] == ["PSUSP", "EXIT", "PSUSP"]
+    assert d.show(mine[0], user="kx4")["elements"][0]["exit_reason"].endswith("; kill reason: many at once")
+    assert d.show(theirs, user="kx5")["state"] == "PSUSP"
+    r = lsf(d, "bkill", str(mine[2]), "99999", str(theirs), f"{arr}[1]", user="kx4")
+    assert r.returncode == 255 and r.stdout == f"Job <{mine[2]}> is being terminated\nJob <{arr}[1]> is being " \
+                                               f"terminated\n", r.stdout
+    assert r.stderr.startswith("Job <99999>: No matching job found\nJob <%d>: job %d belongs to kx5" % (theirs, theirs))
+    assert lsf(d, "bkill", "0", user="kx5").returncode == 0
+    assert lsf(d, "bkill", "0", user="kx4").returncode == 0  # what is left of the array
 
 
 def test_bkill_of_an_index_list_is_one_request_and_names_each_element(d):

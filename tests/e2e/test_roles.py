@@ -49,6 +49,7 @@ REQUESTS: dict[tuple[str, str], tuple[str, dict | None]] = {
     ("GET", "/xce/v1/jobs/{job_id:jobid}/wait"): (f"/jobs/{JOB}/wait", None),
     ("GET", "/xce/v1/jobs/{job_id:jobid}/output"): (f"/jobs/{JOB}/output", None),
     ("POST", "/xce/v1/jobs/{job_id:jobid}/kill"): (f"/jobs/{JOB}/kill", NO_BODY),
+    ("POST", "/xce/v1/jobs/kill"): ("/jobs/kill", NO_BODY),
     ("POST", "/xce/v1/jobs/{job_id:jobid}/stop"): (f"/jobs/{JOB}/stop", NO_BODY),
     ("POST", "/xce/v1/jobs/{job_id:jobid}/resume"): (f"/jobs/{JOB}/resume", NO_BODY),
     ("POST", "/xce/v1/jobs/{job_id:jobid}/requeue"): (f"/jobs/{JOB}/requeue", NO_BODY),

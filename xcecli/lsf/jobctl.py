@@ -375,9 +375,46 @@ def _verb(action: str, signal: str | None, res: dict) -> str:
     return BEING["stop" if msg.startswith("stopped") else "resume" if msg.startswith("resumed") else "signal"]
 
 
+#: the most targets `act` sends in one POST /jobs/kill (the daemon takes up to 10,000)
+KILL_BATCH = 2000
+
+
+class _Refusal:
+    """A target the daemon refused inside a POST /jobs/kill answer, as `_reason` reads an error."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code, self.message = code, message
+
+
+def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | None, skip_refused: bool) -> int:
+    """Kill `batch` (whole jobs and single elements) in one POST /jobs/kill and print LSF's
+    line for each, in order, as `_one` prints it; 0, or LSF_FAILED when any was refused
+    (and not `skip_refused`). Nothing for an empty batch. Raises LsfUsage when the daemon
+    refuses the request whole (422: the options, such as a -C reason that is not one line)."""
+    if not batch:
+        return 0
+    from xced.api.errors import InvalidRequest
+
+    body = {**base, "targets": [{"job_id": j} if i is None else {"job_id": j, "index": i} for j, i, _ in batch]}
+    try:
+        results = c.request("POST", "/jobs/kill", json=body).json()["results"]
+    except InvalidRequest as e:  # the options themselves (a -C with a newline): a usage error, exit 255
+        raise LsfUsage(e.message) from None
+    rc = 0
+    for (jid, idx, ref), res in zip(batch, results):
+        refused = res.get("refused")
+        if refused is None:
+            print(f"Job <{ref}> is being {_verb('kill', signal, res)}")
+        elif not skip_refused:
+            print(f"Job <{ref}>: {_reason('signal' if signal else 'kill', _Refusal(refused['code'], refused['reason']))}",
+                  file=sys.stderr)
+            rc = LSF_FAILED
+    return rc
+
+
 def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = None,
         record_done: bool = False, force: bool = False, extra: dict[str, object] | None = None,
-        skip_refused: bool = False, comment: str | None = None) -> int:
+        skip_refused: bool = False, comment: str | None = None, batched: bool = False) -> int:
     """Ask for `action` (kill, stop, resume, requeue) on each of `refs` and print LSF's line
     for each job or element (module docstring); `signal` (a name or number, bkill -s) turns a
     kill into that signal; `record_done` (bkill -d) records the jobs a kill ends DONE, `force`
@@ -390,13 +427,28 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
     so that its refusal is LSF's line for it, and when the daemon refuses the list whole (an
     index the array lacks, nothing left to act on) each element is asked on its own. With
     `skip_refused` (bkill -b with 0, bkill -stat: "silently skips the jobs that LSF cannot
-    kill", IBM bkill.1) a refusal prints nothing and fails nothing. Returns 0, or
-    LSF_FAILED when any was refused; a daemon that cannot be reached raises (exit 3 through
-    the funnel)."""
+    kill", IBM bkill.1) a refusal prints nothing and fails nothing. A kill sends its whole
+    jobs and single elements up to KILL_BATCH to a request (POST /jobs/kill, _kill_batch),
+    so `bkill 0` over thousands of jobs is a few requests; index lists go as above
+    (`batched`: this call is for those alone). Returns 0, or LSF_FAILED when any was
+    refused; a daemon that cannot be reached raises (exit 3 through the funnel)."""
     from xced.api.errors import XceError
 
     rc = 0
     base = {**action_body(None, signal, record_done, force, comment), **(extra or {})}
+    if action == "kill" and not batched:  # whole jobs and single elements go many to a request (POST /jobs/kill)
+        batch: list[Target] = []
+        out: list[Target] = []
+        for ref in refs:
+            if isinstance(ref[1], list) or len(batch) >= KILL_BATCH:
+                rc = max(rc, _kill_batch(c, batch, base, signal, skip_refused))
+                batch = []
+            (out if isinstance(ref[1], list) else batch).append(ref)
+            if isinstance(ref[1], list):
+                rc = max(rc, act(prog, action, out, c, signal=signal, record_done=record_done, force=force,
+                                 extra=extra, skip_refused=skip_refused, comment=comment, batched=True))
+                out = []
+        return max(rc, _kill_batch(c, batch, base, signal, skip_refused))
     for jid, idx, ref in refs:
         if not isinstance(idx, list):
             rc = rc if _one(c, prog, action, jid, idx, ref, base, signal, skip_refused) else LSF_FAILED

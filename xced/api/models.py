@@ -276,34 +276,11 @@ def one_line_text(v: str, what: str, instead: str) -> str:
 MAX_KILL_COMMENT = 1024
 
 
-class KillRequest(JobAction):
-    """POST /jobs/{id}/kill (`xcecli kill`, LSF bkill). Without `signal`, LSF's kill sequence
-    (INT, TERM, KILL spaced by kill_interval). With one (`bkill -s SIG`), that signal alone:
-    to running and stopped elements as it is; to pending ones only KILL, TERM or INT (which
-    end them EXIT, as a kill does), STOP (a user hold) or CONT (its release), as LSF sends
-    pending jobs no other signal. A name (`USR1`, `SIGUSR1`) or a number (`10`); anything
-    else is refused (422) listing the valid ones (xced.model.signals).
+class KillOptions(RequestBody):
+    """How a kill is done, the same for one job (POST /jobs/{id}/kill, KillRequest) and for
+    many (POST /jobs/kill, KillManyRequest): see KillRequest for `signal`, `record_done`,
+    `force` and `comment`."""
 
-    `record_done` (`bkill -d`, `xcecli kill --record-done`): the kill sequence as usual (a
-    pending element ends at once), but each element it ends is recorded DONE, not EXIT, its
-    reason ending "recorded DONE (bkill -d)"; so jobs waiting on its done() start and those
-    on its exit() never do. IBM's bkill page: "-d: Kills the jobs, and records the jobs as
-    DONE after the jobs exit." With `signal` it is refused (422): LSF's synopsis makes -s
-    and -d exclusive.
-
-    `force` (`bkill -r`, `xcecli kill --force`): each unfinished element is recorded EXIT at
-    once, "removed by USER (bkill -r); its processes are being killed", and its slots and
-    reservations are free for other jobs at once; the kill sequence still goes to its
-    processes, whose later end is only noted in its events. IBM's bkill page: "-r: Removes a
-    job from the LSF system without waiting for the job to terminate in the operating system.
-    Sends the same series of signals as bkill without -r, except that the job is removed from
-    the system immediately". With `signal` or `record_done` it is refused (422): LSF's
-    synopsis is bkill [-r | -s signal | -d].
-
-    `comment` (`bkill -C kill_reason`, `xcecli kill -C`): why the job is killed, at most
-    MAX_KILL_COMMENT characters of one line; recorded with the kill in the job's history (the
-    KILL or KILL_REQUEST event) and, for an element that ends at once (pending, or -r), in
-    its exit reason, as "...; kill reason: TEXT". Refused (422) with `signal`."""
 
     signal: str | None = Field(None, max_length=16, description="a signal by name (TERM, SIGUSR1) or number (15)")
     record_done: bool = Field(False, description="record each element the kill ends DONE, not EXIT (LSF bkill -d); "
@@ -360,6 +337,81 @@ class KillRequest(JobAction):
         if info.data.get("signal") is not None:
             raise ValueError("a kill reason (bkill -C) goes with a kill, not with one signal (-s); give one of them")
         return v
+
+
+class KillRequest(JobAction, KillOptions):
+    """POST /jobs/{id}/kill (`xcecli kill`, LSF bkill). Without `signal`, LSF's kill sequence
+    (INT, TERM, KILL spaced by kill_interval). With one (`bkill -s SIG`), that signal alone:
+    to running and stopped elements as it is; to pending ones only KILL, TERM or INT (which
+    end them EXIT, as a kill does), STOP (a user hold) or CONT (its release), as LSF sends
+    pending jobs no other signal. A name (`USR1`, `SIGUSR1`) or a number (`10`); anything
+    else is refused (422) listing the valid ones (xced.model.signals).
+
+    `record_done` (`bkill -d`, `xcecli kill --record-done`): the kill sequence as usual (a
+    pending element ends at once), but each element it ends is recorded DONE, not EXIT, its
+    reason ending "recorded DONE (bkill -d)"; so jobs waiting on its done() start and those
+    on its exit() never do. IBM's bkill page: "-d: Kills the jobs, and records the jobs as
+    DONE after the jobs exit." With `signal` it is refused (422): LSF's synopsis makes -s
+    and -d exclusive.
+
+    `force` (`bkill -r`, `xcecli kill --force`): each unfinished element is recorded EXIT at
+    once, "removed by USER (bkill -r); its processes are being killed", and its slots and
+    reservations are free for other jobs at once; the kill sequence still goes to its
+    processes, whose later end is only noted in its events. IBM's bkill page: "-r: Removes a
+    job from the LSF system without waiting for the job to terminate in the operating system.
+    Sends the same series of signals as bkill without -r, except that the job is removed from
+    the system immediately". With `signal` or `record_done` it is refused (422): LSF's
+    synopsis is bkill [-r | -s signal | -d].
+
+    `comment` (`bkill -C kill_reason`, `xcecli kill -C`): why the job is killed, at most
+    MAX_KILL_COMMENT characters of one line; recorded with the kill in the job's history (the
+    KILL or KILL_REQUEST event) and, for an element that ends at once (pending, or -r), in
+    its exit reason, as "...; kill reason: TEXT". Refused (422) with `signal`."""
+
+
+#: the most jobs one POST /jobs/kill may name (D-8: a request's work is bounded)
+MAX_KILL_JOBS = 10_000
+
+
+class KillTarget(RequestBody):
+    """One job of a POST /jobs/kill: `job_id`, and `index` for one element of an array (None:
+    the whole job)."""
+
+    job_id: int = Field(ge=1, le=10**18 - 1, description="a job ID")
+    index: int | None = Field(None, ge=0, description="one element of an array; leave it out for the whole job")
+
+
+class KillManyRequest(KillOptions):
+    """POST /jobs/kill (LSF `bkill 0`, `bkill -b`, `bkill ID ID ...`): kill each of `targets` as
+    POST /jobs/{id}/kill would, with the same options for all (KillOptions), in one request:
+    `bkill 0` over 10,000 jobs is then a few requests, not 10,000 (IBM's "Kill multiple
+    jobs": "killing a large number of jobs (approximately greater than 1000 jobs) can take
+    a long time to finish"). 1 to MAX_KILL_JOBS targets; each is acted on or refused on its
+    own (KillManyResult), as LSF's bkill acts on the jobs it may and names the others."""
+
+    targets: list[KillTarget] = Field(json_schema_extra={"minItems": 1, "maxItems": MAX_KILL_JOBS},
+                                   description="the jobs (or single elements) to kill, in the order given")
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _bounded(cls, v: object) -> object:
+        """1..MAX_KILL_JOBS targets, told before each is read (D-8)."""
+        from pydantic_core import PydanticCustomError
+
+        if isinstance(v, list) and not v:
+            raise PydanticCustomError("targets_empty", "targets is empty; name at least one job to kill")
+        if isinstance(v, list) and len(v) > MAX_KILL_JOBS:
+            raise PydanticCustomError("targets_too_many", "targets names {n} jobs, more than the {cap} one request may "
+                                      "name (D-8); split the list", {"n": len(v), "cap": MAX_KILL_JOBS})
+        return v
+
+
+class KillManyResult(Body):
+    """The answer to POST /jobs/kill: one ActionResult per target, in the order given; a
+    target refused (not found, finished, not the caller's) has `refused` set with the code
+    and message POST /jobs/{id}/kill would have answered, `affected` empty and `count` 0."""
+
+    results: list[ActionResult]
 
 
 class LaunchRequest(RequestBody):

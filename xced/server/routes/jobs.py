@@ -15,8 +15,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from starlette.convertors import IntegerConvertor, register_url_convertor
 
-from xced.api.errors import InvalidRequest, NotFound
+from xced.api.errors import InvalidRequest, NotFound, XceError
 from xced.api.models import (
+    ActionRefusal,
     ActionResult,
     DryRun,
     EventList,
@@ -24,6 +25,9 @@ from xced.api.models import (
     JobList,
     JobOut,
     JobTable,
+    KillManyRequest,
+    KillManyResult,
+    KillOptions,
     KillRequest,
     LaunchRequest,
     LaunchResult,
@@ -404,24 +408,53 @@ async def kill_job(job_id: int, request: Request, body: KillRequest | None = Non
     index = body.target() if body else None
     ctl = _ctl(request)
     await ctl.recall(job_id)  # a purged job is finished: the kill says so, not "not found"
-    if body is None or body.signal is None:
-        done, force = bool(body and body.record_done), bool(body and body.force)
-        killed = ctl.kill(job_id, index, caller, record_done=done, force=force, comment=body.comment if body else None)
+    return _kill_one(ctl, job_id, index, body or KillOptions(), caller, full)
+
+
+def _kill_one(ctl, job_id: int, index, how: KillOptions, caller: Caller, full: bool) -> ActionResult:
+    """Kill job `job_id` (element `index`, a list of them, or None for all) as `how` says
+    (KillOptions: the sequence, or one signal; -d, -r, -C) and answer what was done (the
+    ActionResult of POST /jobs/{id}/kill). Raises the controller's errors (NotFound,
+    Conflict, PermissionDenied)."""
+    if how.signal is None:
+        killed = ctl.kill(job_id, index, caller, record_done=how.record_done, force=how.force, comment=how.comment)
         res = action_answer("kill", ctl.job(job_id), killed, index, full)
-        if done:
+        if how.record_done:
             res.message += "; recorded DONE when killed (bkill -d)"
-        if force:
+        if how.force:
             res.message += "; removed at once (bkill -r): EXIT now, its processes are being killed"
         return res
     from xced.model.signals import parse_signal
 
-    num, name = parse_signal(body.signal)
+    num, name = parse_signal(how.signal)
     done, affected = ctl.send_signal(job_id, index, num, name, caller)
     res = action_answer(done, ctl.job(job_id), affected, index, full)
     if done == "kill":
         head, _, tail = res.message.partition(": ")
         res.message = f"{name} sent: {tail}" if tail else res.message
     return res
+
+
+@router.post("/jobs/kill", response_model=KillManyResult, responses=errors(BODY))
+async def kill_jobs(request: Request, body: KillManyRequest,
+                    caller: Caller = Depends(requires("cluster:view"))) -> KillManyResult:
+    """LSF `bkill 0` / `bkill -b` / `bkill ID ID ...` in one request (KillManyRequest): each
+    target is killed as POST /jobs/{id}/kill would kill it, with the same options; one
+    refused (unknown, finished, another user's) is answered in its place with the code and
+    message that route would give, and the others go on. The route itself needs only what
+    every user holds (cluster:view); job:kill is checked on each job, as the one-job route
+    checks it (RBAC-3: its owner, or who holds it over the job's project)."""
+    ctl = _ctl(request)
+    results: list[ActionResult] = []
+    for t in body.targets:
+        try:
+            await ctl.recall(t.job_id)
+            results.append(_kill_one(ctl, t.job_id, t.index, body, caller, False))
+        except XceError as e:
+            ref = str(t.job_id) if t.index is None else f"{t.job_id}[{t.index}]"
+            results.append(ActionResult(job_id=t.job_id, affected=[], message=e.message, count=0,
+                                        refused=ActionRefusal(id=ref, code=e.code, reason=e.message)))
+    return KillManyResult(results=results)
 
 
 @router.post("/jobs/{job_id:jobid}/requeue", response_model=ActionResult, responses=errors(BODY, JOB, 409))
