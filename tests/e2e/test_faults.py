@@ -343,6 +343,33 @@ def test_a_job_whose_supervisor_never_started_pends_again_after_a_crash_and_runs
         d.stop()
 
 
+def test_a_store_failing_in_the_middle_of_a_many_job_kill_ends_it_there_with_exit_3(faulty):
+    """D-8, CLI-1, CLI-8: `bkill 0` sends its jobs in one POST /jobs/kill; when the store's
+    commit fails after the first job's kill went in (an I/O error), the answer says so for
+    that job and every later one, which are not tried: bkill prints the line of the job it
+    killed, then the store's error, exit 3 (as a kill the store refuses exits alone); the
+    other jobs are as they were. Once the disk is well again, `bkill 0` kills them."""
+    d, top = faulty, faulty.top
+    jobs = [d.submit("-H", "--", "true") for _ in range(3)]
+    (top / "state" / "FAULT").write_text("io 1 1")  # the 1st commit goes in, the 2nd fails
+    bkill = str(Path(sys.executable).parent / "bkill")
+    env = {**os.environ, "XCE_TOPDIR": str(top)}
+    r = subprocess.run([bkill, "0"], capture_output=True, text=True, env=env, timeout=60)
+    assert (r.returncode, r.stdout) == (3, f"Job <{jobs[0]}> is being terminated\n"), (r.returncode, r.stdout, r.stderr)
+    assert "disk I/O error" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert [d.show(j)["state"] for j in jobs] == ["EXIT", "PSUSP", "PSUSP"]
+    assert not (top / "state" / "FAULT").exists()
+    r = subprocess.run([bkill, "0"], capture_output=True, text=True, env=env, timeout=60)
+    assert (r.returncode, r.stdout) == (0, "".join(f"Job <{j}> is being terminated\n" for j in jobs[1:])), r.stderr
+    r = d.cli("kill", str(jobs[0]), str(jobs[1]))  # xcecli kill of several: one request, each answered
+    assert r.returncode == 1 and r.stderr.count("has already finished") == 2, r.stderr
+    more = [d.submit("-H", "--", "true") for _ in range(3)]
+    (top / "state" / "FAULT").write_text("io 1 1")
+    r = d.cli("kill", *map(str, more))
+    assert (r.returncode, r.stdout) == (3, f"Job <{more[0]}>: kill requested: {more[0]}\n"), (r.stdout, r.stderr)
+    assert "disk I/O error" in r.stderr and [d.show(j)["state"] for j in more] == ["EXIT", "PSUSP", "PSUSP"]
+
+
 def test_a_bsub_script_refused_by_a_failing_commit_leaves_nothing_and_goes_in_after(faulty, tmp_path):
     """D-8, D-3, JOB-12: `bsub < script` while the store's commit fails (an I/O error) is told
     so (LSF's command, so LSF's exit 255 for any submission that failed), and neither the job nor

@@ -7,7 +7,9 @@ it fail; the file holds `KIND [COUNT]`:
 
 - KIND `full`: "database or disk is full" (SQLITE_FULL), `io`: "disk I/O error" (SQLITE_IOERR);
 - COUNT: fail only the next COUNT commits (the file counts down, and goes at 0); without it,
-  every commit fails until the test removes the file.
+  every commit fails until the test removes the file;
+- AFTER (after COUNT): let AFTER commits succeed first (counted down too), so that a request
+  of many commits fails in its middle.
 
 The transaction is then rolled back by the store itself, as after a real failed commit.
 """
@@ -34,6 +36,9 @@ class FaultyConnection:
         if sql == "COMMIT" and self._fault.exists():
             words = self._fault.read_text().split()
             kind = words[0] if words else "io"
+            if len(words) > 2 and int(words[2]) > 0:  # AFTER: this commit goes through
+                self._fault.write_text(f"{kind} {words[1]} {int(words[2]) - 1}")
+                return self._real.execute(sql, *args)
             if len(words) > 1:
                 left = int(words[1]) - 1
                 if left <= 0:

@@ -30,8 +30,10 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
     (kill -s) turns the kill into that one signal, `record_done` (kill --record-done, LSF
     bkill -d) records the jobs it kills DONE, `force` (kill --force, LSF bkill -r) removes
     them at once, EXIT, their processes killed after, and `comment` (kill -C, LSF bkill -C)
-    is recorded with each kill (xced.api.models.KillRequest). Raises typer.BadParameter
-    when -s, --record-done and --force are combined, or -s with -C."""
+    is recorded with each kill (xced.api.models.KillRequest). A kill of several JOBs goes
+    KILL_BATCH to a request (POST /jobs/kill), each answered in its place as if asked
+    alone. Raises typer.BadParameter when -s, --record-done and --force are combined, or
+    -s with -C."""
     from xced.api.errors import XceError
     from xcecli.commands.jobs import _job_ref
     from xcecli.lsf.jobctl import action_body
@@ -60,6 +62,30 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
     client = ctx.obj.client()
     full = as_json or verbose
     results, failed = [], None
+    if name == "kill" and len(refs) > 1:
+        # many jobs: KILL_BATCH to a request (POST /jobs/kill), each answered in its place
+        from xced.api.errors import from_body
+        from xcecli.lsf.jobctl import KILL_BATCH
+
+        base = action_body(None, sig, record_done, force, comment)
+        for k in range(0, len(refs), KILL_BATCH):
+            part = list(zip(jobs[k:k + KILL_BATCH], refs[k:k + KILL_BATCH]))
+            targets = [{"job_id": jid} if idx is None else {"job_id": jid, "index": idx} for _, (jid, idx) in part]
+            answer = client.request("POST", "/jobs/kill", json={**base, "targets": targets},
+                                    params={"full": "true"} if full else None).json()["results"]
+            for (text, (jid, _)), res in zip(part, answer):
+                if res.get("refused") is None:
+                    results.append(res)
+                    continue
+                e = from_body(400, {"error": {"code": res["refused"]["code"], "message": res["refused"]["reason"]}})
+                if e.exit_code == 3:  # the store failed: what was done is printed, then exit 3
+                    _print(results, name, as_json)
+                    raise e
+                err(f"xcecli: error: {e.message}")
+                if as_json:
+                    results.append(_refused(jid, text, e))
+                failed = e
+        refs = []
     for text, (jid, idx) in zip(jobs, refs):
         body = action_body(idx, sig, record_done, force, comment)
         try:
@@ -74,21 +100,27 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
             if as_json:
                 results.append(_refused(jid, text, e))
             failed = e
+    _print(results, name, as_json)
+    if failed is not None:
+        raise typer.Exit(failed.exit_code)
+
+
+def _print(results: list[dict], name: str, as_json: bool) -> None:
+    """The answers of `xcecli kill` (stop, ...) on stdout: a JSON list with --json, else one
+    line per job, or past 100 elements one per state of its elements (issue 17 part 4)."""
     if as_json:
         import json
 
         print(json.dumps(results, indent=2))
-    else:
-        for r in results:
-            if r.get("complete", True):
-                print(f"Job <{r['job_id']}>: {r['message']}")
-            else:
-                from xced.api.arrays import action_lines
+        return
+    for r in results:
+        if r.get("complete", True):
+            print(f"Job <{r['job_id']}>: {r['message']}")
+        else:
+            from xced.api.arrays import action_lines
 
-                print("\n".join(action_lines(r["job_id"], name, [(g["state"], g["count"], g["indices"]) for g in r["states"]],
-                                             [(g["state"], g["count"], g["indices"]) for g in r["skipped"]], r["note"])))
-    if failed is not None:
-        raise typer.Exit(failed.exit_code)
+            print("\n".join(action_lines(r["job_id"], name, [(g["state"], g["count"], g["indices"]) for g in r["states"]],
+                                         [(g["state"], g["count"], g["indices"]) for g in r["skipped"]], r["note"])))
 
 
 _JOBS = typer.Argument(..., metavar="JOB...", help="job IDs, 123 or 123[4]")

@@ -377,6 +377,9 @@ def _verb(action: str, signal: str | None, res: dict) -> str:
 
 #: the most targets `act` sends in one POST /jobs/kill (the daemon takes up to 10,000)
 KILL_BATCH = 2000
+#: the codes of a refusal inside a POST /jobs/kill answer that end the command with exit 3, as
+#: the error itself would (the store failed: xced.api.errors.StoreBusy, StoreUnavailable)
+UNREACHABLE_CODES = ("store_busy", "store_unavailable")
 
 
 class _Refusal:
@@ -403,6 +406,10 @@ def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | N
     rc = 0
     for (jid, idx, ref), res in zip(batch, results):
         refused = res.get("refused")
+        if refused is not None and refused["code"] in UNREACHABLE_CODES:  # the store failed: exit 3, as one kill
+            from xced.api.errors import from_body
+
+            raise from_body(503, {"error": {"code": refused["code"], "message": refused["reason"]}})
         if refused is None:
             print(f"Job <{ref}> is being {_verb('kill', signal, res)}")
         elif not skip_refused:

@@ -9,9 +9,9 @@ Units: times are epoch seconds (float), durations seconds, memory MB, slots inte
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from xced.api.errors import CODES
 from xced.model.jobs import JobState
@@ -181,15 +181,9 @@ class PackRequest(RequestBody):
     @classmethod
     def _pack_size(cls, v: object) -> object:
         """At least one job and at most MAX_PACK_JOBS, told before any job is read (D-8)."""
-        from pydantic_core import PydanticCustomError
-
-        if isinstance(v, list) and not v:
-            raise PydanticCustomError("pack_empty", "the pack holds no job; give at least one")
-        if isinstance(v, list) and len(v) > MAX_PACK_JOBS:
-            raise PydanticCustomError("pack_too_long", "the pack holds {n} jobs, more than the {cap} a pack may hold "
-                                      "(MAX_PACK_JOBS, D-8); split it into packs of at most {cap}",
-                                      {"n": len(v), "cap": MAX_PACK_JOBS})
-        return v
+        return list_within(v, MAX_PACK_JOBS, ("pack_empty", "the pack holds no job; give at least one"),
+                           ("pack_too_long", "the pack holds {n} jobs, more than the {cap} a pack may hold "
+                                             "(MAX_PACK_JOBS, D-8); split it into packs of at most {cap}"))
 
 
 #: the most array elements one job action may name in `indices` (JobAction; D-8)
@@ -213,16 +207,11 @@ class JobAction(RequestBody):
     @classmethod
     def _few_enough(cls, v: object) -> object:
         """1..MAX_ACTION_INDICES indices, told before each is read (D-8)."""
-        from pydantic_core import PydanticCustomError
-
-        if isinstance(v, list) and not v:
-            raise PydanticCustomError("indices_empty", "indices is empty; give at least one element index, or leave "
-                                      "it out for the whole job")
-        if isinstance(v, list) and len(v) > MAX_ACTION_INDICES:
-            raise PydanticCustomError("indices_too_many", "indices names {n} elements, more than the {cap} one "
-                                      "request may name (D-8); split the list",
-                                      {"n": len(v), "cap": MAX_ACTION_INDICES})
-        return v
+        return list_within(v, MAX_ACTION_INDICES,
+                           ("indices_empty", "indices is empty; give at least one element index, or leave it out for "
+                                             "the whole job"),
+                           ("indices_too_many", "indices names {n} elements, more than the {cap} one request may name "
+                                                "(D-8); split the list"))
 
     @field_validator("indices")
     @classmethod
@@ -254,6 +243,20 @@ class RequeueRequest(JobAction):
     status", IBM brequeue.1): they pend held by their user, PSUSP, until resumed."""
 
     hold: bool = Field(False, description="pend again held by the user (PSUSP), as LSF brequeue -H; resume releases it")
+
+
+def list_within(v: object, cap: int, empty: tuple[str, str], too_many: tuple[str, str]) -> object:
+    """A request's list `v` as it came, once it holds 1 to `cap` items, told before any item is
+    read (D-8: a request's work is bounded); raises pydantic's custom error `empty` (type,
+    message) for an empty list and `too_many` (its message may name {n} and {cap}) for a
+    longer one. Anything else goes on to the field's own validation."""
+    from pydantic_core import PydanticCustomError
+
+    if isinstance(v, list) and not v:
+        raise PydanticCustomError(*empty)
+    if isinstance(v, list) and len(v) > cap:
+        raise PydanticCustomError(too_many[0], too_many[1], {"n": len(v), "cap": cap})
+    return v
 
 
 def one_line_text(v: str, what: str, instead: str) -> str:
@@ -389,21 +392,12 @@ class KillManyRequest(KillOptions):
     a long time to finish"). 1 to MAX_KILL_JOBS targets; each is acted on or refused on its
     own (KillManyResult), as LSF's bkill acts on the jobs it may and names the others."""
 
-    targets: list[KillTarget] = Field(json_schema_extra={"minItems": 1, "maxItems": MAX_KILL_JOBS},
-                                   description="the jobs (or single elements) to kill, in the order given")
-
-    @field_validator("targets", mode="before")
-    @classmethod
-    def _bounded(cls, v: object) -> object:
-        """1..MAX_KILL_JOBS targets, told before each is read (D-8)."""
-        from pydantic_core import PydanticCustomError
-
-        if isinstance(v, list) and not v:
-            raise PydanticCustomError("targets_empty", "targets is empty; name at least one job to kill")
-        if isinstance(v, list) and len(v) > MAX_KILL_JOBS:
-            raise PydanticCustomError("targets_too_many", "targets names {n} jobs, more than the {cap} one request may "
-                                      "name (D-8); split the list", {"n": len(v), "cap": MAX_KILL_JOBS})
-        return v
+    #: 1..MAX_KILL_JOBS targets, told before each is read (D-8)
+    targets: Annotated[list[KillTarget], BeforeValidator(lambda v: list_within(
+        v, MAX_KILL_JOBS, ("targets_empty", "targets is empty; name at least one job to kill"),
+        ("targets_too_many", "targets names {n} jobs, more than the {cap} one request may name (D-8); split the "
+                             "list")))] = Field(json_schema_extra={"minItems": 1, "maxItems": MAX_KILL_JOBS},
+                                                description="the jobs (or single elements) to kill, in the order given")
 
 
 class KillManyResult(Body):

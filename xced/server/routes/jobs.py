@@ -437,23 +437,37 @@ def _kill_one(ctl, job_id: int, index, how: KillOptions, caller: Caller, full: b
 
 @router.post("/jobs/kill", response_model=KillManyResult, responses=errors(BODY))
 async def kill_jobs(request: Request, body: KillManyRequest,
+                    full: bool = Query(False, description="list every element acted on in each `affected`, however "
+                                                          "many (past 100 an answer gives counts and index runs only)"),
                     caller: Caller = Depends(requires("cluster:view"))) -> KillManyResult:
     """LSF `bkill 0` / `bkill -b` / `bkill ID ID ...` in one request (KillManyRequest): each
     target is killed as POST /jobs/{id}/kill would kill it, with the same options; one
     refused (unknown, finished, another user's) is answered in its place with the code and
-    message that route would give, and the others go on. The route itself needs only what
+    message that route would give, and the others go on. A store that fails (busy, an I/O
+    error) ends the request: with nothing killed yet it is the whole answer (503), else the
+    target it failed on and every later one are answered with that error, not tried. The
+    route itself needs only what
     every user holds (cluster:view); job:kill is checked on each job, as the one-job route
     checks it (RBAC-3: its owner, or who holds it over the job's project)."""
     ctl = _ctl(request)
     results: list[ActionResult] = []
-    for t in body.targets:
+
+    def refuse(t, e: XceError) -> ActionResult:
+        ref = str(t.job_id) if t.index is None else f"{t.job_id}[{t.index}]"
+        return ActionResult(job_id=t.job_id, affected=[], message=e.message, count=0,
+                            refused=ActionRefusal(id=ref, code=e.code, reason=e.message))
+
+    for i, t in enumerate(body.targets):
         try:
             await ctl.recall(t.job_id)
-            results.append(_kill_one(ctl, t.job_id, t.index, body, caller, False))
+            results.append(_kill_one(ctl, t.job_id, t.index, body, caller, full))
         except XceError as e:
-            ref = str(t.job_id) if t.index is None else f"{t.job_id}[{t.index}]"
-            results.append(ActionResult(job_id=t.job_id, affected=[], message=e.message, count=0,
-                                        refused=ActionRefusal(id=ref, code=e.code, reason=e.message)))
+            if e.exit_code == 3:  # the store failed (busy, I/O error): no later target is tried
+                if all(r.refused is not None for r in results):
+                    raise  # nothing done yet: the whole request is answered 503 (and retried when busy)
+                results += [refuse(u, e) for u in body.targets[i:]]
+                break
+            results.append(refuse(t, e))
     return KillManyResult(results=results)
 
 
