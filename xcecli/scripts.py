@@ -70,9 +70,13 @@ def shell_words(line: str) -> list[str]:
     backslashes as `shlex.split` reads them, and a comment from an unquoted `#` that starts
     a word to the end of the line (`-n 4  # four tasks`), while a `#` inside a word stays
     (`-J run#1`, as sh keeps it; shlex's own `comments=True` would cut there). Used for pack
-    lines (CLI-7, LSF bsub -pack) and #BSUB/#XCE directives (JOB-12). Raises ValueError for
-    an unclosed quote, as shlex does."""
+    lines (CLI-7, LSF bsub -pack) and #BSUB/#XCE directives (JOB-12). Raises ValueError
+    saying what is wrong and what would do: an unclosed quote, a backslash that ends the
+    line, a NUL character."""
     import shlex
+
+    if "\0" in line:
+        raise ValueError("a NUL character (\\0) is in the line; a word cannot hold one, so remove it")
 
     quote, start, i = "", True, 0
     while i < len(line):
@@ -95,7 +99,14 @@ def shell_words(line: str) -> list[str]:
         else:
             start = c in " \t"
         i += 1
-    return shlex.split(line)
+    try:
+        return shlex.split(line)
+    except ValueError as e:
+        why = {"No closing quotation": "a quote opened on the line is not closed; close it with the same quote "
+                                       "(' or \"), or escape it with a backslash to mean the character itself",
+               "No escaped character": "the line ends with a backslash, which escapes nothing; remove it, or "
+                                       "write \\\\ for a backslash itself"}.get(str(e))
+        raise ValueError(why or str(e)) from None
 
 
 def _prefix(line: str) -> str | None:

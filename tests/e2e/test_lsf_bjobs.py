@@ -417,8 +417,11 @@ def test_a_name_a_non_utf8_stdout_cannot_hold_is_escaped_not_fatal(shared_daemon
 def test_a_bidi_override_or_zero_width_character_in_a_name_is_shown_escaped(shared_daemon):
     """CLI-8, CLI-3: a -J name may hold a right-to-left override (U+202E) or a zero-width
     space (U+200B); bjobs shows them escaped, in its columns and in -l, as xcecli jobs
-    does, so that a name cannot reorder or hide what the terminal shows of its row.
+    does, so that a name cannot reorder or hide what the terminal shows of its row; so do
+    bhist's JOB_NAME, bjobs -A's ARRAY_SPEC and a kill reason (bkill -C) in bjobs -o and -l.
     `bjobs -json` gives the name as it was typed (JSON escapes by itself)."""
+    from tests.e2e.test_lsf_commands import lsf
+
     d = shared_daemon
     name = "ab\u202ecd\u200bef"
     job = d.submit("-J", name, "--", "true")
@@ -431,3 +434,14 @@ def test_a_bidi_override_or_zero_width_character_in_a_name_is_shown_escaped(shar
     assert shown in r.stdout and "\u202e" not in r.stdout, r.stdout
     r = bjobs(d, "-a", "-json", "-o", "job_name", str(job))
     assert json.loads(r.stdout)["RECORDS"][0]["JOB_NAME"] == name, r.stdout
+    r = lsf(d, "bhist", "-a", str(job))  # the short form's JOB_NAME column
+    assert r.returncode == 0 and shown[:8] in r.stdout and "\u202e" not in r.stdout, r.stdout
+    arr = d.submit("-J", "q\u202ez[1-2]", "-H", "--", "true")
+    r = bjobs(d, "-A", "-w", str(arr))  # ARRAY_SPEC
+    assert r.returncode == 0 and "q\\u202ez[1-2]" in r.stdout and "\u202e" not in r.stdout, r.stdout
+    assert lsf(d, "bkill", "-C", "evil\u202egnp.exe.", str(arr)).returncode == 0
+    d.wait_state(arr, ("EXIT",))
+    r = bjobs(d, "-a", "-o", "jobid exit_reason", str(arr))  # the kill's reason, the user's text
+    assert r.returncode == 0 and "kill reason: evil\\u202egnp.exe." in r.stdout and "\u202e" not in r.stdout, r.stdout
+    r = bjobs(d, "-l", f"{arr}[1]")
+    assert "kill reason: evil\\u202egnp.exe.\n" in r.stdout, r.stdout  # one final stop, not two

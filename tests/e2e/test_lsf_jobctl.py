@@ -120,9 +120,10 @@ def test_bkill_stat_kills_the_jobs_in_that_status_and_b_skips_those_it_cannot_ki
     the specified status ... silently skips the jobs that LSF cannot kill"; no job ID needed)
     kills the caller's jobs in that status only: pend a pending one, susp a held one (PSUSP),
     and with IDs only those of them in that status, the others left alone, exit 0. `-stat
-    pend` takes -s INT, KILL or TERM only, and -stat excludes -b. `bkill -b 0` kills what it
-    may and skips silently what it may not (another user's job), where plain `bkill 0` names
-    each refusal and exits 255."""
+    pend` takes -s INT, KILL or TERM only, and -stat excludes -b; none in that status is
+    OpenLava's `No pending job found`, and an unknown job ID is still named (exit 255): it is
+    no job that cannot be killed. `bkill -b 0` kills what it may and skips silently what it
+    may not (another user's job), where plain `bkill 0` names each refusal and exits 255."""
     run = d.submit("--", "sleep", "60", user="kx1")
     d.wait_state(run, ("RUN",))
     pend = d.submit("-w", f"done({run})", "--", "true", user="kx1")  # pends until run ends
@@ -136,6 +137,10 @@ def test_bkill_stat_kills_the_jobs_in_that_status_and_b_skips_those_it_cannot_ki
     assert (r.returncode, r.stderr) == (255, "bkill: -stat hold: not a status bkill takes; give run, pend or susp\n")
     r = lsf(d, "bkill", "-stat", "pend", user="kx1")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{pend}> is being terminated\n", "")
+    r = lsf(d, "bkill", "-stat", "pend", user="kx1")  # OpenLava's words for a status none is in
+    assert (r.returncode, r.stdout, r.stderr) == (255, "", "bkill: No pending job found\n")
+    r = lsf(d, "bkill", "-stat", "run", "99999", user="kx1")  # an unknown job is named: no job to skip
+    assert (r.returncode, r.stdout, r.stderr) == (255, "", "Job <99999>: No matching job found\n")
     assert [d.show(j, user="kx1")["state"] for j in (run, pend, held)] == ["RUN", "EXIT", "PSUSP"]
     r = lsf(d, "bkill", "-stat", "susp", str(run), str(held), user="kx1")  # run is not suspended: left alone
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{held}> is being terminated\n", "")
@@ -177,9 +182,13 @@ def test_bkill_C_records_the_kill_reason_in_the_history_and_a_pending_jobs_exit_
     r = d.cli("kill", "-s", "TERM", "-C", "x", str(run), user="kx3")
     assert r.returncode == 2 and "a kill reason (-C) goes with a kill, not with one signal" in r.stderr, r.stderr
     for bad, says in (("two\nlines", "the kill reason holds a control character ('\\n')"),
-                      ("   ", "the kill reason is blank")):
-        r = lsf(d, "bkill", "-C", bad, str(run), user="kx3")
-        assert (r.returncode, r.stdout) == (255, "") and r.stderr.startswith(f"bkill: field 'comment': {says}"), r.stderr
+                      ("   ", "the kill reason is blank"), ("x" * 1025, "the kill reason has 1025 characters")):
+        for more in ((), ("-stat", "run"), ("-b",)):  # told once, before anything is sent, whatever else is given
+            r = lsf(d, "bkill", *more, "-C", bad, "0" if more else str(run), user="kx3")
+            assert (r.returncode, r.stdout) == (255, "") and r.stderr.startswith(f"bkill: -C: {says}"), r.stderr
+            assert r.stderr.count("\n") == 1, r.stderr
+        r = d.cli("kill", "-C", bad, str(run), user="kx3")
+        assert r.returncode == 2 and says in r.stderr and "'-C' / '--comment'" in r.stderr, r.stderr
     assert d.show(run, user="kx3")["state"] == "RUN"
     r = d.cli("kill", "-C", "out \u202eof time", str(run), user="kx3")
     assert r.returncode == 0, r.stderr

@@ -112,7 +112,9 @@ def test_a_bad_line_in_the_middle_refuses_the_whole_pack(shared_daemon, tmp_path
     ("-K true\n", "line 1: -K is not taken on a pack line"),
     ("--pack other true\n", "line 1: --pack is not taken on a pack line"),
     ("-q normal\n", "line 1: no command"),
-    ("echo 'unclosed\n", "line 1: No closing quotation"),
+    ("echo 'unclosed\n", "line 1: a quote opened on the line is not closed; close it"),
+    ("echo trailing \\\n", "line 1: the line ends with a backslash, which escapes nothing"),
+    ("echo a\0b\n", "line 1: a NUL character"),
     ("true\n--bogus true\n", "line 2: No such option: --bogus"),
     # old Mac line ends: two jobs would run together as one (a second fresh tester's find)
     ("-J cr1 -- true\r-J cr2 -- true\r", "line 1: a carriage return inside the line: lines end at newlines"),

@@ -249,6 +249,19 @@ def test_an_empty_value_is_reported_at_its_own_key_not_the_next(tmp_path: Path) 
     assert got[("queues.yaml", 3, 14)].endswith("got no value (null)")
 
 
+def test_a_flow_mapping_key_without_a_value_and_a_key_that_is_no_name_are_told_plainly(tmp_path: Path) -> None:
+    """CFG-2: `{name: normal, priority:}` makes YAML read "priority:" as the key: the error
+    says the value is missing and how to write it, not that the key is unknown; a complex
+    key (`? [a, b]`) is told as a key that is a list, not by the parser's type name."""
+    queues = "queues:\n  - {name: normal, priority:}\n  - ? [a, b]\n    : 1\n    name: b\n"
+    r = load_cluster_config(make_topdir(tmp_path, queues=queues))
+    got = {(d.line, d.col): d.message for d in r.errors}
+    assert got[(2, 20)].startswith('key "priority" in queue "normal" has no value: `priority:` with nothing after '
+                                   'the colon in {...} is read as the key "priority:"; write "priority: VALUE"'), got
+    assert got[(3, 7)].startswith('a key that is a list in queue "b": keys are names; valid keys: name,'), got
+    assert "Commented" not in " ".join(got.values())
+
+
 def test_duplicate_queue_points_at_the_second(tmp_path: Path) -> None:
     queues = "queues:\n  - name: normal\n  - name: short\n  - name: normal\n"
     r = load_cluster_config(make_topdir(tmp_path, queues=queues))

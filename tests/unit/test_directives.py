@@ -79,7 +79,7 @@ def test_a_prefix_must_be_a_word_of_its_own():
     ("#BSUB -n", "job.lsf:2: #BSUB -n: -n: not an option this command takes, or its value is missing"),
     ("#BSUB", "job.lsf:2: #BSUB: the directive gives no option"),
     ("#BSUB ./run.sh", "job.lsf:2: #BSUB ./run.sh: './run.sh' is not an option: a directive gives options only"),
-    ("#BSUB -J 'open", "job.lsf:2: #BSUB -J 'open: No closing quotation"),
+    ("#BSUB -J 'open", "job.lsf:2: #BSUB -J 'open: a quote opened on the line is not closed"),
     ("#XCE --dry-run", "job.lsf:2: #XCE --dry-run: --dry-run says how the command runs, not what the job is"),
     ("#XCE --preset x", "job.lsf:2: #XCE --preset x: --preset says how the command runs"),
     ("#XCE -n", "job.lsf:2: #XCE -n: -n: not an option of xcecli submit, or its value is missing"),

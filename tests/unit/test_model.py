@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from xced.model.jobs import ArraySpecError, JobState, format_job_ref, parse_job_name, parse_job_ref
 from xced.model.state import StartInfo, TaskSpec
+from xced.model.units import MAX_ARRAY_SIZE_SETTING
 from xced.worker.env import element_environment, expand_output_path, job_environment, task_environment
 
 
@@ -52,6 +53,13 @@ def test_array_size_cap_names_the_setting_and_bounds_the_work():
     with pytest.raises(ArraySpecError, match=r"limit '1001' is invalid; expected %N with 1 <= N <= 1000"):
         parse_job_name("x[1-10]%1001")
     assert parse_job_name("x[1-5000]%5000", 5000)[1].limit == 5000
+    # the CLI, which does not know the cluster's setting, does not name a number it cannot know
+    with pytest.raises(ArraySpecError, match=r"limit '0' is invalid; expected %N with N at least 1 and at most the "
+                                             r"cluster's max_array_size$"):
+        parse_job_name("x[1-3]%0", MAX_ARRAY_SIZE_SETTING)
+    # a range down to 0 is refused for its 0, not told to be written the other way round
+    with pytest.raises(ArraySpecError, match=r"index 0 is invalid; indices start at 1$"):
+        parse_job_name("x[1-0]")
     # many small ranges: the total listed is what counts
     with pytest.raises(ArraySpecError, match="more than the 1000"):
         parse_job_name("x[" + ",".join(["1-1000"] * 300) + "]")

@@ -264,6 +264,7 @@ ROUTES = {
     ("GET", "/xce/v1/jobs/{job_id:jobid}/wait"): "cluster:view",
     ("GET", "/xce/v1/jobs/{job_id:jobid}/output"): "job:view",
     ("POST", "/xce/v1/jobs/{job_id:jobid}/kill"): "job:kill",
+    ("POST", "/xce/v1/jobs/kill"): "cluster:view",  # many jobs: job:kill is checked on each (RBAC-3)
     ("POST", "/xce/v1/jobs/{job_id:jobid}/stop"): "job:modify",
     ("POST", "/xce/v1/jobs/{job_id:jobid}/resume"): "job:modify",
     ("POST", "/xce/v1/jobs/{job_id:jobid}/requeue"): "job:requeue",

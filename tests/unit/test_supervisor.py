@@ -621,6 +621,28 @@ def test_a_status_the_full_disk_refuses_is_kept_and_written_later(jobs, tmp_path
         assert json.loads((d / "status.json").read_text())["exit_code"] == 3
 
 
+def test_a_supervisor_whose_job_directory_is_removed_ends_with_its_job(jobs, tmp_path):
+    """D-8, JOB-8: the TopDir of a running job is removed (rm -r); when the job ends, its
+    status cannot be written and there is no one to tell: the supervisor ends, and reaps its
+    job, rather than try for ever holding a zombie (seen left behind by removed test TopDirs)."""
+    import shutil
+
+    d = tmp_path / "job"
+    gate = tmp_path / "gate"
+    h = procs.launch(d, jobs.spec(d, ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; exit 3"]))
+    jobs.handles.append(h)
+
+    async def go():
+        assert await h.started(10)
+        shutil.rmtree(d)
+        gate.touch()  # the job ends now, its directory gone
+        return await asyncio.wait_for(h.wait(), 20)
+
+    st = run(go())
+    assert st.exit_code == 1 and st.reason == "supervisor lost"  # no status.json: lost, but it ended
+    assert not procs.is_alive(d)
+
+
 def test_a_supervisor_watched_through_a_descriptor_numbered_past_1024(jobs):
     """D-8: a daemon with a thousand open connections watches supervisors through pidfds
     numbered 1024 and more, which select() refuses; a job's end must still be seen."""

@@ -55,6 +55,12 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
         if comment is not None:
             raise typer.BadParameter("a kill reason (-C) goes with a kill, not with one signal; give one of them",
                                      param_hint="'-C' / '--comment'")
+    if comment is not None:
+        from xced.model.states import kill_comment_error
+
+        bad = kill_comment_error(comment)
+        if bad is not None:
+            raise typer.BadParameter(bad, param_hint="'-C' / '--comment'")
     if force and record_done:
         raise typer.BadParameter("--force records the job EXIT at once, so it cannot go with --record-done "
                                  "(LSF's bkill -r and -d exclude each other); give one of them", param_hint="'--force'")

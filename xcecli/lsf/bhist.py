@@ -141,7 +141,7 @@ def _phrase(ev: dict, el: dict, master: str, job: dict) -> str | None:
                 pass
         if code is not None:
             return f"Exited with exit code {code}. ({reason})"
-        return f"Exited; {reason}."
+        return f"Exited; {reason.rstrip('.')}."
     return None
 
 
@@ -229,7 +229,7 @@ def bhist(argv: list[str]) -> int:
             continue
         # JOB_NAME: bsub -J, else the command line as typed (LSF's default job name), not the
         # /bin/sh that runs a bsub line
-        name = job.get("name") or _command(c, jid, job) or "-"
+        name = one_line(job.get("name") or "") or _command(c, jid, job) or "-"  # a -J name's bidi escaped
         for el in job["elements"]:
             mine = [ev for ev in events if ev["id"] in (el["id"], str(jid))]
             end = el.get("end_time") if el["state"] in ("DONE", "EXIT") else None

@@ -408,7 +408,7 @@ def _long(client, rows: list[dict]) -> list[str]:
             else:
                 out.append(f"{when}: Exited.")
             if e.get("exit_reason") and not e["exit_reason"].startswith("exited with code"):
-                out.append(f"{when}: Exit reason: {one_line(e['exit_reason'])}.")
+                out.append(f"{when}: Exit reason: {one_line(e['exit_reason']).rstrip('.')}.")
         pend = e.get("pend_reason")
         if e["state"] in ("PEND", "PSUSP"):
             out.append("")
@@ -579,6 +579,9 @@ def bjobs(argv: list[str]) -> int:
         if opts.get("long"):
             lines = _long(client, rows)
         elif fmt:
+            for r in rows:  # a kill's reason (bkill -C) is the user's text: one line, escaped (CLI-3)
+                if r.get("exit_reason"):
+                    r["exit_reason"] = one_line(r["exit_reason"])
             lines = _custom(rows, fmt, delim, bool(opts.get("noheader")))
         else:
             reasons = None
@@ -597,8 +600,6 @@ def bjobs(argv: list[str]) -> int:
         return LSF_FAILED
     if not rows:
         if opts.get("name"):
-            from xced.api.listing import one_line
-
             print(f"Job <{one_line(opts['name'])}> is not found", file=sys.stderr)
         elif not refs:
             print(_none_found(opts), file=sys.stderr)
@@ -812,7 +813,7 @@ def _arrays(opts: dict, refs: list, states: set[str] | None) -> int:
         ["JOBID    ARRAY_SPEC  OWNER   NJOBS PEND DONE  RUN EXIT SSUSP USUSP PSUSP"]
     for j in shown:
         c = j.get("counts") or {}
-        spec = j["array_spec"]  # as submitted: `name[1-3]`
+        spec = one_line(j["array_spec"])  # as submitted: `name[1-3]`, a bidi character of its name escaped
         if j.get("array_limit") and "%" not in spec:
             spec += f"%{j['array_limit']}"
         user = j["user"]

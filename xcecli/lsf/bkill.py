@@ -96,8 +96,14 @@ def bkill(argv: list[str]) -> int:
     stat = opts.get("stat")
     if stat is not None and stat not in STAT_STATES:
         raise LsfUsage(f"-stat {stat}: not a status bkill takes; give run, pend or susp")
-    if opts.get("comment") is not None and sig is not None:
-        raise LsfUsage("-C (a kill reason) goes with a kill, not with one signal (-s); give one of them")
+    if opts.get("comment") is not None:
+        if sig is not None:
+            raise LsfUsage("-C (a kill reason) goes with a kill, not with one signal (-s); give one of them")
+        from xced.model.states import kill_comment_error
+
+        bad = kill_comment_error(str(opts["comment"]))
+        if bad is not None:
+            raise LsfUsage(f"-C: {bad}")
     if stat is not None and opts.get("bulk"):
         raise LsfUsage("-b and -stat exclude each other (LSF: [-b | -stat run | pend | susp]); give one")
     if sig is not None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import sys
 
+from xced.api.listing import one_line
 from xcecli.lsf.common import LsfUsage, named, read_options, run
 
 SPEC = {"-w": ("wide", "flag"), "-l": ("long", "flag")}
@@ -78,7 +79,7 @@ def long_form(queues: list[dict]) -> str:
     blocks = []
     for q in queues:
         lines = [f"QUEUE: {q['name']}"]
-        desc = f"  -- {q.get('description') or 'No description provided.'}"
+        desc = f"  -- {one_line(q.get('description') or '') or 'No description provided.'}"
         if q.get("default"):
             desc += "  This is the default queue." if defaults == 1 else "  This is one of the default queues."
         lines += [desc, "", "PARAMETERS/STATISTICS",

@@ -111,8 +111,9 @@ def none_found(name: str | None, states: tuple[str, ...], queue: str | None = No
                app: str | None = None) -> str:
     """LSF's words when a selection finds no job (OpenLava cmd.err.c, jobInfoErr): `Job <NAME>
     is not found` for -J NAME, else `No unfinished job found` (unfinished states), `No
-    DONE/EXIT job found` (finished ones: brequeue -d/-e), or `No job found` (both: brequeue
-    -a), each followed by `where`."""
+    pending job found`, `No running job found`, `No suspended job found` (bkill -stat pend,
+    run, susp), `No DONE/EXIT job found` (finished ones: brequeue -d/-e), or `No job found`
+    (both: brequeue -a), each followed by `where`."""
     w = where(queue, host, app)
     if name is not None:  # a -J pattern as given, its control characters escaped (one line, no terminal escapes)
         from xced.api.listing import one_line
@@ -120,6 +121,9 @@ def none_found(name: str | None, states: tuple[str, ...], queue: str | None = No
         return f"Job <{one_line(name)}> is not found{w}"
     if set(states) <= set(FINISHED):
         return f"No DONE/EXIT job found{w}"
+    for only, words in ((("PEND",), "pending"), (("RUN",), "running"), (("PSUSP", "USUSP"), "suspended")):
+        if tuple(states) == only:  # bkill -stat (OpenLava's cmd.err.c words for bjobs -p, -r, -s)
+            return f"No {words} job found{w}"
     if set(states) & set(FINISHED):
         return f"No job found{w}"
     return f"No unfinished job found{w}"
@@ -348,8 +352,8 @@ def action_body(index: int | None, signal: str | None = None, record_done: bool 
 def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: dict[str, object],
          signal: str | None, skip_refused: bool = False) -> bool:
     """Ask for `action` on job `jid` (element `idx`) and print LSF's line for it (module
-    docstring); True when it was acted on, or when it was refused and `skip_refused` (bkill
-    -b with 0, bkill -stat: skipped silently). A daemon that cannot be reached raises."""
+    docstring); True when it was acted on, or when it was refused as SKIPPABLE and
+    `skip_refused` (bkill -b with 0, bkill -stat: skipped silently). A daemon that cannot be reached raises."""
     from xced.api.errors import XceError
 
     try:
@@ -358,7 +362,7 @@ def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: d
     except XceError as e:
         if e.exit_code == 3:
             raise
-        if skip_refused:
+        if skip_refused and e.code in SKIPPABLE:
             return True
         print(f"Job <{ref}>: {_reason('signal' if signal else action, e)}", file=sys.stderr)
         return False
@@ -377,6 +381,11 @@ def _verb(action: str, signal: str | None, res: dict) -> str:
 
 #: the most targets `act` sends in one POST /jobs/kill (the daemon takes up to 10,000)
 KILL_BATCH = 2000
+#: the refusals bkill -b (with 0) and bkill -stat skip silently, "the jobs that LSF cannot kill"
+#: (IBM bkill.1): a job that has finished meanwhile or is not in a state to take it (conflict),
+#: and another user's (forbidden). A job the cluster does not know is still named (not_found):
+#: it is not a job that cannot be killed, but a wrong ID
+SKIPPABLE = ("conflict", "forbidden")
 #: the codes of a refusal inside a POST /jobs/kill answer that end the command with exit 3, as
 #: the error itself would (the store failed: xced.api.errors.StoreBusy, StoreUnavailable)
 UNREACHABLE_CODES = ("store_busy", "store_unavailable")
@@ -412,7 +421,7 @@ def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | N
             raise from_body(503, {"error": {"code": refused["code"], "message": refused["reason"]}})
         if refused is None:
             print(f"Job <{ref}> is being {_verb('kill', signal, res)}")
-        elif not skip_refused:
+        elif not (skip_refused and refused["code"] in SKIPPABLE):
             print(f"Job <{ref}>: {_reason('signal' if signal else 'kill', _Refusal(refused['code'], refused['reason']))}",
                   file=sys.stderr)
             rc = LSF_FAILED
@@ -434,7 +443,8 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
     so that its refusal is LSF's line for it, and when the daemon refuses the list whole (an
     index the array lacks, nothing left to act on) each element is asked on its own. With
     `skip_refused` (bkill -b with 0, bkill -stat: "silently skips the jobs that LSF cannot
-    kill", IBM bkill.1) a refusal prints nothing and fails nothing. A kill sends its whole
+    kill", IBM bkill.1) a refusal of SKIPPABLE prints nothing and fails nothing (an unknown
+    job is still named). A kill sends its whole
     jobs and single elements up to KILL_BATCH to a request (POST /jobs/kill, _kill_batch),
     so `bkill 0` over thousands of jobs is a few requests; index lists go as above
     (`batched`: this call is for those alone). Returns 0, or LSF_FAILED when any was

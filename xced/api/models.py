@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from xced.api.errors import CODES
 from xced.model.jobs import JobState
+from xced.model.states import MAX_KILL_COMMENT, kill_comment_error, one_line_error
 from xced.model.units import (
     MAX_APP_PARAMS,
     MAX_DEPENDENCY_LENGTH,
@@ -260,23 +261,15 @@ def list_within(v: object, cap: int, empty: tuple[str, str], too_many: tuple[str
 
 
 def one_line_text(v: str, what: str, instead: str) -> str:
-    """`v` if it is one line of text that says something, for a reason a user gives (a host's
-    close reason, a kill's comment) that every user then sees on one line of a listing or a
-    history; raises ValueError naming `what` for a control character (a newline, a tab, a
-    terminal escape: xced.model.jobs.first_control) or a blank text (saying `instead`)."""
-    from xced.model.jobs import first_control
-
-    bad = first_control(v)
+    """`v` if it is one line of text that says something (xced.model.states.one_line_error,
+    for a reason every user then reads on one line of a listing or a history); raises
+    ValueError naming `what` otherwise, saying `instead` for a blank one."""
+    bad = one_line_error(v, what, instead)
     if bad is not None:
-        raise ValueError(f"{what} holds a control character ({bad!r}); give one line of text, without newlines, "
-                         f"tabs or escapes")
-    if not v.strip():
-        raise ValueError(f"{what} is blank; give a few words, or {instead}")
+        raise ValueError(bad)
     return v
 
 
-#: the most characters a kill's comment may have (bkill -C kill_reason; KillRequest.comment)
-MAX_KILL_COMMENT = 1024
 
 
 class KillOptions(RequestBody):
@@ -336,7 +329,9 @@ class KillOptions(RequestBody):
         characters, not blank, and it goes with a kill, not with one signal."""
         if v is None:
             return v
-        one_line_text(v, "the kill reason", "leave it out")
+        bad = kill_comment_error(v)
+        if bad is not None:
+            raise ValueError(bad)
         if info.data.get("signal") is not None:
             raise ValueError("a kill reason (bkill -C) goes with a kill, not with one signal (-s); give one of them")
         return v

@@ -175,7 +175,7 @@ def _got(v: object) -> str:
         return repr(int(v)) if isinstance(v, int) else repr(float(v))
     if _is_map(v):
         return "a mapping"
-    if _is_seq(v):
+    if _is_seq(v) or isinstance(v, tuple):  # a complex key (`? [a, b]`) is a tuple
         return "a list"
     return type(v).__name__
 
@@ -547,7 +547,14 @@ def _check_mapping(
         if key in fields:
             continue
         message = f"unknown key {_got(key)} in {where}; valid keys: {_one_of(valid)}"
-        if isinstance(key, str):
+        if not isinstance(key, str):  # `? [a, b]`, `1:`, `true:`
+            message = f"a key that is {_got(key)} in {where}: keys are names; valid keys: {_one_of(valid)}"
+        elif key.endswith(":") and key[:-1] in fields:
+            # `{timeout:}`: in a flow mapping YAML reads a colon with no space after it as
+            # part of the key, so the value is missing, not the key unknown
+            message = (f'key "{key[:-1]}" in {where} has no value: `{key[:-1]}:` with nothing after the colon in '
+                       f'{{...}} is read as the key "{key}"; write "{key[:-1]}: VALUE", with a space after the colon')
+        elif isinstance(key, str):
             close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
             if close:
                 message += f' (did you mean "{close[0]}"?)'

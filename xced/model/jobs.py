@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from xced.model.states import JobState, parse_job_ref  # noqa: F401  (their home is the light module)
+from xced.model.states import JobState, first_control, parse_job_ref  # noqa: F401  (their home is the light module)
 from xced.model.units import DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_SETTING
 from xced.model.units import MAX_ARRAY_INDEX as _MAX_ARRAY_INDEX
 
@@ -46,19 +46,6 @@ _ARRAY_RE = re.compile(r"^(?P<name>[^\[\]%]*)\[(?P<spec>[^\]]*)\](?:%(?P<limit>\
 #: an index range; numbers of more than 10 digits are over MAX_ARRAY_INDEX whatever they are
 _RANGE_RE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
 _MAX_INDEX_DIGITS = len(str(_MAX_ARRAY_INDEX))
-
-
-def first_control(text: str) -> str | None:
-    """The first character of `text` that would break a one-line listing, or None: a C0
-    control (newline, tab, ESC; U+0000-U+001F), DEL, a C1 control (U+0080-U+009F: NEL
-    breaks a line, CSI starts a terminal escape) or a Unicode line or paragraph separator
-    (U+2028, U+2029, which line-based readers split on). A job name or a reason is one
-    line of `bjobs` and `xcecli jobs` (LSF bsub -J: a name is shown on one line)."""
-    for c in text:
-        o = ord(c)
-        if o < 32 or 127 <= o < 160 or o in (0x2028, 0x2029):
-            return c
-    return None
 
 
 def _q(text: str) -> str:
@@ -130,6 +117,8 @@ def parse_job_name(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> tuple[s
             raise ArraySpecError(f"job array {_q(text)}: indices go up to {MAX_ARRAY_INDEX}")
         if step > MAX_ARRAY_INDEX:
             raise ArraySpecError(f"job array {_q(text)}: step {step} is more than the largest, {MAX_ARRAY_INDEX}")
+        if end < 1:
+            raise ArraySpecError(f"job array {_q(text)}: index {end} is invalid; indices start at 1")
         if end < start:
             raise ArraySpecError(f"job array {_q(text)}: range {part!r} ends before it starts; write it as {end}-{start}")
         if step < 1:
@@ -148,7 +137,9 @@ def parse_job_name(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> tuple[s
     if m.group("limit") is not None:
         lim = m.group("limit")
         if not lim.isascii() or not lim.isdigit() or len(lim) > _MAX_INDEX_DIGITS or not 1 <= int(lim) <= max_size:
-            raise ArraySpecError(f"job array {_q(text)}: limit {_q(lim)} is invalid; expected %N with 1 <= N <= {max_size}")
+            bound = (f"1 <= N <= {max_size}" if max_size < MAX_ARRAY_SIZE_SETTING else
+                     "N at least 1 and at most the cluster's max_array_size")  # the CLI does not know the setting
+            raise ArraySpecError(f"job array {_q(text)}: limit {_q(lim)} is invalid; expected %N with {bound}")
         limit = int(lim)
     return m.group("name"), ArraySpec(m.group("name"), tuple(sorted(indices)), limit, text)
 

@@ -982,7 +982,9 @@ class Supervisor:
         cannot be written (the disk is full, an I/O error), the supervisor keeps the status
         in memory and tries again, with a delay growing from 0.5 s to 5 s, holding its lock
         meanwhile, so the worker sees a live supervisor rather than a lost one, and learns
-        the real exit code once the disk has room (D-8)."""
+        the real exit code once the disk has room (D-8). A job directory that is gone (its
+        TopDir removed) is no full disk: there is no one left to tell, and the supervisor
+        ends rather than try for ever."""
         delay, told = 0.5, None
         while True:
             try:
@@ -991,6 +993,9 @@ class Supervisor:
                     log("status.json written at last")
                 return
             except OSError as e:
+                if not os.path.isdir(self.jobdir):
+                    log(f"the job directory {self.jobdir} is gone; the job's status ({status}) is not kept")
+                    return
                 if str(e) != told:
                     told = str(e)
                     log(f"cannot write status.json ({e}); kept, and written again in {delay:g} s until it is")
