@@ -167,7 +167,7 @@ def test_bsub_K_prints_lsfs_lines(shared_daemon, tmp_path):
     ("x" * 4095, "the job name has 4095 characters, more than the 4094 LSF takes"),
     ("name[1-", "is not a valid array: expected NAME[START-END:STEP,...]%LIMIT"),
     ("[1-3]", "the job array has no name; write the name before its index list, e.g. -J 'myarray[1-3]'"),
-    ("b[1,1,1]", "the index list names 2 index(es) more than once"),
+    ("b[1,1,1]", "the index list names 2 indices more than once"),
 ])
 def test_an_odd_job_name_is_refused_saying_what_is_valid(shared_daemon, tmp_path, name, said):
     """JOB-4, CLI-8 (IBM bsub -J: "up to 4094 characters", `job_name[index_list]`; the job array

@@ -254,6 +254,12 @@ def test_bhist_l_tells_a_jobs_history_in_lsfs_phrases(shared_daemon, tmp_path):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert f"Job <{ok}>, User <" in out and "Command <true>" in out
+    named = d.submit("-J", "job6", "--", "true", cwd=tmp_path)  # bsub -J: "Job <6>, Job Name <job6>, User <..."
+    arr = d.submit("-J", "fam[1-2]", "--", "true", cwd=tmp_path)
+    d.wait_state(named, ("DONE",))
+    d.wait_state(arr, ("DONE",))
+    long = lsf(d, "bhist", "-l", str(named), f"{arr}[2]").stdout
+    assert f"Job <{named}>, Job Name <job6>, User <" in long and f"Job <{arr}[2]>, Job Name <fam[2]>, User <" in long
     assert "Submitted from host <" in out and f"to Queue <normal>, CWD <{tmp_path}>;" in out
     assert "Dispatched to <h1>;" in out and "Starting;" in out
     assert "Done successfully." in out and "Exited with exit code 3." in out

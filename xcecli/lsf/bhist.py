@@ -152,8 +152,11 @@ def _long(job: dict, events: list[dict], master: str, now: float, command: str) 
     for el in job["elements"]:
         ref = el["id"]
         mine = [ev for ev in events if ev["id"] in (ref, str(job["job_id"]))]
-        lines = [f"Job <{ref}>, User <{job['user']}>, Project <{job.get('project') or 'default'}>, "
-                 f"Command <{one_line(command)}>"]
+        name = job.get("name")  # bsub -J's: LSF's bhist -l names it after the job ID ("Job Name <NAME>")
+        if name and job.get("array_spec"):
+            name = f"{name}[{el['index']}]"
+        lines = [f"Job <{ref}>, " + (f"Job Name <{one_line(name)}>, " if name else "")
+                 + f"User <{job['user']}>, Project <{job.get('project') or 'default'}>, Command <{one_line(command)}>"]
         for ev in mine:
             p = _phrase(ev, el, master, job)
             for line in (p.split("\n") if p is not None else ()):  # a dispatch is two lines: and Starting

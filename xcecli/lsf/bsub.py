@@ -235,7 +235,8 @@ def check_job_name(value: str) -> None:
             end = int(m.group(2)) if m.group(2) is not None else start
             listed += (end - start) // int(m.group(3) or 1) + 1
     if listed != len(array.indices):
-        raise LsfUsage(f"-J {shown}: the index list names {listed - len(array.indices)} index(es) more than once; "
+        twice = listed - len(array.indices)
+        raise LsfUsage(f"-J {shown}: the index list names {twice} {'index' if twice == 1 else 'indices'} more than once; "
                        f"LSF's indices are unique positive integers: list each index once (e.g. -J "
                        f"'{name}[1-3]')")
 

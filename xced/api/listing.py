@@ -67,8 +67,9 @@ def parse_fields(text: str | None, *, lsf: bool = False) -> list[str]:
     known = {**FIELDS, **LSF_FIELDS} if lsf else FIELDS
     cols = [f if lsf and f in LSF_FIELDS else ALIASES.get(f, f) for f in text.lower().replace(",", " ").split()]
     bad = [f for f in cols if f not in known]
+    shown = " ".join(f for f in known if not f.endswith("_text"))  # the raw twins of bjobs -json are not offered
     if bad:
-        raise ValueError(f"unknown field(s) {', '.join(bad)}; valid fields: {' '.join(known)}")
+        raise ValueError(f"unknown field(s) {', '.join(bad)}; valid fields: {shown}")
     if not cols:
-        raise ValueError(f"no field named; valid fields: {' '.join(known)}")
+        raise ValueError(f"no field named; valid fields: {shown}")
     return cols
