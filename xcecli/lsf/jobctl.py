@@ -353,7 +353,8 @@ def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: d
          signal: str | None, skip_refused: bool = False) -> bool:
     """Ask for `action` on job `jid` (element `idx`) and print LSF's line for it (module
     docstring); True when it was acted on, or when it was refused as SKIPPABLE and
-    `skip_refused` (bkill -b with 0, bkill -stat: skipped silently). A daemon that cannot be reached raises."""
+    `skip_refused` (bkill -b with 0, bkill -stat: skipped silently). A daemon that cannot
+    be reached raises."""
     from xced.api.errors import XceError
 
     try:
@@ -444,11 +445,11 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
     index the array lacks, nothing left to act on) each element is asked on its own. With
     `skip_refused` (bkill -b with 0, bkill -stat: "silently skips the jobs that LSF cannot
     kill", IBM bkill.1) a refusal of SKIPPABLE prints nothing and fails nothing (an unknown
-    job is still named). A kill sends its whole
-    jobs and single elements up to KILL_BATCH to a request (POST /jobs/kill, _kill_batch),
-    so `bkill 0` over thousands of jobs is a few requests; index lists go as above
-    (`batched`: this call is for those alone). Returns 0, or LSF_FAILED when any was
-    refused; a daemon that cannot be reached raises (exit 3 through the funnel)."""
+    job is still named). A kill sends its whole jobs and single elements up to KILL_BATCH
+    to a request (POST /jobs/kill, _kill_batch), so `bkill 0` over thousands of jobs is a
+    few requests; index lists go as above (`batched`: this call is for those alone).
+    Returns 0, or LSF_FAILED when any was refused; a daemon that cannot be reached raises
+    (exit 3 through the funnel)."""
     from xced.api.errors import XceError
 
     rc = 0

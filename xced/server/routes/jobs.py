@@ -446,9 +446,9 @@ async def kill_jobs(request: Request, body: KillManyRequest,
     message that route would give, and the others go on. A store that fails (busy, an I/O
     error) ends the request: with nothing killed yet it is the whole answer (503), else the
     target it failed on and every later one are answered with that error, not tried. The
-    route itself needs only what
-    every user holds (cluster:view); job:kill is checked on each job, as the one-job route
-    checks it (RBAC-3: its owner, or who holds it over the job's project)."""
+    route itself needs only what every user holds (cluster:view); job:kill is checked on
+    each job, as the one-job route checks it (RBAC-3: its owner, or who holds it over the
+    job's project)."""
     ctl = _ctl(request)
     results: list[ActionResult] = []
 
