@@ -270,13 +270,10 @@ def one_line_text(v: str, what: str, instead: str) -> str:
     return v
 
 
-
-
 class KillOptions(RequestBody):
     """How a kill is done, the same for one job (POST /jobs/{id}/kill, KillRequest) and for
     many (POST /jobs/kill, KillManyRequest): see KillRequest for `signal`, `record_done`,
     `force` and `comment`."""
-
 
     signal: str | None = Field(None, max_length=16, description="a signal by name (TERM, SIGUSR1) or number (15)")
     record_done: bool = Field(False, description="record each element the kill ends DONE, not EXIT (LSF bkill -d); "
