@@ -141,6 +141,11 @@ def test_bkill_stat_kills_the_jobs_in_that_status_and_b_skips_those_it_cannot_ki
     assert (r.returncode, r.stdout, r.stderr) == (255, "", "bkill: No pending job found\n")
     r = lsf(d, "bkill", "-stat", "run", "99999", user="kx1")  # an unknown job is named: no job to skip
     assert (r.returncode, r.stdout, r.stderr) == (255, "", "Job <99999>: No matching job found\n")
+    r = lsf(d, "bkill", "-stat", "pend", str(run), user="kx1")  # IDs, none in that status: said, not exit 0
+    assert (r.returncode, r.stdout, r.stderr) == (255, "", "bkill: No pending job found\n")
+    r = lsf(d, "bkill", "-b", f"{held}[", user="kx1")  # a malformed ID acts on nothing
+    assert r.returncode == 255 and r.stderr.startswith(f"bkill: {held}[: Illegal job ID"), r.stderr
+    assert d.show(held, user="kx1")["state"] == "PSUSP"
     assert [d.show(j, user="kx1")["state"] for j in (run, pend, held)] == ["RUN", "EXIT", "PSUSP"]
     r = lsf(d, "bkill", "-stat", "susp", str(run), str(held), user="kx1")  # run is not suspended: left alone
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{held}> is being terminated\n", "")
@@ -154,6 +159,8 @@ def test_bkill_stat_kills_the_jobs_in_that_status_and_b_skips_those_it_cannot_ki
     r = lsf(d, "bkill", "-b", "-u", "all", "-q", "short", "0", user="kx1")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{mine}> is being terminated\n", "")
     assert d.show(other, user="kx2")["state"] in ("PEND", "RUN")
+    r = lsf(d, "bkill", "-b", "-u", "kx2", "0", user="kx1")  # every job selected skipped: nothing done, said so
+    assert (r.returncode, r.stdout) == (255, "") and "none of the 1 jobs selected could be killed" in r.stderr, r.stderr
     r = lsf(d, "bkill", "-stat", "run", user="kx1")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Job <{run}> is being terminated\n", "")
     _ended(d, run)
@@ -182,7 +189,9 @@ def test_bkill_C_records_the_kill_reason_in_the_history_and_a_pending_jobs_exit_
     r = d.cli("kill", "-s", "TERM", "-C", "x", str(run), user="kx3")
     assert r.returncode == 2 and "a kill reason (-C) goes with a kill, not with one signal" in r.stderr, r.stderr
     for bad, says in (("two\nlines", "the kill reason holds a control character ('\\n')"),
-                      ("   ", "the kill reason is blank"), ("x" * 1025, "the kill reason has 1025 characters")):
+                      ("   ", "the kill reason is blank"), ("x" * 1025, "the kill reason has 1025 characters"),
+                      ("\u202e\u200b", "the kill reason is blank (or only invisible characters)"),
+                      ("caf\udce9", "the kill reason is not UTF-8 text")):
         for more in ((), ("-stat", "run"), ("-b",)):  # told once, before anything is sent, whatever else is given
             r = lsf(d, "bkill", *more, "-C", bad, "0" if more else str(run), user="kx3")
             assert (r.returncode, r.stdout) == (255, "") and r.stderr.startswith(f"bkill: -C: {says}"), r.stderr
@@ -222,9 +231,13 @@ def test_post_jobs_kill_kills_many_in_one_request_each_answered_in_its_place(d):
         assert "job 99999 not found" in res[1]["refused"]["reason"] and "may not kill it" in res[3]["refused"]["reason"]
         res = c.request("POST", "/jobs/kill", json={"targets": [{"job_id": mine[0]}]}).json()["results"]
         assert res[0]["refused"]["code"] == "conflict" and "already finished" in res[0]["refused"]["reason"], res
+        extra = d.submit("-H", "--", "true", user="kx4")
+        res = c.request("POST", "/jobs/kill", json={"targets": [{"job_id": 0}, {"job_id": extra}],
+                                                     "signal": 9}).json()["results"]  # a number, as bkill -s 9
+        assert res[0]["refused"]["code"] == "not_found" and res[1]["refused"] is None, res
         for bad, says in (({"targets": []}, "targets is empty"),
                           ({"targets": [{"job_id": 1}] * 10_001}, "more than the 10000 one request may name"),
-                          ({"targets": [{"job_id": 0}]}, "field 'targets.0.job_id'"),
+                          ({"targets": [{"job_id": -1}]}, "field 'targets.0.job_id'"),
                           ({"targets": [{"job_id": 1}], "signal": "USR1", "comment": "x"},
                            "a kill reason (bkill -C) goes with a kill, not with one signal")):
             with pytest.raises(InvalidRequest) as ei:

@@ -262,6 +262,20 @@ def test_a_flow_mapping_key_without_a_value_and_a_key_that_is_no_name_are_told_p
     assert "Commented" not in " ".join(got.values())
 
 
+def test_text_quoted_from_a_file_is_shown_escaped_and_a_tag_is_named(tmp_path: Path) -> None:
+    """CFG-2, CLI-3 (a second fresh tester's find): a queue name holding a right-to-left
+    override is quoted in the error escaped (`\\u202e`), as the listings show it, so it
+    cannot reorder the line on a terminal; a tagged value (`!!python/object`) is named by its
+    tag, never built, not by the parser's type name."""
+    queues = 'queues:\n  - name: "nor\u202emal"\n  - name: b\n    priority: !!python/object:os.system "echo"\n'
+    r = load_cluster_config(make_topdir(tmp_path, queues=queues))
+    shown = [str(d) for d in r.errors]
+    assert any('queue "nor\\u202emal": name must consist of' in line for line in shown), shown
+    assert all("\u202e" not in line for line in shown)
+    assert any("got a value tagged tag:yaml.org,2002:python/object:os.system (tags are not taken)" in line
+               for line in shown), shown
+
+
 def test_duplicate_queue_points_at_the_second(tmp_path: Path) -> None:
     queues = "queues:\n  - name: normal\n  - name: short\n  - name: normal\n"
     r = load_cluster_config(make_topdir(tmp_path, queues=queues))

@@ -196,10 +196,12 @@ def _print_diagnostics(diagnostics: list) -> None:
     from rich.console import Console
     from rich.text import Text
 
+    from xced.api.listing import one_line
+
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    for d in diagnostics:
+    for d in diagnostics:  # escaped as str(d) is: a bidi override quoted from the file cannot reorder the line
         style = "bold red" if d.severity == "error" else "yellow"
-        line = Text(f"{d.location}: ")
+        line = Text(one_line(f"{d.location}: "))
         line.append(d.severity, style=style)
-        line.append(f": {d.message}")
+        line.append(one_line(f": {d.message}"))
         console.print(line)

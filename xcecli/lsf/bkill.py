@@ -44,8 +44,10 @@ signal with `-s SIG`.
   that LSF cannot kill"; no job ID or filter is needed): `run` RUN, `pend` PEND, `susp`
   the suspended ones, PSUSP and USUSP (what bjobs -s lists; XCE has no SSUSP). Without an
   ID it is every job of the caller in that status that the filters match (as `0`); with
-  IDs, their elements in that status, the others left alone. A job it cannot kill (it
-  finished meanwhile) is skipped silently, exit 0. With -s, `-stat pend` takes only INT,
+  IDs, their elements in that status, the others left alone (none of them in that status:
+  `No pending job found`, exit 255). A job it cannot kill (it finished meanwhile, another
+  user's) is skipped silently, exit 0, unless every job selected was skipped: then nothing
+  was done, and bkill says so, exit 255. An unknown job ID is named, exit 255. With -s, `-stat pend` takes only INT,
   KILL or TERM (IBM: "The bkill -stat pend command only works with three signals that are
   specified by the -s option: INT, KILL, or TERM"); -stat and -b exclude each other.
 - `-C KILL_REASON`: why the jobs are killed (IBM bkill.1: "-C kill_reason"), one line of at
@@ -87,7 +89,7 @@ PEND_SIGNALS = ("SIGINT", "SIGKILL", "SIGTERM")
 
 def bkill(argv: list[str]) -> int:
     """Run `bkill ARGV` (module docstring); returns the exit code. Raises LsfUsage."""
-    from xcecli.lsf.jobctl import UNFINISHED, act, client, in_states, targets
+    from xcecli.lsf.jobctl import UNFINISHED, act, client, in_states, none_found, targets
 
     opts, args = read_options(argv, SPEC, interspersed=True)
     sig = opts.get("signal")
@@ -124,9 +126,17 @@ def bkill(argv: list[str]) -> int:
                    host=opts.get("host"), app=opts.get("app"), states=states)  # type: ignore[arg-type]
     if stat is not None and any(a.strip() != "0" for a in args):
         refs, _ = in_states(c, refs, states, str)  # IDs given: their elements in that status only
+        if not refs:
+            raise LsfUsage(none_found(None, states))
     quiet = stat is not None or bool(opts.get("bulk") and "0" in args and not (sig or opts.get("remove")))
-    return act("bkill", "kill", refs, c, signal=sig, record_done=bool(opts.get("done")),  # type: ignore[arg-type]
-               force=bool(opts.get("remove")), skip_refused=quiet, comment=opts.get("comment"))  # type: ignore[arg-type]
+    tally = {"acted": 0}
+    rc = act("bkill", "kill", refs, c, signal=sig, record_done=bool(opts.get("done")),  # type: ignore[arg-type]
+             force=bool(opts.get("remove")), skip_refused=quiet, comment=opts.get("comment"),  # type: ignore[arg-type]
+             tally=tally)
+    if quiet and rc == 0 and not tally["acted"]:  # every job selected was skipped: nothing was done
+        raise LsfUsage(f"none of the {len(refs)} jobs selected could be killed: they have finished, or are not "
+                       f"yours to kill")
+    return rc
 
 
 def main() -> None:

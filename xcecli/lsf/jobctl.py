@@ -21,6 +21,7 @@ found, or for a usage error; 3 when the daemon cannot be reached (xcecli's funne
 
 from __future__ import annotations
 
+import re
 import sys
 
 from xcecli.lsf.common import LSF_FAILED, LsfUsage
@@ -37,38 +38,50 @@ def client():
     return Client.connect()
 
 
+#: a job argument: `123`, `123[LIST]` (ASCII digits only: no sign, space, `_` or other
+#: script's digits, which Python's int() would take)
+_JOB_ARG = re.compile(r"([0-9]{1,18})(?:\[([0-9,:\-]+)\])?")
+#: one part of an index list: `START`, `START-END`, `START-END:STEP` (a step alone is read as before)
+_INDEX_PART = re.compile(r"([0-9]{1,10})(?:-([0-9]{1,10}))?(?::([0-9]{1,10}))?")
+
+
 def job_args(args: list[str]) -> list[tuple[int, list[int] | None, str]]:
     """The job arguments of bjobs, bkill, bstop, bresume and brequeue: `123` -> (123, None,
     "123"); `123[4]` and `123[1-3,5:2]`-style index lists -> (123, [indices], text). LSF's
     `"job_ID[index_list]"` (IBM bjobs.1 and bkill.1: "job_ID[index]"; an index list
-    `start[-end[:step]],...` as in bsub -J). Raises LsfUsage `TEXT: Illegal job ID.` (LSF's
-    words) naming the forms it takes."""
+    `start[-end[:step]],...` as in bsub -J), in ASCII digits. The elements an argument
+    names are counted before any is listed, so an index list naming more than
+    MAX_ELEMENTS is refused without being built. Raises LsfUsage `TEXT: Illegal job ID.`
+    (LSF's words) naming the forms it takes, or naming the cap."""
     out = []
     for a in args:
         text = a.strip()
-        head, _, rest = text.partition("[")
-        try:
-            jid = int(head) if head.isdigit() and len(head) <= 18 else -1
-            idx = None
-            if rest:
-                if not rest.endswith("]"):
-                    raise ValueError
-                idx = []
-                for part in rest[:-1].split(","):
-                    rng, _, step = part.partition(":")
-                    lo, _, hi = rng.partition("-")
-                    lo_i = int(lo)
-                    hi_i = int(hi) if hi else lo_i
-                    st = int(step) if step else 1
-                    if lo_i < 0 or hi_i < lo_i or st < 1 or hi_i - lo_i > 10**7:
-                        raise ValueError
-                    idx.extend(range(lo_i, hi_i + 1, st))
-        except ValueError:
-            jid = -1
-        if jid < 0:
+        m = _JOB_ARG.fullmatch(text)
+        idx: list[int] | None = None
+        ok = m is not None
+        if m is not None and m.group(2) is not None:
+            ranges, count = [], 0
+            for part in m.group(2).split(","):
+                pm = _INDEX_PART.fullmatch(part)
+                if pm is None:
+                    ok = False
+                    break
+                lo = int(pm.group(1))
+                hi = int(pm.group(2)) if pm.group(2) else lo
+                st = int(pm.group(3)) if pm.group(3) else 1
+                if hi < lo or st < 1:
+                    ok = False
+                    break
+                count += (hi - lo) // st + 1
+                if count > MAX_ELEMENTS:
+                    raise LsfUsage(f"{a}: names more than {MAX_ELEMENTS} array elements")
+                ranges.append((lo, hi, st))
+            if ok:
+                idx = [i for lo, hi, st in ranges for i in range(lo, hi + 1, st)]
+        if not ok or m is None:
             raise LsfUsage(f"{a}: Illegal job ID. A job ID is a number (123), an array element 123[4], or "
                            f"elements \"123[1-10:2,15]\"")
-        out.append((jid, idx, text))
+        out.append((int(m.group(1)), idx, text))
     return out
 
 
@@ -350,11 +363,11 @@ def action_body(index: int | None, signal: str | None = None, record_done: bool 
     return body
 
 def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: dict[str, object],
-         signal: str | None, skip_refused: bool = False) -> bool:
+         signal: str | None, skip_refused: bool = False, tally: dict[str, int] | None = None) -> bool:
     """Ask for `action` on job `jid` (element `idx`) and print LSF's line for it (module
     docstring); True when it was acted on, or when it was refused as SKIPPABLE and
-    `skip_refused` (bkill -b with 0, bkill -stat: skipped silently). A daemon that cannot
-    be reached raises."""
+    `skip_refused` (bkill -b with 0, bkill -stat: skipped silently); `tally["acted"]`
+    counts the jobs acted on. A daemon that cannot be reached raises."""
     from xced.api.errors import XceError
 
     try:
@@ -367,6 +380,8 @@ def _one(c, prog: str, action: str, jid: int, idx: int | None, ref: str, body: d
             return True
         print(f"Job <{ref}>: {_reason('signal' if signal else action, e)}", file=sys.stderr)
         return False
+    if tally is not None:
+        tally["acted"] += 1
     print(f"Job <{ref}> is being {_verb(action, signal, res)}")
     return True
 
@@ -399,7 +414,8 @@ class _Refusal:
         self.code, self.message = code, message
 
 
-def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | None, skip_refused: bool) -> int:
+def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | None, skip_refused: bool,
+                tally: dict[str, int] | None = None) -> int:
     """Kill `batch` (whole jobs and single elements) in one POST /jobs/kill and print LSF's
     line for each, in order, as `_one` prints it; 0, or LSF_FAILED when any was refused
     (and not `skip_refused`). Nothing for an empty batch. Raises LsfUsage when the daemon
@@ -421,6 +437,8 @@ def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | N
 
             raise from_body(503, {"error": {"code": refused["code"], "message": refused["reason"]}})
         if refused is None:
+            if tally is not None:
+                tally["acted"] += 1
             print(f"Job <{ref}> is being {_verb('kill', signal, res)}")
         elif not (skip_refused and refused["code"] in SKIPPABLE):
             print(f"Job <{ref}>: {_reason('signal' if signal else 'kill', _Refusal(refused['code'], refused['reason']))}",
@@ -431,7 +449,8 @@ def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | N
 
 def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = None,
         record_done: bool = False, force: bool = False, extra: dict[str, object] | None = None,
-        skip_refused: bool = False, comment: str | None = None, batched: bool = False) -> int:
+        skip_refused: bool = False, comment: str | None = None, batched: bool = False,
+        tally: dict[str, int] | None = None) -> int:
     """Ask for `action` (kill, stop, resume, requeue) on each of `refs` and print LSF's line
     for each job or element (module docstring); `signal` (a name or number, bkill -s) turns a
     kill into that signal; `record_done` (bkill -d) records the jobs a kill ends DONE, `force`
@@ -448,8 +467,9 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
     job is still named). A kill sends its whole jobs and single elements up to KILL_BATCH
     to a request (POST /jobs/kill, _kill_batch), so `bkill 0` over thousands of jobs is a
     few requests; index lists go as above (`batched`: this call is for those alone).
-    Returns 0, or LSF_FAILED when any was refused; a daemon that cannot be reached raises
-    (exit 3 through the funnel)."""
+    `tally["acted"]`, when given, counts the jobs and elements acted on. Returns 0, or
+    LSF_FAILED when any was refused; a daemon that cannot be reached raises (exit 3
+    through the funnel)."""
     from xced.api.errors import XceError
 
     rc = 0
@@ -459,17 +479,17 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
         out: list[Target] = []
         for ref in refs:
             if isinstance(ref[1], list) or len(batch) >= KILL_BATCH:
-                rc = max(rc, _kill_batch(c, batch, base, signal, skip_refused))
+                rc = max(rc, _kill_batch(c, batch, base, signal, skip_refused, tally))
                 batch = []
             (out if isinstance(ref[1], list) else batch).append(ref)
             if isinstance(ref[1], list):
                 rc = max(rc, act(prog, action, out, c, signal=signal, record_done=record_done, force=force,
-                                 extra=extra, skip_refused=skip_refused, comment=comment, batched=True))
+                                 extra=extra, skip_refused=skip_refused, comment=comment, batched=True, tally=tally))
                 out = []
-        return max(rc, _kill_batch(c, batch, base, signal, skip_refused))
+        return max(rc, _kill_batch(c, batch, base, signal, skip_refused, tally))
     for jid, idx, ref in refs:
         if not isinstance(idx, list):
-            rc = rc if _one(c, prog, action, jid, idx, ref, base, signal, skip_refused) else LSF_FAILED
+            rc = rc if _one(c, prog, action, jid, idx, ref, base, signal, skip_refused, tally) else LSF_FAILED
             continue
         try:
             res = c.request("POST", f"/jobs/{jid}/{action}", params={"full": "true"},
@@ -484,7 +504,9 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
             verb = _verb(action, signal, res)
             for i in idx:
                 if f"{jid}[{i}]" in done:
+                    if tally is not None:
+                        tally["acted"] += 1
                     print(f"Job <{jid}[{i}]> is being {verb}")
         for i in left:
-            rc = rc if _one(c, prog, action, jid, i, f"{jid}[{i}]", base, signal, skip_refused) else LSF_FAILED
+            rc = rc if _one(c, prog, action, jid, i, f"{jid}[{i}]", base, signal, skip_refused, tally) else LSF_FAILED
     return rc

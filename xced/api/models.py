@@ -285,6 +285,12 @@ class KillOptions(RequestBody):
                                             "in the job's history and in a pending job's exit reason; one line of "
                                             "text; not with `signal`")
 
+    @field_validator("signal", mode="before")
+    @classmethod
+    def _number_as_text(cls, v: object) -> object:
+        """A signal given as a JSON number (9) is taken as its digits ("9"), as bkill -s 9."""
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
     @field_validator("signal")
     @classmethod
     def _known(cls, v: str | None) -> str | None:
@@ -372,7 +378,8 @@ class KillTarget(RequestBody):
     """One job of a POST /jobs/kill: `job_id`, and `index` for one element of an array (None:
     the whole job)."""
 
-    job_id: int = Field(ge=1, le=10**18 - 1, description="a job ID")
+    job_id: int = Field(ge=0, le=10**18 - 1, description="a job ID (one the cluster does not know, 0 included, is "
+                                                         "answered not_found in its place)")
     index: int | None = Field(None, ge=0, description="one element of an array; leave it out for the whole job")
 
 

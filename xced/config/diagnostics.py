@@ -36,7 +36,12 @@ class Diagnostic:
         return f"{self.file}:{self.line}:{self.col}"
 
     def __str__(self) -> str:
-        return f"{self.location}: {self.severity}: {self.message}"
+        """One line: what the config file holds is quoted in messages, and a bidi override,
+        a zero-width or a control character in it is shown escaped (`\\u202e`), as the
+        listings show it, so that it cannot reorder what the terminal shows."""
+        from xced.api.listing import one_line
+
+        return one_line(f"{self.location}: {self.severity}: {self.message}")
 
     def to_dict(self) -> dict[str, Any]:
         """The `--json` form: {severity, file, line, col, message}."""

@@ -177,6 +177,9 @@ def _got(v: object) -> str:
         return "a mapping"
     if _is_seq(v) or isinstance(v, tuple):  # a complex key (`? [a, b]`) is a tuple
         return "a list"
+    tag = getattr(getattr(v, "tag", None), "value", None) or getattr(v, "tag", None)
+    if isinstance(tag, str):  # `!!python/object ...`: a tagged value, never built
+        return f"a value tagged {tag} (tags are not taken)"
     return type(v).__name__
 
 

@@ -57,8 +57,12 @@ def one_line_error(text: str, what: str, instead: str, cap: int | None = None) -
     bad = first_control(text)
     if bad is not None:
         return f"{what} holds a control character ({bad!r}); give one line of text, without newlines, tabs or escapes"
-    if not text.strip():
-        return f"{what} is blank; give a few words, or {instead}"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes of another encoding, as Python hands them on (surrogates)
+        return f"{what} is not UTF-8 text; give it in UTF-8"
+    if not text.strip() or not text.isprintable() and not "".join(c for c in text if c.isprintable()).strip():
+        return f"{what} is blank (or only invisible characters); give a few words, or {instead}"
     if cap is not None and len(text) > cap:
         return f"{what} has {len(text)} characters, more than the {cap} it may have"
     return None
