@@ -149,6 +149,10 @@ def _route_cases(jobs: dict[str, int], cwd: str):
     yield (("POST", "/xce/v1/debug/clock"), "POST", "/debug/clock", {"advance_s": -1}, None, None, "cluster:admin",
            {422, 403})
     sub = {"argv": ["true"], "cwd": cwd, "project": "/physics/hep"}
+    # many jobs at once: open to all (cluster:view); job:kill is checked per target, in the answer
+    # (test_a_many_job_kill_refuses_each_job_as_the_one_job_route_would)
+    yield (("POST", "/xce/v1/jobs/kill"), "POST", "/jobs/kill", {"targets": [{"job_id": jobs["hep"]}]}, None, None,
+           view, {200})
     yield (("POST", "/xce/v1/jobs/dry-run"), "POST", "/jobs/dry-run", sub, None, None, "project:submit", {200})
     yield (("POST", "/xce/v1/jobs"), "POST", "/jobs", sub, None, None, "project:submit", {200})
     yield (("POST", "/xce/v1/jobs/pack"), "POST", "/jobs/pack", {"env": {}, "jobs": [sub, sub]}, None, None,
@@ -198,6 +202,25 @@ def test_every_route_for_every_caller(cluster, done_jobs, tmp_path):
                 if status != 403 or who_may not in msg or "\n" in msg:
                     problems.append(f"{who} {method} {path}: {status} {str(answer)[:300]}, expected 403 saying "
                                     f"{who_may!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_a_many_job_kill_refuses_each_job_as_the_one_job_route_would(cluster, done_jobs):
+    """RBAC-3, CLI-8: POST /jobs/kill, which every user may ask, kills a job only for who holds
+    job:kill over it (its owner, its project's admins, the operator role, the cluster
+    admins): for each caller and job the answer's entry is refused `forbidden`, naming who
+    may, exactly when POST /jobs/ID/kill is 403, else the job's own answer (`conflict`: it
+    has finished)."""
+    problems = []
+    for who in CALLERS:
+        with client(cluster, who) as c:
+            res = c.request("POST", "/jobs/kill", json={"targets": [{"job_id": done_jobs[j]} for j in ("hep", "bio")]}
+                            ).json()["results"]
+        for job, r in zip(("hep", "bio"), res):
+            code = (r["refused"] or {}).get("code")
+            want = "conflict" if "job:kill" in HOLDS.get((who, job), set()) else "forbidden"
+            if code != want or (want == "forbidden" and "only these may: its owner" not in r["refused"]["reason"]):
+                problems.append(f"{who} kill {job}: {r}")
     assert not problems, "\n".join(problems)
 
 
