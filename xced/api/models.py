@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from xced.api.errors import CODES
 from xced.model.jobs import JobState
-from xced.model.states import MAX_KILL_COMMENT, kill_comment_error, one_line_error
+from xced.model.states import kill_comment_error, one_line_error
 from xced.model.units import (
     MAX_APP_PARAMS,
     MAX_DEPENDENCY_LENGTH,
@@ -25,6 +25,8 @@ from xced.model.units import (
     MAX_SCRIPT_TEXT,
     MAX_MEMORY_MB,
     MAX_NAME_TEXT,
+    MAX_KILL_COMMENT,
+    MAX_KILL_JOBS,
     MAX_PACK_JOBS,
     MAX_QUEUE_TEXT,
     MAX_RESREQ_STRINGS,
@@ -370,8 +372,6 @@ class KillRequest(JobAction, KillOptions):
     its exit reason, as "...; kill reason: TEXT". Refused (422) with `signal`."""
 
 
-#: the most jobs one POST /jobs/kill may name (D-8: a request's work is bounded)
-MAX_KILL_JOBS = 10_000
 
 
 class KillTarget(RequestBody):

@@ -1,5 +1,6 @@
 """Job states and job references: the part of the job domain (xced.model.jobs) that the CLI's
-start-up fast path needs (CLI-7), in a module that imports only `re` and `enum`.
+start-up fast path needs (CLI-7), in a module that imports only `re`, `enum` and the
+bounds of xced.model.units.
 
 Pure: no I/O.
 """
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+
+from xced.model.units import MAX_KILL_COMMENT
 
 
 class JobState(StrEnum):
@@ -45,8 +48,6 @@ def first_control(text: str) -> str | None:
     return None
 
 
-#: the most characters a kill's reason may have (bkill -C kill_reason; KillRequest.comment)
-MAX_KILL_COMMENT = 1024
 
 
 def one_line_error(text: str, what: str, instead: str, cap: int | None = None) -> str | None:

@@ -118,6 +118,11 @@ MAX_CONFIG_REQUEST_BYTES = 8 << 20
 #: pack (all are checked, then committed in one transaction, while the daemon waits)
 MAX_PACK_REQUEST_BYTES = 64 << 20
 MAX_PACK_JOBS = 100_000
+#: the most jobs (or single elements) one many-job kill names (POST /jobs/kill; bkill 0 sends
+#: 2,000 at a time)
+MAX_KILL_JOBS = 10_000
+#: the most characters of a kill's reason (bkill -C kill_reason, xcecli kill -C)
+MAX_KILL_COMMENT = 1024
 #: the most terms in one job's resource requirement, all its -R strings together: each
 #: select operand (a name, number, string or defined()), rusage item, order key, same name
 #: and each part of a compound or alternative requirement counts one (RES-1)
