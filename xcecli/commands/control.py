@@ -70,20 +70,17 @@ def _run(ctx: typer.Context, name: str, jobs: List[str], as_json: bool, verbose:
     results, failed = [], None
     if name == "kill" and len(refs) > 1:
         # many jobs: KILL_BATCH to a request (POST /jobs/kill), each answered in its place
-        from xced.api.errors import from_body
-        from xcecli.lsf.jobctl import KILL_BATCH
+        from xcecli.lsf.jobctl import KILL_BATCH, kill_many, refusal_error
 
         base = action_body(None, sig, record_done, force, comment)
         for k in range(0, len(refs), KILL_BATCH):
             part = list(zip(jobs[k:k + KILL_BATCH], refs[k:k + KILL_BATCH]))
-            targets = [{"job_id": jid} if idx is None else {"job_id": jid, "index": idx} for _, (jid, idx) in part]
-            answer = client.request("POST", "/jobs/kill", json={**base, "targets": targets},
-                                    params={"full": "true"} if full else None).json()["results"]
+            answer = kill_many(client, [ref for _, ref in part], base, full)
             for (text, (jid, _)), res in zip(part, answer):
                 if res.get("refused") is None:
                     results.append(res)
                     continue
-                e = from_body(400, {"error": {"code": res["refused"]["code"], "message": res["refused"]["reason"]}})
+                e = refusal_error(res["refused"])
                 if e.exit_code == 3:  # the store failed: what was done is printed, then exit 3
                     _print(results, name, as_json)
                     raise e

@@ -407,11 +407,23 @@ SKIPPABLE = ("conflict", "forbidden")
 UNREACHABLE_CODES = ("store_busy", "store_unavailable")
 
 
-class _Refusal:
-    """A target the daemon refused inside a POST /jobs/kill answer, as `_reason` reads an error."""
+def kill_many(c, pairs: list[tuple[int, int | None]], base: dict[str, object], full: bool = False) -> list[dict]:
+    """One POST /jobs/kill of `pairs` ((job ID, element index or None), at most KILL_BATCH)
+    with the kill options of `base` (action_body): the answers, one per pair in order, a
+    refused one with `refused` set (refusal_error reads it). Raises the API's errors for the
+    request as a whole (422 for the options, 503, unreachable)."""
+    targets = [{"job_id": j} if i is None else {"job_id": j, "index": i} for j, i in pairs]
+    return c.request("POST", "/jobs/kill", json={**base, "targets": targets},
+                     params={"full": "true"} if full else None).json()["results"]
 
-    def __init__(self, code: str, message: str) -> None:
-        self.code, self.message = code, message
+
+def refusal_error(refused: dict):
+    """The API's typed error for a target refused inside a POST /jobs/kill answer (its code
+    and reason), as the one-job route would have raised it: its exit_code says what the
+    command exits with (3 for a store that failed)."""
+    from xced.api.errors import from_body
+
+    return from_body(400, {"error": {"code": refused["code"], "message": refused["reason"]}})
 
 
 def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | None, skip_refused: bool,
@@ -424,25 +436,21 @@ def _kill_batch(c, batch: list[Target], base: dict[str, object], signal: str | N
         return 0
     from xced.api.errors import InvalidRequest
 
-    body = {**base, "targets": [{"job_id": j} if i is None else {"job_id": j, "index": i} for j, i, _ in batch]}
     try:
-        results = c.request("POST", "/jobs/kill", json=body).json()["results"]
+        results = kill_many(c, [(j, i) for j, i, _ in batch], base)  # type: ignore[misc]
     except InvalidRequest as e:  # the options themselves (a -C with a newline): a usage error, exit 255
         raise LsfUsage(e.message) from None
     rc = 0
     for (jid, idx, ref), res in zip(batch, results):
         refused = res.get("refused")
         if refused is not None and refused["code"] in UNREACHABLE_CODES:  # the store failed: exit 3, as one kill
-            from xced.api.errors import from_body
-
-            raise from_body(503, {"error": {"code": refused["code"], "message": refused["reason"]}})
+            raise refusal_error(refused)
         if refused is None:
             if tally is not None:
                 tally["acted"] += 1
             print(f"Job <{ref}> is being {_verb('kill', signal, res)}")
         elif not (skip_refused and refused["code"] in SKIPPABLE):
-            print(f"Job <{ref}>: {_reason('signal' if signal else 'kill', _Refusal(refused['code'], refused['reason']))}",
-                  file=sys.stderr)
+            print(f"Job <{ref}>: {_reason('signal' if signal else 'kill', refusal_error(refused))}", file=sys.stderr)
             rc = LSF_FAILED
     return rc
 
@@ -476,16 +484,16 @@ def act(prog: str, action: str, refs: list[Target], c, *, signal: str | None = N
     base = {**action_body(None, signal, record_done, force, comment), **(extra or {})}
     if action == "kill" and not batched:  # whole jobs and single elements go many to a request (POST /jobs/kill)
         batch: list[Target] = []
-        out: list[Target] = []
         for ref in refs:
-            if isinstance(ref[1], list) or len(batch) >= KILL_BATCH:
+            listed = isinstance(ref[1], list)
+            if listed or len(batch) >= KILL_BATCH:  # what came before is answered first: lines stay in order
                 rc = max(rc, _kill_batch(c, batch, base, signal, skip_refused, tally))
                 batch = []
-            (out if isinstance(ref[1], list) else batch).append(ref)
-            if isinstance(ref[1], list):
-                rc = max(rc, act(prog, action, out, c, signal=signal, record_done=record_done, force=force,
+            if listed:
+                rc = max(rc, act(prog, action, [ref], c, signal=signal, record_done=record_done, force=force,
                                  extra=extra, skip_refused=skip_refused, comment=comment, batched=True, tally=tally))
-                out = []
+            else:
+                batch.append(ref)
         return max(rc, _kill_batch(c, batch, base, signal, skip_refused, tally))
     for jid, idx, ref in refs:
         if not isinstance(idx, list):

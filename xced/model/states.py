@@ -48,8 +48,6 @@ def first_control(text: str) -> str | None:
     return None
 
 
-
-
 def one_line_error(text: str, what: str, instead: str, cap: int | None = None) -> str | None:
     """What is wrong with `text` as a reason a user gives that every user who may see it then
     reads on one line (a host's close reason, a kill's reason), or None: a control character
@@ -62,7 +60,7 @@ def one_line_error(text: str, what: str, instead: str, cap: int | None = None) -
         text.encode("utf-8")
     except UnicodeEncodeError:  # bytes of another encoding, as Python hands them on (surrogates)
         return f"{what} is not UTF-8 text; give it in UTF-8"
-    if not text.strip() or not text.isprintable() and not "".join(c for c in text if c.isprintable()).strip():
+    if not "".join(c for c in text if c.isprintable()).strip():  # spaces, or only invisible ones (U+202E)
         return f"{what} is blank (or only invisible characters); give a few words, or {instead}"
     if cap is not None and len(text) > cap:
         return f"{what} has {len(text)} characters, more than the {cap} it may have"
